@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Named drop reasons shared by every srchain datapath program.
+ *
+ * Mirrored by internal/drop (Go); a unit test checks that both lists agree,
+ * so add a reason here and in internal/drop/drop.go together, and only ever
+ * append (the numbers are ABI: they index pinned per-CPU counter maps).
+ */
+#ifndef SRCHAIN_DROP_H
+#define SRCHAIN_DROP_H
+
+enum srchain_drop_reason {
+	DROP_NONE = 0,            /* not a drop; slot unused */
+	DROP_PKT_TRUNCATED,       /* L2/L3/L4 header shorter than its fixed part */
+	DROP_NO_SRH,              /* packet to a SID that needs an SRH has none */
+	DROP_SRH_TRUNCATED,       /* packet ends before hdr ext len says the SRH does */
+	DROP_SRH_BAD_TYPE,        /* routing header type != 4 (RFC 8754 2) */
+	DROP_SRH_BAD_LEN,         /* hdr ext len does not hold last entry + 1 segments */
+	DROP_SRH_SL_OVER_LAST,    /* segments left > last entry (RFC 8754 4.3.1.1) */
+	DROP_SRH_TOO_MANY_SEGS,   /* last entry >= SRCHAIN_MAX_SEGS */
+	DROP_SRH_SL_ZERO,         /* SL = 0 where the behavior needs SL > 0 (RFC 8986 4.1) */
+	DROP_HOP_LIMIT,           /* hop limit exhausted */
+	DROP_FIB_FAIL,            /* no route / neighbour for the new destination */
+	DROP_TLV_BAD,             /* malformed SRH TLV */
+	DROP_FW_RULE,             /* firewall rule verdict DROP/REJECT */
+	DROP_FW_PRECOND,          /* SR action precondition failed (e.g. skip-next with SL < 2) */
+	DROP_FW_ARGS_UNKNOWN,     /* eval-args: ARGS value with no action */
+	DROP_PROXY_NO_CACHE,      /* dynamic proxy: no cached SRH for the flow */
+	DROP_OPOT_VERIFY,         /* OPoT verification failed at egress */
+	DROP_OPOT_REPLAY,         /* OPoT nonce seen before */
+	DROP_OPOT_NO_TLV,         /* OPoT TLV missing or malformed */
+	DROP_ADJUST_ROOM,         /* bpf_skb_adjust_room / store failed */
+	DROP_MTU,                 /* packet would exceed the egress MTU */
+	DROP_UNSUPPORTED,         /* valid packet the behavior does not handle */
+	DROP_MAX,
+};
+
+#endif /* SRCHAIN_DROP_H */

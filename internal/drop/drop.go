@@ -1,0 +1,84 @@
+// Package drop names the reasons srchain's datapath programs drop packets.
+//
+// The list mirrors bpf/lib/drop.h one to one (a test keeps them in step);
+// the numeric values index the per-CPU drop counter map of every program.
+package drop
+
+import "fmt"
+
+// Reason is why a datapath program dropped a packet.
+type Reason uint32
+
+// Reasons, in the order and with the values of enum srchain_drop_reason.
+const (
+	None Reason = iota
+	PktTruncated
+	NoSRH
+	SRHTruncated
+	SRHBadType
+	SRHBadLen
+	SRHSLOverLast
+	SRHTooManySegs
+	SRHSLZero
+	HopLimit
+	FIBFail
+	TLVBad
+	FWRule
+	FWPrecond
+	FWArgsUnknown
+	ProxyNoCache
+	OPoTVerify
+	OPoTReplay
+	OPoTNoTLV
+	AdjustRoom
+	MTU
+	Unsupported
+	Max // number of reasons; not a reason
+)
+
+var names = [...]string{
+	None:           "none",
+	PktTruncated:   "pkt-truncated",
+	NoSRH:          "no-srh",
+	SRHTruncated:   "srh-truncated",
+	SRHBadType:     "srh-bad-type",
+	SRHBadLen:      "srh-bad-len",
+	SRHSLOverLast:  "srh-sl-over-last",
+	SRHTooManySegs: "srh-too-many-segs",
+	SRHSLZero:      "srh-sl-zero",
+	HopLimit:       "hop-limit",
+	FIBFail:        "fib-fail",
+	TLVBad:         "tlv-bad",
+	FWRule:         "fw-rule",
+	FWPrecond:      "fw-precondition",
+	FWArgsUnknown:  "fw-args-unknown",
+	ProxyNoCache:   "proxy-no-cache",
+	OPoTVerify:     "opot-verify",
+	OPoTReplay:     "opot-replay",
+	OPoTNoTLV:      "opot-no-tlv",
+	AdjustRoom:     "adjust-room",
+	MTU:            "mtu",
+	Unsupported:    "unsupported",
+}
+
+// String returns the reason's stable name, as used in counters and metrics.
+func (r Reason) String() string {
+	if r < Max {
+		return names[r]
+	}
+	return fmt.Sprintf("reason-%d", uint32(r))
+}
+
+// Counts holds one counter per reason, summed over CPUs.
+type Counts [Max]uint64
+
+// NonZero returns the reasons with a non-zero count, keyed by name.
+func (c Counts) NonZero() map[string]uint64 {
+	m := make(map[string]uint64)
+	for i, v := range c {
+		if v != 0 {
+			m[Reason(i).String()] = v
+		}
+	}
+	return m
+}

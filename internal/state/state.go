@@ -1,0 +1,154 @@
+// Package state is the compiler's output and the applier's input: the
+// desired configuration of every node, in plain data with no behavior.
+//
+// Conventions that producers and consumers rely on:
+//   - every slice is sorted deterministically by the compiler (nodes by name,
+//     interfaces by name, routes by table then prefix, SIDs by address), so
+//     the JSON form is golden-testable;
+//   - segment lists are in travel order (first SID visited first), never in
+//     SRH order; the codec and the applier reverse them;
+//   - a zero netip.Addr / netip.Prefix means "not set".
+package state
+
+import "net/netip"
+
+// Network is the desired state of a whole spec.
+type Network struct {
+	Name  string `json:"name"`
+	Nodes []Node `json:"nodes"`
+	Links []Link `json:"links"`
+}
+
+// Link is a point-to-point wire between two interfaces (a veth pair in the lab).
+type Link struct {
+	A   Endpoint `json:"a"`
+	B   Endpoint `json:"b"`
+	MTU int      `json:"mtu"`
+}
+
+// Endpoint names one interface of one node.
+type Endpoint struct {
+	Node      string `json:"node"`
+	Interface string `json:"interface"`
+}
+
+// Node is everything one node must have.
+type Node struct {
+	Name string `json:"name"`
+	// Role is "host" or "router" as in the spec.
+	Role string `json:"role"`
+	// Sysctls in application order (e.g. forwarding, seg6_enabled).
+	Sysctls []Sysctl `json:"sysctls,omitempty"`
+	// TunSrc is the outer source address of encapsulations (ip sr tunsrc).
+	TunSrc     netip.Addr  `json:"tunsrc,omitzero"`
+	Interfaces []Interface `json:"interfaces"`
+	// Loopback holds addresses placed on lo (service or host addresses).
+	Loopback []netip.Prefix `json:"loopback,omitempty"`
+	Routes   []Route        `json:"routes,omitempty"`
+	Rules    []Rule         `json:"rules,omitempty"`
+	SIDs     []LocalSID     `json:"sids,omitempty"`
+	Programs []Program      `json:"programs,omitempty"`
+}
+
+// Sysctl is one kernel setting, key in dotted form.
+type Sysctl struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Interface is one network interface of a node.
+type Interface struct {
+	Name  string         `json:"name"`
+	MTU   int            `json:"mtu"`
+	Addrs []netip.Prefix `json:"addrs,omitempty"`
+	Peer  Endpoint       `json:"peer"`
+}
+
+// EncapMode is how an SR policy adds its segment list.
+type EncapMode string
+
+const (
+	ModeEncap  EncapMode = "encap"  // H.Encaps (RFC 8986 5.1): outer IPv6 + SRH
+	ModeInsert EncapMode = "inline" // H.Insert: SRH inserted after the IPv6 header
+)
+
+// SREncap is an SR policy attached to a route (seg6 lwtunnel).
+type SREncap struct {
+	Mode     EncapMode    `json:"mode"`
+	Segments []netip.Addr `json:"segments"` // travel order
+}
+
+// Route is one route; Table 0 means the main table.
+type Route struct {
+	Table int          `json:"table,omitempty"`
+	Dst   netip.Prefix `json:"dst"`
+	Via   netip.Addr   `json:"via,omitzero"`
+	Dev   string       `json:"dev,omitempty"`
+	Encap *SREncap     `json:"encap,omitempty"`
+	// Chain names the chain this route steers into, for status and trace.
+	Chain string `json:"chain,omitempty"`
+}
+
+// PortRange is an inclusive port range; zero means any.
+type PortRange struct {
+	From uint16 `json:"from"`
+	To   uint16 `json:"to"`
+}
+
+// Rule is a policy-routing rule (ip rule) used for 5-tuple classifiers:
+// it sends matching traffic to a table holding the chain's SR policy.
+type Rule struct {
+	Priority int          `json:"priority"`
+	Family   int          `json:"family"` // 4 or 6
+	Src      netip.Prefix `json:"src,omitzero"`
+	Dst      netip.Prefix `json:"dst,omitzero"`
+	IPProto  uint8        `json:"ipproto,omitempty"`
+	SPort    PortRange    `json:"sport,omitzero"`
+	DPort    PortRange    `json:"dport,omitzero"`
+	IIF      string       `json:"iif,omitempty"`
+	Table    int          `json:"table"`
+	Chain    string       `json:"chain,omitempty"`
+}
+
+// Behavior is an SRv6 endpoint behavior (RFC 8986 names).
+type Behavior string
+
+const (
+	End    Behavior = "End"
+	EndX   Behavior = "End.X"
+	EndDX4 Behavior = "End.DX4"
+	EndDX6 Behavior = "End.DX6"
+	EndDT6 Behavior = "End.DT6"
+)
+
+// Datapath says who implements a SID on a node.
+type Datapath string
+
+const (
+	Kernel Datapath = "kernel" // seg6local route
+	EBPF   Datapath = "ebpf"   // srchain tc program + SID map entry
+)
+
+// LocalSID is one SID instantiated on a node.
+type LocalSID struct {
+	// SID is the SID prefix: /128, or shorter when ARGS bits follow.
+	SID      netip.Prefix `json:"sid"`
+	Behavior Behavior     `json:"behavior"`
+	NH4      netip.Addr   `json:"nh4,omitzero"`
+	NH6      netip.Addr   `json:"nh6,omitzero"`
+	OIF      string       `json:"oif,omitempty"`
+	Table    int          `json:"table,omitempty"`
+	Datapath Datapath     `json:"datapath"`
+	// NF is the network function this SID fronts ("" for egress SIDs).
+	NF string `json:"nf,omitempty"`
+}
+
+// Program is an eBPF program attachment the node needs.
+type Program struct {
+	// Kind names the program (e.g. "end", "firewall").
+	Kind string `json:"kind"`
+	// Interfaces it attaches to (tc ingress).
+	Interfaces []string `json:"interfaces"`
+	// Params carries kind-specific settings.
+	Params map[string]string `json:"params,omitempty"`
+}
