@@ -6,6 +6,5 @@ package deps
 import (
 	_ "github.com/cilium/ebpf"
 	_ "github.com/cilium/ebpf/link"
-	_ "github.com/spf13/cobra"
 	_ "gopkg.in/yaml.v3"
 )
