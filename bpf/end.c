@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* srchain End / End.X in tc (tcx ingress).
+ *
+ * For every IPv6 packet whose destination is in the `sids` map, run the
+ * SRv6 End (RFC 8986 4.1) or End.X (4.2) behavior and forward the result;
+ * everything else passes untouched (TC_ACT_OK), so the program can sit on
+ * any interface. Malformed SRv6 packets to a SID are dropped and counted
+ * by reason (lib/counters.h). Forwarding policy: lib/fib.h.
+ */
+#include "common.h"
+#include "counters.h"
+#include "srh.h"
+#include "end.h"
+#include "fib.h"
+
+/* SIDs this program serves. Key: the SID (full 128 bits). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SRCHAIN_MAX_SID_COUNTERS);
+	__type(key, struct in6_addr);
+	__type(value, struct sid_entry);
+} sids SEC(".maps");
+
+/* Words the End rewrite touches, for the CHECKSUM_COMPLETE fix-up: the
+ * IPv6 word holding the hop limit, the destination, the SRH word holding
+ * segments left. All start at even offsets from the IPv6 header (the SRH
+ * at a multiple of 8), so their one's-complement sum is position free.
+ */
+struct end_words {
+	__be32 ip6w1;
+	struct in6_addr daddr;
+	__be32 srhw0;
+};
+
+static __always_inline int end_words_read(const struct pkt *p, const struct srh_info *si,
+					  struct end_words *w)
+{
+	struct ipv6hdr *ip6 = pkt_ptr(p, si->ip6off, sizeof(*ip6));
+	__be32 *srhw = pkt_ptr(p, si->srhoff, 4);
+
+	if (!ip6 || !srhw)
+		return -1;
+	w->ip6w1 = ((__be32 *)ip6)[1];
+	ipv6_addr_copy(&w->daddr, &ip6->daddr);
+	w->srhw0 = *srhw;
+	return 0;
+}
+
+static __always_inline int drop(__u32 reason)
+{
+	count_drop(reason);
+	return TC_ACT_SHOT;
+}
+
+SEC("tc")
+int srchain_end(struct __sk_buff *skb)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct end_words before, after;
+	struct bpf_fib_lookup params;
+	struct sid_entry *sid;
+	struct srh_info si = {};
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__u32 reason, pktlen;
+	long rc;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK;
+
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6) {
+		/* Non-linear head: make the headers readable, then retry. */
+		if (bpf_skb_pull_data(skb, 0))
+			return TC_ACT_OK;
+		p.data = (void *)(long)skb->data;
+		p.data_end = (void *)(long)skb->data_end;
+		ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+		if (!ip6)
+			return TC_ACT_OK; /* not even an IPv6 header: the stack drops it */
+	}
+
+	sid = bpf_map_lookup_elem(&sids, &ip6->daddr);
+	if (!sid)
+		return TC_ACT_OK;
+	count_sid(sid->counter, skb->len);
+
+	/* The SRH may lie beyond the linear head (GRO, some drivers): pull
+	 * the whole packet once. Rare on the forwarding path.
+	 */
+	if (p.data_end - p.data < skb->len) {
+		if (bpf_skb_pull_data(skb, 0))
+			return drop(DROP_PKT_TRUNCATED);
+		p.data = (void *)(long)skb->data;
+		p.data_end = (void *)(long)skb->data_end;
+		ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+		if (!ip6)
+			return drop(DROP_PKT_TRUNCATED);
+	}
+	if (ip6->version != 6)
+		return drop(DROP_UNSUPPORTED);
+	/* Payload length 0 announces a jumbogram (RFC 2675): not handled. */
+	if (ip6->payload_len == 0)
+		return drop(DROP_UNSUPPORTED);
+	pktlen = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	if (p.data + p.l3off + pktlen > p.data_end)
+		return drop(DROP_PKT_TRUNCATED);
+	if (p.data + p.l3off + pktlen < p.data_end) {
+		/* Trailing bytes beyond the payload length: the kernel trims
+		 * them in ip6_rcv_core; do the same so both forward the same
+		 * bytes.
+		 */
+		if (bpf_skb_change_tail(skb, p.l3off + pktlen, 0))
+			return drop(DROP_ADJUST_ROOM);
+		p.data = (void *)(long)skb->data;
+		p.data_end = (void *)(long)skb->data_end;
+	}
+
+	reason = srh_parse(&p, &si);
+	if (reason)
+		return drop(reason);
+	if (end_words_read(&p, &si, &before))
+		return drop(DROP_PKT_TRUNCATED);
+	reason = end_apply(&p, &si);
+	if (reason)
+		return drop(reason);
+	ip6 = pkt_ptr(&p, si.ip6off, sizeof(*ip6));
+	if (!ip6)
+		return drop(DROP_PKT_TRUNCATED);
+
+	if (sid->behavior == SRCHAIN_BEH_END_X) {
+		/* RFC 8986 4.2: forward to the SID's adjacency whatever the
+		 * routing table says about the new DA.
+		 */
+		struct bpf_redir_neigh nh = { .nh_family = AF_INET6 };
+		__u32 oif = sid->oif;
+		int zero_nh;
+
+		ipv6_addr_copy((struct in6_addr *)nh.ipv6_nh, &sid->nh6);
+		zero_nh = !(nh.ipv6_nh[0] | nh.ipv6_nh[1] | nh.ipv6_nh[2] | nh.ipv6_nh[3]);
+		ip6_dec_hop_limit(ip6);
+		if (end_words_read(&p, &si, &after) == 0)
+			bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
+							   (__be32 *)&after, sizeof(after), 0));
+		fib_count(FIB_SLOT_REDIRECT_NEIGH);
+		if (zero_nh)
+			return bpf_redirect_neigh(oif, NULL, 0, 0);
+		return bpf_redirect_neigh(oif, &nh, sizeof(nh), 0);
+	}
+
+	rc = fib_lookup_ip6(skb, &params, ip6, skb->ingress_ifindex);
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		eth = pkt_ptr(&p, 0, sizeof(*eth));
+		if (!eth)
+			return drop(DROP_PKT_TRUNCATED);
+		ip6_dec_hop_limit(ip6);
+		fib_set_macs(eth, &params);
+	}
+	if (end_words_read(&p, &si, &after) == 0)
+		bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
+						   (__be32 *)&after, sizeof(after), 0));
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS)
+		return bpf_redirect(params.ifindex, 0);
+	/* Slow path (lib/fib.h): the stack forwards the rewritten packet. */
+	return TC_ACT_OK;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

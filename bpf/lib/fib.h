@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Forwarding helpers: FIB lookup, MAC rewrite, redirect.
+ *
+ * Policy shared by srchain programs (docs/datapath.md, "Forwarding"):
+ *   - BPF_FIB_LKUP_RET_SUCCESS: the program decrements the hop limit,
+ *     writes the MACs from the lookup and redirects to params.ifindex.
+ *   - anything else (no route, no neighbour entry yet, blackhole,
+ *     unreachable, MTU exceeded, local destination, route with an lwtunnel
+ *     encap such as a seg6 policy, forwarding disabled): the program hands
+ *     the already rewritten packet to the stack (TC_ACT_OK / XDP_PASS)
+ *     WITHOUT decrementing the hop limit. The kernel then forwards it
+ *     exactly as it forwards any packet: ip6_forward decrements the hop
+ *     limit, resolves the neighbour, sends ICMPv6 errors (unreachable,
+ *     packet too big) and delivers to local SIDs. This is the same path
+ *     the kernel's own seg6local End takes after its nexthop lookup.
+ * fib_counters counts lookups by return code so operators can see how
+ * much traffic takes the slow path.
+ */
+#ifndef SRCHAIN_FIB_H
+#define SRCHAIN_FIB_H
+
+#include "common.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+
+/* Slots of fib_counters: BPF_FIB_LKUP_RET_* (0..FIB_SLOT_RET_MAX-1), then
+ * srchain's own outcomes.
+ */
+#define FIB_SLOT_RET_MAX 16
+#define FIB_SLOT_REDIRECT_NEIGH 16 /* End.X: bpf_redirect_neigh to a pinned nexthop */
+#define FIB_SLOT_MAX 32
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FIB_SLOT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} fib_counters SEC(".maps");
+
+/* fib_count adds one to slot (clamped into the map). */
+static __always_inline void fib_count(__u32 slot)
+{
+	__u32 key = slot < FIB_SLOT_MAX ? slot : FIB_SLOT_MAX - 1;
+	__u64 *v = bpf_map_lookup_elem(&fib_counters, &key);
+
+	if (v)
+		*v += 1;
+}
+
+/* fib_lookup_ip6 fills params from ip6 (after the caller's rewrite of the
+ * destination) and runs bpf_fib_lookup for a packet that arrived on
+ * ifindex. ctx is the program's context (struct __sk_buff * or struct
+ * xdp_md *). Returns the BPF_FIB_LKUP_RET_* code (negative on helper
+ * error) and counts it.
+ */
+static __always_inline long fib_lookup_ip6(void *ctx, struct bpf_fib_lookup *params,
+					   const struct ipv6hdr *ip6, __u32 ifindex)
+{
+	long rc;
+
+	__builtin_memset(params, 0, sizeof(*params));
+	params->family = AF_INET6;
+	/* flowinfo minus the version nibble: traffic class + flow label. */
+	params->flowinfo = *(const __be32 *)ip6 & bpf_htonl(0x0fffffff);
+	params->l4_protocol = ip6->nexthdr;
+	params->tot_len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	params->ifindex = ifindex;
+	ipv6_addr_copy((struct in6_addr *)params->ipv6_src, &ip6->saddr);
+	ipv6_addr_copy((struct in6_addr *)params->ipv6_dst, &ip6->daddr);
+
+	rc = bpf_fib_lookup(ctx, params, sizeof(*params), 0);
+	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
+	return rc;
+}
+
+/* fib_set_macs writes the lookup's MAC addresses into the Ethernet header. */
+static __always_inline void fib_set_macs(struct ethhdr *eth, const struct bpf_fib_lookup *params)
+{
+	__builtin_memcpy(eth->h_dest, params->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, params->smac, ETH_ALEN);
+}
+
+/* fib_ret_reason maps a lookup result to a drop reason for programs that
+ * drop instead of handing the packet to the stack: DROP_NONE on success,
+ * DROP_FIB_FAIL otherwise.
+ */
+static __always_inline __u32 fib_ret_reason(long rc)
+{
+	return rc == BPF_FIB_LKUP_RET_SUCCESS ? DROP_NONE : DROP_FIB_FAIL;
+}
+
+/* ip6_dec_hop_limit decrements the hop limit (the caller has checked it
+ * is > 1, RFC 8200 3).
+ */
+static __always_inline void ip6_dec_hop_limit(struct ipv6hdr *ip6)
+{
+	ip6->hop_limit -= 1;
+}
+
+#endif /* SRCHAIN_FIB_H */
