@@ -1,0 +1,103 @@
+package srv6
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/srchain/srchain/internal/drop"
+)
+
+// FindSRH locates the first SRH of the IPv6 packet pkt behind the
+// extension headers RFC 8200 section 4.1 allows before it. It returns the
+// SRH and its offset in pkt; ErrNotSRv6 if there is none. A routing header
+// of another type is ErrBadRoutingType.
+func FindSRH(pkt []byte) (SRH, int, error) {
+	h, err := ParseIPv6(pkt)
+	if err != nil {
+		return SRH{}, 0, err
+	}
+	end := IPv6HeaderLen + int(h.PayloadLen)
+	if end > len(pkt) {
+		return SRH{}, 0, decodeErr("ipv6", "payload length", 4, ErrTruncated)
+	}
+	off, nh := IPv6HeaderLen, h.NextHeader
+	for first := true; ; first = false {
+		switch {
+		case nh == ProtoHopByHop && first || nh == ProtoDestOpts:
+			x, next, err := extHeader(pkt[:end], off, nh)
+			if err != nil {
+				return SRH{}, 0, err
+			}
+			off, nh = next, x.Data[0]
+		case nh == ProtoRouting:
+			s, err := ParseSRH(pkt[off:end])
+			if err != nil {
+				return SRH{}, 0, rebase(err, off)
+			}
+			return s, off, nil
+		default:
+			return SRH{}, 0, decodeErr("ipv6", "next header", off, ErrNotSRv6)
+		}
+	}
+}
+
+// MutateEnd applies the End behavior (RFC 8986 section 4.1) to the IPv6
+// packet pkt and returns the result in a new slice: Segments Left - 1,
+// destination = Segment List[SL], hop limit - 1. It is the reference model
+// the eBPF End is compared against, so it drops what the kernel's
+// seg6local End drops, in the kernel's order: no or invalid SRH (the
+// DecodeError of FindSRH), SL = 0 (ErrSLZero; the kernel skips routing
+// headers with SL 0 and finds none), then hop limit <= 1 (ErrHopLimit, the
+// kernel's ip6_forward). Reason maps each error to its drop reason.
+func MutateEnd(pkt []byte) ([]byte, error) {
+	s, off, err := FindSRH(pkt)
+	if err != nil {
+		return nil, fmt.Errorf("apply end: %w", err)
+	}
+	if s.SegmentsLeft == 0 {
+		return nil, fmt.Errorf("apply end: %w", decodeErr("srh", "segments left", off+SRHOffSegmentsLeft, ErrSLZero))
+	}
+	if pkt[7] <= 1 {
+		return nil, fmt.Errorf("apply end: %w", decodeErr("ipv6", "hop limit", 7, ErrHopLimit))
+	}
+	out := append([]byte(nil), pkt...)
+	sl := s.SegmentsLeft - 1
+	out[7]--
+	out[off+SRHOffSegmentsLeft] = sl
+	d := as16(s.Segments[sl])
+	copy(out[24:40], d[:])
+	return out, nil
+}
+
+// Reason is the datapath drop reason (internal/drop, bpf/lib/drop.h) that
+// corresponds to a codec error; drop.None for nil, drop.Unsupported for
+// errors the datapath has no name for.
+func Reason(err error) drop.Reason {
+	switch {
+	case err == nil:
+		return drop.None
+	case errors.Is(err, ErrNotSRv6):
+		return drop.NoSRH
+	case errors.Is(err, ErrBadRoutingType):
+		return drop.SRHBadType
+	case errors.Is(err, ErrBadHdrLen):
+		return drop.SRHBadLen
+	case errors.Is(err, ErrSLOverLast):
+		return drop.SRHSLOverLast
+	case errors.Is(err, ErrTooManySegments):
+		return drop.SRHTooManySegs
+	case errors.Is(err, ErrBadTLV):
+		return drop.TLVBad
+	case errors.Is(err, ErrSLZero):
+		return drop.SRHSLZero
+	case errors.Is(err, ErrHopLimit):
+		return drop.HopLimit
+	case errors.Is(err, ErrTruncated):
+		var de *DecodeError
+		if errors.As(err, &de) && de.Layer == "srh" {
+			return drop.SRHTruncated
+		}
+		return drop.PktTruncated
+	}
+	return drop.Unsupported
+}
