@@ -1,0 +1,142 @@
+// Package apply makes one node look like its desired state (internal/state):
+// sysctls, interfaces, addresses, the SRv6 tunnel source, routes (plain,
+// seg6 encap, seg6local SIDs), policy rules and eBPF programs.
+//
+// Apply works on a namespace handle (internal/netns), so the same code
+// serves the lab (one namespace per node) and a host (the agent opens the
+// root namespace). It is a diff: what is already as desired is left alone,
+// so a second Apply changes nothing. Everything it changes is journaled; on
+// any error the journal is replayed backwards and the node is left as it
+// was before the call.
+//
+// Apply only adds and modifies; it never removes configuration it was not
+// asked about, because on a host that configuration belongs to someone else.
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNoInterface: the state names an interface the node does not have.
+	ErrNoInterface = errors.New("no such interface")
+	// ErrNoDriver: a program kind nobody registered a driver for.
+	ErrNoDriver = errors.New("no driver for program kind")
+	// ErrBadState: the desired state cannot be expressed (e.g. a behavior
+	// without its next hop).
+	ErrBadState = errors.New("invalid desired state")
+)
+
+// Result tells what Apply did.
+type Result struct {
+	// Changes is the number of changes made (0 on an idempotent re-apply).
+	Changes int
+}
+
+// journal records how to undo each change, newest last.
+type journal struct {
+	log   *slog.Logger
+	steps []step
+}
+
+type step struct {
+	what string
+	undo func() error
+}
+
+func (j *journal) did(what string, undo func() error) {
+	j.log.Debug("applied", "change", what)
+	j.steps = append(j.steps, step{what, undo})
+}
+
+// rollback undoes every recorded change, newest first, and reports the
+// undo steps that failed.
+func (j *journal) rollback() error {
+	var errs []error
+	for i := len(j.steps) - 1; i >= 0; i-- {
+		s := j.steps[i]
+		if s.undo == nil {
+			continue
+		}
+		if err := s.undo(); err != nil {
+			errs = append(errs, fmt.Errorf("undo %s: %w", s.what, err))
+		} else {
+			j.log.Debug("undone", "change", s.what)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Options tune Apply; the zero value is fine.
+type Options struct {
+	// Drivers to use for programs; nil means the registered ones.
+	Drivers map[string]ProgramDriver
+	Logger  *slog.Logger
+}
+
+// Apply makes node ns match node. See the package comment.
+func Apply(ctx context.Context, ns *netns.NS, node state.Node) error {
+	_, err := ApplyWith(ctx, ns, node, Options{})
+	return err
+}
+
+// ApplyWith is Apply with options, returning what was done.
+func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options) (Result, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("node", node.Name, "netns", ns.Name)
+	drivers := opts.Drivers
+	if drivers == nil {
+		drivers = registered()
+	}
+	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers}
+	stages := []struct {
+		name string
+		fn   func() error
+	}{
+		{"sysctls", a.sysctls},
+		{"interfaces", a.interfaces},
+		{"addresses", a.addresses},
+		{"tunsrc", a.tunsrc},
+		{"routes", a.routes},
+		{"sids", a.sids},
+		{"rules", a.rules},
+		{"programs", a.programs},
+	}
+	for _, s := range stages {
+		if err := ctx.Err(); err != nil {
+			return Result{}, a.fail(fmt.Errorf("apply %s: %w", node.Name, err))
+		}
+		if err := s.fn(); err != nil {
+			return Result{}, a.fail(fmt.Errorf("apply %s %s: %w", node.Name, s.name, err))
+		}
+	}
+	if len(a.j.steps) > 0 {
+		log.Info("node applied", "changes", len(a.j.steps))
+	}
+	return Result{Changes: len(a.j.steps)}, nil
+}
+
+type applier struct {
+	ctx     context.Context
+	ns      *netns.NS
+	node    state.Node
+	j       *journal
+	drivers map[string]ProgramDriver
+}
+
+func (a *applier) fail(err error) error {
+	if rerr := a.j.rollback(); rerr != nil {
+		return errors.Join(err, fmt.Errorf("roll back %s: %w", a.node.Name, rerr))
+	}
+	return err
+}

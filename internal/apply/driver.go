@@ -1,0 +1,80 @@
+package apply
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// ProgramDriver attaches one kind of eBPF program (state.Program.Kind) on a
+// node. Apply must be idempotent (attaching what is already attached changes
+// nothing and returns a nil or no-op undo) and must leave nothing behind when
+// it returns an error. The returned undo removes what this call added.
+//
+// Drivers that must outlive the process (the lab CLI exits after `lab up`)
+// pin their links and maps under PinDir(ns).
+type ProgramDriver interface {
+	Apply(ns *netns.NS, node state.Node, p state.Program) (undo func() error, err error)
+}
+
+// DriverFunc adapts a function to ProgramDriver.
+type DriverFunc func(ns *netns.NS, node state.Node, p state.Program) (func() error, error)
+
+// Apply calls f.
+func (f DriverFunc) Apply(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	return f(ns, node, p)
+}
+
+var (
+	driversMu sync.Mutex
+	drivers   = map[string]ProgramDriver{}
+)
+
+// Register makes d the driver for programs of kind; packages that implement
+// a program register themselves from init or from the CLI.
+func Register(kind string, d ProgramDriver) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	drivers[kind] = d
+}
+
+// Registered reports whether a driver for kind exists.
+func Registered(kind string) bool {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	_, ok := drivers[kind]
+	return ok
+}
+
+func registered() map[string]ProgramDriver {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	return maps.Clone(drivers)
+}
+
+// PinRoot is where drivers pin BPF objects, one directory per namespace.
+const PinRoot = "/sys/fs/bpf/srchain/netns"
+
+// PinDir is the pin directory of the programs of one namespace; removing
+// it (and the namespace) removes every program srchain attached there.
+func PinDir(ns *netns.NS) string { return PinRoot + "/" + ns.Name }
+
+func (a *applier) programs() error {
+	for _, p := range a.node.Programs {
+		d, ok := a.drivers[p.Kind]
+		if !ok {
+			return fmt.Errorf("attach program %q: %w", p.Kind, ErrNoDriver)
+		}
+		undo, err := d.Apply(a.ns, a.node, p)
+		if err != nil {
+			return fmt.Errorf("attach program %q: %w", p.Kind, err)
+		}
+		if undo != nil {
+			a.j.did("program "+p.Kind, undo)
+		}
+	}
+	return nil
+}

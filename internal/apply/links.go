@@ -1,0 +1,196 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// readSysctl reads a sysctl inside the namespace (key in dotted form).
+func (a *applier) readSysctl(key string) (string, error) {
+	var v string
+	err := a.ns.Do(func() error {
+		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(key, ".", "/"))
+		if err != nil {
+			return fmt.Errorf("read sysctl %s: %w", key, err)
+		}
+		v = strings.TrimSpace(string(b))
+		return nil
+	})
+	return v, err
+}
+
+func (a *applier) sysctls() error {
+	for _, s := range a.node.Sysctls {
+		old, err := a.readSysctl(s.Key)
+		if err != nil {
+			return err
+		}
+		if old == s.Value {
+			continue
+		}
+		if err := a.ns.Sysctl(s.Key, s.Value); err != nil {
+			return err
+		}
+		key := s.Key
+		a.j.did("sysctl "+key+"="+s.Value, func() error { return a.ns.Sysctl(key, old) })
+	}
+	return nil
+}
+
+func (a *applier) link(name string) (netlink.Link, error) {
+	l, err := a.ns.Netlink().LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("find interface %s: %w: %w", name, ErrNoInterface, err)
+	}
+	return l, nil
+}
+
+// interfaces sets MTU and brings every interface (and lo) up.
+func (a *applier) interfaces() error {
+	h := a.ns.Netlink()
+	names := []string{"lo"}
+	mtus := map[string]int{}
+	for _, i := range a.node.Interfaces {
+		names = append(names, i.Name)
+		mtus[i.Name] = i.MTU
+	}
+	for _, name := range names {
+		l, err := a.link(name)
+		if err != nil {
+			return err
+		}
+		if mtu := mtus[name]; mtu > 0 && l.Attrs().MTU != mtu {
+			old := l.Attrs().MTU
+			if err := h.LinkSetMTU(l, mtu); err != nil {
+				return fmt.Errorf("set mtu %d on %s: %w", mtu, name, err)
+			}
+			a.j.did(fmt.Sprintf("mtu %s %d", name, mtu), func() error { return h.LinkSetMTU(l, old) })
+		}
+		if l.Attrs().Flags&net.FlagUp == 0 {
+			if err := h.LinkSetUp(l); err != nil {
+				return fmt.Errorf("set %s up: %w", name, err)
+			}
+			a.j.did("up "+name, func() error { return h.LinkSetDown(l) })
+		}
+	}
+	return nil
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	bits := 128
+	if p.Addr().Is4() {
+		bits = 32
+	}
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}
+}
+
+// addresses adds missing addresses without duplicate address detection
+// (RFC 4862 section 5.4 DAD would hold a fresh veth address "tentative" for
+// about a second, during which it cannot be used as a source).
+func (a *applier) addresses() error {
+	h := a.ns.Netlink()
+	want := map[string][]netip.Prefix{"lo": a.node.Loopback}
+	order := []string{"lo"}
+	for _, i := range a.node.Interfaces {
+		want[i.Name] = append(want[i.Name], i.Addrs...)
+		order = append(order, i.Name)
+	}
+	for _, name := range order {
+		if len(want[name]) == 0 {
+			continue
+		}
+		l, err := a.link(name)
+		if err != nil {
+			return err
+		}
+		have, err := h.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return fmt.Errorf("list addresses of %s: %w", name, err)
+		}
+		for _, p := range want[name] {
+			if hasAddr(have, p) {
+				continue
+			}
+			addr := &netlink.Addr{IPNet: ipNet(p)}
+			if p.Addr().Is6() {
+				addr.Flags = unix.IFA_F_NODAD
+			}
+			if err := h.AddrAdd(l, addr); err != nil {
+				return fmt.Errorf("add address %s to %s: %w", p, name, err)
+			}
+			a.j.did("addr "+p.String()+" "+name, func() error { return h.AddrDel(l, addr) })
+		}
+	}
+	return nil
+}
+
+func hasAddr(have []netlink.Addr, p netip.Prefix) bool {
+	for _, h := range have {
+		ip, ok := netip.AddrFromSlice(h.IP)
+		if !ok {
+			continue
+		}
+		ones, _ := h.Mask.Size()
+		if ip.Unmap() == p.Addr() && ones == p.Bits() {
+			return true
+		}
+	}
+	return false
+}
+
+// tunsrc sets the source address of seg6 encapsulations. vishvananda/netlink
+// has no API for the SEG6 generic netlink family, so this runs iproute2.
+func (a *applier) tunsrc() error {
+	if !a.node.TunSrc.IsValid() {
+		return nil
+	}
+	old, err := a.readTunSrc()
+	if err != nil {
+		return err
+	}
+	if old == a.node.TunSrc {
+		return nil
+	}
+	if err := a.setTunSrc(a.node.TunSrc); err != nil {
+		return err
+	}
+	a.j.did("tunsrc "+a.node.TunSrc.String(), func() error { return a.setTunSrc(old) })
+	return nil
+}
+
+// ReadTunSrc returns the namespace's `ip sr tunsrc` (:: when unset).
+func (a *applier) readTunSrc() (netip.Addr, error) {
+	out, err := a.ns.Run(a.ctx, "ip", "sr", "tunsrc", "show")
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("read tunsrc: %w", err)
+	}
+	return parseTunSrc(out)
+}
+
+func parseTunSrc(out string) (netip.Addr, error) {
+	// iproute2 prints "tunsrc addr fc00:1::1".
+	f := strings.Fields(out)
+	if len(f) != 3 || f[0] != "tunsrc" || f[1] != "addr" {
+		return netip.Addr{}, fmt.Errorf("parse tunsrc %q: %w", strings.TrimSpace(out), ErrBadState)
+	}
+	addr, err := netip.ParseAddr(f[2])
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("parse tunsrc %q: %w", f[2], err)
+	}
+	return addr, nil
+}
+
+func (a *applier) setTunSrc(addr netip.Addr) error {
+	// WithoutCancel: the same call undoes a change after the context ended.
+	if _, err := a.ns.Run(context.WithoutCancel(a.ctx), "ip", "sr", "tunsrc", "set", addr.String()); err != nil {
+		return fmt.Errorf("set tunsrc: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,403 @@
+package apply
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/state"
+)
+
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
+}
+
+func tableID(t int) int {
+	if t == 0 {
+		return unix.RT_TABLE_MAIN
+	}
+	return t
+}
+
+// wireSegments turns a travel-order segment list into the order the kernel
+// wants in the SRH it is given: Segment List[0] is the last segment (RFC 8754
+// section 2). In inline mode (H.Insert) the kernel writes the packet's
+// original destination into Segment List[0] itself, so the list carries an
+// empty slot there, as iproute2 does.
+func wireSegments(e *state.SREncap) []net.IP {
+	var out []net.IP
+	if e.Mode == state.ModeInsert {
+		out = append(out, net.IP(make([]byte, net.IPv6len)))
+	}
+	for _, s := range slices.Backward(e.Segments) {
+		out = append(out, net.IP(s.AsSlice()))
+	}
+	return out
+}
+
+// TravelSegments is the inverse of the kernel encoding: it returns the
+// travel-order segment list of a seg6 encap read back from the kernel.
+func TravelSegments(e *netlink.SEG6Encap) []netip.Addr {
+	segs := e.Segments
+	if e.Mode == nl.SEG6_IPTUN_MODE_INLINE && len(segs) > 0 {
+		segs = segs[1:]
+	}
+	var out []netip.Addr
+	for _, s := range slices.Backward(segs) {
+		a, _ := netip.AddrFromSlice(s)
+		out = append(out, a.Unmap())
+	}
+	return out
+}
+
+func (a *applier) ifindex(name string) (int, error) {
+	if name == "" {
+		return 0, nil
+	}
+	l, err := a.link(name)
+	if err != nil {
+		return 0, err
+	}
+	return l.Attrs().Index, nil
+}
+
+// RouteFor builds the netlink form of a desired route; ifindex resolves
+// interface names in the node's namespace.
+func RouteFor(r state.Route, ifindex func(string) (int, error)) (*netlink.Route, error) {
+	if !r.Dst.IsValid() {
+		return nil, fmt.Errorf("route without destination: %w", ErrBadState)
+	}
+	nr := &netlink.Route{
+		Family: family(r.Dst.Addr()),
+		Table:  tableID(r.Table),
+		Dst:    ipNet(r.Dst.Masked()),
+	}
+	if r.Via.IsValid() {
+		nr.Gw = net.IP(r.Via.AsSlice())
+		if r.Via.Is6() != r.Dst.Addr().Is6() {
+			// RFC 5549-style IPv4 via IPv6 next hop.
+			nr.Gw = nil
+			nr.Via = &netlink.Via{AddrFamily: family(r.Via), Addr: net.IP(r.Via.AsSlice())}
+		}
+	}
+	idx, err := ifindex(r.Dev)
+	if err != nil {
+		return nil, err
+	}
+	nr.LinkIndex = idx
+	if r.Encap != nil {
+		if len(r.Encap.Segments) == 0 {
+			return nil, fmt.Errorf("route %s: empty segment list: %w", r.Dst, ErrBadState)
+		}
+		mode := nl.SEG6_IPTUN_MODE_ENCAP
+		switch r.Encap.Mode {
+		case state.ModeEncap:
+		case state.ModeInsert:
+			if r.Dst.Addr().Is4() {
+				return nil, fmt.Errorf("route %s: inline mode needs an ipv6 packet: %w", r.Dst, ErrBadState)
+			}
+			mode = nl.SEG6_IPTUN_MODE_INLINE
+		default:
+			return nil, fmt.Errorf("route %s: unknown encap mode %q: %w", r.Dst, r.Encap.Mode, ErrBadState)
+		}
+		nr.Encap = &netlink.SEG6Encap{Mode: mode, Segments: wireSegments(r.Encap)}
+	}
+	return nr, nil
+}
+
+// SIDRoute builds the seg6local route serving a kernel-datapath SID
+// (RFC 8986 section 4). dev is the interface the route hangs off; the
+// behavior does not depend on it.
+func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*netlink.Route, error) {
+	if !s.SID.IsValid() || !s.SID.Addr().Is6() {
+		return nil, fmt.Errorf("sid %s: not an ipv6 prefix: %w", s.SID, ErrBadState)
+	}
+	e := &netlink.SEG6LocalEncap{}
+	e.Flags[nl.SEG6_LOCAL_ACTION] = true
+	need6 := func() error {
+		if !s.NH6.IsValid() {
+			return fmt.Errorf("sid %s %s: missing nh6: %w", s.SID, s.Behavior, ErrBadState)
+		}
+		e.Flags[nl.SEG6_LOCAL_NH6] = true
+		e.In6Addr = net.IP(s.NH6.AsSlice())
+		return nil
+	}
+	switch s.Behavior {
+	case state.End:
+		e.Action = nl.SEG6_LOCAL_ACTION_END
+	case state.EndX:
+		// RFC 8986 section 4.2: End.X forwards to a layer-3 adjacency.
+		e.Action = nl.SEG6_LOCAL_ACTION_END_X
+		if err := need6(); err != nil {
+			return nil, err
+		}
+		if s.OIF != "" {
+			idx, err := ifindex(s.OIF)
+			if err != nil {
+				return nil, err
+			}
+			e.Flags[nl.SEG6_LOCAL_OIF] = true
+			e.Oif = idx
+		}
+	case state.EndDX6:
+		e.Action = nl.SEG6_LOCAL_ACTION_END_DX6
+		if err := need6(); err != nil {
+			return nil, err
+		}
+	case state.EndDX4:
+		e.Action = nl.SEG6_LOCAL_ACTION_END_DX4
+		if !s.NH4.IsValid() {
+			return nil, fmt.Errorf("sid %s %s: missing nh4: %w", s.SID, s.Behavior, ErrBadState)
+		}
+		e.Flags[nl.SEG6_LOCAL_NH4] = true
+		e.InAddr = net.IP(s.NH4.AsSlice())
+	case state.EndDT6:
+		// Legacy End.DT6 with a plain table (no VRF on this kernel).
+		e.Action = nl.SEG6_LOCAL_ACTION_END_DT6
+		e.Flags[nl.SEG6_LOCAL_TABLE] = true
+		e.Table = tableID(s.Table)
+	default:
+		return nil, fmt.Errorf("sid %s: unsupported behavior %q: %w", s.SID, s.Behavior, ErrBadState)
+	}
+	return &netlink.Route{
+		Family:    netlink.FAMILY_V6,
+		Table:     unix.RT_TABLE_MAIN,
+		Dst:       ipNet(s.SID.Masked()),
+		LinkIndex: dev,
+		Encap:     e,
+	}, nil
+}
+
+// encapSig is a comparable description of a route's encapsulation.
+func encapSig(e netlink.Encap) string {
+	switch e := e.(type) {
+	case nil:
+		return ""
+	case *netlink.SEG6Encap:
+		var b strings.Builder
+		fmt.Fprintf(&b, "seg6 mode=%d", e.Mode)
+		for _, s := range e.Segments {
+			b.WriteString(" " + s.String())
+		}
+		return b.String()
+	case *netlink.SEG6LocalEncap:
+		var b strings.Builder
+		fmt.Fprintf(&b, "seg6local action=%d", e.Action)
+		if e.Flags[nl.SEG6_LOCAL_NH4] {
+			fmt.Fprintf(&b, " nh4=%s", e.InAddr)
+		}
+		if e.Flags[nl.SEG6_LOCAL_NH6] {
+			fmt.Fprintf(&b, " nh6=%s", e.In6Addr)
+		}
+		if e.Flags[nl.SEG6_LOCAL_OIF] {
+			fmt.Fprintf(&b, " oif=%d", e.Oif)
+		}
+		if e.Flags[nl.SEG6_LOCAL_TABLE] {
+			fmt.Fprintf(&b, " table=%d", e.Table)
+		}
+		return b.String()
+	default:
+		return fmt.Sprintf("type=%d", e.Type())
+	}
+}
+
+func prefixOf(n *net.IPNet, fam int) string {
+	if n == nil {
+		if fam == netlink.FAMILY_V4 {
+			return "0.0.0.0/0"
+		}
+		return "::/0"
+	}
+	return n.String()
+}
+
+// sameDst reports whether have is a route to want's destination in want's table.
+func sameDst(want, have *netlink.Route) bool {
+	return have.Table == want.Table && prefixOf(have.Dst, want.Family) == prefixOf(want.Dst, want.Family)
+}
+
+// RouteMatches reports whether have already is want. Fields want leaves
+// unset (gateway, device) are not compared: the kernel fills them in.
+func RouteMatches(want, have *netlink.Route) bool {
+	if !sameDst(want, have) {
+		return false
+	}
+	if want.Gw != nil && !want.Gw.Equal(have.Gw) {
+		return false
+	}
+	if want.Via != nil && (have.Via == nil || want.Via.String() != have.Via.String()) {
+		return false
+	}
+	if want.LinkIndex != 0 && want.LinkIndex != have.LinkIndex {
+		return false
+	}
+	return encapSig(want.Encap) == encapSig(have.Encap)
+}
+
+// ListRoutes lists the routes of one family in every table of the namespace.
+func listRoutes(h *netlink.Handle, fam int) ([]netlink.Route, error) {
+	rs, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("list routes: %w", err)
+	}
+	return rs, nil
+}
+
+// ensureRoute adds want, or replaces a different route to the same
+// destination, journaling the inverse.
+func (a *applier) ensureRoute(what string, want *netlink.Route) error {
+	h := a.ns.Netlink()
+	have, err := listRoutes(h, want.Family)
+	if err != nil {
+		return err
+	}
+	var old *netlink.Route
+	for i := range have {
+		if !sameDst(want, &have[i]) {
+			continue
+		}
+		if RouteMatches(want, &have[i]) {
+			return nil
+		}
+		if old == nil {
+			old = &have[i]
+		}
+	}
+	if old == nil {
+		if err := h.RouteAdd(want); err != nil {
+			return fmt.Errorf("add %s: %w", what, err)
+		}
+		a.j.did("add "+what, func() error { return h.RouteDel(want) })
+		return nil
+	}
+	if err := h.RouteReplace(want); err != nil {
+		return fmt.Errorf("replace %s: %w", what, err)
+	}
+	prev := *old
+	a.j.did("replace "+what, func() error { return h.RouteReplace(&prev) })
+	return nil
+}
+
+func (a *applier) routes() error {
+	for _, r := range a.node.Routes {
+		nr, err := RouteFor(r, a.ifindex)
+		if err != nil {
+			return err
+		}
+		if err := a.ensureRoute("route "+r.Dst.String(), nr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sidDev picks the interface a seg6local route hangs off: the first
+// interface of the node (the kernel requires a device; End and the
+// decapsulating behaviors do not use it).
+func (a *applier) sidDev() (int, error) {
+	name := "lo"
+	if len(a.node.Interfaces) > 0 {
+		name = a.node.Interfaces[0].Name
+	}
+	return a.ifindex(name)
+}
+
+func (a *applier) sids() error {
+	for _, s := range a.node.SIDs {
+		if s.Datapath == state.EBPF {
+			// Served by the "end" program and its SID map (driver).
+			continue
+		}
+		dev, err := a.sidDev()
+		if err != nil {
+			return err
+		}
+		nr, err := SIDRoute(s, dev, a.ifindex)
+		if err != nil {
+			return err
+		}
+		if err := a.ensureRoute(fmt.Sprintf("sid %s %s", s.SID, s.Behavior), nr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RuleFor builds the netlink form of a policy rule.
+func RuleFor(r state.Rule) (*netlink.Rule, error) {
+	nr := netlink.NewRule()
+	nr.Priority = r.Priority
+	nr.Table = tableID(r.Table)
+	switch r.Family {
+	case 4:
+		nr.Family = netlink.FAMILY_V4
+	case 6:
+		nr.Family = netlink.FAMILY_V6
+	default:
+		return nil, fmt.Errorf("rule %d: family %d: %w", r.Priority, r.Family, ErrBadState)
+	}
+	if r.Src.IsValid() {
+		nr.Src = ipNet(r.Src.Masked())
+	}
+	if r.Dst.IsValid() {
+		nr.Dst = ipNet(r.Dst.Masked())
+	}
+	nr.IPProto = int(r.IPProto)
+	if r.SPort != (state.PortRange{}) {
+		nr.Sport = netlink.NewRulePortRange(r.SPort.From, max(r.SPort.To, r.SPort.From))
+	}
+	if r.DPort != (state.PortRange{}) {
+		nr.Dport = netlink.NewRulePortRange(r.DPort.From, max(r.DPort.To, r.DPort.From))
+	}
+	nr.IifName = r.IIF
+	return nr, nil
+}
+
+func ruleSig(r *netlink.Rule) string {
+	port := func(p *netlink.RulePortRange) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%d-%d", p.Start, p.End)
+	}
+	ipn := func(n *net.IPNet) string {
+		if n == nil {
+			return "all"
+		}
+		return n.String()
+	}
+	return fmt.Sprintf("pref=%d src=%s dst=%s proto=%d sport=%s dport=%s iif=%s table=%d",
+		r.Priority, ipn(r.Src), ipn(r.Dst), r.IPProto, port(r.Sport), port(r.Dport), r.IifName, r.Table)
+}
+
+func (a *applier) rules() error {
+	h := a.ns.Netlink()
+	for _, r := range a.node.Rules {
+		want, err := RuleFor(r)
+		if err != nil {
+			return err
+		}
+		have, err := h.RuleList(want.Family)
+		if err != nil {
+			return fmt.Errorf("list rules: %w", err)
+		}
+		sig := ruleSig(want)
+		if slices.ContainsFunc(have, func(x netlink.Rule) bool { return ruleSig(&x) == sig }) {
+			continue
+		}
+		if err := h.RuleAdd(want); err != nil {
+			return fmt.Errorf("add rule %s: %w", sig, err)
+		}
+		a.j.did("rule "+sig, func() error { return h.RuleDel(want) })
+	}
+	return nil
+}
