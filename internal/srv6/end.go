@@ -7,10 +7,18 @@ import (
 	"github.com/srchain/srchain/internal/drop"
 )
 
-// FindSRH locates the first SRH of the IPv6 packet pkt behind the
-// extension headers RFC 8200 section 4.1 allows before it. It returns the
-// SRH and its offset in pkt; ErrNotSRv6 if there is none. A routing header
-// of another type is ErrBadRoutingType.
+// MaxExtHeaders is how many Hop-by-Hop / Destination Options headers
+// FindSRH skips before giving up, as SRCHAIN_MAX_EXTHDRS in the eBPF
+// srh_locate.
+const MaxExtHeaders = 4
+
+// FindSRH locates and validates the first SRH of the IPv6 packet pkt,
+// skipping up to MaxExtHeaders Hop-by-Hop and Destination Options headers
+// (RFC 8200 section 4.1), the way the eBPF srh_locate does. It returns the
+// SRH and its offset in pkt. No routing header: ErrNotSRv6; a routing
+// header of another type: ErrBadRoutingType; an IPv6 payload length
+// beyond the bytes given: ErrTruncated (the kernel's ipv6_rcv drops such
+// packets before any SRv6 processing).
 func FindSRH(pkt []byte) (SRH, int, error) {
 	h, err := ParseIPv6(pkt)
 	if err != nil {
@@ -21,24 +29,23 @@ func FindSRH(pkt []byte) (SRH, int, error) {
 		return SRH{}, 0, decodeErr("ipv6", "payload length", 4, ErrTruncated)
 	}
 	off, nh := IPv6HeaderLen, h.NextHeader
-	for first := true; ; first = false {
-		switch {
-		case nh == ProtoHopByHop && first || nh == ProtoDestOpts:
-			x, next, err := extHeader(pkt[:end], off, nh)
-			if err != nil {
-				return SRH{}, 0, err
-			}
-			off, nh = next, x.Data[0]
-		case nh == ProtoRouting:
-			s, err := ParseSRH(pkt[off:end])
-			if err != nil {
-				return SRH{}, 0, rebase(err, off)
-			}
-			return s, off, nil
-		default:
-			return SRH{}, 0, decodeErr("ipv6", "next header", off, ErrNotSRv6)
+	for i := 0; i < MaxExtHeaders && (nh == ProtoHopByHop || nh == ProtoDestOpts); i++ {
+		if off+2 > end {
+			return SRH{}, 0, decodeErr("ipv6", fmt.Sprintf("extension header %d", nh), off, ErrTruncated)
 		}
+		nh, off = pkt[off], off+(int(pkt[off+1])+1)*8
 	}
+	if nh != ProtoRouting {
+		return SRH{}, 0, decodeErr("ipv6", "next header", off, ErrNotSRv6)
+	}
+	if off > end {
+		return SRH{}, 0, decodeErr("srh", "fixed header", off, ErrTruncated)
+	}
+	s, err := ParseSRH(pkt[off:end])
+	if err != nil {
+		return SRH{}, 0, rebase(err, off)
+	}
+	return s, off, nil
 }
 
 // MutateEnd applies the End behavior (RFC 8986 section 4.1) to the IPv6

@@ -15,6 +15,10 @@ const RoutingTypeSRH = 4
 // loops; 16 SIDs is already past any header budget seed 004 considers.
 const MaxSegments = 16
 
+// MaxTLVs is the most TLVs ParseSRH accepts in one SRH, padding included;
+// it equals SRCHAIN_MAX_TLVS of the eBPF TLV walk.
+const MaxTLVs = 16
+
 // SRHFixedLen is the length of the SRH before the segment list.
 const SRHFixedLen = 8
 
@@ -193,10 +197,12 @@ func (s SRH) Marshal() ([]byte, error) { return s.AppendTo(nil) }
 
 // ParseSRH decodes the SRH at the start of b, reading exactly
 // (Hdr Ext Len + 1) * 8 bytes, and validates it as RFC 8754 section
-// 4.3.1.1 and the kernel's seg6_validate_srh do: routing type 4, Last
-// Entry <= Hdr Ext Len/2 - 1, Segments Left <= Last Entry, Last Entry <
-// MaxSegments, and a TLV area made of whole TLVs. Offsets in errors are
-// relative to b.
+// 4.3.1.1 and the kernel's seg6_validate_srh do. The checks run in the
+// order of the eBPF srh_validate (bpf/lib/srh.h), so that a header with
+// several faults yields the same reason in both: fixed part present,
+// routing type 4, whole header present, Last Entry < MaxSegments, Last
+// Entry <= Hdr Ext Len/2 - 1, Segments Left <= Last Entry, then a TLV area
+// made of at most MaxTLVs whole TLVs. Offsets in errors are relative to b.
 func ParseSRH(b []byte) (SRH, error) {
 	if len(b) < SRHFixedLen {
 		return SRH{}, decodeErr("srh", "fixed header", len(b), ErrTruncated)
@@ -210,23 +216,23 @@ func ParseSRH(b []byte) (SRH, error) {
 		Flags:        b[SRHOffFlags],
 		Tag:          binary.BigEndian.Uint16(b[SRHOffTag:]),
 	}
+	if s.RoutingType != RoutingTypeSRH {
+		return SRH{}, decodeErr("srh", "routing type", SRHOffRoutingType, ErrBadRoutingType)
+	}
 	n := (int(s.HdrExtLen) + 1) * 8
 	if len(b) < n {
 		return SRH{}, decodeErr("srh", "hdr ext len", SRHOffHdrExtLen, ErrTruncated)
 	}
 	b = b[:n]
-	if s.RoutingType != RoutingTypeSRH {
-		return SRH{}, decodeErr("srh", "routing type", SRHOffRoutingType, ErrBadRoutingType)
-	}
 	nseg := int(s.LastEntry) + 1
+	if nseg > MaxSegments {
+		return SRH{}, decodeErr("srh", "last entry", SRHOffLastEntry, ErrTooManySegments)
+	}
 	if int(s.HdrExtLen)/2 < nseg {
 		return SRH{}, decodeErr("srh", "last entry", SRHOffLastEntry, ErrBadHdrLen)
 	}
 	if s.SegmentsLeft > s.LastEntry {
 		return SRH{}, decodeErr("srh", "segments left", SRHOffSegmentsLeft, ErrSLOverLast)
-	}
-	if nseg > MaxSegments {
-		return SRH{}, decodeErr("srh", "last entry", SRHOffLastEntry, ErrTooManySegments)
 	}
 	s.Segments = make([]netip.Addr, nseg)
 	for i := range s.Segments {
@@ -234,6 +240,9 @@ func ParseSRH(b []byte) (SRH, error) {
 		s.Segments[i] = netip.AddrFrom16([16]byte(b[o : o+16]))
 	}
 	for o := SRHOffSegments + 16*nseg; o < n; {
+		if len(s.TLVs) == MaxTLVs {
+			return SRH{}, decodeErr("srh", "tlv count", o, ErrBadTLV)
+		}
 		if b[o] == TLVPad1 {
 			s.TLVs = append(s.TLVs, TLV{Type: TLVPad1})
 			o++
@@ -243,9 +252,6 @@ func ParseSRH(b []byte) (SRH, error) {
 			return SRH{}, decodeErr("srh", "tlv", o, ErrBadTLV)
 		}
 		t := TLV{Type: b[o], Value: append([]byte{}, b[o+2:o+2+int(b[o+1])]...)}
-		if t.Type == TLVHMAC && len(t.Value) < 6 {
-			return SRH{}, decodeErr("srh", "hmac tlv", o, ErrBadTLV)
-		}
 		s.TLVs = append(s.TLVs, t)
 		o += t.wireLen()
 	}
