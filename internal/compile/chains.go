@@ -1,0 +1,242 @@
+package compile
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// nfSIDs instantiates one SID per NF on the NF's node: End, or End.X
+// toward the neighbor on the NF's interface (RFC 8986 sections 4.1, 4.2).
+func (c *compiler) nfSIDs() error {
+	for i, nf := range c.s.NFs {
+		if !nf.IsSRAware() {
+			return fmt.Errorf("compile nfs[%d] %s: SR-unaware NFs need an SR proxy: %w", i, nf.Name, ErrUnsupported)
+		}
+		p, ok := c.sids.NF[nf.Name]
+		node := c.s.Node(nf.Node)
+		if !ok || node == nil {
+			return fmt.Errorf("compile nfs[%d] %s: no SID: %w", i, nf.Name, ErrUnroutable)
+		}
+		sid := state.LocalSID{SID: p.Masked(), Behavior: state.End, Datapath: state.Datapath(node.Datapath), NF: nf.Name}
+		if nf.Behavior == spec.BehaviorEndX {
+			h, ok := c.s.HopOut(nf.Node, nf.Interface)
+			nh, ok6 := c.s.PeerAddr(h, 6)
+			if !ok || !ok6 {
+				return fmt.Errorf("compile nfs[%d] %s: no IPv6 neighbor on %q: %w", i, nf.Name, nf.Interface, ErrUnroutable)
+			}
+			sid.Behavior, sid.OIF, sid.NH6 = state.EndX, nf.Interface, nh
+		}
+		c.nodes[nf.Node].SIDs = append(c.nodes[nf.Node].SIDs, sid)
+	}
+	return nil
+}
+
+// chain compiles chains[i]: the egress decapsulation SID (encap mode), the
+// ingress SR policy per destination prefix, and for a 5-tuple classifier
+// the policy-routing rules that select the chain's own table.
+func (c *compiler) chain(i int) error {
+	ch := &c.s.Chains[i]
+	where := fmt.Sprintf("compile chains[%d] %s", i, ch.Name)
+	ingress := c.nodes[ch.Ingress]
+	if ingress == nil || c.nodes[ch.Egress] == nil || len(ch.Match.Dst) == 0 {
+		return fmt.Errorf("%s: %w: missing ingress, egress or destination", where, ErrUnroutable)
+	}
+	var segs []netip.Addr
+	first := "" // node owning the first segment
+	for _, name := range ch.NFs {
+		p, ok := c.sids.NF[name]
+		if !ok {
+			return fmt.Errorf("%s: %w: NF %q has no SID", where, ErrUnroutable, name)
+		}
+		segs = append(segs, p.Addr())
+		if nf := c.s.NF(name); first == "" && nf.Node != ch.Ingress {
+			first = nf.Node
+		}
+	}
+	mode := state.ModeInsert
+	if ch.Mode == spec.ModeEncap {
+		mode = state.ModeEncap
+		sid, err := c.egressSID(ch)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		eg := c.nodes[ch.Egress]
+		eg.SIDs = append(eg.SIDs, sid)
+		segs = append(segs, c.sids.Egress[ch.Name].Addr())
+	}
+	if first == "" {
+		first = ch.Egress
+	}
+	// The route's device only satisfies the kernel (a route needs one):
+	// after encapsulation the packet is routed again on its new
+	// destination, the first segment (net/ipv6/seg6_iptunnel.c).
+	hop, ok := c.s.ShortestPaths(ch.Ingress).FirstHop(first)
+	if !ok {
+		return fmt.Errorf("%s: %w: no path from %s to %s", where, ErrUnroutable, ch.Ingress, first)
+	}
+	table := 0
+	if ch.Match.HasFiveTuple() {
+		table = ChainTableBase + i
+		if err := c.rules(i, table); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	for _, dst := range ch.Match.Dst {
+		// A policy replaces the plain route to the same prefix.
+		ingress.Routes = slices.DeleteFunc(ingress.Routes, func(r state.Route) bool {
+			return r.Table == table && r.Dst == dst && r.Encap == nil
+		})
+		ingress.Routes = append(ingress.Routes, state.Route{
+			Table: table, Dst: dst, Dev: hop.FromIf, Chain: ch.Name,
+			Encap: &state.SREncap{Mode: mode, Segments: slices.Clone(segs)},
+		})
+	}
+	return nil
+}
+
+// egressSID is the chain's decapsulation SID (RFC 8986 sections 4.4, 4.5,
+// 4.8). End.DX4/End.DX6 cross-connect to the next hop toward the chain's
+// destination; End.DT6 looks the inner packet up in the main table.
+func (c *compiler) egressSID(ch *spec.Chain) (state.LocalSID, error) {
+	p, ok := c.sids.Egress[ch.Name]
+	if !ok {
+		return state.LocalSID{}, fmt.Errorf("%w: no egress SID", ErrUnroutable)
+	}
+	sid := state.LocalSID{SID: p.Masked(), Datapath: state.Kernel}
+	switch ch.EgressBehavior {
+	case spec.EgressDT6:
+		sid.Behavior, sid.Table = state.EndDT6, TableMain
+		return sid, nil
+	case spec.EgressDX4:
+		sid.Behavior = state.EndDX4
+	case spec.EgressDX6:
+		sid.Behavior = state.EndDX6
+	default:
+		return state.LocalSID{}, fmt.Errorf("%w: egress behavior %q", ErrUnsupported, ch.EgressBehavior)
+	}
+	fam := 4
+	if sid.Behavior == state.EndDX6 {
+		fam = 6
+	}
+	nh, err := c.nextHopToward(ch.Egress, ch.Match.Dst[0], fam)
+	if err != nil {
+		return state.LocalSID{}, err
+	}
+	if fam == 4 {
+		sid.NH4 = nh
+	} else {
+		sid.NH6 = nh
+	}
+	return sid, nil
+}
+
+// nextHopToward is the address of the neighbor of node on the shortest
+// path toward the most specific known prefix that overlaps dst.
+func (c *compiler) nextHopToward(node string, dst netip.Prefix, fam int) (netip.Addr, error) {
+	var cands []netip.Prefix
+	for p := range c.owners {
+		if p.Overlaps(dst) && spec.Family(p.Addr()) == fam {
+			cands = append(cands, p)
+		}
+	}
+	slices.SortFunc(cands, func(a, b netip.Prefix) int {
+		if a.Bits() != b.Bits() {
+			return cmp.Compare(b.Bits(), a.Bits())
+		}
+		return a.Addr().Compare(b.Addr())
+	})
+	tree := c.s.ShortestPaths(node)
+	for _, p := range cands {
+		owner, ok := nearest(tree, c.owners[p])
+		if !ok {
+			continue
+		}
+		hop, _ := tree.FirstHop(owner)
+		if nh, ok := c.s.PeerAddr(hop, fam); ok {
+			return nh, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%w: no IPv%d next hop from %s toward %s", ErrUnroutable, fam, node, dst)
+}
+
+// rules writes one ip rule per (destination, source) pair of a 5-tuple
+// classifier, pointing at the chain's table.
+func (c *compiler) rules(i, table int) error {
+	ch := &c.s.Chains[i]
+	fam := ch.Family()
+	proto, err := ProtoNumber(ch.Match.Proto, fam)
+	if err != nil {
+		return err
+	}
+	srcs := ch.Match.Src
+	if len(srcs) == 0 {
+		srcs = []netip.Prefix{{}}
+	}
+	in := c.nodes[ch.Ingress]
+	for _, dst := range ch.Match.Dst {
+		for _, src := range srcs {
+			in.Rules = append(in.Rules, state.Rule{
+				Priority: RulePriorityBase + i, Family: fam, Src: src, Dst: dst, IPProto: proto,
+				SPort: state.PortRange(ch.Match.SPort), DPort: state.PortRange(ch.Match.DPort),
+				Table: table, Chain: ch.Name,
+			})
+		}
+	}
+	return nil
+}
+
+// ProtoNumber maps a spec protocol name to its IP protocol number for the
+// given family ("icmp" is ICMPv6 for IPv6); "" is 0 (any).
+func ProtoNumber(name string, fam int) (uint8, error) {
+	switch name {
+	case "":
+		return 0, nil
+	case spec.ProtoTCP:
+		return 6, nil
+	case spec.ProtoUDP:
+		return 17, nil
+	case spec.ProtoICMP:
+		if fam == 6 {
+			return 58, nil
+		}
+		return 1, nil
+	case spec.ProtoICMPv6:
+		return 58, nil
+	}
+	return 0, fmt.Errorf("%w: protocol %q", ErrUnsupported, name)
+}
+
+// programs attaches srchain's End program to every interface of a node
+// whose End/End.X SIDs run in eBPF.
+func (c *compiler) programs() {
+	for _, n := range c.s.Nodes {
+		sn := c.nodes[n.Name]
+		need := slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
+			return s.Datapath == state.EBPF && (s.Behavior == state.End || s.Behavior == state.EndX)
+		})
+		if need {
+			sn.Programs = append(sn.Programs, state.Program{Kind: ProgramEnd, Interfaces: ifNames(sn)})
+		}
+	}
+}
+
+// sortNode puts every slice in the order state documents.
+func sortNode(n *state.Node) {
+	slices.SortFunc(n.Interfaces, func(a, b state.Interface) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(n.Routes, func(a, b state.Route) int {
+		return cmp.Or(cmp.Compare(a.Table, b.Table), comparePrefix(a.Dst, b.Dst))
+	})
+	slices.SortFunc(n.Rules, func(a, b state.Rule) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), comparePrefix(a.Dst, b.Dst), comparePrefix(a.Src, b.Src))
+	})
+	slices.SortFunc(n.SIDs, func(a, b state.LocalSID) int { return comparePrefix(a.SID, b.SID) })
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+}

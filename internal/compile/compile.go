@@ -1,0 +1,261 @@
+// Package compile turns a validated spec into the desired state of every
+// node (internal/state). It is pure: no I/O, no clock, no randomness, and
+// its output is sorted so that the same spec always gives the same bytes
+// (golden-tested in testdata/).
+package compile
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// ErrUnsupported is returned for spec features the compiler cannot express
+// yet (for example SR-unaware NFs, which need an SR proxy).
+var ErrUnsupported = errors.New("unsupported")
+
+// ErrUnroutable is returned when the topology gives no next hop a SID or
+// policy needs (Validate normally catches this first).
+var ErrUnroutable = errors.New("unroutable")
+
+// Table numbers.
+const (
+	// TableMain is the kernel's main table (RT_TABLE_MAIN).
+	TableMain = 254
+	// ChainTableBase + chain index is the table a 5-tuple classifier's
+	// rule points at; it holds only that chain's SR policy.
+	ChainTableBase = 100
+	// RulePriorityBase + chain index is the priority of its rules; below
+	// the main table's 32766 so classifiers are tried first.
+	RulePriorityBase = 1000
+)
+
+// Program kinds.
+const ProgramEnd = "end"
+
+type compiler struct {
+	s     *spec.Spec
+	sids  spec.SIDPlan
+	nodes map[string]*state.Node
+	// owners maps every routed prefix (link subnets, locators) to the
+	// nodes attached to it.
+	owners map[netip.Prefix][]string
+}
+
+// Compile produces the desired state of every node of s. s should have
+// passed Validate; Compile still fails rather than panics on bad input.
+func Compile(s *spec.Spec) (*state.Network, error) {
+	c := &compiler{s: s, sids: s.SIDs(), nodes: map[string]*state.Node{}, owners: map[netip.Prefix][]string{}}
+	for _, n := range s.Nodes {
+		c.nodes[n.Name] = &state.Node{Name: n.Name, Role: n.Role}
+	}
+	net := &state.Network{Name: s.Name, Links: []state.Link{}}
+	if err := c.links(net); err != nil {
+		return nil, err
+	}
+	for _, n := range s.Nodes {
+		c.sysctls(n)
+		c.tunsrc(n)
+	}
+	for _, n := range s.Nodes {
+		if n.Role == spec.RoleRouter {
+			c.routerRoutes(n)
+		} else {
+			c.hostRoutes(n)
+		}
+	}
+	if err := c.nfSIDs(); err != nil {
+		return nil, err
+	}
+	for i := range s.Chains {
+		if err := c.chain(i); err != nil {
+			return nil, err
+		}
+	}
+	c.programs()
+	for _, n := range s.Nodes {
+		sortNode(c.nodes[n.Name])
+		net.Nodes = append(net.Nodes, *c.nodes[n.Name])
+	}
+	slices.SortFunc(net.Nodes, func(a, b state.Node) int { return cmp.Compare(a.Name, b.Name) })
+	return net, nil
+}
+
+// links creates the wires, the interfaces with their addresses, and the
+// prefix ownership table used for routing.
+func (c *compiler) links(net *state.Network) error {
+	for i, l := range c.s.Links {
+		if len(l.Endpoints) != 2 {
+			return fmt.Errorf("compile links[%d]: %w: need two endpoints", i, ErrUnroutable)
+		}
+		a, b := l.Endpoints[0], l.Endpoints[1]
+		ea := state.Endpoint{Node: a.Node, Interface: a.Interface}
+		eb := state.Endpoint{Node: b.Node, Interface: b.Interface}
+		net.Links = append(net.Links, state.Link{A: ea, B: eb, MTU: l.MTU})
+		for _, side := range []struct {
+			e    spec.Endpoint
+			peer state.Endpoint
+		}{{a, eb}, {b, ea}} {
+			n := c.nodes[side.e.Node]
+			if n == nil {
+				return fmt.Errorf("compile links[%d]: %w: unknown node %q", i, ErrUnroutable, side.e.Node)
+			}
+			n.Interfaces = append(n.Interfaces, state.Interface{
+				Name: side.e.Interface, MTU: l.MTU, Addrs: slices.Clone(side.e.Addresses), Peer: side.peer,
+			})
+			for _, p := range side.e.Addresses {
+				c.own(p.Masked(), side.e.Node)
+			}
+		}
+	}
+	for _, n := range c.s.Nodes {
+		if n.Role == spec.RoleRouter && n.Locator.IsValid() {
+			c.own(n.Locator.Masked(), n.Name)
+		}
+	}
+	return nil
+}
+
+func (c *compiler) own(p netip.Prefix, node string) {
+	if !slices.Contains(c.owners[p], node) {
+		c.owners[p] = append(c.owners[p], node)
+	}
+}
+
+// sysctls: forwarding on routers; seg6_enabled on every node, because the
+// kernel drops any packet carrying an SRH (even with segments left 0, as
+// hosts receive in insert mode) on an interface where it is off
+// (net/ipv6/exthdrs.c ipv6_srh_rcv); accept_dad=0 so addresses are usable
+// at once in the lab.
+func (c *compiler) sysctls(n spec.Node) {
+	sn := c.nodes[n.Name]
+	add := func(k, v string) { sn.Sysctls = append(sn.Sysctls, state.Sysctl{Key: k, Value: v}) }
+	if n.Role == spec.RoleRouter {
+		add("net.ipv6.conf.all.forwarding", "1")
+		add("net.ipv4.ip_forward", "1")
+	}
+	for _, scope := range []string{"all", "default"} {
+		add("net.ipv6.conf."+scope+".accept_dad", "0")
+		add("net.ipv6.conf."+scope+".seg6_enabled", "1")
+	}
+	ifs := ifNames(sn)
+	for _, ifn := range ifs {
+		add("net.ipv6.conf."+ifn+".accept_dad", "0")
+		add("net.ipv6.conf."+ifn+".seg6_enabled", "1")
+	}
+}
+
+// tunsrc is the router's first IPv6 interface address (interfaces by
+// name): routed everywhere by the link-prefix routes, and never inside a
+// locator, so it cannot collide with a SID.
+func (c *compiler) tunsrc(n spec.Node) {
+	if n.Role != spec.RoleRouter {
+		return
+	}
+	sn := c.nodes[n.Name]
+	ifs := slices.Clone(sn.Interfaces)
+	slices.SortFunc(ifs, func(a, b state.Interface) int { return cmp.Compare(a.Name, b.Name) })
+	for _, i := range ifs {
+		for _, p := range i.Addrs {
+			if p.Addr().Is6() {
+				sn.TunSrc = p.Addr()
+				return
+			}
+		}
+	}
+}
+
+// routerRoutes gives a router a route to every prefix it is not attached
+// to, via the first hop of its BFS shortest path to the nearest owner
+// (ties broken by node name).
+func (c *compiler) routerRoutes(n spec.Node) {
+	sn := c.nodes[n.Name]
+	tree := c.s.ShortestPaths(n.Name)
+	for p, owners := range c.owners {
+		if slices.Contains(owners, n.Name) {
+			continue
+		}
+		owner, ok := nearest(tree, owners)
+		if !ok {
+			continue
+		}
+		hop, _ := tree.FirstHop(owner)
+		via, ok := c.s.PeerAddr(hop, spec.Family(p.Addr()))
+		if !ok {
+			continue // the link lacks that family; nothing to route over
+		}
+		sn.Routes = append(sn.Routes, state.Route{Dst: p, Via: via, Dev: hop.FromIf})
+	}
+}
+
+// nearest picks the reachable owner closest to the tree root, ties broken
+// by name.
+func nearest(t *spec.Tree, owners []string) (string, bool) {
+	best, bestDist := "", -1
+	for _, o := range owners {
+		d, ok := t.Dist[o]
+		if !ok || o == t.Root {
+			continue
+		}
+		if bestDist < 0 || d < bestDist || (d == bestDist && o < best) {
+			best, bestDist = o, d
+		}
+	}
+	return best, bestDist >= 0
+}
+
+// hostRoutes gives a host default routes (IPv6 and IPv4) via the router on
+// its first interface (by name) that has an address of that family.
+func (c *compiler) hostRoutes(n spec.Node) {
+	sn := c.nodes[n.Name]
+	for _, fam := range []int{6, 4} {
+		def := netip.MustParsePrefix("::/0")
+		if fam == 4 {
+			def = netip.MustParsePrefix("0.0.0.0/0")
+		}
+		for _, h := range c.hopsByIf(n.Name) {
+			peer := c.s.Node(h.To)
+			if peer == nil || peer.Role != spec.RoleRouter {
+				continue
+			}
+			if _, ok := c.s.PeerAddr(spec.Hop{Link: h.Link, To: h.From, ToIf: h.FromIf}, fam); !ok {
+				continue // the host has no address of that family here
+			}
+			via, ok := c.s.PeerAddr(h, fam)
+			if !ok {
+				continue
+			}
+			sn.Routes = append(sn.Routes, state.Route{Dst: def, Via: via, Dev: h.FromIf})
+			break
+		}
+	}
+}
+
+// hopsByIf lists a node's hops sorted by its interface name.
+func (c *compiler) hopsByIf(node string) []spec.Hop {
+	var hops []spec.Hop
+	for i, l := range c.s.Links {
+		for k, e := range l.Endpoints {
+			if e.Node == node && len(l.Endpoints) == 2 {
+				o := l.Endpoints[1-k]
+				hops = append(hops, spec.Hop{From: node, To: o.Node, FromIf: e.Interface, ToIf: o.Interface, Link: i})
+			}
+		}
+	}
+	slices.SortFunc(hops, func(a, b spec.Hop) int { return cmp.Compare(a.FromIf, b.FromIf) })
+	return hops
+}
+
+func ifNames(n *state.Node) []string {
+	var out []string
+	for _, i := range n.Interfaces {
+		out = append(out, i.Name)
+	}
+	slices.Sort(out)
+	return out
+}

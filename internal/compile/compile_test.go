@@ -1,0 +1,62 @@
+package compile
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/srchain/srchain/internal/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden.json")
+
+// TestGolden compiles every example and compares the JSON state with its
+// golden file; run with -update after an intended change and review the diff.
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			s, err := spec.Load(f)
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			net, err := Compile(s)
+			if err != nil {
+				t.Fatalf("compile: %v", err)
+			}
+			got, err := json.MarshalIndent(net, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			golden := filepath.Join("testdata", name+".golden.json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run go test -update): %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from %s; run go test ./internal/compile -update and review the diff", name, golden)
+			}
+			// Determinism: a second compile gives the same bytes.
+			again, _ := Compile(s)
+			b, _ := json.MarshalIndent(again, "", "  ")
+			if !bytes.Equal(append(b, '\n'), got) {
+				t.Errorf("second compile differs")
+			}
+		})
+	}
+}

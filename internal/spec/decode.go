@@ -1,0 +1,310 @@
+package spec
+
+import (
+	"bytes"
+	"encoding"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxNodes bounds the YAML nodes one document may expand to, so that alias
+// chains ("billion laughs") cannot blow up decoding.
+const maxNodes = 200_000
+
+// Load reads, decodes and validates the spec at path. The error, if any,
+// joins every problem found (FieldError values; see FieldErrors).
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	return Check(data, path)
+}
+
+// Check decodes and validates data. Fields that failed to decode are not
+// validated again, so each problem is reported once.
+func Check(data []byte, filename string) (*Spec, error) {
+	s, err := Parse(data, filename)
+	if s == nil {
+		return nil, err
+	}
+	decodeErrs := FieldErrors(err)
+	var all []error
+	for _, e := range decodeErrs {
+		all = append(all, e)
+	}
+	for _, e := range FieldErrors(s.Validate()) {
+		if !underAny(e.Path, decodeErrs) {
+			all = append(all, e)
+		}
+	}
+	if len(all) > 0 {
+		return s, errors.Join(all...)
+	}
+	return s, nil
+}
+
+func underAny(path string, errs []*FieldError) bool {
+	for _, e := range errs {
+		if e.Path == "" || path == e.Path || strings.HasPrefix(path, e.Path+".") || strings.HasPrefix(path, e.Path+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse decodes one YAML document strictly and applies defaults (see
+// applyDefaults). It does not validate meaning. On a YAML syntax error it
+// returns a nil Spec; on field errors (unknown key, wrong type, bad
+// address) it returns the partly decoded Spec and every such error.
+func Parse(data []byte, filename string) (*Spec, error) {
+	s := &Spec{File: filename, pos: map[string]pos{}}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, s.errorf("", "empty document")
+		}
+		return nil, syntaxError(filename, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, syntaxError(filename, err)
+		}
+		return nil, &FieldError{File: filename, Line: extra.Line, Col: extra.Column, Msg: "more than one YAML document"}
+	}
+	d := decoder{s: s}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	d.value(root, reflect.ValueOf(s).Elem(), "")
+	s.applyDefaults()
+	return s, errors.Join(d.errs...)
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// syntaxError turns a yaml.v3 parse error into a FieldError with its line.
+func syntaxError(file string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	fe := &FieldError{File: file, Msg: msg}
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		fe.Line, _ = strconv.Atoi(m[1])
+		fe.Col = 1
+		fe.Msg = strings.TrimSpace(strings.TrimPrefix(msg, m[0]+":"))
+	}
+	return fe
+}
+
+// decoder walks a yaml.Node tree into Go values by reflection. It is
+// stricter than yaml.v3's own decoding (unknown keys, duplicate keys and
+// type mismatches are errors) and records the position of every field.
+type decoder struct {
+	s     *Spec
+	errs  []error
+	nodes int
+}
+
+var (
+	yamlNodeType  = reflect.TypeOf(yaml.Node{})
+	textUnmarshal = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+)
+
+func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
+	fe := &FieldError{File: d.s.File, Path: path, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		fe.Line, fe.Col = n.Line, n.Column
+	}
+	d.errs = append(d.errs, fe)
+}
+
+func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
+	d.nodes++
+	if d.nodes > maxNodes {
+		if d.nodes == maxNodes+1 {
+			d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", maxNodes)
+		}
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			d.fail(path, n, "unresolved alias")
+			return
+		}
+		n = n.Alias
+	}
+	if _, ok := d.s.pos[path]; !ok {
+		d.s.pos[path] = pos{n.Line, n.Column}
+	}
+	t := v.Type()
+	if t == yamlNodeType {
+		v.Set(reflect.ValueOf(*n))
+		return
+	}
+	if isNull(n) {
+		return // leave the zero value; Validate reports required fields
+	}
+	if reflect.PointerTo(t).Implements(textUnmarshal) {
+		if n.Kind != yaml.ScalarNode {
+			d.fail(path, n, "expected %s, got %s", typeName(t), kindName(n))
+			return
+		}
+		u := v.Addr().Interface().(encoding.TextUnmarshaler)
+		if n.Value == "" {
+			d.fail(path, n, "empty %s", typeName(t))
+			return
+		}
+		if err := u.UnmarshalText([]byte(n.Value)); err != nil {
+			d.fail(path, n, "bad %s %q", typeName(t), n.Value)
+		}
+		return
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		p := reflect.New(t.Elem())
+		d.value(n, p.Elem(), path)
+		v.Set(p)
+	case reflect.Struct:
+		d.mapping(n, v, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.fail(path, n, "expected a list, got %s", kindName(n))
+			return
+		}
+		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			d.value(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(path, n, "expected a string, got %s", kindName(n))
+			return
+		}
+		v.SetString(n.Value)
+	case reflect.Int:
+		i, err := strconv.ParseInt(n.Value, 0, 32)
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || err != nil {
+			d.fail(path, n, "expected an integer, got %s", describe(n))
+			return
+		}
+		v.SetInt(i)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(n.Value)
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || err != nil {
+			d.fail(path, n, "expected true or false, got %s", describe(n))
+			return
+		}
+		v.SetBool(b)
+	default:
+		// Only reachable if a spec type gains a field kind the decoder
+		// does not know; report rather than panic.
+		d.fail(path, n, "internal: cannot decode into %s", t)
+	}
+}
+
+// mapping decodes a YAML mapping into a struct by yaml tags.
+func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(path, n, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	fields := yamlFields(v.Type())
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key := k.Value
+		fpath := key
+		if path != "" {
+			fpath = path + "." + key
+		}
+		if k.Kind != yaml.ScalarNode {
+			d.fail(path, k, "mapping keys must be strings")
+			continue
+		}
+		if key == "<<" {
+			d.fail(path, k, "merge keys (<<) are not supported")
+			continue
+		}
+		idx, ok := fields[key]
+		if !ok {
+			d.fail(fpath, k, "unknown field %q", key)
+			continue
+		}
+		if seen[key] {
+			d.fail(fpath, k, "duplicate field %q", key)
+			continue
+		}
+		seen[key] = true
+		d.s.pos[fpath] = pos{k.Line, k.Column}
+		d.value(val, v.Field(idx), fpath)
+	}
+}
+
+// yamlFields maps yaml tag names to struct field indexes.
+func yamlFields(t reflect.Type) map[string]int {
+	m := map[string]int{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := yamlName(f)
+		if name == "" {
+			continue
+		}
+		m[name] = i
+	}
+	return m
+}
+
+// yamlName is the YAML key of a struct field, "" when it has none.
+func yamlName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	tag := f.Tag.Get("yaml")
+	name, _, _ := strings.Cut(tag, ",")
+	if name == "-" || name == "" {
+		return ""
+	}
+	return name
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+func describe(n *yaml.Node) string { return kindName(n) }
+
+func typeName(t reflect.Type) string {
+	switch t {
+	case reflect.TypeOf(netip.Prefix{}):
+		return "prefix"
+	case reflect.TypeOf(netip.Addr{}):
+		return "address"
+	case reflect.TypeOf(PortRange{}):
+		return "port range"
+	}
+	return t.String()
+}

@@ -1,0 +1,95 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrInvalid is wrapped by every error Parse and Validate return, so callers
+// can tell a bad spec from an I/O failure.
+var ErrInvalid = errors.New("invalid spec")
+
+// FieldError is one problem in a spec, located by field path and position.
+type FieldError struct {
+	File string
+	// Path is the field path, e.g. chains[1].nfs[2]; empty for the document.
+	Path      string
+	Line, Col int
+	Msg       string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(":")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:%d:", e.Line, e.Col)
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap lets errors.Is(err, ErrInvalid) hold for every FieldError.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// FieldErrors flattens an error returned by Parse, Validate or Load into its
+// FieldErrors (nil for other errors).
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if fe, ok := err.(*FieldError); ok {
+			out = append(out, fe)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+// pos is a 1-based line and column in the YAML file.
+type pos struct{ line, col int }
+
+// errorf makes a FieldError positioned at path, or at its closest ancestor
+// that the file mentions (a missing field is reported where its parent is).
+func (s *Spec) errorf(path, format string, args ...any) *FieldError {
+	fe := &FieldError{File: s.File, Path: path, Msg: fmt.Sprintf(format, args...)}
+	for p := path; ; {
+		if at, ok := s.pos[p]; ok {
+			fe.Line, fe.Col = at.line, at.col
+			break
+		}
+		if p == "" {
+			break
+		}
+		p = parentPath(p)
+	}
+	return fe
+}
+
+// parentPath strips the last element: a.b[2] -> a.b -> a -> "".
+func parentPath(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}

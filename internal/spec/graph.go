@@ -1,0 +1,190 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+)
+
+// Hop is one link traversal from node From (out of FromIf) to node To (in
+// ToIf) over links[Link].
+type Hop struct {
+	From, To     string
+	FromIf, ToIf string
+	Link         int
+}
+
+// neighbors lists the hops out of each node, sorted by neighbor name then
+// link index so that shortest-path ties are broken by name. Links with
+// fewer or more than two endpoints are ignored (Validate reports them).
+func (s *Spec) neighbors() map[string][]Hop {
+	adj := map[string][]Hop{}
+	for i, l := range s.Links {
+		if len(l.Endpoints) != 2 {
+			continue
+		}
+		a, b := l.Endpoints[0], l.Endpoints[1]
+		if s.Node(a.Node) == nil || s.Node(b.Node) == nil || a.Node == b.Node {
+			continue
+		}
+		adj[a.Node] = append(adj[a.Node], Hop{From: a.Node, To: b.Node, FromIf: a.Interface, ToIf: b.Interface, Link: i})
+		adj[b.Node] = append(adj[b.Node], Hop{From: b.Node, To: a.Node, FromIf: b.Interface, ToIf: a.Interface, Link: i})
+	}
+	for _, hops := range adj {
+		sort.SliceStable(hops, func(i, j int) bool {
+			if hops[i].To != hops[j].To {
+				return hops[i].To < hops[j].To
+			}
+			return hops[i].Link < hops[j].Link
+		})
+	}
+	return adj
+}
+
+// Tree is a breadth-first shortest-path tree rooted at one node. Only
+// routers forward, so hosts are leaves (except the root itself).
+type Tree struct {
+	Root string
+	// In is the hop that first reached each node (absent for the root and
+	// for unreachable nodes).
+	In   map[string]Hop
+	Dist map[string]int
+}
+
+// ShortestPaths computes the BFS tree from root.
+func (s *Spec) ShortestPaths(root string) *Tree {
+	adj := s.neighbors()
+	t := &Tree{Root: root, In: map[string]Hop{}, Dist: map[string]int{root: 0}}
+	queue := []string{root}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if n := s.Node(cur); cur != root && (n == nil || n.Role != RoleRouter) {
+			continue
+		}
+		for _, h := range adj[cur] {
+			if _, seen := t.Dist[h.To]; seen {
+				continue
+			}
+			t.Dist[h.To] = t.Dist[cur] + 1
+			t.In[h.To] = h
+			queue = append(queue, h.To)
+		}
+	}
+	return t
+}
+
+// Path returns the hops from the root to node to, or false if unreachable.
+func (t *Tree) Path(to string) ([]Hop, bool) {
+	if _, ok := t.Dist[to]; !ok {
+		return nil, false
+	}
+	var rev []Hop
+	for cur := to; cur != t.Root; {
+		h := t.In[cur]
+		rev = append(rev, h)
+		cur = h.From
+	}
+	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+		rev[i], rev[j] = rev[j], rev[i]
+	}
+	return rev, true
+}
+
+// FirstHop is the first hop from the root toward node to.
+func (t *Tree) FirstHop(to string) (Hop, bool) {
+	p, ok := t.Path(to)
+	if !ok || len(p) == 0 {
+		return Hop{}, false
+	}
+	return p[0], true
+}
+
+// ChainPath is the path a chain's packets take: ingress, each NF node in
+// order (an End.X NF leaves through its interface), then the egress.
+// It fails naming the first leg that has no path.
+func (s *Spec) ChainPath(c *Chain) ([]Hop, error) {
+	var path []Hop
+	cur := c.Ingress
+	leg := func(to string) error {
+		p, ok := s.ShortestPaths(cur).Path(to)
+		if !ok {
+			return fmt.Errorf("no path from %s to %s", cur, to)
+		}
+		path = append(path, p...)
+		cur = to
+		return nil
+	}
+	for _, name := range c.NFs {
+		nf := s.NF(name)
+		if nf == nil {
+			return nil, fmt.Errorf("unknown NF %q", name)
+		}
+		if err := leg(nf.Node); err != nil {
+			return nil, err
+		}
+		if nf.Behavior == BehaviorEndX {
+			h, ok := s.HopOut(nf.Node, nf.Interface)
+			if !ok {
+				return nil, fmt.Errorf("node %s has no link on %q", nf.Node, nf.Interface)
+			}
+			path = append(path, h)
+			cur = h.To
+		}
+	}
+	if err := leg(c.Egress); err != nil {
+		return nil, err
+	}
+	return path, nil
+}
+
+// HopOut is the hop leaving node through interface ifname.
+func (s *Spec) HopOut(node, ifname string) (Hop, bool) {
+	for _, h := range s.neighbors()[node] {
+		if h.FromIf == ifname {
+			return h, true
+		}
+	}
+	return Hop{}, false
+}
+
+// Endpoint returns the endpoint of links[h.Link] on node side ("from" side
+// when from is true).
+func (s *Spec) endpoint(link int, node, ifname string) *Endpoint {
+	for i := range s.Links[link].Endpoints {
+		e := &s.Links[link].Endpoints[i]
+		if e.Node == node && e.Interface == ifname {
+			return e
+		}
+	}
+	return nil
+}
+
+// PeerAddr is the address of family fam (4 or 6) that the far end of hop h
+// has on the link: the next hop for routes sent over h.
+func (s *Spec) PeerAddr(h Hop, fam int) (netip.Addr, bool) {
+	e := s.endpoint(h.Link, h.To, h.ToIf)
+	if e == nil {
+		return netip.Addr{}, false
+	}
+	return firstAddr(e.Addresses, fam)
+}
+
+func firstAddr(ps []netip.Prefix, fam int) (netip.Addr, bool) {
+	for _, p := range ps {
+		if p.IsValid() && family(p.Addr()) == fam {
+			return p.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return 4
+	}
+	return 6
+}
+
+// Family is 4 or 6 for an address.
+func Family(a netip.Addr) int { return family(a) }

@@ -1,0 +1,220 @@
+// Package spec is srchain's input: the YAML description of a lab or
+// deployment (nodes, links, network functions, chains, probe traffic).
+//
+// Decoding is strict: an unknown key, a wrong type or an unparsable address
+// is an error carrying the file, line, column and field path
+// (e.g. chains[1].nfs[2]). Validate checks the meaning (references,
+// addressing, SIDs, MTU budget, connectivity) and reports every problem at
+// once with errors.Join. docs/spec.md is the user-facing reference.
+package spec
+
+import (
+	"net/netip"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Spec is one YAML document.
+type Spec struct {
+	// Name names the lab; it prefixes namespace names, so it is short.
+	Name      string    `yaml:"name"`
+	SIDFormat SIDFormat `yaml:"sid_format"`
+	Nodes     []Node    `yaml:"nodes"`
+	Links     []Link    `yaml:"links"`
+	NFs       []NF      `yaml:"nfs"`
+	Chains    []Chain   `yaml:"chains"`
+	Traffic   []Probe   `yaml:"traffic"`
+
+	// File is the path the spec was read from, used in error messages.
+	File string `yaml:"-"`
+	// pos maps a field path to where it appears in the file.
+	pos map[string]pos `yaml:"-"`
+}
+
+// SIDFormat splits a SID into LOC:FUNCT:ARGS (RFC 8986 section 3.1).
+type SIDFormat struct {
+	LocatorBits  int `yaml:"locator_bits"`
+	FunctionBits int `yaml:"function_bits"`
+	ArgsBits     int `yaml:"args_bits"`
+}
+
+// Node roles.
+const (
+	RoleHost   = "host"
+	RoleRouter = "router"
+)
+
+// Datapaths: who runs a router's End / End.X SIDs.
+const (
+	DatapathKernel = "kernel"
+	DatapathEBPF   = "ebpf"
+)
+
+// Node is a host (traffic source or sink, never forwards) or a router
+// (forwards, may own a locator and SIDs).
+type Node struct {
+	Name string `yaml:"name"`
+	Role string `yaml:"role"`
+	// Locator is the router's SID block (LOC, RFC 8986 section 3.1).
+	Locator  netip.Prefix `yaml:"locator"`
+	Datapath string       `yaml:"datapath"`
+}
+
+// Link is a point-to-point wire between two node interfaces.
+type Link struct {
+	// Name is optional; when set it must be unique.
+	Name      string     `yaml:"name"`
+	Endpoints []Endpoint `yaml:"endpoints"`
+	MTU       int        `yaml:"mtu"`
+}
+
+// Endpoint is one end of a link.
+type Endpoint struct {
+	Node      string         `yaml:"node"`
+	Interface string         `yaml:"interface"`
+	Addresses []netip.Prefix `yaml:"addresses"`
+}
+
+// SID behaviors an NF may ask for.
+const (
+	BehaviorEnd  = "End"
+	BehaviorEndX = "End.X"
+)
+
+// NF is a network function instantiated at a SID on a router.
+type NF struct {
+	Name string `yaml:"name"`
+	// Kind says what the NF does; see Kinds.
+	Kind string `yaml:"kind"`
+	Node string `yaml:"node"`
+	// SRAware is false for legacy NFs that need an SR proxy (seed 001).
+	SRAware *bool `yaml:"sr_aware"`
+	// SID is optional; when unset one is allocated from the node's locator.
+	SID       netip.Addr `yaml:"sid"`
+	Behavior  string     `yaml:"behavior"`
+	Interface string     `yaml:"interface"`
+	// Config is kind-specific and decoded by the kind's owner.
+	Config yaml.Node `yaml:"config"`
+}
+
+// Chain modes.
+const (
+	ModeEncap  = "encap"  // H.Encaps, RFC 8986 section 5.1
+	ModeInsert = "insert" // H.Insert, SRH inserted into the original packet
+)
+
+// Egress behaviors.
+const (
+	EgressDX4 = "End.DX4"
+	EgressDX6 = "End.DX6"
+	EgressDT6 = "End.DT6"
+)
+
+// Chain steers traffic matching a classifier through NFs in order.
+type Chain struct {
+	Name    string   `yaml:"name"`
+	Ingress string   `yaml:"ingress"`
+	Egress  string   `yaml:"egress"`
+	Match   Match    `yaml:"match"`
+	NFs     []string `yaml:"nfs"`
+	Mode    string   `yaml:"mode"`
+	// EgressBehavior decapsulates at the egress (encap mode only).
+	EgressBehavior string `yaml:"egress_behavior"`
+	// EgressSID is optional; when unset one is allocated from the egress
+	// locator.
+	EgressSID netip.Addr `yaml:"egress_sid"`
+}
+
+// Match is a chain's classifier: destination prefixes plus an optional
+// 5-tuple refinement.
+type Match struct {
+	Dst   []netip.Prefix `yaml:"dst"`
+	Src   []netip.Prefix `yaml:"src"`
+	Proto string         `yaml:"proto"`
+	DPort PortRange      `yaml:"dport"`
+	SPort PortRange      `yaml:"sport"`
+}
+
+// Probe is a piece of lab traffic with the chain it must cross.
+type Probe struct {
+	Name  string     `yaml:"name"`
+	From  string     `yaml:"from"`
+	To    netip.Addr `yaml:"to"`
+	Proto string     `yaml:"proto"`
+	DPort int        `yaml:"dport"`
+	// Expect is a chain name, or ExpectNone for traffic no chain steers.
+	Expect string `yaml:"expect"`
+}
+
+// ExpectNone marks a probe that must not be steered into any chain.
+const ExpectNone = "none"
+
+// Protocol names accepted in match.proto and traffic[].proto.
+const (
+	ProtoTCP    = "tcp"
+	ProtoUDP    = "udp"
+	ProtoICMP   = "icmp" // ICMP for IPv4, ICMPv6 for IPv6
+	ProtoICMPv6 = "icmpv6"
+)
+
+// Kinds lists the NF kinds the spec accepts. forward is a plain SR-aware
+// NF (End). Other kinds are implemented by their own packages and decode
+// their own config.
+var Kinds = map[string]bool{
+	"forward":   true,
+	"firewall":  true, // SERA, seed 000
+	"netfilter": true, // End.AN.NF, seed 002
+	"proxy":     true, // SR proxy for a legacy NF, seed 001
+	"opot":      true, // proof of transit, seed 003
+}
+
+// IsSRAware reports whether the NF processes SRv6 itself (the default).
+func (n *NF) IsSRAware() bool { return n.SRAware == nil || *n.SRAware }
+
+// Node returns the node with that name, or nil.
+func (s *Spec) Node(name string) *Node {
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == name {
+			return &s.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// NF returns the NF with that name, or nil.
+func (s *Spec) NF(name string) *NF {
+	for i := range s.NFs {
+		if s.NFs[i].Name == name {
+			return &s.NFs[i]
+		}
+	}
+	return nil
+}
+
+// Chain returns the chain with that name, or nil.
+func (s *Spec) Chain(name string) *Chain {
+	for i := range s.Chains {
+		if s.Chains[i].Name == name {
+			return &s.Chains[i]
+		}
+	}
+	return nil
+}
+
+// Family is the inner address family of the chain's traffic (4 or 6),
+// taken from its first destination prefix; 0 when it has none.
+func (c *Chain) Family() int {
+	if len(c.Match.Dst) == 0 || !c.Match.Dst[0].IsValid() {
+		return 0
+	}
+	if c.Match.Dst[0].Addr().Is4() {
+		return 4
+	}
+	return 6
+}
+
+// HasFiveTuple reports whether the classifier needs policy routing (more
+// than a destination prefix).
+func (m *Match) HasFiveTuple() bool {
+	return len(m.Src) > 0 || m.Proto != "" || !m.DPort.IsZero() || !m.SPort.IsZero()
+}
