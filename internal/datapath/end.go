@@ -139,7 +139,7 @@ func LoadEnd(opts EndOptions) (*End, error) {
 			endProgMapSids: e.objs.Sids, endProgMapDropCounters: e.objs.DropCounters,
 			endProgMapSidCounters: e.objs.SidCounters, endProgMapFibCounters: e.objs.FibCounters,
 		} {
-			if m.IsPinned() {
+			if _, reused := pinned[name]; reused || m.IsPinned() { // clones of pinned maps do not report IsPinned
 				continue
 			}
 			if err := m.Pin(filepath.Join(opts.PinPath, name)); err != nil {

@@ -1,0 +1,348 @@
+package datapath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/srv6"
+)
+
+// tc verdicts (linux/pkt_cls.h).
+const (
+	tcActOK       = 0
+	tcActShot     = 2
+	tcActRedirect = 7
+)
+
+var (
+	sidEnd  = netip.MustParseAddr("fc00:1::1")
+	sidEndX = netip.MustParseAddr("fc00:1::2")
+	srcAddr = netip.MustParseAddr("fc00:a::1")
+	nhAddr  = netip.MustParseAddr("fc00:12::2") // neighbour behind the egress veth
+	routed  = netip.MustParseAddr("fc00:2::5")  // next SID with a route via nhAddr
+	routed2 = netip.MustParseAddr("fc00:2::6")  // final segment
+	noRoute = netip.MustParseAddr("fc00:9::1")  // next SID without a route
+	nhMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+	inMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa} // frames' source MAC
+)
+
+// skbCtx is the head of struct __sk_buff up to ifindex: the fields
+// BPF_PROG_TEST_RUN lets a caller set that the End program reads.
+type skbCtx struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
+	IngressIfindex, Ifindex                                                               uint32
+}
+
+// testEnv is a namespace with one veth pair: the program "receives" on
+// in, the FIB sends fc00:2::/64 via nhAddr out of out (permanent
+// neighbour entry, so bpf_fib_lookup succeeds).
+type testEnv struct {
+	ns      *netns.NS
+	end     *End
+	in, out int
+	outMAC  net.HardwareAddr
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (BPF, network namespaces)")
+	}
+}
+
+func newTestEnv(t *testing.T) *testEnv {
+	t.Helper()
+	requireRoot(t)
+	name := fmt.Sprintf("srct-e-%d-run", os.Getpid())
+	_ = netns.Delete(name)
+	ns, err := netns.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Delete(); err != nil {
+			t.Error(err)
+		}
+	})
+	nl := ns.Netlink()
+	outName, inName := fmt.Sprintf("srcte%do", os.Getpid()), fmt.Sprintf("srcte%di", os.Getpid())
+	if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: outName}, PeerName: inName}); err != nil {
+		t.Fatalf("add veth: %v", err)
+	}
+	env := &testEnv{ns: ns}
+	for _, n := range []string{outName, inName} {
+		l, err := nl.LinkByName(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nl.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+		if n == outName {
+			env.out, env.outMAC = l.Attrs().Index, l.Attrs().HardwareAddr
+		} else {
+			env.in = l.Attrs().Index
+		}
+	}
+	if err := ns.Sysctl("net.ipv6.conf.all.forwarding", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{
+		{"ip", "-6", "addr", "add", "fc00:12::1/64", "dev", outName, "nodad"},
+		{"ip", "-6", "neigh", "replace", nhAddr.String(), "lladdr", nhMAC.String(), "dev", outName, "nud", "permanent"},
+		{"ip", "-6", "route", "add", "fc00:2::/64", "via", nhAddr.String(), "dev", outName},
+	} {
+		if _, err := ns.Run(t.Context(), cmd[0], cmd[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := LoadEnd(EndOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	env.end = e
+	if err := e.SetSID(sidEnd, BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetSID(sidEndX, BehaviorEndX, env.out, nhAddr); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// run feeds frame to the program as if received on env.in.
+func (env *testEnv) run(t *testing.T, frame []byte) (uint32, []byte) {
+	t.Helper()
+	out := make([]byte, len(frame)+256)
+	opts := &ebpf.RunOptions{
+		Data:    frame,
+		DataOut: out,
+		Context: skbCtx{IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)},
+	}
+	var ret uint32
+	err := env.ns.Do(func() error {
+		var err error
+		ret, err = env.end.Program().Run(opts)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("test run: %v", err)
+	}
+	return ret, opts.DataOut
+}
+
+func ether(ip []byte) []byte {
+	return srv6.Ether(net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb}, inMAC, srv6.EtherTypeIPv6, ip)
+}
+
+// srv6Pkt is an IPv6 packet from srcAddr to dst carrying s (written as
+// is, so s may be malformed) and a UDP payload, with hop limit hl.
+func srv6Pkt(t *testing.T, dst netip.Addr, hl uint8, s srv6.SRH) []byte {
+	t.Helper()
+	inner := srv6.UDP6(srcAddr, routed2, 1000, 2000, []byte("srchain end test"))
+	srh, err := s.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv6.IPv6{HopLimit: hl, NextHeader: srv6.ProtoRouting, Src: srcAddr, Dst: dst, PayloadLen: uint16(len(srh) + len(inner))}
+	return append(append(h.AppendTo(nil), srh...), inner...)
+}
+
+// srhFor is a valid SRH for travel (first SID first).
+func srhFor(travel ...netip.Addr) srv6.SRH { return srv6.NewSRH(srv6.ProtoIPv6, travel) }
+
+// withSRH returns s after fn changed it.
+func withSRH(s srv6.SRH, fn func(*srv6.SRH)) srv6.SRH { fn(&s); return s }
+
+func addrs(n int) []netip.Addr {
+	out := []netip.Addr{sidEnd}
+	for i := 1; i < n; i++ {
+		out = append(out, netip.AddrFrom16([16]byte{0xfc, 0, 0, 2, 14: byte(i >> 8), 15: byte(i)}))
+	}
+	return out
+}
+
+// withHBH puts an 8-byte Hop-by-Hop header (PadN) in front of the SRH.
+func withHBH(pkt []byte) []byte {
+	out := append([]byte(nil), pkt[:40]...)
+	out[6] = srv6.ProtoHopByHop
+	binary.BigEndian.PutUint16(out[4:6], binary.BigEndian.Uint16(pkt[4:6])+8)
+	out = append(out, srv6.ProtoRouting, 0, 1, 4, 0, 0, 0, 0)
+	return append(out, pkt[40:]...)
+}
+
+func setByte(pkt []byte, off int, v byte) []byte {
+	out := append([]byte(nil), pkt...)
+	out[off] = v
+	return out
+}
+
+func TestEndTestRun(t *testing.T) {
+	env := newTestEnv(t)
+	valid := srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, routed, routed2))
+	tlvs := srv6Pkt(t, sidEnd, 64, withSRH(srhFor(sidEnd, routed, routed2), func(s *srv6.SRH) {
+		s.TLVs = []srv6.TLV{{Type: 0x80, Value: []byte{1, 2, 3, 4}}, {Type: srv6.TLVPad1}, {Type: srv6.TLVPadN, Value: []byte{0}}}
+	}))
+	badTLV := setByte(tlvs, 40+8+48+1, 200) // first TLV's length runs past the SRH
+	srhOff := 40
+
+	type tcase struct {
+		name   string
+		ip     []byte // IPv6 (or IPv4) packet; framed with ether()
+		frame  []byte // raw frame instead of ip
+		want   uint32
+		reason drop.Reason
+		// expect: "untouched", "redirect" (MACs from the FIB + MutateEnd),
+		// "stack" (MutateEnd with the hop limit left to the kernel),
+		// "neigh" (MutateEnd, MACs left to bpf_redirect_neigh), "" (dropped).
+		expect string
+		model  []byte // packet fed to srv6.MutateEnd when it differs from ip
+		// modelReason is what srv6.Reason(MutateEnd) says when it names
+		// the defect differently (both drop); zero means reason.
+		modelReason drop.Reason
+	}
+	cases := []tcase{
+		{name: "end SL 2->1 redirect", ip: valid, want: tcActRedirect, expect: "redirect"},
+		{name: "end SL 1->0", ip: srv6Pkt(t, sidEnd, 64, withSRH(srhFor(routed, sidEnd, routed2), func(s *srv6.SRH) { s.SegmentsLeft = 1 })), want: tcActRedirect, expect: "redirect"},
+		{name: "end with TLVs", ip: tlvs, want: tcActRedirect, expect: "redirect"},
+		{name: "end hop limit 2", ip: srv6Pkt(t, sidEnd, 2, srhFor(sidEnd, routed)), want: tcActRedirect, expect: "redirect"},
+		{name: "end 16 segments", ip: srv6Pkt(t, sidEnd, 64, srhFor(append(addrs(15), routed)...)), want: tcActRedirect, expect: "redirect"},
+		{name: "end behind hop-by-hop", ip: withHBH(valid), want: tcActRedirect, expect: "redirect"},
+		{name: "end no route -> stack", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, noRoute)), want: tcActOK, expect: "stack"},
+		{name: "end.x", ip: srv6Pkt(t, sidEndX, 64, srhFor(sidEndX, noRoute, routed2)), want: tcActRedirect, expect: "neigh"},
+		{name: "trailing bytes trimmed", ip: append(append([]byte(nil), valid...), 0xde, 0xad, 0xbe, 0xef), want: tcActRedirect, expect: "redirect", model: valid},
+		{name: "not a sid", ip: srv6Pkt(t, routed, 64, srhFor(routed, routed2)), want: tcActOK, expect: "untouched"},
+		{name: "plain ipv6 not a sid", ip: srv6.UDP6(srcAddr, routed, 1, 2, []byte("x")), want: tcActOK, expect: "untouched"},
+		{name: "ipv4", frame: srv6.Ether(nhMAC, inMAC, srv6.EtherTypeIPv4, srv6.UDP4(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), 1, 2, []byte("x"))), want: tcActOK, expect: "untouched"},
+		{name: "arp", frame: srv6.Ether(nhMAC, inMAC, 0x0806, make([]byte, 28)), want: tcActOK, expect: "untouched"},
+		// A frame shorter than an IPv6 header cannot be test-run (the
+		// kernel refuses it); test/e2e sends one through both datapaths.
+
+		{name: "payload length past end", ip: valid[:len(valid)-10], want: tcActShot, reason: drop.PktTruncated},
+		{name: "payload length zero (jumbo)", ip: fixPlenTo(valid, 0), want: tcActShot, reason: drop.Unsupported, modelReason: drop.SRHTruncated},
+		{name: "ip version not 6", ip: setByte(valid, 0, 0x40), want: tcActShot, reason: drop.Unsupported},
+		{name: "no srh", ip: srv6.UDP6(srcAddr, sidEnd, 1, 2, []byte("x")), want: tcActShot, reason: drop.NoSRH},
+		{name: "hop-by-hop truncated", ip: setByte(srv6.UDP6(srcAddr, sidEnd, 1, 2, nil)[:40], 6, srv6.ProtoHopByHop)[:40], want: tcActShot, reason: drop.PktTruncated},
+		{name: "srh fixed part truncated", ip: fixPlen(valid[:44]), want: tcActShot, reason: drop.SRHTruncated},
+		{name: "wrong routing type", ip: setByte(valid, srhOff+srv6.SRHOffRoutingType, 2), want: tcActShot, reason: drop.SRHBadType},
+		{name: "hdr ext len too small", ip: setByte(valid, srhOff+srv6.SRHOffHdrExtLen, 4), want: tcActShot, reason: drop.SRHBadLen},
+		{name: "hdr ext len past packet", ip: setByte(valid, srhOff+srv6.SRHOffHdrExtLen, 200), want: tcActShot, reason: drop.SRHTruncated},
+		{name: "last entry over hdr len", ip: setByte(valid, srhOff+srv6.SRHOffLastEntry, 5), want: tcActShot, reason: drop.SRHBadLen},
+		{name: "SL over last entry", ip: setByte(valid, srhOff+srv6.SRHOffSegmentsLeft, 3), want: tcActShot, reason: drop.SRHSLOverLast},
+		{name: "17 segments", ip: srv6Pkt(t, sidEnd, 64, srhFor(append(addrs(16), routed)...)), want: tcActShot, reason: drop.SRHTooManySegs},
+		{name: "SL zero", ip: setByte(valid, srhOff+srv6.SRHOffSegmentsLeft, 0), want: tcActShot, reason: drop.SRHSLZero},
+		{name: "hop limit 1", ip: srv6Pkt(t, sidEnd, 1, srhFor(sidEnd, routed)), want: tcActShot, reason: drop.HopLimit},
+		{name: "hop limit 0", ip: srv6Pkt(t, sidEnd, 0, srhFor(sidEnd, routed)), want: tcActShot, reason: drop.HopLimit},
+		{name: "bad tlv length", ip: badTLV, want: tcActShot, reason: drop.TLVBad},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			frame := tc.frame
+			if frame == nil {
+				frame = ether(tc.ip)
+			}
+			before, err := env.end.DropCounts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ret, out := env.run(t, frame)
+			after, err := env.end.DropCounts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ret != tc.want {
+				t.Fatalf("verdict %d, want %d", ret, tc.want)
+			}
+			for r := range after {
+				d := after[r] - before[r]
+				switch {
+				case drop.Reason(r) == tc.reason && tc.reason != drop.None && d != 1:
+					t.Errorf("drop counter %s += %d, want 1", drop.Reason(r), d)
+				case drop.Reason(r) != tc.reason && d != 0:
+					t.Errorf("drop counter %s += %d, want 0", drop.Reason(r), d)
+				}
+			}
+			model := tc.model
+			if model == nil {
+				model = tc.ip
+			}
+			ref, refErr := srv6.MutateEnd(model)
+			if tc.reason != drop.None {
+				// The reference model must agree on why it is dropped.
+				wantModel := tc.reason
+				if tc.modelReason != drop.None {
+					wantModel = tc.modelReason
+				}
+				if got := srv6.Reason(refErr); got != wantModel {
+					t.Errorf("srv6.MutateEnd says %s (%v), program says %s", got, refErr, tc.reason)
+				}
+				return
+			}
+			var want []byte
+			switch tc.expect {
+			case "untouched":
+				want = frame
+			case "redirect", "stack", "neigh":
+				if refErr != nil {
+					t.Fatalf("srv6.MutateEnd: %v", refErr)
+				}
+				switch tc.expect {
+				case "redirect":
+					want = srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, ref)
+				case "stack":
+					ref[7]++ // the kernel's ip6_forward decrements it
+					want = ether(ref)
+				case "neigh":
+					want = ether(ref)
+				}
+			}
+			if !bytes.Equal(out, want) {
+				t.Errorf("output differs\n got %x\nwant %x", out, want)
+			}
+		})
+	}
+
+	counts, err := env.end.SIDCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := counts[sidEndX]; c.Packets != 1 {
+		t.Errorf("End.X sid counter %d packets, want 1", c.Packets)
+	}
+	if c := counts[sidEnd]; c.Packets < 20 {
+		t.Errorf("End sid counter %d packets, want >= 20", c.Packets)
+	}
+	fib, err := env.end.FIBCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fib outcomes: %v", fib)
+	if fib["success"] == 0 || fib["redirect-neigh"] != 1 {
+		t.Errorf("fib counters %v: want successes and one redirect-neigh", fib)
+	}
+}
+
+// fixPlen rewrites the IPv6 payload length to match the slice.
+func fixPlen(pkt []byte) []byte {
+	out := append([]byte(nil), pkt...)
+	binary.BigEndian.PutUint16(out[4:6], uint16(len(out)-40))
+	return out
+}
+
+// fixPlenTo sets the IPv6 payload length to n.
+func fixPlenTo(pkt []byte, n uint16) []byte {
+	out := append([]byte(nil), pkt...)
+	binary.BigEndian.PutUint16(out[4:6], n)
+	return out
+}
