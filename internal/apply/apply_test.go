@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +249,60 @@ func TestApplyUndoOnError(t *testing.T) {
 
 	if err := Apply(ctx, a, state.Node{Name: "x", Programs: []state.Program{{Kind: "nosuchkind"}}}); !errors.Is(err, ErrNoDriver) {
 		t.Errorf("unknown program kind error = %v, want ErrNoDriver", err)
+	}
+}
+
+func TestApplyEndProgram(t *testing.T) {
+	a, _ := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Cleanup(func() { _ = os.RemoveAll(PinDir(a)) })
+	node := state.Node{
+		Name:       "r2",
+		Interfaces: []state.Interface{{Name: "eth0", Addrs: []netip.Prefix{p("fc00:12::2/64")}}},
+		SIDs: []state.LocalSID{
+			{SID: p("fc00:2::f1/128"), Behavior: state.End, Datapath: state.EBPF},
+			{SID: p("fc00:2::f2/128"), Behavior: state.EndX, NH6: ad("fc00:12::1"), OIF: "eth0", Datapath: state.EBPF},
+		},
+		Programs: []state.Program{{Kind: "end", Interfaces: []string{"eth0"}}},
+	}
+	attached := func() string {
+		names, err := IngressPrograms(a, "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(names, ",")
+	}
+
+	// An injected failure after the program driver detaches it again.
+	failing := node
+	failing.Programs = append(slices.Clone(node.Programs), state.Program{Kind: "boom"})
+	drivers := registered()
+	drivers["boom"] = DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) {
+		return nil, errors.New("injected failure")
+	})
+	if _, err := ApplyWith(ctx, a, failing, Options{Drivers: drivers}); err == nil {
+		t.Fatal("apply with failing driver succeeded")
+	}
+	if got := attached(); got != "" {
+		t.Errorf("end program left attached after a failed apply: %q", got)
+	}
+	if _, err := os.Stat(PinDir(a)); err == nil {
+		t.Errorf("pin dir %s left after a failed apply", PinDir(a))
+	}
+
+	res, err := ApplyWith(ctx, a, node, Options{})
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if res.Changes == 0 {
+		t.Fatal("no changes")
+	}
+	if got := attached(); got != "srchain_end" {
+		t.Errorf("ingress programs = %q, want srchain_end", got)
+	}
+	res, err = ApplyWith(ctx, a, node, Options{})
+	if err != nil || res.Changes != 0 {
+		t.Errorf("re-apply: %d changes, %v; want 0, nil", res.Changes, err)
 	}
 }

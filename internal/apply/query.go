@@ -1,0 +1,40 @@
+package apply
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/srchain/srchain/internal/netns"
+)
+
+// IngressPrograms returns the names of the BPF programs attached to the tcx
+// ingress of interface ifname in ns (what `lab status` and the tests check).
+func IngressPrograms(ns *netns.NS, ifname string) ([]string, error) {
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("find interface %s: %w: %w", ifname, ErrNoInterface, err)
+	}
+	var names []string
+	err = ns.Do(func() error {
+		res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			return fmt.Errorf("query tcx ingress of %s: %w", ifname, err)
+		}
+		for _, p := range res.Programs {
+			prog, err := ebpf.NewProgramFromID(p.ID)
+			if err != nil {
+				return fmt.Errorf("open program %d: %w", p.ID, err)
+			}
+			info, err := prog.Info()
+			prog.Close()
+			if err != nil {
+				return fmt.Errorf("read program %d info: %w", p.ID, err)
+			}
+			names = append(names, info.Name)
+		}
+		return nil
+	})
+	return names, err
+}
