@@ -50,11 +50,11 @@ type IPv6 struct {
 
 // ParseIPv6 reads the 40-byte fixed header at the start of b.
 func ParseIPv6(b []byte) (IPv6, error) {
+	if len(b) > 0 && b[0]>>4 != 6 {
+		return IPv6{}, decodeErr("ipv6", "version", 0, ErrNotIPv6)
+	}
 	if len(b) < IPv6HeaderLen {
 		return IPv6{}, decodeErr("ipv6", "header", len(b), ErrTruncated)
-	}
-	if b[0]>>4 != 6 {
-		return IPv6{}, decodeErr("ipv6", "version", 0, ErrNotIPv6)
 	}
 	vtf := binary.BigEndian.Uint32(b[0:4])
 	return IPv6{
@@ -100,11 +100,11 @@ func (h IPv4) HeaderLen() int { return IPv4MinHeaderLen + (len(h.Options)+3)&^3 
 
 // ParseIPv4 reads an IPv4 header at the start of b.
 func ParseIPv4(b []byte) (IPv4, error) {
+	if len(b) > 0 && b[0]>>4 != 4 {
+		return IPv4{}, decodeErr("ipv4", "version", 0, ErrNotIPv4)
+	}
 	if len(b) < IPv4MinHeaderLen {
 		return IPv4{}, decodeErr("ipv4", "header", len(b), ErrTruncated)
-	}
-	if b[0]>>4 != 4 {
-		return IPv4{}, decodeErr("ipv4", "version", 0, ErrNotIPv4)
 	}
 	ihl := int(b[0]&0xF) * 4
 	if ihl < IPv4MinHeaderLen {
