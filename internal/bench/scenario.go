@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/srchain/srchain/internal/netns"
+)
+
+// ErrUnknownScenario is returned for a scenario name not in the registry.
+var ErrUnknownScenario = errors.New("unknown scenario")
+
+// Case is one DUT configuration and the frames sent through it. Adding a
+// case is a struct literal: a name, the frames, and the DUT commands.
+type Case struct {
+	Name  string
+	Desc  string
+	Frame FrameSpec
+	// X places the case on the x axis of the scenario's plot (e.g. the
+	// number of rules); 0 plots the cases as bars.
+	X float64
+	// Setup configures the DUT of a fresh line (routes to the sink exist
+	// already, see NewLine).
+	Setup func(ctx context.Context, d *DUT) error
+}
+
+// Scenario is a named set of cases and the baseline their ratios use.
+type Scenario struct {
+	Name     string
+	Desc     string
+	Baseline string // name of the case every ratio divides by
+	XLabel   string // plot x axis when cases have X
+	Cases    []Case
+}
+
+// DUT gives case setups the DUT namespace and shortcuts for the tools
+// they use. Commands run inside the DUT namespace only.
+type DUT struct {
+	NS *netns.NS
+}
+
+// IP runs `ip ARGS...` in the DUT.
+func (d *DUT) IP(ctx context.Context, args ...string) error {
+	_, err := d.NS.Run(ctx, "ip", args...)
+	return err
+}
+
+// IPs runs several ip commands, each a space-separated string.
+func (d *DUT) IPs(ctx context.Context, cmds ...string) error {
+	for _, c := range cmds {
+		if err := d.IP(ctx, strings.Fields(c)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Nft loads an nftables script in the DUT.
+func (d *DUT) Nft(ctx context.Context, script string) error {
+	return d.stdin(ctx, script, "nft", "-f", "-")
+}
+
+// IP6TablesRestore loads an ip6tables-restore script (all at once: one
+// command per rule would take seconds at 512 rules).
+func (d *DUT) IP6TablesRestore(ctx context.Context, script string) error {
+	return d.stdin(ctx, script, "ip6tables-restore")
+}
+
+func (d *DUT) stdin(ctx context.Context, in, name string, args ...string) error {
+	cmd := d.NS.Command(ctx, name, args...)
+	cmd.Stdin = strings.NewReader(in)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("run %s in %s: %s: %w", name, d.NS.Name, strings.TrimSpace(string(out)), err)
+	}
+	return nil
+}
+
+var (
+	regMu     sync.Mutex
+	scenarios = map[string]*Scenario{}
+)
+
+// Register adds a scenario; later issues call it from their own files'
+// init functions. A duplicate name replaces the earlier scenario.
+func Register(s *Scenario) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	scenarios[s.Name] = s
+}
+
+// Lookup returns a registered scenario.
+func Lookup(name string) (*Scenario, error) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	s, ok := scenarios[name]
+	if !ok {
+		return nil, fmt.Errorf("find scenario %q: %w", name, ErrUnknownScenario)
+	}
+	return s, nil
+}
+
+// Scenarios returns the registered scenarios sorted by name.
+func Scenarios() []*Scenario {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]*Scenario, 0, len(scenarios))
+	for _, s := range scenarios {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *Scenario) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Select returns a copy of s restricted to the named cases (the baseline
+// is always kept so ratios exist).
+func (s *Scenario) Select(names []string) (*Scenario, error) {
+	if len(names) == 0 {
+		return s, nil
+	}
+	c := *s
+	c.Cases = nil
+	for _, k := range s.Cases {
+		if k.Name == s.Baseline || slices.Contains(names, k.Name) {
+			c.Cases = append(c.Cases, k)
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(c.Cases, func(k Case) bool { return k.Name == n }) {
+			return nil, fmt.Errorf("select case %q of %s: %w", n, s.Name, ErrUnknownScenario)
+		}
+	}
+	return &c, nil
+}

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/netns"
+)
+
+// genChunk is how many frames one BPF_PROG_RUN call sends at full rate:
+// a few milliseconds of traffic, so a stop request is honoured quickly
+// and an EINTR retry (cilium/ebpf repeats the whole call) costs little.
+const genChunk = 4096
+
+// Generator is the XDP live-frames generator of one line.
+type Generator struct {
+	objs xdpgenObjects
+	ns   *netns.NS
+	tmpl []byte // data_in of BPF_PROG_RUN: the largest template
+}
+
+// NewGenerator loads xdpgen for the line's generator veth.
+func NewGenerator(l *Line) (*Generator, error) {
+	spec, err := loadXdpgen()
+	if err != nil {
+		return nil, fmt.Errorf("load generator spec: %w", err)
+	}
+	if err := spec.Variables["cfg_ifindex"].Set(uint32(l.GenIndex)); err != nil {
+		return nil, fmt.Errorf("set generator ifindex: %w", err)
+	}
+	g := &Generator{ns: l.Gen}
+	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
+		return nil, fmt.Errorf("load generator: %w", err)
+	}
+	return g, nil
+}
+
+// Close unloads the generator.
+func (g *Generator) Close() error { return g.objs.Close() }
+
+// SetTemplates installs the frames to send, in order.
+func (g *Generator) SetTemplates(frames [][]byte) error {
+	if len(frames) == 0 || len(frames) > MaxTemplates {
+		return fmt.Errorf("set templates: %d frames: %w", len(frames), ErrFrame)
+	}
+	longest := 0
+	for i, f := range frames {
+		if len(f) > MaxFrame || len(f) < 14 {
+			return fmt.Errorf("set template %d: %d bytes: %w", i, len(f), ErrFrame)
+		}
+		var t xdpgenTmpl
+		t.Len = uint32(len(f))
+		copy(t.Data[:], f)
+		if err := g.objs.Templates.Put(uint32(i), &t); err != nil {
+			return fmt.Errorf("set template %d: %w", i, err)
+		}
+		if len(f) > len(frames[longest]) {
+			longest = i
+		}
+	}
+	g.tmpl = frames[longest]
+	if err := g.objs.Ntemplates.Set(uint32(len(frames))); err != nil {
+		return fmt.Errorf("set template count: %w", err)
+	}
+	return nil
+}
+
+// SetStamp switches the latency trailer on or off.
+func (g *Generator) SetStamp(on bool) error {
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	if err := g.objs.Stamp.Set(v); err != nil {
+		return fmt.Errorf("set stamp: %w", err)
+	}
+	return nil
+}
+
+// Sent returns the number of frames offered so far.
+func (g *Generator) Sent() (uint64, error) {
+	var n uint64
+	if err := g.objs.Runs.Get(&n); err != nil {
+		return 0, fmt.Errorf("read generator count: %w", err)
+	}
+	return n, nil
+}
+
+// Blast sends until ctx is done or stop is set, at rate pps (0 = as fast
+// as possible), from a thread inside the generator's namespace (the
+// redirect ifindex is resolved there) pinned to cpu (-1 = not pinned).
+func (g *Generator) Blast(ctx context.Context, stop *atomic.Bool, rate float64, cpu int) error {
+	if g.tmpl == nil {
+		return fmt.Errorf("blast: no templates: %w", ErrFrame)
+	}
+	return g.ns.Do(func() error {
+		if cpu >= 0 {
+			var old, set unix.CPUSet
+			if err := unix.SchedGetaffinity(0, &old); err == nil {
+				set.Set(cpu)
+				if err := unix.SchedSetaffinity(0, &set); err == nil {
+					// Do hands the thread back to the runtime: undo the pin.
+					defer unix.SchedSetaffinity(0, &old)
+				}
+			}
+		}
+		run := func(n uint32) error {
+			_, err := g.objs.Xdpgen.Run(&ebpf.RunOptions{
+				Data:      g.tmpl,
+				Repeat:    n,
+				Flags:     unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+				BatchSize: 64,
+			})
+			if err != nil {
+				return fmt.Errorf("run generator: %w", err)
+			}
+			return nil
+		}
+		start := time.Now()
+		var sent float64
+		for ctx.Err() == nil && !stop.Load() {
+			if rate <= 0 {
+				if err := run(genChunk); err != nil {
+					return err
+				}
+				continue
+			}
+			// Paced: send what is due, in bursts of at most 64 frames
+			// (the kernel's batch), then sleep a little.
+			due := rate*time.Since(start).Seconds() - sent
+			if due < 1 {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			n := uint32(min(due, 64))
+			if err := run(n); err != nil {
+				return err
+			}
+			sent += float64(n)
+		}
+		return nil
+	})
+}
+
+// Sink is the drop-and-count XDP program at the line's sink.
+type Sink struct {
+	objs sinkObjects
+	lk   link.Link
+}
+
+// NewSink loads the sink program and attaches it to the sink veth.
+func NewSink(l *Line) (*Sink, error) {
+	s := &Sink{}
+	if err := loadSinkObjects(&s.objs, nil); err != nil {
+		return nil, fmt.Errorf("load sink: %w", err)
+	}
+	err := l.Sink.Do(func() error {
+		lk, err := link.AttachXDP(link.XDPOptions{Program: s.objs.Sink, Interface: l.SinkIndex})
+		if err != nil {
+			return fmt.Errorf("attach sink to %s: %w", ifSink, err)
+		}
+		s.lk = lk
+		return nil
+	})
+	if err != nil {
+		s.objs.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close detaches and unloads the sink.
+func (s *Sink) Close() error {
+	var errs []error
+	if s.lk != nil {
+		errs = append(errs, s.lk.Close())
+	}
+	errs = append(errs, s.objs.Close())
+	return errors.Join(errs...)
+}
+
+// SinkCount is what the sink saw.
+type SinkCount struct {
+	Packets, Bytes, Stamped uint64
+}
+
+// Count sums the sink's per-CPU counters.
+func (s *Sink) Count() (SinkCount, error) {
+	var per []sinkSinkStats
+	if err := s.objs.Stats.Lookup(uint32(0), &per); err != nil {
+		return SinkCount{}, fmt.Errorf("read sink counters: %w", err)
+	}
+	var c SinkCount
+	for _, p := range per {
+		c.Packets += p.Packets
+		c.Bytes += p.Bytes
+		c.Stamped += p.Stamped
+	}
+	return c, nil
+}
+
+// ResetLatency restarts the latency sample ring.
+func (s *Sink) ResetLatency() error {
+	if err := s.objs.LatNext.Set(uint64(0)); err != nil {
+		return fmt.Errorf("reset latency samples: %w", err)
+	}
+	return nil
+}
+
+// Latencies returns the samples recorded since ResetLatency (at most the
+// ring size, the most recent ones), in nanoseconds.
+func (s *Sink) Latencies() ([]float64, error) {
+	var n uint64
+	if err := s.objs.LatNext.Get(&n); err != nil {
+		return nil, fmt.Errorf("read latency count: %w", err)
+	}
+	n = min(n, latSamples)
+	out := make([]float64, 0, n)
+	for i := range uint32(n) {
+		var v uint64
+		if err := s.objs.LatSamples.Lookup(i, &v); err != nil {
+			return nil, fmt.Errorf("read latency sample %d: %w", i, err)
+		}
+		if v > 0 {
+			out = append(out, float64(v))
+		}
+	}
+	return out, nil
+}
+
+const latSamples = 65536 // BENCH_LAT_SAMPLES
+
