@@ -38,6 +38,8 @@ var (
 type Result struct {
 	// Changes is the number of changes made (0 on an idempotent re-apply).
 	Changes int
+	// Pending lists, in a dry run, the changes Apply would make.
+	Pending []string
 }
 
 // journal records how to undo each change, newest last.
@@ -79,6 +81,9 @@ type Options struct {
 	// Drivers to use for programs; nil means the registered ones.
 	Drivers map[string]ProgramDriver
 	Logger  *slog.Logger
+	// DryRun changes nothing and reports what would change (programs
+	// are not checked).
+	DryRun bool
 }
 
 // Apply makes node ns match node. See the package comment.
@@ -98,7 +103,7 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 	if drivers == nil {
 		drivers = registered()
 	}
-	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers}
+	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers, dry: opts.DryRun}
 	stages := []struct {
 		name string
 		fn   func() error
@@ -120,10 +125,24 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 			return Result{}, a.fail(fmt.Errorf("apply %s %s: %w", node.Name, s.name, err))
 		}
 	}
+	if a.dry {
+		var pending []string
+		for _, s := range a.j.steps {
+			pending = append(pending, s.what)
+		}
+		return Result{Pending: pending}, nil
+	}
 	if len(a.j.steps) > 0 {
 		log.Info("node applied", "changes", len(a.j.steps))
 	}
 	return Result{Changes: len(a.j.steps)}, nil
+}
+
+// Check reports what Apply would change on the node, changing nothing:
+// an empty list means the node is as desired (programs aside).
+func Check(ctx context.Context, ns *netns.NS, node state.Node) ([]string, error) {
+	res, err := ApplyWith(ctx, ns, node, Options{DryRun: true})
+	return res.Pending, err
 }
 
 type applier struct {
@@ -132,6 +151,28 @@ type applier struct {
 	node    state.Node
 	j       *journal
 	drivers map[string]ProgramDriver
+	dry     bool
+}
+
+// change runs do and journals undo; in a dry run it only records what.
+func (a *applier) change(what string, do, undo func() error) error {
+	if a.dry {
+		a.j.steps = append(a.j.steps, step{what: what})
+		return nil
+	}
+	if err := do(); err != nil {
+		return err
+	}
+	a.j.did(what, undo)
+	return nil
+}
+
+// wrap annotates err, or returns nil.
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
 }
 
 func (a *applier) fail(err error) error {

@@ -168,9 +168,16 @@ func TestApplyIdempotent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node := richNode()
+	pending, err := Check(ctx, a, node)
+	if err != nil || len(pending) == 0 {
+		t.Fatalf("check before apply = %v, %v; want pending changes", pending, err)
+	}
 	res, err := ApplyWith(ctx, a, node, Options{})
 	if err != nil {
 		t.Fatalf("first apply: %v", err)
+	}
+	if pending, err := Check(ctx, a, node); err != nil || len(pending) != 0 {
+		t.Errorf("check after apply = %v, %v; want nothing pending", pending, err)
 	}
 	if res.Changes == 0 {
 		t.Fatal("first apply made no changes")

@@ -63,6 +63,11 @@ const PinRoot = "/sys/fs/bpf/srchain/netns"
 func PinDir(ns *netns.NS) string { return PinRoot + "/" + ns.Name }
 
 func (a *applier) programs() error {
+	if a.dry {
+		// Drivers have no dry run; Check callers query attachments
+		// themselves (IngressPrograms).
+		return nil
+	}
 	for _, p := range a.node.Programs {
 		d, ok := a.drivers[p.Kind]
 		if !ok {

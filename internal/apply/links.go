@@ -35,11 +35,12 @@ func (a *applier) sysctls() error {
 		if old == s.Value {
 			continue
 		}
-		if err := a.ns.Sysctl(s.Key, s.Value); err != nil {
+		key, val := s.Key, s.Value
+		if err := a.change("sysctl "+key+"="+val,
+			func() error { return a.ns.Sysctl(key, val) },
+			func() error { return a.ns.Sysctl(key, old) }); err != nil {
 			return err
 		}
-		key := s.Key
-		a.j.did("sysctl "+key+"="+s.Value, func() error { return a.ns.Sysctl(key, old) })
 	}
 	return nil
 }
@@ -68,16 +69,18 @@ func (a *applier) interfaces() error {
 		}
 		if mtu := mtus[name]; mtu > 0 && l.Attrs().MTU != mtu {
 			old := l.Attrs().MTU
-			if err := h.LinkSetMTU(l, mtu); err != nil {
-				return fmt.Errorf("set mtu %d on %s: %w", mtu, name, err)
+			if err := a.change(fmt.Sprintf("mtu %s %d", name, mtu),
+				func() error { return wrap(h.LinkSetMTU(l, mtu), "set mtu %d on %s", mtu, name) },
+				func() error { return h.LinkSetMTU(l, old) }); err != nil {
+				return err
 			}
-			a.j.did(fmt.Sprintf("mtu %s %d", name, mtu), func() error { return h.LinkSetMTU(l, old) })
 		}
 		if l.Attrs().Flags&net.FlagUp == 0 {
-			if err := h.LinkSetUp(l); err != nil {
-				return fmt.Errorf("set %s up: %w", name, err)
+			if err := a.change("up "+name,
+				func() error { return wrap(h.LinkSetUp(l), "set %s up", name) },
+				func() error { return h.LinkSetDown(l) }); err != nil {
+				return err
 			}
-			a.j.did("up "+name, func() error { return h.LinkSetDown(l) })
 		}
 	}
 	return nil
@@ -122,10 +125,11 @@ func (a *applier) addresses() error {
 			if p.Addr().Is6() {
 				addr.Flags = unix.IFA_F_NODAD
 			}
-			if err := h.AddrAdd(l, addr); err != nil {
-				return fmt.Errorf("add address %s to %s: %w", p, name, err)
+			if err := a.change("addr "+p.String()+" "+name,
+				func() error { return wrap(h.AddrAdd(l, addr), "add address %s to %s", p, name) },
+				func() error { return h.AddrDel(l, addr) }); err != nil {
+				return err
 			}
-			a.j.did("addr "+p.String()+" "+name, func() error { return h.AddrDel(l, addr) })
 		}
 	}
 	return nil
@@ -158,11 +162,9 @@ func (a *applier) tunsrc() error {
 	if old == a.node.TunSrc {
 		return nil
 	}
-	if err := a.setTunSrc(a.node.TunSrc); err != nil {
-		return err
-	}
-	a.j.did("tunsrc "+a.node.TunSrc.String(), func() error { return a.setTunSrc(old) })
-	return nil
+	return a.change("tunsrc "+a.node.TunSrc.String(),
+		func() error { return a.setTunSrc(a.node.TunSrc) },
+		func() error { return a.setTunSrc(old) })
 }
 
 // ReadTunSrc returns the namespace's `ip sr tunsrc` (:: when unset).

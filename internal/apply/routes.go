@@ -273,18 +273,14 @@ func (a *applier) ensureRoute(what string, want *netlink.Route) error {
 		}
 	}
 	if old == nil {
-		if err := h.RouteAdd(want); err != nil {
-			return fmt.Errorf("add %s: %w", what, err)
-		}
-		a.j.did("add "+what, func() error { return h.RouteDel(want) })
-		return nil
-	}
-	if err := h.RouteReplace(want); err != nil {
-		return fmt.Errorf("replace %s: %w", what, err)
+		return a.change("add "+what,
+			func() error { return wrap(h.RouteAdd(want), "add %s", what) },
+			func() error { return h.RouteDel(want) })
 	}
 	prev := *old
-	a.j.did("replace "+what, func() error { return h.RouteReplace(&prev) })
-	return nil
+	return a.change("replace "+what,
+		func() error { return wrap(h.RouteReplace(want), "replace %s", what) },
+		func() error { return h.RouteReplace(&prev) })
 }
 
 func (a *applier) routes() error {
@@ -394,10 +390,11 @@ func (a *applier) rules() error {
 		if slices.ContainsFunc(have, func(x netlink.Rule) bool { return ruleSig(&x) == sig }) {
 			continue
 		}
-		if err := h.RuleAdd(want); err != nil {
-			return fmt.Errorf("add rule %s: %w", sig, err)
+		if err := a.change("rule "+sig,
+			func() error { return wrap(h.RuleAdd(want), "add rule %s", sig) },
+			func() error { return h.RuleDel(want) }); err != nil {
+			return err
 		}
-		a.j.did("rule "+sig, func() error { return h.RuleDel(want) })
 	}
 	return nil
 }
