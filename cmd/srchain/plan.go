@@ -1,0 +1,230 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/srchain/srchain/internal/state"
+)
+
+func init() {
+	var node string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "plan FILE",
+		Short: "Print the desired state the compiler produces, per node",
+		Long: "plan validates and compiles FILE and prints, for every node (or only --node),\n" +
+			"its interfaces, sysctls, routes, SR policies, SIDs, rules and eBPF programs,\n" +
+			"in iproute2-like notation. --json prints the state the applier consumes.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, net, err := loadAndCompile(args[0])
+			if err != nil {
+				printProblems(cmd, err)
+				return errInvalidSpec
+			}
+			out := cmd.OutOrStdout()
+			if node != "" {
+				var only []state.Node
+				for _, n := range net.Nodes {
+					if n.Name == node {
+						only = append(only, n)
+					}
+				}
+				if only == nil {
+					return fmt.Errorf("plan: no node %q in %s", node, args[0])
+				}
+				net.Nodes = only
+			}
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if node != "" {
+					return enc.Encode(net.Nodes[0])
+				}
+				return enc.Encode(net)
+			}
+			printPlan(out, net, node == "")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "print only this node")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the desired state as JSON")
+	rootCmd.AddCommand(cmd)
+}
+
+func printPlan(w io.Writer, net *state.Network, withLinks bool) {
+	if withLinks {
+		fmt.Fprintf(w, "lab %s: %d nodes, %d links\n", net.Name, len(net.Nodes), len(net.Links))
+		for _, l := range net.Links {
+			fmt.Fprintf(w, "  link %s/%s <-> %s/%s mtu %d\n", l.A.Node, l.A.Interface, l.B.Node, l.B.Interface, l.MTU)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range net.Nodes {
+		fmt.Fprintf(w, "node %s (%s)\n", n.Name, n.Role)
+		if n.TunSrc.IsValid() {
+			fmt.Fprintf(w, "  tunsrc %s\n", n.TunSrc)
+		}
+		section(w, "interfaces", len(n.Interfaces))
+		for _, i := range n.Interfaces {
+			fmt.Fprintf(w, "    %-8s mtu %d  %s  -> %s/%s\n", i.Name, i.MTU, joinPrefixes(i.Addrs), i.Peer.Node, i.Peer.Interface)
+		}
+		for _, p := range n.Loopback {
+			fmt.Fprintf(w, "    lo       %s\n", p)
+		}
+		section(w, "sysctls", len(n.Sysctls))
+		for _, s := range n.Sysctls {
+			fmt.Fprintf(w, "    %s=%s\n", s.Key, s.Value)
+		}
+		var plain, policies []state.Route
+		for _, r := range n.Routes {
+			if r.Encap != nil {
+				policies = append(policies, r)
+			} else {
+				plain = append(plain, r)
+			}
+		}
+		section(w, "routes", len(plain))
+		for _, r := range plain {
+			fmt.Fprintf(w, "    %s\n", routeString(r))
+		}
+		section(w, "sr policies", len(policies))
+		for _, r := range policies {
+			fmt.Fprintf(w, "    %s\n", routeString(r))
+		}
+		section(w, "rules", len(n.Rules))
+		for _, r := range n.Rules {
+			fmt.Fprintf(w, "    %s\n", ruleString(r))
+		}
+		section(w, "sids", len(n.SIDs))
+		for _, s := range n.SIDs {
+			fmt.Fprintf(w, "    %s\n", sidString(s))
+		}
+		section(w, "programs", len(n.Programs))
+		for _, p := range n.Programs {
+			fmt.Fprintf(w, "    %s on %s%s\n", p.Kind, strings.Join(p.Interfaces, ","), params(p.Params))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func section(w io.Writer, name string, n int) {
+	if n > 0 {
+		fmt.Fprintf(w, "  %s:\n", name)
+	}
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, " ")
+}
+
+func routeString(r state.Route) string {
+	var b strings.Builder
+	b.WriteString(r.Dst.String())
+	if r.Encap != nil {
+		segs := make([]string, len(r.Encap.Segments))
+		for i, s := range r.Encap.Segments {
+			segs[i] = s.String()
+		}
+		fmt.Fprintf(&b, " encap seg6 mode %s segs %s", r.Encap.Mode, strings.Join(segs, ","))
+	}
+	if r.Via.IsValid() {
+		fmt.Fprintf(&b, " via %s", r.Via)
+	}
+	if r.Dev != "" {
+		fmt.Fprintf(&b, " dev %s", r.Dev)
+	}
+	if r.Table != 0 {
+		fmt.Fprintf(&b, " table %d", r.Table)
+	}
+	if r.Chain != "" {
+		fmt.Fprintf(&b, "  [chain %s]", r.Chain)
+	}
+	return b.String()
+}
+
+func ruleString(r state.Rule) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d: -%d", r.Priority, r.Family)
+	if r.Src.IsValid() {
+		fmt.Fprintf(&b, " from %s", r.Src)
+	} else {
+		b.WriteString(" from all")
+	}
+	if r.Dst.IsValid() {
+		fmt.Fprintf(&b, " to %s", r.Dst)
+	}
+	if r.IPProto != 0 {
+		fmt.Fprintf(&b, " ipproto %d", r.IPProto)
+	}
+	if r.SPort != (state.PortRange{}) {
+		fmt.Fprintf(&b, " sport %s", portString(r.SPort))
+	}
+	if r.DPort != (state.PortRange{}) {
+		fmt.Fprintf(&b, " dport %s", portString(r.DPort))
+	}
+	if r.IIF != "" {
+		fmt.Fprintf(&b, " iif %s", r.IIF)
+	}
+	fmt.Fprintf(&b, " lookup %d", r.Table)
+	if r.Chain != "" {
+		fmt.Fprintf(&b, "  [chain %s]", r.Chain)
+	}
+	return b.String()
+}
+
+func portString(p state.PortRange) string {
+	if p.From == p.To {
+		return fmt.Sprint(p.From)
+	}
+	return fmt.Sprintf("%d-%d", p.From, p.To)
+}
+
+func sidString(s state.LocalSID) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s action %s", s.SID, s.Behavior)
+	if s.NH4.IsValid() {
+		fmt.Fprintf(&b, " nh4 %s", s.NH4)
+	}
+	if s.NH6.IsValid() {
+		fmt.Fprintf(&b, " nh6 %s", s.NH6)
+	}
+	if s.OIF != "" {
+		fmt.Fprintf(&b, " oif %s", s.OIF)
+	}
+	if s.Table != 0 {
+		fmt.Fprintf(&b, " table %d", s.Table)
+	}
+	fmt.Fprintf(&b, "  (%s)", s.Datapath)
+	if s.NF != "" {
+		fmt.Fprintf(&b, " [nf %s]", s.NF)
+	}
+	return b.String()
+}
+
+func params(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+"="+m[k])
+	}
+	return " (" + strings.Join(parts, " ") + ")"
+}
