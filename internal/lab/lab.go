@@ -1,0 +1,341 @@
+// Package lab deploys a whole desired state (internal/state) on one machine:
+// one network namespace per node, one veth pair per link, then the applier
+// per node. It is srchain's embedded default, the analogue of the seeds'
+// testbeds, used by `srchain lab`, the demo and the end-to-end tests.
+//
+// Before it creates anything, Up records what it is about to create in
+// StateDir/<lab>.json; Down works from that record alone, so it removes
+// everything even after Up (or the machine's srchain process) crashed
+// half-way.
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// Errors callers branch on.
+var (
+	ErrExists   = errors.New("lab already exists")
+	ErrNotFound = errors.New("no such lab")
+	ErrNoNode   = errors.New("no such node in lab")
+	ErrBadName  = errors.New("bad lab or node name")
+)
+
+// DefaultStateDir holds one record per lab.
+const DefaultStateDir = "/run/srchain/labs"
+
+// Options tune the lab functions; the zero value is fine.
+type Options struct {
+	// StateDir overrides DefaultStateDir (tests).
+	StateDir string
+	Logger   *slog.Logger
+	// Drivers overrides the registered program drivers (tests).
+	Drivers map[string]apply.ProgramDriver
+}
+
+func (o Options) dir() string {
+	if o.StateDir != "" {
+		return o.StateDir
+	}
+	return DefaultStateDir
+}
+
+func (o Options) log() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.Default()
+}
+
+// Record is what a lab is made of, written before it is made.
+type Record struct {
+	Name string `json:"name"`
+	// Source is the spec file the lab was built from, if any.
+	Source     string            `json:"source,omitempty"`
+	Created    time.Time         `json:"created"`
+	Namespaces map[string]string `json:"namespaces"` // node -> namespace
+	Links      []state.Link      `json:"links"`
+	// PIDs are processes started inside the lab (traffic sinks, NFs);
+	// Down kills exactly these.
+	PIDs []int `json:"pids,omitempty"`
+	// Network is the desired state, for Status.
+	Network *state.Network `json:"network"`
+}
+
+// names must be usable in namespace names and file names.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
+
+// NSName is the namespace of node in lab.
+func NSName(lab, node string) string { return "src-" + lab + "-" + node }
+
+func recordPath(o Options, lab string) string { return filepath.Join(o.dir(), lab+".json") }
+
+func writeRecord(o Options, r *Record) error {
+	if err := os.MkdirAll(o.dir(), 0o755); err != nil {
+		return fmt.Errorf("create lab state dir: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode lab record: %w", err)
+	}
+	// Write then rename, so a crash never leaves half a record.
+	tmp := recordPath(o, r.Name) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write lab record: %w", err)
+	}
+	if err := os.Rename(tmp, recordPath(o, r.Name)); err != nil {
+		return fmt.Errorf("write lab record: %w", err)
+	}
+	return nil
+}
+
+// Load reads the record of lab.
+func Load(lab string, opts Options) (*Record, error) {
+	if !nameRE.MatchString(lab) {
+		return nil, fmt.Errorf("load lab %q: %w", lab, ErrBadName)
+	}
+	b, err := os.ReadFile(recordPath(opts, lab))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("load lab %s: %w", lab, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load lab %s: %w", lab, err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode lab record %s: %w", lab, err)
+	}
+	return &r, nil
+}
+
+// List returns the names of the recorded labs.
+func List(opts Options) ([]string, error) {
+	ents, err := os.ReadDir(opts.dir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list labs: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if n, ok := cutSuffix(e.Name(), ".json"); ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func cutSuffix(s, suf string) (string, bool) {
+	if len(s) > len(suf) && s[len(s)-len(suf):] == suf {
+		return s[:len(s)-len(suf)], true
+	}
+	return s, false
+}
+
+// UpOptions are the options of Up.
+type UpOptions struct {
+	Options
+	// Source is recorded for `lab status` (the spec file).
+	Source string
+}
+
+// Up builds the lab for net: namespaces, links, then every node's state.
+// On failure it removes what it made. A lab of the same name must not exist.
+func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error) {
+	log := opts.log().With("lab", net.Name)
+	if !nameRE.MatchString(net.Name) {
+		return nil, fmt.Errorf("lab up %q: %w", net.Name, ErrBadName)
+	}
+	if _, err := Load(net.Name, opts.Options); err == nil {
+		return nil, fmt.Errorf("lab up %s: %w (run `srchain lab down %s` first)", net.Name, ErrExists, net.Name)
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	rec := &Record{Name: net.Name, Source: opts.Source, Created: time.Now().UTC(),
+		Namespaces: map[string]string{}, Links: net.Links, Network: net}
+	for _, n := range net.Nodes {
+		if !nameRE.MatchString(n.Name) {
+			return nil, fmt.Errorf("lab up %s: node %q: %w", net.Name, n.Name, ErrBadName)
+		}
+		name := NSName(net.Name, n.Name)
+		if _, err := os.Stat("/run/netns/" + name); err == nil {
+			return nil, fmt.Errorf("lab up %s: namespace %s: %w", net.Name, name, ErrExists)
+		}
+		rec.Namespaces[n.Name] = name
+	}
+	if err := writeRecord(opts.Options, rec); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Record, error) {
+		if derr := Down(context.WithoutCancel(ctx), net.Name, opts.Options); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	nss := map[string]*netns.NS{}
+	defer func() {
+		for _, ns := range nss {
+			ns.Close()
+		}
+	}()
+	for _, n := range net.Nodes {
+		ns, err := netns.Create(rec.Namespaces[n.Name])
+		if err != nil {
+			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
+		}
+		nss[n.Name] = ns
+	}
+	for _, l := range net.Links {
+		if err := addLink(nss, l); err != nil {
+			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
+		}
+	}
+	for _, n := range net.Nodes {
+		if err := ctx.Err(); err != nil {
+			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
+		}
+		if _, err := apply.ApplyWith(ctx, nss[n.Name], n, apply.Options{Drivers: opts.Drivers, Logger: log}); err != nil {
+			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
+		}
+	}
+	log.Info("lab up", "nodes", len(net.Nodes), "links", len(net.Links))
+	return rec, nil
+}
+
+// addLink creates the veth pair of l directly inside both namespaces under
+// their final names, so nothing ever appears in the host namespace and
+// names like eth0 cannot clash with the host's.
+func addLink(nss map[string]*netns.NS, l state.Link) error {
+	a, ok := nss[l.A.Node]
+	if !ok {
+		return fmt.Errorf("add link %s-%s: %q: %w", l.A.Node, l.B.Node, l.A.Node, ErrNoNode)
+	}
+	b, ok := nss[l.B.Node]
+	if !ok {
+		return fmt.Errorf("add link %s-%s: %q: %w", l.A.Node, l.B.Node, l.B.Node, ErrNoNode)
+	}
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: l.A.Interface, MTU: l.MTU, Namespace: netlink.NsFd(a.Handle())},
+		PeerName:      l.B.Interface,
+		PeerMTU:       uint32(max(l.MTU, 0)),
+		PeerNamespace: netlink.NsFd(b.Handle()),
+	}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("add link %s:%s-%s:%s: %w", l.A.Node, l.A.Interface, l.B.Node, l.B.Interface, err)
+	}
+	return nil
+}
+
+// Down removes everything the lab's record names: processes it started,
+// BPF pins, namespaces (and with them the veths), then the record.
+// Missing pieces are not errors, so Down also finishes a crashed Up or Down.
+func Down(ctx context.Context, lab string, opts Options) error {
+	rec, err := Load(lab, opts)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, pid := range rec.PIDs {
+		errs = append(errs, stopPID(pid))
+	}
+	names := make([]string, 0, len(rec.Namespaces))
+	for _, ns := range rec.Namespaces {
+		names = append(names, ns)
+	}
+	slices.Sort(names)
+	for _, ns := range names {
+		if err := os.RemoveAll(apply.PinRoot + "/" + ns); err != nil {
+			errs = append(errs, fmt.Errorf("remove pins of %s: %w", ns, err))
+		}
+		errs = append(errs, netns.Delete(ns))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("lab down %s: %w", lab, err)
+	}
+	if err := os.Remove(recordPath(opts, lab)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lab down %s: %w", lab, err)
+	}
+	opts.log().Info("lab down", "lab", lab)
+	return nil
+}
+
+// stopPID terminates a process the lab started: SIGTERM, then SIGKILL
+// after a grace period. A process that is gone already is fine.
+func stopPID(pid int) error {
+	if pid <= 1 {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		return fmt.Errorf("stop pid %d: %w", pid, err)
+	}
+	for range 20 {
+		time.Sleep(50 * time.Millisecond)
+		if syscall.Kill(pid, 0) != nil {
+			return nil
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill pid %d: %w", pid, err)
+	}
+	return nil
+}
+
+// AddPID records a process started inside lab so that Down stops it.
+func AddPID(lab string, pid int, opts Options) error {
+	rec, err := Load(lab, opts)
+	if err != nil {
+		return err
+	}
+	rec.PIDs = append(rec.PIDs, pid)
+	return writeRecord(opts, rec)
+}
+
+// Open opens the namespace of node in lab; the caller closes it.
+func Open(lab, node string, opts Options) (*netns.NS, error) {
+	rec, err := Load(lab, opts)
+	if err != nil {
+		return nil, err
+	}
+	name, ok := rec.Namespaces[node]
+	if !ok {
+		return nil, fmt.Errorf("open %s in lab %s: %w", node, lab, ErrNoNode)
+	}
+	return netns.Open(name)
+}
+
+// Exec runs argv inside node's namespace with the given standard streams
+// and returns its error (an *exec.ExitError for a non-zero exit).
+func Exec(ctx context.Context, lab, node string, argv []string, stdio [3]*os.File, opts Options) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("exec in %s: empty command", node)
+	}
+	ns, err := Open(lab, node, opts)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	cmd := ns.Command(ctx, argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
+	return cmd.Run()
+}

@@ -1,0 +1,213 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+}
+
+// quickstart compiles the quickstart example under a lab name unique to
+// this test process.
+func quickstart(t *testing.T, suffix string) *state.Network {
+	t.Helper()
+	s, err := spec.Load("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatalf("load quickstart: %v", err)
+	}
+	net, err := compile.Compile(s)
+	if err != nil {
+		t.Fatalf("compile quickstart: %v", err)
+	}
+	net.Name = fmt.Sprintf("srct-l%d%s", os.Getpid(), suffix)
+	return net
+}
+
+// cleanup removes the lab's namespaces whatever happened.
+func cleanup(t *testing.T, net *state.Network, opts Options) {
+	t.Cleanup(func() {
+		_ = Down(context.Background(), net.Name, opts)
+		for _, n := range net.Nodes {
+			_ = netns.Delete(NSName(net.Name, n.Name))
+		}
+	})
+}
+
+func TestNames(t *testing.T) {
+	if _, err := Load("../etc", Options{StateDir: t.TempDir()}); !errors.Is(err, ErrBadName) {
+		t.Errorf("Load(../etc) = %v, want ErrBadName", err)
+	}
+	if _, err := Load("nosuch", Options{StateDir: t.TempDir()}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Load(nosuch) = %v, want ErrNotFound", err)
+	}
+	if err := Down(context.Background(), "nosuch", Options{StateDir: t.TempDir()}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Down(nosuch) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestUpStatusExecDown(t *testing.T) {
+	requireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := Options{StateDir: t.TempDir()}
+	net := quickstart(t, "")
+	cleanup(t, net, opts)
+
+	rec, err := Up(ctx, net, UpOptions{Options: opts})
+	if err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if len(rec.Namespaces) != len(net.Nodes) {
+		t.Errorf("record has %d namespaces, want %d", len(rec.Namespaces), len(net.Nodes))
+	}
+	if _, err := Up(ctx, net, UpOptions{Options: opts}); !errors.Is(err, ErrExists) {
+		t.Errorf("second up = %v, want ErrExists", err)
+	}
+	sts, err := Status(ctx, net.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	PrintStatus(&b, sts)
+	for _, s := range sts {
+		if !s.OK() {
+			t.Errorf("node %s not ok:\n%s", s.Node, b.String())
+		}
+	}
+	// The chain delivers: h1 reaches h2 over IPv4 and IPv6.
+	for _, dst := range []string{"10.0.4.2", "fc00:a4::2"} {
+		ns, err := Open(net.Name, "h1", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := ns.Run(ctx, "ping", "-c", "1", "-W", "2", dst)
+		ns.Close()
+		if err != nil {
+			t.Errorf("ping %s from h1: %v\n%s", dst, err, out)
+		}
+	}
+	if err := Exec(ctx, net.Name, "h2", []string{"true"}, [3]*os.File{}, opts); err != nil {
+		t.Errorf("exec true in h2: %v", err)
+	}
+	if err := Exec(ctx, net.Name, "nosuch", []string{"true"}, [3]*os.File{}, opts); !errors.Is(err, ErrNoNode) {
+		t.Errorf("exec in unknown node = %v, want ErrNoNode", err)
+	}
+
+	// A broken node shows in status.
+	ns, _ := Open(net.Name, "r2", opts)
+	_, _ = ns.Run(ctx, "ip", "link", "set", "eth1", "down")
+	ns.Close()
+	sts, _ = Status(ctx, net.Name, opts)
+	for _, s := range sts {
+		if s.Node == "r2" && s.OK() {
+			t.Error("status of r2 ok after eth1 went down")
+		}
+	}
+
+	if err := Down(ctx, net.Name, opts); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	if left, _ := netns.List(NSName(net.Name, "")); len(left) != 0 {
+		t.Errorf("namespaces left after down: %v", left)
+	}
+	if _, err := Load(net.Name, opts); !errors.Is(err, ErrNotFound) {
+		t.Errorf("record left after down: %v", err)
+	}
+}
+
+// TestDownAfterCrash: a crash half-way through Up leaves the record and
+// some namespaces; Down removes them, and a later Up works.
+func TestDownAfterCrash(t *testing.T) {
+	requireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := Options{StateDir: t.TempDir()}
+	net := quickstart(t, "c")
+	cleanup(t, net, opts)
+
+	rec := &Record{Name: net.Name, Namespaces: map[string]string{}, Links: net.Links, Network: net}
+	for _, n := range net.Nodes {
+		rec.Namespaces[n.Name] = NSName(net.Name, n.Name)
+	}
+	if err := writeRecord(opts, rec); err != nil {
+		t.Fatal(err)
+	}
+	// "Crash" after two namespaces and one link, with a process running.
+	nss := map[string]*netns.NS{}
+	for _, n := range net.Nodes[:2] {
+		ns, err := netns.Create(rec.Namespaces[n.Name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Close()
+		nss[n.Name] = ns
+	}
+	sleeper := nss[net.Nodes[0].Name].Command(ctx, "sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = sleeper.Wait() }()
+	if err := AddPID(net.Name, sleeper.Process.Pid, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Up(ctx, net, UpOptions{Options: opts}); !errors.Is(err, ErrExists) {
+		t.Fatalf("up over a crashed lab = %v, want ErrExists", err)
+	}
+	if err := Down(ctx, net.Name, opts); err != nil {
+		t.Fatalf("down after crash: %v", err)
+	}
+	if left, _ := netns.List(NSName(net.Name, "")); len(left) != 0 {
+		t.Errorf("namespaces left: %v", left)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if sleeper.ProcessState == nil {
+		t.Error("process started in the lab still running after down")
+	}
+	if _, err := Up(ctx, net, UpOptions{Options: opts}); err != nil {
+		t.Fatalf("up after down: %v", err)
+	}
+}
+
+// TestUpFailureCleansUp: a node that cannot be applied makes Up fail and
+// remove everything it made.
+func TestUpFailureCleansUp(t *testing.T) {
+	requireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := Options{StateDir: t.TempDir()}
+	net := quickstart(t, "f")
+	cleanup(t, net, opts)
+	last := &net.Nodes[len(net.Nodes)-1]
+	last.Programs = append(last.Programs, state.Program{Kind: "boom"})
+	opts.Drivers = map[string]apply.ProgramDriver{
+		"end": apply.DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) { return nil, nil }),
+		"boom": apply.DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) {
+			return nil, errors.New("injected failure")
+		}),
+	}
+	if _, err := Up(ctx, net, UpOptions{Options: opts}); err == nil || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("up = %v, want the injected failure", err)
+	}
+	if left, _ := netns.List(NSName(net.Name, "")); len(left) != 0 {
+		t.Errorf("namespaces left after failed up: %v", left)
+	}
+	if _, err := Load(net.Name, opts); !errors.Is(err, ErrNotFound) {
+		t.Errorf("record left after failed up: %v", err)
+	}
+}

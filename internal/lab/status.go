@@ -1,0 +1,126 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/srchain/srchain/internal/apply"
+)
+
+// NodeStatus is how one node compares with its desired state.
+type NodeStatus struct {
+	Node      string `json:"node"`
+	Namespace string `json:"namespace"`
+	// Present is false when the namespace is gone.
+	Present bool `json:"present"`
+	// Interfaces maps each desired interface to "up", "down" or "missing".
+	Interfaces map[string]string `json:"interfaces"`
+	Routes     int               `json:"routes"`
+	SIDs       int               `json:"sids"`
+	// Pending is what `apply` would still change (empty: as desired).
+	Pending []string `json:"pending,omitempty"`
+	// Programs maps interface -> program names attached at tcx ingress.
+	Programs map[string][]string `json:"programs,omitempty"`
+	// Problems says what is broken, in words.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// OK reports whether the node is as desired.
+func (s NodeStatus) OK() bool { return len(s.Problems) == 0 }
+
+// Status compares every node of lab with its recorded desired state.
+func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error) {
+	rec, err := Load(lab, opts)
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeStatus
+	for _, n := range rec.Network.Nodes {
+		st := NodeStatus{Node: n.Name, Namespace: rec.Namespaces[n.Name],
+			Interfaces: map[string]string{}, Routes: len(n.Routes), SIDs: len(n.SIDs)}
+		ns, err := Open(lab, n.Name, opts)
+		if err != nil {
+			st.Problems = append(st.Problems, "namespace missing")
+			out = append(out, st)
+			continue
+		}
+		st.Present = true
+		for _, i := range n.Interfaces {
+			l, err := ns.Netlink().LinkByName(i.Name)
+			switch {
+			case err != nil:
+				st.Interfaces[i.Name] = "missing"
+				st.Problems = append(st.Problems, "interface "+i.Name+" missing")
+			case l.Attrs().Flags&net.FlagUp == 0:
+				st.Interfaces[i.Name] = "down"
+				st.Problems = append(st.Problems, "interface "+i.Name+" down")
+			default:
+				st.Interfaces[i.Name] = "up"
+			}
+		}
+		pending, err := apply.Check(ctx, ns, n)
+		if err != nil {
+			st.Problems = append(st.Problems, "check: "+err.Error())
+		}
+		st.Pending = pending
+		for _, p := range pending {
+			st.Problems = append(st.Problems, "not applied: "+p)
+		}
+		for _, p := range n.Programs {
+			for _, ifn := range p.Interfaces {
+				names, err := apply.IngressPrograms(ns, ifn)
+				if err != nil {
+					st.Problems = append(st.Problems, fmt.Sprintf("program %s on %s: %v", p.Kind, ifn, err))
+					continue
+				}
+				if st.Programs == nil {
+					st.Programs = map[string][]string{}
+				}
+				st.Programs[ifn] = names
+				if len(names) == 0 {
+					st.Problems = append(st.Problems, fmt.Sprintf("program %s not attached on %s", p.Kind, ifn))
+				}
+			}
+		}
+		ns.Close()
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// PrintStatus writes a table of sts.
+func PrintStatus(w io.Writer, sts []NodeStatus) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tNAMESPACE\tINTERFACES\tROUTES\tSIDS\tPROGRAMS\tSTATE")
+	for _, s := range sts {
+		var ifs []string
+		for name, st := range s.Interfaces {
+			ifs = append(ifs, name+":"+st)
+		}
+		slices.Sort(ifs)
+		var progs []string
+		for ifn, names := range s.Programs {
+			progs = append(progs, ifn+":"+strings.Join(names, "+"))
+		}
+		slices.Sort(progs)
+		state := "ok"
+		if !s.OK() {
+			state = "BROKEN: " + strings.Join(s.Problems, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Node, s.Namespace, strings.Join(ifs, ","),
+			s.Routes, s.SIDs, orDash(strings.Join(progs, ",")), state)
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
