@@ -1,0 +1,529 @@
+package firewall
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// ParseError is a rule syntax error at a position of the source.
+type ParseError struct {
+	Line, Col int // 1-based
+	Msg       string
+}
+
+func (e *ParseError) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg) }
+
+// Unwrap makes every ParseError an ErrSyntax.
+func (e *ParseError) Unwrap() error { return ErrSyntax }
+
+// token is one whitespace-separated word and where it starts.
+type token struct {
+	s         string
+	line, col int
+}
+
+// Parse reads a rule set: one iptables-style rule per line, e.g.
+//
+//	-s fc00:1::/64 -p tcp --dport 22 -j DROP
+//	-m srh --srh-nsid fc00:5::d1/128 -j SEG6 --seg6-action skip-next
+//
+// '#' starts a comment, a trailing '\' continues the rule on the next
+// line, and a leading "ip6tables"/"iptables" word and "-A|-I CHAIN" are
+// ignored so rules can be pasted from scripts. Every error is reported
+// (errors.Join of *ParseError, each with line, column and what was
+// expected); on error no rules are returned.
+func Parse(src string) ([]Rule, error) {
+	var (
+		rules []Rule
+		errs  []error
+		toks  []token
+		text  []string
+		first int
+	)
+	flush := func() {
+		if len(toks) == 0 {
+			return
+		}
+		r, err := parseRule(toks)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			r.Line = first
+			r.Text = strings.Join(text, " ")
+			rules = append(rules, r)
+		}
+		toks, text = nil, nil
+	}
+	for i, line := range strings.Split(src, "\n") {
+		ln := i + 1
+		if j := strings.IndexByte(line, '#'); j >= 0 {
+			line = line[:j]
+		}
+		line = strings.TrimRight(line, " \t\r")
+		cont := strings.HasSuffix(line, "\\")
+		if cont {
+			line = line[:len(line)-1]
+		}
+		words := splitWords(line, ln)
+		if len(toks) == 0 && len(words) > 0 {
+			first = ln
+		}
+		toks = append(toks, words...)
+		if t := strings.TrimSpace(line); t != "" {
+			text = append(text, t)
+		}
+		if !cont {
+			flush()
+		}
+	}
+	flush()
+	if len(rules) > MaxRules {
+		errs = append(errs, fmt.Errorf("parse rules: %d rules, at most %d: %w", len(rules), MaxRules, ErrTooMany))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return rules, nil
+}
+
+func splitWords(line string, ln int) []token {
+	var out []token
+	i := 0
+	for i < len(line) {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(line) && line[j] != ' ' && line[j] != '\t' {
+			j++
+		}
+		if j > i {
+			out = append(out, token{line[i:j], ln, i + 1})
+		}
+		i = j
+	}
+	return out
+}
+
+// ruleParser holds the state of one rule being parsed.
+type ruleParser struct {
+	toks    []token
+	i       int
+	r       Rule
+	seen    map[string]bool
+	modules map[string]bool
+	proto   int // -1 unset; the protocol -p named (for --sport/--dport)
+	target  string
+}
+
+func errAt(t token, format string, args ...any) error {
+	return &ParseError{Line: t.line, Col: t.col, Msg: fmt.Sprintf(format, args...)}
+}
+
+func parseRule(toks []token) (Rule, error) {
+	p := &ruleParser{toks: toks, seen: map[string]bool{}, modules: map[string]bool{}, proto: -1}
+	if w := toks[0].s; w == "ip6tables" || w == "iptables" {
+		p.i++
+	}
+	for p.i < len(p.toks) {
+		if err := p.option(); err != nil {
+			return Rule{}, err
+		}
+	}
+	if p.r.Verdict == 0 {
+		last := toks[len(toks)-1]
+		return Rule{}, &ParseError{Line: last.line, Col: last.col + len(last.s), Msg: "expected -j ACCEPT|DROP|REJECT|SEG6 at end of rule"}
+	}
+	return p.r, nil
+}
+
+func (p *ruleParser) next(opt token, what string) (token, error) {
+	p.i++
+	if p.i >= len(p.toks) {
+		return token{}, &ParseError{Line: opt.line, Col: opt.col + len(opt.s), Msg: fmt.Sprintf("expected %s after %s", what, opt.s)}
+	}
+	return p.toks[p.i], nil
+}
+
+// option consumes one option (with its '!' and argument).
+func (p *ruleParser) option() error {
+	t := p.toks[p.i]
+	neg := false
+	if t.s == "!" {
+		neg = true
+		p.i++
+		if p.i >= len(p.toks) {
+			return &ParseError{Line: t.line, Col: t.col + 1, Msg: "expected an option after '!'"}
+		}
+		t = p.toks[p.i]
+	}
+	name := canonical(t.s)
+	if p.seen[name] {
+		return errAt(t, "option %s given twice", t.s)
+	}
+	p.seen[name] = true
+	negatable := true
+	var err error
+	switch name {
+	case "-A", "-I":
+		negatable = false
+		_, err = p.next(t, "a chain name")
+	case "-s", "-d":
+		err = p.addr(t, neg, map[string]Field{"-s": FSrc, "-d": FDst}[name])
+	case "-p":
+		err = p.protocol(t, neg)
+	case "-i", "-o":
+		err = p.iface(t, neg, map[string]Field{"-i": FIIF, "-o": FOIF}[name])
+	case "--sport", "--dport":
+		err = p.port(t, neg, map[string]Field{"--sport": FSPort, "--dport": FDPort}[name])
+	case "-m":
+		negatable = false
+		err = p.module(t)
+	case "-j":
+		negatable = false
+		err = p.jump(t)
+	case "--seg6-action":
+		negatable = false
+		err = p.seg6Action(t)
+	default:
+		if f, ok := srhAddrOpts[name]; ok {
+			if err = p.needSRH(t); err == nil {
+				err = p.addr(t, neg, f)
+			}
+			break
+		}
+		if f, ok := srhIntOpts[name]; ok {
+			if err = p.needSRH(t); err == nil {
+				err = p.srhInt(t, neg, f, name)
+			}
+			break
+		}
+		return errAt(t, "unknown option %q: expected -s, -d, -p, -i, -o, --sport, --dport, -m srh options, -j", t.s)
+	}
+	if err != nil {
+		return err
+	}
+	if neg && !negatable {
+		return errAt(t, "option %s cannot be negated", t.s)
+	}
+	p.i++
+	return nil
+}
+
+// canonical maps long and short spellings to one name.
+func canonical(s string) string {
+	switch s {
+	case "--source", "--src":
+		return "-s"
+	case "--destination", "--dst":
+		return "-d"
+	case "--protocol":
+		return "-p"
+	case "--in-interface":
+		return "-i"
+	case "--out-interface":
+		return "-o"
+	case "--source-port":
+		return "--sport"
+	case "--destination-port":
+		return "--dport"
+	case "--match":
+		return "-m"
+	case "--jump":
+		return "-j"
+	case "--append":
+		return "-A"
+	case "--insert":
+		return "-I"
+	}
+	return s
+}
+
+var srhAddrOpts = map[string]Field{
+	"--inner-src": FInnerSrc, "--inner-dst": FInnerDst,
+	"--srh-psid": FPSID, "--srh-nsid": FNSID, "--srh-lsid": FLSID,
+}
+
+var srhIntOpts = map[string]Field{
+	"--srh-next-hdr": FNextHdr,
+	"--srh-len-eq":   FHdrLen, "--srh-len-gt": FHdrLen, "--srh-len-lt": FHdrLen,
+	"--srh-segs-eq": FSegsLeft, "--srh-segs-gt": FSegsLeft, "--srh-segs-lt": FSegsLeft,
+	"--srh-last-eq": FLastEntry, "--srh-last-gt": FLastEntry, "--srh-last-lt": FLastEntry,
+	"--srh-tag": FTag,
+}
+
+func (p *ruleParser) needSRH(t token) error {
+	if !p.modules["srh"] {
+		return errAt(t, "expected -m srh before %s", t.s)
+	}
+	return nil
+}
+
+func (p *ruleParser) addr(opt token, neg bool, f Field) error {
+	a, err := p.next(opt, "addr[/mask]")
+	if err != nil {
+		return err
+	}
+	pfx, perr := ParsePrefix(a.s)
+	if perr != nil {
+		return errAt(a, "expected addr[/mask] after %s: %v", opt.s, perr)
+	}
+	p.r.Conds = append(p.r.Conds, Cond{Field: f, Neg: neg, Prefix: pfx})
+	return nil
+}
+
+// ParsePrefix reads addr, addr/len or addr/mask (a contiguous mask, as
+// iptables accepts). IPv4 results are returned as IPv4-mapped IPv6
+// prefixes, the form every address field is compared in.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	addrS, maskS, hasMask := strings.Cut(s, "/")
+	a, err := netip.ParseAddr(addrS)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("bad address %q", addrS)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("zones not allowed in %q", addrS)
+	}
+	bitsN := a.BitLen()
+	if hasMask {
+		if n, err := strconv.Atoi(maskS); err == nil {
+			if n < 0 || n > a.BitLen() {
+				return netip.Prefix{}, fmt.Errorf("prefix length %d out of range 0..%d", n, a.BitLen())
+			}
+			bitsN = n
+		} else {
+			m, err := netip.ParseAddr(maskS)
+			if err != nil || m.BitLen() != a.BitLen() {
+				return netip.Prefix{}, fmt.Errorf("bad mask %q", maskS)
+			}
+			n, ok := maskLen(m.AsSlice())
+			if !ok {
+				return netip.Prefix{}, fmt.Errorf("mask %q is not contiguous", maskS)
+			}
+			bitsN = n
+		}
+	}
+	return normPrefix(netip.PrefixFrom(a, bitsN).Masked()), nil
+}
+
+func maskLen(b []byte) (int, bool) {
+	n, done := 0, false
+	for _, x := range b {
+		if done && x != 0 {
+			return 0, false
+		}
+		ones := bits.LeadingZeros8(^x)
+		if ones < 8 {
+			if x<<ones != 0 {
+				return 0, false
+			}
+			done = true
+		}
+		n += ones
+	}
+	return n, true
+}
+
+// normAddr maps IPv4 addresses into IPv4-mapped IPv6 (::ffff:a.b.c.d) so
+// IPv4 and IPv6 rules share one address space, as the datapath does.
+func normAddr(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		return netip.AddrFrom16(a.As16())
+	}
+	return a
+}
+
+func normPrefix(p netip.Prefix) netip.Prefix {
+	if p.Addr().Is4() {
+		return netip.PrefixFrom(normAddr(p.Addr()), p.Bits()+96)
+	}
+	return p
+}
+
+var protoNames = map[string]uint32{
+	"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "ipv6-icmp": 58, "icmp6": 58,
+	"ipv6": 41, "ipip": 4, "ipencap": 4, "sctp": 132, "gre": 47, "esp": 50, "ah": 51,
+}
+
+func (p *ruleParser) protocol(opt token, neg bool) error {
+	a, err := p.next(opt, "a protocol (tcp, udp, icmp, icmpv6, all or a number)")
+	if err != nil {
+		return err
+	}
+	name := strings.ToLower(a.s)
+	if name == "all" {
+		if neg {
+			return errAt(a, "! -p all matches nothing")
+		}
+		return nil
+	}
+	v, ok := protoNames[name]
+	if !ok {
+		n, err := strconv.ParseUint(name, 10, 8)
+		if err != nil {
+			return errAt(a, "expected a protocol (tcp, udp, icmp, icmpv6, all or 0..255), got %q", a.s)
+		}
+		v = uint32(n)
+	}
+	if !neg {
+		p.proto = int(v)
+	}
+	p.r.Conds = append(p.r.Conds, Cond{Field: FProto, Neg: neg, Lo: v, Hi: v})
+	return nil
+}
+
+func (p *ruleParser) iface(opt token, neg bool, f Field) error {
+	a, err := p.next(opt, "an interface name")
+	if err != nil {
+		return err
+	}
+	if len(a.s) > 15 || strings.ContainsAny(a.s, "+/") {
+		return errAt(a, "expected an interface name (at most 15 characters, no wildcard), got %q", a.s)
+	}
+	p.r.Conds = append(p.r.Conds, Cond{Field: f, Neg: neg, Iface: a.s})
+	return nil
+}
+
+func (p *ruleParser) port(opt token, neg bool, f Field) error {
+	if p.proto != 6 && p.proto != 17 {
+		return errAt(opt, "expected -p tcp or -p udp before %s", opt.s)
+	}
+	a, err := p.next(opt, "port[:port]")
+	if err != nil {
+		return err
+	}
+	lo, hi, perr := parseRange(a.s, 0xffff)
+	if perr != nil {
+		return errAt(a, "expected port or first:last after %s: %v", opt.s, perr)
+	}
+	p.r.Conds = append(p.r.Conds, Cond{Field: f, Neg: neg, Lo: lo, Hi: hi})
+	return nil
+}
+
+// parseRange reads n, lo:hi, lo: or :hi (iptables port syntax).
+func parseRange(s string, max uint32) (uint32, uint32, error) {
+	num := func(x string, dflt uint32) (uint32, error) {
+		if x == "" {
+			return dflt, nil
+		}
+		n, err := strconv.ParseUint(x, 10, 32)
+		if err != nil || uint32(n) > max {
+			return 0, fmt.Errorf("%q is not a number in 0..%d", x, max)
+		}
+		return uint32(n), nil
+	}
+	a, b, isRange := strings.Cut(s, ":")
+	if !isRange {
+		if s == "" {
+			return 0, 0, errors.New("empty")
+		}
+		n, err := num(s, 0)
+		return n, n, err
+	}
+	lo, err := num(a, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	hi, err := num(b, max)
+	if err != nil {
+		return 0, 0, err
+	}
+	if lo > hi {
+		return 0, 0, fmt.Errorf("range %d:%d is reversed", lo, hi)
+	}
+	return lo, hi, nil
+}
+
+func (p *ruleParser) srhInt(opt token, neg bool, f Field, name string) error {
+	max := uint32(255)
+	if f == FTag {
+		max = 0xffff
+	}
+	a, err := p.next(opt, "a number")
+	if err != nil {
+		return err
+	}
+	n, perr := strconv.ParseUint(a.s, 0, 32)
+	if perr != nil || uint32(n) > max {
+		return errAt(a, "expected a number in 0..%d after %s, got %q", max, opt.s, a.s)
+	}
+	v := uint32(n)
+	c := Cond{Field: f, Neg: neg, Lo: v, Hi: v}
+	switch {
+	case strings.HasSuffix(name, "-gt"):
+		c.Lo, c.Hi = v+1, max // v == max: Lo > Hi, the empty set
+	case strings.HasSuffix(name, "-lt"):
+		if v == 0 {
+			c.Lo, c.Hi = 1, 0
+		} else {
+			c.Lo, c.Hi = 0, v-1
+		}
+	}
+	p.r.Conds = append(p.r.Conds, c)
+	return nil
+}
+
+func (p *ruleParser) module(opt token) error {
+	a, err := p.next(opt, "a match module name")
+	if err != nil {
+		return err
+	}
+	switch a.s {
+	case "srh":
+		p.modules["srh"] = true
+		p.r.Conds = append(p.r.Conds, Cond{Field: FSRH, Lo: 1, Hi: 1})
+	case "tcp", "udp", "icmp", "icmp6", "icmpv6":
+		p.modules[a.s] = true
+	default:
+		return errAt(a, "expected module srh, tcp, udp, icmp or icmp6, got %q", a.s)
+	}
+	return nil
+}
+
+func (p *ruleParser) jump(opt token) error {
+	a, err := p.next(opt, "a target (ACCEPT, DROP, REJECT, SEG6)")
+	if err != nil {
+		return err
+	}
+	p.target = a.s
+	switch a.s {
+	case "ACCEPT":
+		p.r.Verdict = Accept
+	case "DROP":
+		p.r.Verdict = Drop
+	case "REJECT":
+		p.r.Verdict = Reject
+	case "SEG6":
+		p.r.Verdict = GoNext // the SEG6 target's default action (seed 000 V.B)
+	default:
+		return errAt(a, "expected target ACCEPT, DROP, REJECT or SEG6, got %q", a.s)
+	}
+	return nil
+}
+
+func (p *ruleParser) seg6Action(opt token) error {
+	if p.target != "SEG6" {
+		return errAt(opt, "expected -j SEG6 before --seg6-action")
+	}
+	a, err := p.next(opt, "go-next, skip-next, go-last or eval-args")
+	if err != nil {
+		return err
+	}
+	switch strings.TrimPrefix(a.s, "seg6-") {
+	case "go-next":
+		p.r.Verdict = GoNext
+	case "skip-next":
+		p.r.Verdict = SkipNext
+	case "go-last":
+		p.r.Verdict = GoLast
+	case "eval-args":
+		p.r.Verdict = EvalArgs
+	default:
+		return errAt(a, "expected go-next, skip-next, go-last or eval-args, got %q", a.s)
+	}
+	return nil
+}

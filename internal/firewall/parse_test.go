@@ -1,0 +1,135 @@
+package firewall
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestParseRules(t *testing.T) {
+	src := `# SERA example
+ip6tables -A INPUT -s fc00:1::/64 -d fc00:d1::1 -p tcp --dport 1000:2000 -j DROP
+-p udp ! --sport 53 -i eth0 -j ACCEPT
+! -s 10.0.0.0/255.0.0.0 -j REJECT
+-m srh --srh-next-hdr 41 ! --srh-len-eq 4 --srh-segs-gt 1 --srh-last-lt 3 \
+   --srh-tag 7 --srh-psid fc00:1::/ffff:ffff:: ! --srh-nsid fc00:3::d6/128 \
+   --srh-lsid fc00:3::/64 --inner-src fc00:a::/32 ! --inner-dst 1.2.3.4 -j SEG6 --seg6-action seg6-skip-next
+-m srh -j SEG6
+-j SEG6 --seg6-action eval-args
+`
+	rules, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 6 {
+		t.Fatalf("got %d rules", len(rules))
+	}
+	want := []Verdict{Drop, Accept, Reject, SkipNext, GoNext, EvalArgs}
+	for i, r := range rules {
+		if r.Verdict != want[i] {
+			t.Errorf("rule %d verdict %v want %v", i, r.Verdict, want[i])
+		}
+	}
+	if rules[3].Line != 5 || !strings.Contains(rules[3].Text, "--srh-tag 7") {
+		t.Errorf("rule 4 line %d text %q", rules[3].Line, rules[3].Text)
+	}
+	r0 := rules[0].Conds
+	if r0[0].Prefix != netip.MustParsePrefix("fc00:1::/64") || r0[3].Field != FDPort || r0[3].Lo != 1000 || r0[3].Hi != 2000 {
+		t.Errorf("rule 1 conds %+v", r0)
+	}
+	if c := rules[2].Conds[0]; !c.Neg || c.Prefix != netip.MustParsePrefix("::ffff:10.0.0.0/104") {
+		t.Errorf("rule 3 cond %+v", c)
+	}
+	byField := map[Field]Cond{}
+	for _, c := range rules[3].Conds {
+		byField[c.Field] = c
+	}
+	checks := []struct {
+		f      Field
+		neg    bool
+		lo, hi uint32
+	}{{FNextHdr, false, 41, 41}, {FHdrLen, true, 4, 4}, {FSegsLeft, false, 2, 255}, {FLastEntry, false, 0, 2}, {FTag, false, 7, 7}}
+	for _, c := range checks {
+		got := byField[c.f]
+		if got.Neg != c.neg || got.Lo != c.lo || got.Hi != c.hi {
+			t.Errorf("%v: %+v", c.f, got)
+		}
+	}
+	if p := byField[FPSID].Prefix; p != netip.MustParsePrefix("fc00:1::/32") {
+		t.Errorf("psid %v", p)
+	}
+	if c := byField[FNSID]; !c.Neg {
+		t.Errorf("nsid not negated")
+	}
+	if c := byField[FInnerDst]; c.Prefix != netip.MustParsePrefix("::ffff:1.2.3.4/128") || !c.Neg {
+		t.Errorf("inner-dst %+v", c)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct{ src, want string }{
+		{"-s fc00::/129 -j DROP", "1:4: expected addr[/mask]"},
+		{"-s fc00:: -s fc00::1 -j DROP", "1:11: option -s given twice"},
+		{"--dport 80 -j DROP", "1:1: expected -p tcp or -p udp"},
+		{"-p tcp --dport 90:80 -j DROP", "1:16: expected port"},
+		{"-p xyz -j DROP", "1:4: expected a protocol"},
+		{"-s fc00::", "1:10: expected -j"},
+		{"-j", "1:3: expected a target"},
+		{"-j FOO", "1:4: expected target"},
+		{"--srh-tag 3 -j DROP", "1:1: expected -m srh before --srh-tag"},
+		{"-m srh --srh-tag 70000 -j DROP", "1:18: expected a number in 0..65535"},
+		{"-j DROP --seg6-action go-next", "1:9: expected -j SEG6 before --seg6-action"},
+		{"-j SEG6 --seg6-action jump", "1:23: expected go-next"},
+		{"-m srh ! -j DROP", "1:10: option -j cannot be negated"},
+		{"-s fc00::/ffff:0:ffff:: -j DROP", "not contiguous"},
+		{"\n\n  -x -j DROP", "3:3: unknown option"},
+		{"-j DROP !", "1:10: expected an option after '!'"},
+		{"-i eth+ -j DROP", "1:4: expected an interface name"},
+	}
+	for _, c := range cases {
+		_, err := Parse(c.src)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%q) = %v, want %q", c.src, err, c.want)
+		}
+		if err != nil && !errors.Is(err, ErrSyntax) {
+			t.Errorf("Parse(%q): %v is not ErrSyntax", c.src, err)
+		}
+	}
+	// All errors are reported at once.
+	_, err := Parse("-j FOO\n-j DROP\n-p x -j DROP\n")
+	if err == nil || !strings.Contains(err.Error(), "1:4") || !strings.Contains(err.Error(), "3:4") {
+		t.Errorf("multi-error: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"-s fc00::/64 -p tcp --dport 1:2 -j DROP",
+		"-m srh ! --srh-psid fc00::1/ffff:: --srh-segs-lt 0 -j SEG6 --seg6-action eval-args",
+		"! -i lo -o eth0 -j ACCEPT \\\n -j DROP",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rules, err := Parse(s)
+		if err != nil {
+			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrTooMany) {
+				t.Fatalf("error %v is neither ErrSyntax nor ErrTooMany", err)
+			}
+			return
+		}
+		for _, r := range rules {
+			if r.Verdict == 0 {
+				t.Fatalf("rule without verdict: %+v", r)
+			}
+		}
+		resolved, err := Resolve(rules, func(string) (uint32, error) { return 3, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Compile(resolved); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
