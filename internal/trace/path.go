@@ -1,0 +1,136 @@
+package trace
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Hop is one node on a packet's path: the first frame of the packet the
+// node received (Arrive; nil at the sender) and the first it sent (Leave;
+// nil at the receiver).
+type Hop struct {
+	Node   string
+	Arrive *Event
+	Leave  *Event
+}
+
+// Seen returns the view of the packet at the node: as it arrived, or as
+// it left the sender.
+func (h Hop) Seen() *Event {
+	if h.Arrive != nil {
+		return h.Arrive
+	}
+	return h.Leave
+}
+
+// Match selects the frames of one probe.
+type Match struct {
+	// Dst is the final destination of the probe (the inner destination).
+	Dst netip.Addr
+	// Proto is the transport protocol (0: any).
+	Proto uint8
+	// DstPort, when set, must match (UDP/TCP).
+	DstPort uint16
+}
+
+// Matches reports whether e is the forward direction of the probe.
+func (m Match) Matches(e Event) bool {
+	if e.Err != nil && !e.InnerDst.IsValid() {
+		return false
+	}
+	if e.InnerDst != m.Dst || !e.IsRequest() {
+		return false
+	}
+	if m.Proto != 0 && e.Proto != m.Proto {
+		return false
+	}
+	return m.DstPort == 0 || e.DstPort == m.DstPort
+}
+
+// Path orders the nodes that saw frames matching m by their first
+// sighting (events must be in timestamp order, as Capture.Events returns).
+func Path(events []Event, m Match) []Hop {
+	var hops []Hop
+	idx := map[string]int{}
+	for i := range events {
+		e := &events[i]
+		if !m.Matches(*e) {
+			continue
+		}
+		j, ok := idx[e.Node]
+		if !ok {
+			j = len(hops)
+			idx[e.Node] = j
+			hops = append(hops, Hop{Node: e.Node})
+		}
+		h := &hops[j]
+		switch {
+		case e.Dir == In && h.Arrive == nil:
+			h.Arrive = e
+		case e.Dir == Out && h.Leave == nil:
+			h.Leave = e
+		}
+	}
+	return hops
+}
+
+// Traversed returns, in order, the active SIDs (destination addresses)
+// under which the packet reached each hop while it carried an SRH.
+func Traversed(hops []Hop) []netip.Addr {
+	var out []netip.Addr
+	for _, h := range hops {
+		if e := h.Arrive; e != nil && e.HasSRH {
+			out = append(out, e.OuterDst)
+		}
+	}
+	return out
+}
+
+// ContainsInOrder reports whether want appears in got as a subsequence.
+func ContainsInOrder(got, want []netip.Addr) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// AnySRH reports whether any hop saw the packet with an SRH.
+func AnySRH(hops []Hop) bool {
+	for _, h := range hops {
+		for _, e := range []*Event{h.Arrive, h.Leave} {
+			if e != nil && e.HasSRH {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Describe renders the SRv6 view of one sighting: "SL=1 DA=fc00:2::f1".
+func (e *Event) Describe() string {
+	if e == nil || !e.HasSRH {
+		return ""
+	}
+	return fmt.Sprintf("SL=%d DA=%s", e.SL, e.OuterDst)
+}
+
+// String renders an event for logs and test failures.
+func (e Event) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %-3s %s > %s", e.Node, e.Interface, e.Dir, e.OuterSrc, e.OuterDst)
+	if e.HasSRH {
+		fmt.Fprintf(&b, " SRH SL=%d segs=%v", e.SL, e.Segments)
+	}
+	if e.Encapsulated || e.InnerDst != e.OuterDst {
+		fmt.Fprintf(&b, " inner %s > %s", e.InnerSrc, e.InnerDst)
+	}
+	fmt.Fprintf(&b, " proto=%d len=%d", e.Proto, e.Len)
+	if e.Err != nil {
+		fmt.Fprintf(&b, " err=%v", e.Err)
+	}
+	return b.String()
+}

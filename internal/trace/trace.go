@@ -1,0 +1,300 @@
+// Package trace records what every node of a lab sees on the wire: one
+// AF_PACKET socket per namespace (opened inside it with netns.NS.Do, read
+// from an ordinary goroutine), every frame decoded with internal/srv6 into
+// an Event that says where the packet was (node, interface, direction,
+// kernel timestamp) and what it carried (outer addresses, SRH segments
+// left and segment list, inner addresses and protocol).
+//
+// The demo and the end-to-end tests use it to prove the path a packet took:
+// ordering every node's first sighting of a packet by kernel timestamp
+// gives the hop sequence.
+package trace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/srv6"
+)
+
+// Direction of a frame relative to the node.
+type Direction string
+
+const (
+	In  Direction = "in"
+	Out Direction = "out"
+)
+
+// Event is one frame seen by one node.
+type Event struct {
+	Node      string
+	Interface string
+	Dir       Direction
+	Time      time.Time // kernel receive (or transmit) timestamp
+	Len       int
+	// Family of the outer header: 4 or 6.
+	Family   int
+	OuterSrc netip.Addr
+	OuterDst netip.Addr
+	// SRH fields; Segments is in travel order (first visited first).
+	HasSRH   bool
+	SL       uint8
+	Segments []netip.Addr
+	// Encapsulated says the SRH came with an outer IPv6 header around an
+	// inner packet (H.Encaps), not inserted (H.Insert).
+	Encapsulated bool
+	// Inner is the packet the user sent: the inner header when
+	// encapsulated; otherwise the outer header, except that under an
+	// inserted SRH the final destination is Segment List[0] (RFC 8754
+	// section 2; the outer destination is the active SID).
+	InnerSrc netip.Addr
+	InnerDst netip.Addr
+	Proto    uint8 // innermost transport protocol
+	// ICMPType is set for ICMP/ICMPv6; DstPort for UDP/TCP.
+	ICMPType uint8
+	DstPort  uint16
+	// Err is a decode error (the frame is kept, with what could be read).
+	Err error
+}
+
+// IsRequest reports whether the event is an ICMP echo request or UDP/TCP
+// datagram (not an echo reply or an ICMP error), i.e. the forward direction
+// of a probe.
+func (e Event) IsRequest() bool {
+	switch e.Proto {
+	case srv6.ProtoICMP:
+		return e.ICMPType == 8
+	case srv6.ProtoICMPv6:
+		return e.ICMPType == 128
+	}
+	return true
+}
+
+// Capture is a running trace of several namespaces.
+type Capture struct {
+	mu     sync.Mutex
+	events []Event
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	fds    []int
+}
+
+// htons converts the AF_PACKET protocol to network byte order.
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Start opens a capture socket in every namespace (node name -> NS) and
+// starts reading. The caller keeps the NS handles open until Stop.
+func Start(nodes map[string]*netns.NS) (*Capture, error) {
+	c := &Capture{stop: make(chan struct{})}
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, node := range names {
+		ns := nodes[node]
+		var fd int
+		err := ns.Do(func() error {
+			var err error
+			fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+			if err != nil {
+				return fmt.Errorf("open packet socket: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("start trace on %s: %w", node, err)
+		}
+		c.fds = append(c.fds, fd)
+		// Kernel timestamps order the sightings of different nodes; a
+		// receive timeout lets the reader notice Stop.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("start trace on %s: set timestamps: %w", node, err)
+		}
+		tv := unix.Timeval{Usec: 100_000}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("start trace on %s: set timeout: %w", node, err)
+		}
+		names, err := ifNames(ns)
+		if err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("start trace on %s: %w", node, err)
+		}
+		c.wg.Add(1)
+		go c.read(node, fd, names)
+	}
+	return c, nil
+}
+
+func ifNames(ns *netns.NS) (map[int]string, error) {
+	links, err := ns.Netlink().LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	out := map[int]string{}
+	for _, l := range links {
+		if l.Type() == "device" && l.Attrs().Name == "lo" {
+			continue
+		}
+		out[l.Attrs().Index] = l.Attrs().Name
+	}
+	return out, nil
+}
+
+func (c *Capture) read(node string, fd int, names map[int]string) {
+	defer c.wg.Done()
+	buf := make([]byte, 65536)
+	oob := make([]byte, 256)
+	for {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		n, oobn, _, from, err := unix.Recvmsg(fd, buf, oob, unix.MSG_TRUNC)
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return
+		}
+		ll, ok := from.(*unix.SockaddrLinklayer)
+		if !ok {
+			continue
+		}
+		ifname, ok := names[ll.Ifindex]
+		if !ok {
+			continue // loopback or an interface made after Start
+		}
+		ev := Decode(buf[:min(n, len(buf))])
+		ev.Node, ev.Interface, ev.Len = node, ifname, n
+		ev.Dir = In
+		if ll.Pkttype == unix.PACKET_OUTGOING {
+			ev.Dir = Out
+		}
+		ev.Time = timestamp(oob[:oobn])
+		c.mu.Lock()
+		c.events = append(c.events, ev)
+		c.mu.Unlock()
+	}
+}
+
+func timestamp(oob []byte) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err == nil {
+		for _, m := range msgs {
+			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
+				sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+				nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+				return time.Unix(sec, nsec)
+			}
+		}
+	}
+	return time.Now()
+}
+
+// Events returns a copy of what was seen so far, in timestamp order.
+func (c *Capture) Events() []Event {
+	c.mu.Lock()
+	out := slices.Clone(c.events)
+	c.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out
+}
+
+// Reset forgets the events seen so far.
+func (c *Capture) Reset() {
+	c.mu.Lock()
+	c.events = nil
+	c.mu.Unlock()
+}
+
+// Stop ends the capture and closes its sockets.
+func (c *Capture) Stop() {
+	select {
+	case <-c.stop:
+		return
+	default:
+	}
+	close(c.stop)
+	c.wg.Wait()
+	for _, fd := range c.fds {
+		unix.Close(fd)
+	}
+}
+
+// Decode turns one Ethernet frame into an Event (without node, interface,
+// direction and time).
+func Decode(frame []byte) Event {
+	var ev Event
+	eth, err := srv6.ParseEthernet(frame)
+	if err != nil {
+		ev.Err = err
+		return ev
+	}
+	switch eth.EtherType {
+	case srv6.EtherTypeIPv4:
+		ev.Family = 4
+		ip, err := srv6.ParseIPv4(frame[eth.Len():])
+		if err != nil {
+			ev.Err = err
+			return ev
+		}
+		ev.OuterSrc, ev.OuterDst = ip.Src, ip.Dst
+		ev.InnerSrc, ev.InnerDst, ev.Proto = ip.Src, ip.Dst, ip.Protocol
+		l4 := frame[min(len(frame), eth.Len()+ip.HeaderLen()):]
+		switch {
+		case ip.Protocol == srv6.ProtoICMP && len(l4) >= 1:
+			ev.ICMPType = l4[0]
+		case (ip.Protocol == srv6.ProtoUDP || ip.Protocol == srv6.ProtoTCP) && len(l4) >= 4:
+			ev.DstPort = binary.BigEndian.Uint16(l4[2:4])
+		}
+		return ev
+	case srv6.EtherTypeIPv6:
+	default:
+		ev.Err = fmt.Errorf("decode frame: ethertype %#04x: %w", eth.EtherType, srv6.ErrNotIPv6)
+		return ev
+	}
+	ev.Family = 6
+	p, err := srv6.Decode(frame, true)
+	ev.Err = err
+	ev.OuterSrc, ev.OuterDst = p.Outer.Src, p.Outer.Dst
+	ev.InnerSrc, ev.InnerDst, ev.Proto = p.Outer.Src, p.Outer.Dst, p.Outer.NextHeader
+	if p.SRH != nil {
+		ev.HasSRH = true
+		ev.SL = p.SRH.SegmentsLeft
+		for _, s := range slices.Backward(p.SRH.Segments) {
+			ev.Segments = append(ev.Segments, s)
+		}
+		if len(p.SRH.Segments) > 0 {
+			ev.InnerDst = p.SRH.Segments[0]
+		}
+		ev.Proto = p.SRH.NextHeader
+	}
+	switch {
+	case p.Inner4 != nil:
+		ev.Encapsulated = true
+		ev.InnerSrc, ev.InnerDst, ev.Proto = p.Inner4.Src, p.Inner4.Dst, p.Inner4.Protocol
+	case p.Inner6 != nil:
+		ev.Encapsulated = true
+		ev.InnerSrc, ev.InnerDst, ev.Proto = p.Inner6.Src, p.Inner6.Dst, p.Inner6.NextHeader
+	}
+	if p.L4 != nil {
+		ev.Proto = p.L4.Proto
+		ev.ICMPType = p.L4.ICMPType
+		ev.DstPort = p.L4.DstPort
+	}
+	return ev
+}
