@@ -130,6 +130,20 @@ int srchain_end(struct __sk_buff *skb)
 	if (!ip6)
 		return drop(DROP_PKT_TRUNCATED);
 
+	if (bpf_map_lookup_elem(&sids, &ip6->daddr)) {
+		/* The next SID is served here too (e.g. SL = last entry + 1
+		 * leads to segment[last entry], often this node's SID): run
+		 * the packet through this program again, as the kernel
+		 * re-routes it to its seg6local route. No hop limit change:
+		 * the pass that finally forwards decrements it once, like
+		 * ip6_forward does. Each pass decrements SL, so this ends.
+		 */
+		if (end_words_read(&p, &si, &after) == 0)
+			bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
+							   (__be32 *)&after, sizeof(after), 0));
+		return bpf_redirect(skb->ingress_ifindex, BPF_F_INGRESS);
+	}
+
 	if (sid->behavior == SRCHAIN_BEH_END_X) {
 		/* RFC 8986 4.2: forward to the SID's adjacency whatever the
 		 * routing table says about the new DA.

@@ -29,7 +29,8 @@ struct sid_entry {
 };
 
 /* end_apply performs RFC 8986 4.1 S01-S15 on a packet whose SRH si
- * srh_parse validated (so S05-S08, SL > last entry, is already excluded):
+ * srh_parse validated (so S05-S08, SL > last entry + 1, is already
+ * excluded; SL = last entry + 1 is legal and moves to segment[last entry]):
  *   SL == 0        -> DROP_SRH_SL_ZERO. The kernel would process the
  *                     upper-layer header (S01-S03); a SID that srchain
  *                     runs as End is never the final SID of a list, so

@@ -92,7 +92,12 @@ static __always_inline __u32 srh_locate(const struct pkt *p, struct srh_info *si
  *   whole SRH inside the packet             else DROP_SRH_TRUNCATED
  *   last entry < SRCHAIN_MAX_SEGS           else DROP_SRH_TOO_MANY_SEGS
  *   (hdrlen*8) >= (last entry + 1) * 16     else DROP_SRH_BAD_LEN
- *   segments left <= last entry (4.3.1.1)   else DROP_SRH_SL_OVER_LAST
+ *   segments left <= last entry + 1         else DROP_SRH_SL_OVER_LAST
+ * The last check is RFC 8986 4.1 S06 ("Segments Left > Last Entry+1"),
+ * which the kernel's seg6_validate_srh also applies: SL = last entry + 1
+ * is legal (the active SID is only in the DA, as with a reduced SRH) and
+ * End then moves to segment[last entry]. Programs that need SL <= last
+ * entry (they read segment[SL]) must check it themselves.
  * TLVs are checked separately by srh_validate_tlvs.
  */
 static __always_inline __u32 srh_validate(const struct pkt *p, struct srh_info *si)
@@ -112,7 +117,7 @@ static __always_inline __u32 srh_validate(const struct pkt *p, struct srh_info *
 	seglen = ((__u32)srh->last_entry + 1) * 16;
 	if ((__u32)srh->hdrlen * 8 < seglen)
 		return DROP_SRH_BAD_LEN;
-	if (srh->segments_left > srh->last_entry)
+	if (srh->segments_left > (__u32)srh->last_entry + 1)
 		return DROP_SRH_SL_OVER_LAST;
 
 	si->srhlen = len;

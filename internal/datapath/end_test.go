@@ -196,6 +196,14 @@ func TestEndTestRun(t *testing.T) {
 	}))
 	badTLV := setByte(tlvs, 40+8+48+1, 200) // first TLV's length runs past the SRH
 	srhOff := 40
+	// RFC 8986 4.1 S06 allows SL = last entry + 1 (the active SID only in
+	// the DA, as in a reduced SRH): End goes to segment[last entry].
+	// srv6.MutateEnd rejects it, so the expected bytes are written here.
+	reducedPkt := srv6Pkt(t, sidEnd, 64, srv6.SRH{NextHeader: srv6.ProtoIPv6, RoutingType: 4, SegmentsLeft: 2, LastEntry: 1, Segments: []netip.Addr{routed2, routed}})
+	reducedIP := setByte(setByte(reducedPkt, srhOff+srv6.SRHOffSegmentsLeft, 1), 7, 63)
+	r16 := routed.As16()
+	copy(reducedIP[24:40], r16[:])
+	reducedWant := srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, reducedIP)
 
 	type tcase struct {
 		name   string
@@ -211,6 +219,7 @@ func TestEndTestRun(t *testing.T) {
 		// modelReason is what srv6.Reason(MutateEnd) says when it names
 		// the defect differently (both drop); zero means reason.
 		modelReason drop.Reason
+		custom      []byte // expected output for expect == "custom"
 	}
 	cases := []tcase{
 		{name: "end SL 2->1 redirect", ip: valid, want: tcActRedirect, expect: "redirect"},
@@ -222,6 +231,8 @@ func TestEndTestRun(t *testing.T) {
 		{name: "end no route -> stack", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, noRoute)), want: tcActOK, expect: "stack"},
 		{name: "end.x", ip: srv6Pkt(t, sidEndX, 64, srhFor(sidEndX, noRoute, routed2)), want: tcActRedirect, expect: "neigh"},
 		{name: "trailing bytes trimmed", ip: append(append([]byte(nil), valid...), 0xde, 0xad, 0xbe, 0xef), want: tcActRedirect, expect: "redirect", model: valid},
+		{name: "next SID local -> loop", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, sidEndX, routed2)), want: tcActRedirect, expect: "loop"},
+		{name: "SL = last entry + 1", ip: reducedPkt, want: tcActRedirect, expect: "custom", custom: reducedWant},
 		{name: "not a sid", ip: srv6Pkt(t, routed, 64, srhFor(routed, routed2)), want: tcActOK, expect: "untouched"},
 		{name: "plain ipv6 not a sid", ip: srv6.UDP6(srcAddr, routed, 1, 2, []byte("x")), want: tcActOK, expect: "untouched"},
 		{name: "ipv4", frame: srv6.Ether(nhMAC, inMAC, srv6.EtherTypeIPv4, srv6.UDP4(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), 1, 2, []byte("x"))), want: tcActOK, expect: "untouched"},
@@ -239,7 +250,7 @@ func TestEndTestRun(t *testing.T) {
 		{name: "hdr ext len too small", ip: setByte(valid, srhOff+srv6.SRHOffHdrExtLen, 4), want: tcActShot, reason: drop.SRHBadLen},
 		{name: "hdr ext len past packet", ip: setByte(valid, srhOff+srv6.SRHOffHdrExtLen, 200), want: tcActShot, reason: drop.SRHTruncated},
 		{name: "last entry over hdr len", ip: setByte(valid, srhOff+srv6.SRHOffLastEntry, 5), want: tcActShot, reason: drop.SRHBadLen},
-		{name: "SL over last entry", ip: setByte(valid, srhOff+srv6.SRHOffSegmentsLeft, 3), want: tcActShot, reason: drop.SRHSLOverLast},
+		{name: "SL over last entry + 1", ip: setByte(valid, srhOff+srv6.SRHOffSegmentsLeft, 4), want: tcActShot, reason: drop.SRHSLOverLast},
 		{name: "17 segments", ip: srv6Pkt(t, sidEnd, 64, srhFor(append(addrs(16), routed)...)), want: tcActShot, reason: drop.SRHTooManySegs},
 		{name: "SL zero", ip: setByte(valid, srhOff+srv6.SRHOffSegmentsLeft, 0), want: tcActShot, reason: drop.SRHSLZero},
 		{name: "hop limit 1", ip: srv6Pkt(t, sidEnd, 1, srhFor(sidEnd, routed)), want: tcActShot, reason: drop.HopLimit},
@@ -293,15 +304,19 @@ func TestEndTestRun(t *testing.T) {
 			switch tc.expect {
 			case "untouched":
 				want = frame
-			case "redirect", "stack", "neigh":
+			case "custom":
+				want = tc.custom
+			case "redirect", "stack", "neigh", "loop":
 				if refErr != nil {
 					t.Fatalf("srv6.MutateEnd: %v", refErr)
 				}
 				switch tc.expect {
 				case "redirect":
 					want = srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, ref)
-				case "stack":
-					ref[7]++ // the kernel's ip6_forward decrements it
+				case "stack", "loop":
+					// Stack: the kernel's ip6_forward decrements it; loop:
+					// the next pass through the program does.
+					ref[7]++
 					want = ether(ref)
 				case "neigh":
 					want = ether(ref)

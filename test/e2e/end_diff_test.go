@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/datapath"
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/srv6"
+)
+
+// endCase is one packet sent through both lines.
+type endCase struct {
+	name string
+	ip   []byte // IPv6 packet (framed by the test)
+	// reason is what srchain's End must count when it drops the packet;
+	// drop.None means both must forward it (and byte-identically).
+	reason drop.Reason
+	// passes: the packet is not for srchain (not a SID, or not even an
+	// IPv6 header it can read); what the kernel does is compared, no
+	// counter may move.
+	passes bool
+	// noRef: valid, but outside srv6.MutateEnd's model (a second End on
+	// the same node); only the kernel comparison applies.
+	noRef bool
+	// diverges: a documented difference; the kernel forwards, srchain
+	// drops with reason.
+	diverges bool
+}
+
+func endPkt(t *testing.T, dst netip.Addr, hl uint8, s srv6.SRH, payload string) []byte {
+	t.Helper()
+	inner := srv6.UDP6(endSrc, endNext2, 1000, 2000, []byte(payload))
+	srh, err := s.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv6.IPv6{HopLimit: hl, TrafficClass: 0x28, FlowLabel: 0x12345, NextHeader: srv6.ProtoRouting, Src: endSrc, Dst: dst, PayloadLen: uint16(len(srh) + len(inner))}
+	return append(append(h.AppendTo(nil), srh...), inner...)
+}
+
+func endSRH(travel ...netip.Addr) srv6.SRH { return srv6.NewSRH(srv6.ProtoIPv6, travel) }
+
+func endSet(pkt []byte, off int, v byte) []byte {
+	out := append([]byte(nil), pkt...)
+	out[off] = v
+	return out
+}
+
+func endSegs(n int) []netip.Addr {
+	out := []netip.Addr{endSID}
+	for i := 1; i < n; i++ {
+		out = append(out, netip.AddrFrom16([16]byte{0xfc, 0, 0, 2, 15: byte(0x10 + i)}))
+	}
+	return out
+}
+
+func endCases(t *testing.T) []endCase {
+	valid := endPkt(t, endSID, 64, endSRH(endSID, endNext, endNext2), "three segments")
+	withTLV := func(tlvs ...srv6.TLV) []byte {
+		s := endSRH(endSID, endNext, endNext2)
+		s.TLVs = tlvs
+		return endPkt(t, endSID, 64, s, "tlvs")
+	}
+	hbh := append([]byte(nil), valid[:40]...)
+	hbh[6] = srv6.ProtoHopByHop
+	binary.BigEndian.PutUint16(hbh[4:6], binary.BigEndian.Uint16(valid[4:6])+8)
+	hbh = append(append(hbh, srv6.ProtoRouting, 0, 1, 4, 0, 0, 0, 0), valid[40:]...)
+	const so = 40 // SRH offset in the packets without extension headers
+	badTLV := withTLV(srv6.TLV{Type: 0x80, Value: []byte{1, 2, 3, 4}})
+	badTLV = endSet(badTLV, so+8+48+1, 100)
+	plenZero := append([]byte(nil), valid...)
+	binary.BigEndian.PutUint16(plenZero[4:6], 0)
+
+	return []endCase{
+		{name: "SL 2->1", ip: valid},
+		{name: "SL 1->0", ip: endPkt(t, endSID, 64, func() srv6.SRH { s := endSRH(endNext, endSID, endNext2); s.SegmentsLeft = 1; return s }(), "last")},
+		{name: "two segments", ip: endPkt(t, endSID, 64, endSRH(endSID, endNext), "two")},
+		{name: "sixteen segments", ip: endPkt(t, endSID, 64, endSRH(append(endSegs(15), endNext)...), "sixteen")},
+		{name: "hop limit 2", ip: endPkt(t, endSID, 2, endSRH(endSID, endNext), "hl2")},
+		{name: "hop limit 255", ip: endPkt(t, endSID, 255, endSRH(endSID, endNext), "hl255")},
+		{name: "experimental TLV + padding", ip: withTLV(srv6.TLV{Type: 0x80, Value: []byte{1, 2, 3, 4}})},
+		{name: "PadN TLV", ip: withTLV(srv6.TLV{Type: srv6.TLVPadN, Value: make([]byte, 6)})},
+		{name: "two TLVs", ip: withTLV(srv6.TLV{Type: 0x81, Value: []byte{9, 9}}, srv6.TLV{Type: 0x82, Value: make([]byte, 10)})},
+		{name: "hop-by-hop before SRH", ip: hbh},
+		{name: "large payload", ip: endPkt(t, endSID, 64, endSRH(endSID, endNext), string(bytes.Repeat([]byte("x"), 1200)))},
+		{name: "trailing bytes", ip: append(append([]byte(nil), valid...), 1, 2, 3, 4, 5, 6, 7, 8)},
+
+		{name: "not a SID", ip: srv6.UDP6(endSrc, endNonSID, 5, 6, []byte("plain")), passes: true},
+		{name: "SRv6 not for this node", ip: endPkt(t, endNext, 64, endSRH(endNext, endNext2), "transit"), passes: true},
+		{name: "truncated IPv6 header", ip: valid[:30], passes: true},
+
+		{name: "no SRH", ip: srv6.UDP6(endSrc, endSID, 5, 6, []byte("nosrh")), reason: drop.NoSRH},
+		{name: "payload length past end", ip: valid[:len(valid)-8], reason: drop.PktTruncated},
+		{name: "payload length zero", ip: plenZero, reason: drop.Unsupported},
+		{name: "routing type 2", ip: endSet(valid, so+srv6.SRHOffRoutingType, 2), reason: drop.SRHBadType},
+		{name: "routing type 3", ip: endSet(valid, so+srv6.SRHOffRoutingType, 3), reason: drop.SRHBadType},
+		{name: "hdr ext len too small", ip: endSet(valid, so+srv6.SRHOffHdrExtLen, 4), reason: drop.SRHBadLen},
+		{name: "hdr ext len past packet", ip: endSet(valid, so+srv6.SRHOffHdrExtLen, 200), reason: drop.SRHTruncated},
+		{name: "last entry beyond hdr ext len", ip: endSet(valid, so+srv6.SRHOffLastEntry, 5), reason: drop.SRHBadLen},
+		{name: "SL over last entry + 1", ip: endSet(valid, so+srv6.SRHOffSegmentsLeft, 4), reason: drop.SRHSLOverLast},
+		// RFC 8986 4.1 S06: SL = last entry + 1 is legal; End moves to
+		// segment[last entry], here the SID itself, so both datapaths
+		// run End a second time on the same node.
+		{name: "SL = last entry + 1", ip: endSet(valid, so+srv6.SRHOffSegmentsLeft, 3), noRef: true},
+		{name: "next SID on the same node", ip: endPkt(t, endSID, 64, endSRH(endSID, endSID, endNext), "twice"), noRef: true},
+		// Known divergence, by design: srchain bounds the SRH at
+		// SRCHAIN_MAX_SEGS (16) segments; the kernel has no bound.
+		{name: "seventeen segments", ip: endPkt(t, endSID, 64, endSRH(append(endSegs(16), endNext)...), "seventeen"), reason: drop.SRHTooManySegs, diverges: true},
+		{name: "SL zero", ip: endSet(valid, so+srv6.SRHOffSegmentsLeft, 0), reason: drop.SRHSLZero},
+		{name: "hop limit 1", ip: endPkt(t, endSID, 1, endSRH(endSID, endNext), "hl1"), reason: drop.HopLimit},
+		{name: "hop limit 0", ip: endPkt(t, endSID, 0, endSRH(endSID, endNext), "hl0"), reason: drop.HopLimit},
+		{name: "TLV overruns SRH", ip: badTLV, reason: drop.TLVBad},
+	}
+}
+
+// TestEndDifferential sends the same packets through a kernel seg6local
+// End and srchain's tc End and requires the receivers to see the same
+// bytes (whole Ethernet frames: both lines use the same MACs), and
+// malformed packets to be dropped by both and counted by reason by ours.
+func TestEndDifferential(t *testing.T) {
+	endRequireRoot(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	kern := newEndLine(t, "k")
+	ebpf := newEndLine(t, "b")
+	if _, err := kern.e.Run(ctx, "ip", "-6", "route", "add", endSID.String()+"/128", "encap", "seg6local", "action", "End", "dev", endIf("e0")); err != nil {
+		t.Fatal(err)
+	}
+	end, err := datapath.LoadEnd(datapath.EndOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { end.Close() })
+	if err := ebpf.e.Do(func() error { return end.Attach(ebpf.eIn) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := end.SetSID(endSID, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+
+	forwarded := 0
+	for _, tc := range endCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			frame := srv6.Ether(endMACs.eIn, endMACs.sIf, srv6.EtherTypeIPv6, tc.ip)
+			before, err := end.DropCounts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			kern.drain()
+			ebpf.drain()
+			if err := kern.send(frame); err != nil {
+				t.Fatal(err)
+			}
+			if err := ebpf.send(frame); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(endTimeout)
+			gotK, gotB := kern.receive(deadline), ebpf.receive(deadline)
+			after, err := end.DropCounts()
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if tc.diverges {
+				if len(gotK) != 1 || len(gotB) != 0 {
+					t.Errorf("documented divergence changed: kernel delivered %d, srchain %d (want 1, 0)", len(gotK), len(gotB))
+				}
+				gotK = nil
+			}
+			if len(gotK) != len(gotB) {
+				t.Fatalf("kernel End delivered %d frames, srchain End %d", len(gotK), len(gotB))
+			}
+			for i := range gotK {
+				if !bytes.Equal(gotK[i], gotB[i]) {
+					t.Errorf("frame %d differs\nkernel  %x\nsrchain %x", i, gotK[i], gotB[i])
+				}
+			}
+			for r := range after {
+				d := after[r] - before[r]
+				want := uint64(0)
+				if drop.Reason(r) == tc.reason && tc.reason != drop.None {
+					want = 1
+				}
+				if d != want {
+					t.Errorf("drop counter %s += %d, want %d", drop.Reason(r), d, want)
+				}
+			}
+			switch {
+			case tc.passes:
+				t.Logf("not for srchain: both delivered %d", len(gotK))
+			case tc.reason != drop.None:
+				if len(gotK) != 0 {
+					t.Errorf("malformed packet forwarded by both")
+				}
+			default:
+				if len(gotK) != 1 {
+					t.Fatalf("valid packet: %d frames arrived, want 1", len(gotK))
+				}
+				forwarded++
+				if tc.noRef {
+					return
+				}
+				// And both equal the codec's reference End.
+				ip := tc.ip
+				if n := 40 + int(binary.BigEndian.Uint16(ip[4:6])); n < len(ip) {
+					ip = ip[:n]
+				}
+				ref, err := srv6.MutateEnd(ip)
+				if err != nil {
+					t.Fatalf("srv6.MutateEnd: %v", err)
+				}
+				want := srv6.Ether(endMACs.rIf, endMACs.eOut, srv6.EtherTypeIPv6, ref)
+				if !bytes.Equal(gotB[0], want) {
+					t.Errorf("srchain frame differs from srv6.MutateEnd\n got %x\nwant %x", gotB[0], want)
+				}
+			}
+		})
+	}
+	fib, err := end.FIBCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sids, err := end.SIDCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("srchain End: sid %v, fib %v", sids[endSID], fib)
+	if fib["success"] != uint64(forwarded) {
+		t.Errorf("fib successes %d, want %d (every valid packet redirected by the program)", fib["success"], forwarded)
+	}
+}
