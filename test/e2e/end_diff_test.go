@@ -90,6 +90,13 @@ func endCases(t *testing.T) []endCase {
 		{name: "large payload", ip: endPkt(t, endSID, 64, endSRH(endSID, endNext), string(bytes.Repeat([]byte("x"), 1200)))},
 		{name: "trailing bytes", ip: append(append([]byte(nil), valid...), 1, 2, 3, 4, 5, 6, 7, 8)},
 
+		// End.X (RFC 8986 4.2): forwarded to the adjacency whatever the
+		// routes say; fc00:9::1 has no route on the endpoint.
+		{name: "End.X", ip: endPkt(t, endSIDX, 64, endSRH(endSIDX, endNoRoute, endNext2), "endx")},
+		{name: "End.X last segment", ip: endPkt(t, endSIDX, 9, func() srv6.SRH { s := endSRH(endNext, endSIDX, endNoRoute); s.SegmentsLeft = 1; return s }(), "endx last")},
+		{name: "End.X hop limit 1", ip: endPkt(t, endSIDX, 1, endSRH(endSIDX, endNoRoute), "endx hl1"), reason: drop.HopLimit},
+		{name: "End.X SL zero", ip: endSet(endPkt(t, endSIDX, 64, endSRH(endSIDX, endNoRoute), "endx sl0"), so+srv6.SRHOffSegmentsLeft, 0), reason: drop.SRHSLZero},
+
 		{name: "not a SID", ip: srv6.UDP6(endSrc, endNonSID, 5, 6, []byte("plain")), passes: true},
 		{name: "SRv6 not for this node", ip: endPkt(t, endNext, 64, endSRH(endNext, endNext2), "transit"), passes: true},
 		{name: "truncated IPv6 header", ip: valid[:30], passes: true},
@@ -141,6 +148,12 @@ func TestEndDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := end.SetSID(endSID, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kern.e.Run(ctx, "ip", "-6", "route", "add", endSIDX.String()+"/128", "encap", "seg6local", "action", "End.X", "nh6", endRecv.String(), "dev", endIf("e0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := end.SetSID(endSIDX, datapath.BehaviorEndX, ebpf.eOut, endRecv); err != nil {
 		t.Fatal(err)
 	}
 
@@ -231,7 +244,7 @@ func TestEndDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("srchain End: sid %v, fib %v", sids[endSID], fib)
-	if fib["success"] != uint64(forwarded) {
+	if fib["success"]+fib["redirect-neigh"] != uint64(forwarded) {
 		t.Errorf("fib successes %d, want %d (every valid packet redirected by the program)", fib["success"], forwarded)
 	}
 }

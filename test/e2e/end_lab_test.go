@@ -42,6 +42,8 @@ var (
 	endNext    = netip.MustParseAddr("fc00:2::5")
 	endNext2   = netip.MustParseAddr("fc00:2::6")
 	endNonSID  = netip.MustParseAddr("fc00:2::7")
+	endSIDX    = netip.MustParseAddr("fc00:1::2") // End.X nh6 endRecv
+	endNoRoute = netip.MustParseAddr("fc00:9::1")
 	endTimeout = 400 * time.Millisecond
 )
 
