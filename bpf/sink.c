@@ -37,7 +37,7 @@ int sink(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 key = 0, len = (__u32)(data_end - data);
 	struct sink_stats *s = bpf_map_lookup_elem(&stats, &key);
-	__u64 *tr;
+	__u64 tr[2];
 
 	if (!s)
 		return XDP_DROP;
@@ -46,8 +46,8 @@ int sink(struct xdp_md *ctx)
 
 	if (len < BENCH_TRAILER_LEN || len > BENCH_MAX_FRAME + 256)
 		return XDP_DROP;
-	tr = data + (len - BENCH_TRAILER_LEN);
-	if ((void *)(tr + 2) > data_end)
+	/* The helper does the bounds check at a variable offset. */
+	if (bpf_xdp_load_bytes(ctx, len - BENCH_TRAILER_LEN, tr, sizeof(tr)))
 		return XDP_DROP;
 	if (tr[0] == BENCH_MAGIC) {
 		__u64 now = bpf_ktime_get_ns();

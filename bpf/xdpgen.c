@@ -35,7 +35,16 @@ SRCHAIN_CONFIG(__u32, cfg_ifindex, 0);
 __u32 ntemplates = 1;
 __u32 stamp = 0;
 
-/* Runs so far; BPF_PROG_RUN runs on one CPU at a time, so a plain
+/* Pacing: with interval_ns > 0 a frame is sent only when next_ns is
+ * due; other runs return XDP_DROP at once (a spin that costs tens of ns).
+ * Pacing lives here rather than in Go because every BPF_PROG_RUN call in
+ * live-frames mode pays a fixed ~10 ms (page pool set-up and teardown):
+ * the harness makes one long call per trial and stops it with a signal.
+ */
+__u64 interval_ns = 0;
+__u64 next_ns = 0;
+
+/* Frames sent so far; BPF_PROG_RUN runs on one CPU at a time, so a plain
  * increment is exact.
  */
 __u64 runs = 0;
@@ -49,6 +58,15 @@ int xdpgen(struct xdp_md *ctx)
 	__u32 len;
 	int cur;
 
+	if (interval_ns) {
+		__u64 now = bpf_ktime_get_ns();
+
+		if (now < next_ns)
+			return XDP_DROP;
+		/* Catch up at most 1 ms so a stall does not become a burst. */
+		next_ns = next_ns + 1000000 < now ? now : next_ns;
+		next_ns += interval_ns;
+	}
 	runs++;
 	t = bpf_map_lookup_elem(&templates, &idx);
 	if (!t)

@@ -23,6 +23,8 @@ type Case struct {
 	// X places the case on the x axis of the scenario's plot (e.g. the
 	// number of rules); 0 plots the cases as bars.
 	X float64
+	// Series groups cases into one line of the x plot (e.g. "nft forward").
+	Series string
 	// Setup configures the DUT of a fresh line (routes to the sink exist
 	// already, see NewLine).
 	Setup func(ctx context.Context, d *DUT) error

@@ -60,7 +60,7 @@ func NewLine(ctx context.Context, name string) (l *Line, err error) {
 		return
 	}
 	type addr struct {
-		ns *netns.NS
+		ns  *netns.NS
 		dev string
 		a   []string
 	}
@@ -208,4 +208,3 @@ func CleanupStale(prefix string, alive func(pid int) bool) {
 		}
 	}
 }
-

@@ -4,20 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"math"
+	"runtime"
 	"time"
+	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/netns"
 )
-
-// genChunk is how many frames one BPF_PROG_RUN call sends at full rate:
-// a few milliseconds of traffic, so a stop request is honoured quickly
-// and an EINTR retry (cilium/ebpf repeats the whole call) costs little.
-const genChunk = 4096
 
 // Generator is the XDP live-frames generator of one line.
 type Generator struct {
@@ -93,14 +89,59 @@ func (g *Generator) Sent() (uint64, error) {
 	return n, nil
 }
 
-// Blast sends until ctx is done or stop is set, at rate pps (0 = as fast
-// as possible), from a thread inside the generator's namespace (the
+// Blast sends until ctx is done or stop is closed, at rate pps (0 = as
+// fast as possible), from a thread inside the generator's namespace (the
 // redirect ifindex is resolved there) pinned to cpu (-1 = not pinned).
-func (g *Generator) Blast(ctx context.Context, stop *atomic.Bool, rate float64, cpu int) error {
+//
+// It makes one long BPF_PROG_RUN call (each call costs a fixed ~10 ms of
+// page-pool set-up, see bpf/xdpgen.c) and ends it by signalling the
+// thread: the kernel's test-run loop returns EINTR on a pending signal.
+// cilium/ebpf's Program.Run would retry on EINTR, hence the raw syscall.
+func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float64, cpu int) error {
 	if g.tmpl == nil {
 		return fmt.Errorf("blast: no templates: %w", ErrFrame)
 	}
+	interval, batch := uint64(0), uint32(64)
+	if rate > 0 {
+		interval = uint64(1e9 / rate)
+		if rate <= 0 {
+			// Low rates are for latency: flush every frame at once.
+			batch = 1
+		}
+	}
+	if err := g.objs.IntervalNs.Set(interval); err != nil {
+		return fmt.Errorf("set pacing: %w", err)
+	}
+	if err := g.objs.NextNs.Set(uint64(0)); err != nil {
+		return fmt.Errorf("set pacing: %w", err)
+	}
+	tidc := make(chan int, 1)
+	done := make(chan struct{})
+	go func() {
+		// Interrupter: once asked to stop, signal the generator thread
+		// until its call returns (a signal that lands between calls is
+		// lost, so repeat).
+		tid := <-tidc
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			_ = unix.Tgkill(unix.Getpid(), tid, unix.SIGURG)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer close(done)
 	return g.ns.Do(func() error {
+		tidc <- unix.Gettid()
 		if cpu >= 0 {
 			var old, set unix.CPUSet
 			if err := unix.SchedGetaffinity(0, &old); err == nil {
@@ -111,42 +152,50 @@ func (g *Generator) Blast(ctx context.Context, stop *atomic.Bool, rate float64, 
 				}
 			}
 		}
-		run := func(n uint32) error {
-			_, err := g.objs.Xdpgen.Run(&ebpf.RunOptions{
-				Data:      g.tmpl,
-				Repeat:    n,
-				Flags:     unix.BPF_F_TEST_XDP_LIVE_FRAMES,
-				BatchSize: 64,
-			})
-			if err != nil {
+		for {
+			select {
+			case <-stop:
+				return nil
+			case <-ctx.Done():
+				return nil
+			default:
+			}
+			err := progRunLive(g.objs.Xdpgen.FD(), g.tmpl, math.MaxUint32, batch)
+			if err != nil && !errors.Is(err, unix.EINTR) {
 				return fmt.Errorf("run generator: %w", err)
 			}
-			return nil
 		}
-		start := time.Now()
-		var sent float64
-		for ctx.Err() == nil && !stop.Load() {
-			if rate <= 0 {
-				if err := run(genChunk); err != nil {
-					return err
-				}
-				continue
-			}
-			// Paced: send what is due, in bursts of at most 64 frames
-			// (the kernel's batch), then sleep a little.
-			due := rate*time.Since(start).Seconds() - sent
-			if due < 1 {
-				time.Sleep(100 * time.Microsecond)
-				continue
-			}
-			n := uint32(min(due, 64))
-			if err := run(n); err != nil {
-				return err
-			}
-			sent += float64(n)
-		}
-		return nil
 	})
+}
+
+// progTestRunAttr is the BPF_PROG_TEST_RUN member of union bpf_attr
+// (include/uapi/linux/bpf.h).
+type progTestRunAttr struct {
+	progFD, retval          uint32
+	dataSizeIn, dataSizeOut uint32
+	dataIn, dataOut         uint64
+	repeat, duration        uint32
+	ctxSizeIn, ctxSizeOut   uint32
+	ctxIn, ctxOut           uint64
+	flags, cpu, batchSize   uint32
+	_                       uint32
+}
+
+func progRunLive(fd int, data []byte, repeat, batch uint32) error {
+	attr := progTestRunAttr{
+		progFD:     uint32(fd),
+		dataSizeIn: uint32(len(data)),
+		dataIn:     uint64(uintptr(unsafe.Pointer(&data[0]))),
+		repeat:     repeat,
+		flags:      unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+		batchSize:  batch,
+	}
+	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(data)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // Sink is the drop-and-count XDP program at the line's sink.
@@ -236,4 +285,3 @@ func (s *Sink) Latencies() ([]float64, error) {
 }
 
 const latSamples = 65536 // BENCH_LAT_SAMPLES
-

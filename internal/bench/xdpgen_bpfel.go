@@ -27,6 +27,8 @@ const (
 	xdpgenMapTemplates  = "templates"
 	xdpgenProgXdpgen    = "xdpgen"
 	xdpgenVarCfgIfindex = "cfg_ifindex"
+	xdpgenVarIntervalNs = "interval_ns"
+	xdpgenVarNextNs     = "next_ns"
 	xdpgenVarNtemplates = "ntemplates"
 	xdpgenVarRuns       = "runs"
 	xdpgenVarStamp      = "stamp"
@@ -89,6 +91,8 @@ type xdpgenMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpgenVariableSpecs struct {
 	CfgIfindex *ebpf.VariableSpec `ebpf:"cfg_ifindex"`
+	IntervalNs *ebpf.VariableSpec `ebpf:"interval_ns"`
+	NextNs     *ebpf.VariableSpec `ebpf:"next_ns"`
 	Ntemplates *ebpf.VariableSpec `ebpf:"ntemplates"`
 	Runs       *ebpf.VariableSpec `ebpf:"runs"`
 	Stamp      *ebpf.VariableSpec `ebpf:"stamp"`
@@ -128,6 +132,8 @@ func (m *xdpgenMaps) Close() error {
 // It can be passed to loadXdpgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpgenVariables struct {
 	CfgIfindex *ebpf.Variable `ebpf:"cfg_ifindex"`
+	IntervalNs *ebpf.Variable `ebpf:"interval_ns"`
+	NextNs     *ebpf.Variable `ebpf:"next_ns"`
 	Ntemplates *ebpf.Variable `ebpf:"ntemplates"`
 	Runs       *ebpf.Variable `ebpf:"runs"`
 	Stamp      *ebpf.Variable `ebpf:"stamp"`

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/srchain/srchain/internal/bench"
+)
+
+func init() {
+	benchCmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark the data plane against kernel baselines (ratios in one run)",
+	}
+	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd())
+	rootCmd.AddCommand(benchCmd)
+}
+
+func benchListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List scenarios and their cases",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			for _, s := range bench.Scenarios() {
+				fmt.Fprintf(w, "%s\t(baseline %s)\t%s\n", s.Name, s.Baseline, s.Desc)
+				for _, c := range s.Cases {
+					fmt.Fprintf(w, "  %s\t\t%s\n", c.Name, c.Desc)
+				}
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func benchRunCmd() *cobra.Command {
+	o := bench.DefaultOptions()
+	var sizes, cases, out, note string
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "Run a scenario: build generator -> DUT -> sink namespaces, measure, write results",
+		Long: `Run builds one generator -> DUT -> sink line of network namespaces per
+case (names srcb-<pid>-...), measures every case for --rounds rounds of
+--warmup + --duration each, interleaved, and writes result.json,
+result.csv, a plot and a markdown table to --out. Ratios are to the
+scenario's baseline measured in the same run. Needs root.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sc, err := bench.Lookup(args[0])
+			if err != nil {
+				return err
+			}
+			if cases != "" {
+				if sc, err = sc.Select(strings.Split(cases, ",")); err != nil {
+					return err
+				}
+			}
+			if o.Sizes, err = parseSizes(sizes); err != nil {
+				return err
+			}
+			if out == "" {
+				out = filepath.Join("bench-results", sc.Name+"-"+time.Now().UTC().Format("20060102T150405Z"))
+			}
+			// Ctrl-C cancels the run; Run removes its namespaces before
+			// returning.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			bench.CleanupStale("srcb-", pidAlive)
+			res, err := bench.Run(ctx, sc, o)
+			if err != nil {
+				return err
+			}
+			res.Machine.Note = note
+			if err := bench.WriteResult(out, res); err != nil {
+				return err
+			}
+			slog.Info("results written", "dir", out)
+			return bench.WriteMarkdown(cmd.OutOrStdout(), res)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Rounds, "rounds", o.Rounds, "interleaved rounds per case")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "measurement time per round")
+	f.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before each measurement")
+	f.StringVar(&sizes, "sizes", "0", `frame sizes with FCS, comma separated; "sweep" = 174n+126 for n=0..10 (seed 002); 0 = smallest`)
+	f.BoolVar(&o.IMIX, "imix", false, "IMIX 192/576/1500 at 7:4:1 (seed 001 Table 2) instead of --sizes")
+	f.IntVar(&o.Flows, "flows", o.Flows, "vary source/destination over this many flows")
+	f.StringVar(&o.Mode, "mode", o.Mode, "max | pdr | latency")
+	f.StringVar(&o.Layout, "layout", o.Layout, "one (generator and DUT share CPU 0) | two (DUT receive on CPU 1 via RPS)")
+	f.Float64Var(&o.Threshold, "loss", o.Threshold, "pdr mode: acceptable loss fraction")
+	f.Float64Var(&o.LatencyRate, "latency-rate", o.LatencyRate, "latency mode: offered pps")
+	f.StringVar(&cases, "cases", "", "comma-separated subset of the scenario's cases (baseline always kept)")
+	f.StringVar(&out, "out", "", "result directory (default bench-results/SCENARIO-TIME)")
+	f.StringVar(&note, "note", "", "free text stored with the machine description")
+	return cmd
+}
+
+func benchReportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "report DIR",
+		Short: "Redraw plots and print the markdown table of a result directory",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := bench.ReadResult(args[0])
+			if err != nil {
+				return err
+			}
+			if err := bench.WritePlots(args[0], res); err != nil {
+				return err
+			}
+			return bench.WriteMarkdown(cmd.OutOrStdout(), res)
+		},
+	}
+}
+
+func parseSizes(s string) ([]int, error) {
+	if s == "sweep" {
+		return bench.SweepSizes(), nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("parse size %q: %w", f, bench.ErrBadOptions)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func pidAlive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}

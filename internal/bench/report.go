@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// SweepSizes are seed 002's frame sizes, l = 174n + 126 for n = 0..10.
+func SweepSizes() []int {
+	out := make([]int, 0, 11)
+	for n := range 11 {
+		out = append(out, 174*n+126)
+	}
+	return out
+}
+
+// WriteResult writes result.json, result.csv (one row per round),
+// summary.csv, the plots and results.md into dir.
+func WriteResult(dir string, res *Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create result dir: %w", err)
+	}
+	b, err := json.MarshalIndent(jsonSafe(res), "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "result.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	if err := writeCSV(filepath.Join(dir, "result.csv"), roundRows(res)); err != nil {
+		return err
+	}
+	if err := writeCSV(filepath.Join(dir, "summary.csv"), summaryRows(res)); err != nil {
+		return err
+	}
+	if err := WritePlots(dir, res); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "results.md"))
+	if err != nil {
+		return fmt.Errorf("write markdown: %w", err)
+	}
+	defer f.Close()
+	return WriteMarkdown(f, res)
+}
+
+// ReadResult loads result.json from dir and recomputes the summaries.
+func ReadResult(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read result: %w", err)
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("decode result: %w", err)
+	}
+	Finish(&res)
+	return &res, nil
+}
+
+// jsonSafe replaces NaN ratios (no baseline) by 0: JSON has no NaN.
+func jsonSafe(res *Result) *Result {
+	c := *res
+	c.Points = append([]Point(nil), res.Points...)
+	for i := range c.Points {
+		p := &c.Points[i]
+		for _, f := range []*float64{&p.Ratio, &p.RatioMin, &p.RatioMax} {
+			if math.IsNaN(*f) || math.IsInf(*f, 0) {
+				*f = 0
+			}
+		}
+	}
+	return &c
+}
+
+func writeCSV(path string, rows [][]string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	w := csv.NewWriter(f)
+	if err := w.WriteAll(rows); err != nil {
+		f.Close()
+		return fmt.Errorf("write csv: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write csv: %w", err)
+	}
+	return nil
+}
+
+func ff(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+func roundRows(res *Result) [][]string {
+	rows := [][]string{{"case", "size", "round", "value", "seconds", "dut_tx_pps", "offered_pps", "sink_pps",
+		"offered", "dut_rx", "dut_rx_drop", "dut_tx", "dut_tx_drop", "sink", "loss", "lat_mean_us", "lat_p50_us", "lat_p99_us"}}
+	for _, p := range res.Points {
+		for _, r := range p.Rounds {
+			rows = append(rows, []string{p.Case, strconv.Itoa(p.Size), strconv.Itoa(r.Round), ff(r.Value), ff(r.Seconds),
+				ff(r.PPS), ff(r.OfferedPPS), ff(r.SinkPPS), fu(r.Offered), fu(r.DUTRx), fu(r.DUTRxDrop), fu(r.DUTTx),
+				fu(r.DUTTxDrop), fu(r.Sink), ff(r.Loss), ff(r.LatAvg), ff(r.LatP50), ff(r.LatP99)})
+		}
+	}
+	return rows
+}
+
+func fu(x uint64) string { return strconv.FormatUint(x, 10) }
+
+func summaryRows(res *Result) [][]string {
+	rows := [][]string{{"case", "series", "x", "size", "frame_bytes", "n", "median", "min", "max", "ratio", "ratio_min", "ratio_max", "sink_over_dut", "error"}}
+	for _, p := range res.Points {
+		rows = append(rows, []string{p.Case, p.Series, ff(p.X), strconv.Itoa(p.Size), frameBytes(p), strconv.Itoa(p.Summary.N),
+			ff(p.Summary.Median), ff(p.Summary.Min), ff(p.Summary.Max), ff(p.Ratio), ff(p.RatioMin), ff(p.RatioMax), ff(p.SinkOverDUT), p.Err})
+	}
+	return rows
+}
+
+func frameBytes(p Point) string {
+	if len(p.FrameBytes) == 0 {
+		return ""
+	}
+	lo, hi := p.FrameBytes[0], p.FrameBytes[0]
+	for _, b := range p.FrameBytes {
+		lo, hi = min(lo, b), max(hi, b)
+	}
+	if lo == hi {
+		return strconv.Itoa(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+// unit says how a mode's values read.
+func unit(mode string) (name string, scale float64, digits int) {
+	switch mode {
+	case ModeLatency:
+		return "p50 latency (us)", 1, 1
+	case ModePDR:
+		return "PDR (Mpps)", 1e-6, 3
+	default:
+		return "forwarded (Mpps)", 1e-6, 3
+	}
+}
+
+// WriteMarkdown writes the result as a markdown table.
+func WriteMarkdown(w io.Writer, res *Result) error {
+	name, scale, dig := unit(res.Mode)
+	var b strings.Builder
+	fmt.Fprintf(&b, "### %s (%s mode, baseline %s)\n\n", res.Scenario, res.Mode, res.Baseline)
+	fmt.Fprintf(&b, "Linux %s, %d CPUs, %s; %d rounds x (%s warm-up + %s), layout %s, %s.",
+		res.Machine.Kernel, res.Machine.CPUs, res.Machine.CPU, res.Options.Rounds, res.Options.Warmup,
+		res.Options.Duration, res.Options.Layout, res.Start.UTC().Format("2006-01-02 15:04 UTC"))
+	if res.Machine.Note != "" {
+		b.WriteString(" " + res.Machine.Note)
+	}
+	b.WriteString("\n\n")
+	lat := res.Mode == ModeLatency
+	fmt.Fprintf(&b, "| case | frame B | %s median | min | max | ratio (min-max) | sink/DUT | loss |", name)
+	if lat {
+		b.WriteString(" mean us | p99 us |")
+	}
+	b.WriteString("\n|---|---|---|---|---|---|---|---|")
+	if lat {
+		b.WriteString("---|---|")
+	}
+	b.WriteString("\n")
+	for _, p := range res.Points {
+		if p.Summary.N == 0 {
+			fmt.Fprintf(&b, "| %s | %s | failed: %s | | | | | |\n", p.Case, frameBytes(p), strings.ReplaceAll(p.Err, "|", "/"))
+			continue
+		}
+		var losses []float64
+		var avg, p99 []float64
+		for _, r := range p.Rounds {
+			losses = append(losses, r.Loss)
+			avg = append(avg, r.LatAvg)
+			p99 = append(p99, r.LatP99)
+		}
+		l, _ := Summarize(losses)
+		fmt.Fprintf(&b, "| %s | %s | %.*f | %.*f | %.*f | %.2f (%.2f-%.2f) | %.3f | %.2f%% |", p.Case, frameBytes(p),
+			dig, p.Summary.Median*scale, dig, p.Summary.Min*scale, dig, p.Summary.Max*scale,
+			p.Ratio, p.RatioMin, p.RatioMax, p.SinkOverDUT, 100*l.Median)
+		if lat {
+			a, _ := Summarize(avg)
+			q, _ := Summarize(p99)
+			fmt.Fprintf(&b, " %.1f | %.1f |", a.Median, q.Median)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,496 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Modes.
+const (
+	ModeMax     = "max"     // highest forwarding rate, generator at full speed
+	ModePDR     = "pdr"     // RFC 2544 throughput with a loss threshold
+	ModeLatency = "latency" // one-way latency at a fixed low rate
+)
+
+// Layouts: where the generator and the DUT run (MACHINE-NOTES: ratios of
+// both agree within ~0.03; absolute rates differ by ~1.5x).
+const (
+	// LayoutOne: generator, DUT and sink softirqs share CPU 0 (the DUT's
+	// receive runs in the generator's softirq), so each packet costs the
+	// sum and the rate is steady; the default.
+	LayoutOne = "one"
+	// LayoutTwo: generator on CPU 0, the DUT's receive steered to CPU 1
+	// by RPS on its ingress veth.
+	LayoutTwo = "two"
+)
+
+// ErrBadOptions is returned for options that cannot run.
+var ErrBadOptions = errors.New("bad options")
+
+// Options of a run.
+type Options struct {
+	Mode     string        `json:"mode"`
+	Rounds   int           `json:"rounds"`
+	Warmup   time.Duration `json:"warmup_ns"`
+	Duration time.Duration `json:"duration_ns"`
+	// Sizes are Ethernet frame sizes with FCS; 0 is each case's smallest.
+	Sizes []int `json:"sizes"`
+	IMIX  bool  `json:"imix"`
+	Flows int   `json:"flows"`
+	// Layout is LayoutOne or LayoutTwo.
+	Layout string `json:"layout"`
+	// Threshold is the PDR loss fraction (0.005 = 0.5%, seed 001).
+	Threshold float64 `json:"threshold"`
+	// LatencyRate is the offered rate in latency mode (pps).
+	LatencyRate float64 `json:"latency_rate"`
+	// Prefix names the namespaces ("srcb-<pid>"); they end in -<case>-g/d/s.
+	Prefix string `json:"-"`
+}
+
+// DefaultOptions are the MACHINE-NOTES method: 1 s warm-up, 4 s
+// measurement, 3 interleaved rounds.
+func DefaultOptions() Options {
+	return Options{
+		Mode: ModeMax, Rounds: 3, Warmup: time.Second, Duration: 4 * time.Second,
+		Sizes: []int{0}, Flows: 1, Layout: LayoutOne, Threshold: 0.005,
+		LatencyRate: 10000, Prefix: fmt.Sprintf("srcb-%d", os.Getpid()),
+	}
+}
+
+func (o *Options) check() error {
+	switch {
+	case o.Mode != ModeMax && o.Mode != ModePDR && o.Mode != ModeLatency:
+		return fmt.Errorf("check options: mode %q: %w", o.Mode, ErrBadOptions)
+	case o.Layout != LayoutOne && o.Layout != LayoutTwo:
+		return fmt.Errorf("check options: layout %q: %w", o.Layout, ErrBadOptions)
+	case o.Rounds < 1 || o.Duration <= 0 || o.Warmup < 0:
+		return fmt.Errorf("check options: rounds/duration: %w", ErrBadOptions)
+	case o.Mode == ModePDR && (o.Threshold < 0 || o.Threshold >= 1):
+		return fmt.Errorf("check options: threshold %v: %w", o.Threshold, ErrBadOptions)
+	case o.Mode == ModeLatency && o.LatencyRate <= 0:
+		return fmt.Errorf("check options: latency rate: %w", ErrBadOptions)
+	case o.Prefix == "":
+		return fmt.Errorf("check options: empty namespace prefix: %w", ErrBadOptions)
+	}
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{0}
+	}
+	if o.IMIX {
+		o.Sizes = []int{0} // one IMIX point per case
+	}
+	return nil
+}
+
+// Round is one measurement of one case at one size.
+type Round struct {
+	Round   int     `json:"round"`
+	Seconds float64 `json:"seconds"`
+	// Value is what the mode measures: forwarded pps (max), the PDR
+	// rate (pdr) or the p50 latency in microseconds (latency).
+	Value      float64 `json:"value"`
+	PPS        float64 `json:"pps"` // DUT egress tx rate
+	OfferedPPS float64 `json:"offered_pps"`
+	SinkPPS    float64 `json:"sink_pps"`
+	Offered    uint64  `json:"offered"`
+	DUTRx      uint64  `json:"dut_rx"`
+	DUTRxDrop  uint64  `json:"dut_rx_drop"`
+	DUTTx      uint64  `json:"dut_tx"`
+	DUTTxDrop  uint64  `json:"dut_tx_drop"`
+	Sink       uint64  `json:"sink"`
+	// Loss is 1 - sink/offered.
+	Loss   float64      `json:"loss"`
+	Steps  []SearchStep `json:"pdr_steps,omitempty"`
+	LatN   int          `json:"lat_n,omitempty"`
+	LatAvg float64      `json:"lat_mean_us,omitempty"`
+	LatP50 float64      `json:"lat_p50_us,omitempty"`
+	LatP99 float64      `json:"lat_p99_us,omitempty"`
+}
+
+// Point is one case at one size with its rounds and their summary.
+type Point struct {
+	Case       string  `json:"case"`
+	Desc       string  `json:"desc"`
+	Series     string  `json:"series,omitempty"`
+	X          float64 `json:"x,omitempty"`
+	Size       int     `json:"size"` // requested size, 0 = smallest
+	FrameBytes []int   `json:"frame_bytes"`
+	Rounds     []Round `json:"rounds"`
+	Summary    Summary `json:"summary"`
+	// Ratio is Summary.Median over the baseline's median at the same size;
+	// RatioMin/Max use this case's min/max against the baseline median.
+	Ratio    float64 `json:"ratio"`
+	RatioMin float64 `json:"ratio_min"`
+	RatioMax float64 `json:"ratio_max"`
+	// SinkOverDUT is the median ratio of sink count to DUT tx count, the
+	// cross-check (about 1 when both agree).
+	SinkOverDUT float64 `json:"sink_over_dut"`
+	Err         string  `json:"error,omitempty"`
+}
+
+// Machine describes where a run happened.
+type Machine struct {
+	Kernel string `json:"kernel"`
+	CPUs   int    `json:"cpus"`
+	CPU    string `json:"cpu"`
+	Note   string `json:"note,omitempty"`
+}
+
+// Result is a whole run of a scenario.
+type Result struct {
+	Scenario string    `json:"scenario"`
+	Desc     string    `json:"desc"`
+	Baseline string    `json:"baseline"`
+	XLabel   string    `json:"xlabel,omitempty"`
+	Mode     string    `json:"mode"`
+	Options  Options   `json:"options"`
+	Machine  Machine   `json:"machine"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	Points   []Point   `json:"points"`
+}
+
+// rig is one case's line with its generator and sink.
+type rig struct {
+	c    Case
+	line *Line
+	gen  *Generator
+	sink *Sink
+}
+
+func (r *rig) close() error {
+	var errs []error
+	if r.gen != nil {
+		errs = append(errs, r.gen.Close())
+	}
+	if r.sink != nil {
+		errs = append(errs, r.sink.Close())
+	}
+	if r.line != nil {
+		errs = append(errs, r.line.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run measures every case of sc, rounds interleaved (A B C A B C ...) so
+// drift hits all cases alike, and returns the result with ratios to the
+// scenario's baseline. Everything it creates is removed before it
+// returns, also when ctx is cancelled (Ctrl-C) or a step fails.
+func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if o.Layout == LayoutTwo && runtime.NumCPU() < 2 {
+		return nil, fmt.Errorf("run %s: layout two needs 2 cpus: %w", sc.Name, ErrBadOptions)
+	}
+	res = &Result{Scenario: sc.Name, Desc: sc.Desc, Baseline: sc.Baseline, XLabel: sc.XLabel,
+		Mode: o.Mode, Options: o, Machine: ThisMachine(), Start: time.Now()}
+
+	rigs := make([]*rig, 0, len(sc.Cases))
+	defer func() {
+		for _, r := range rigs {
+			if cerr := r.close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("clean up %s: %w", r.c.Name, cerr))
+			}
+		}
+	}()
+	for i, c := range sc.Cases {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("run %s: %w", sc.Name, err)
+		}
+		r := &rig{c: c}
+		rigs = append(rigs, r)
+		if err := r.setup(ctx, fmt.Sprintf("%s-%d", o.Prefix, i), o); err != nil {
+			return nil, fmt.Errorf("set up case %s: %w", c.Name, err)
+		}
+		slog.Debug("case ready", "case", c.Name)
+	}
+
+	// One point per case and size, in case order within each size.
+	type key struct{ ci, si int }
+	pts := map[key]*Point{}
+	for si, size := range o.Sizes {
+		for ci, r := range rigs {
+			p := &Point{Case: r.c.Name, Desc: r.c.Desc, Series: r.c.Series, X: r.c.X, Size: size}
+			pts[key{ci, si}] = p
+		}
+	}
+	for round := range o.Rounds {
+		for si, size := range o.Sizes {
+			for ci, r := range rigs {
+				p := pts[key{ci, si}]
+				if p.Err != "" {
+					continue
+				}
+				rd, fb, err := r.measure(ctx, o, size)
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("run %s: %w", sc.Name, ctx.Err())
+				}
+				if err != nil {
+					// A broken case must not sink the others: record it.
+					slog.Warn("case failed", "case", r.c.Name, "size", size, "err", err)
+					p.Err = err.Error()
+					continue
+				}
+				rd.Round = round
+				p.FrameBytes = fb
+				p.Rounds = append(p.Rounds, rd)
+				slog.Info("measured", "case", r.c.Name, "size", size, "round", round,
+					"value", strconv.FormatFloat(rd.Value, 'f', 0, 64), "dut_tx_pps", int(rd.PPS),
+					"offered_pps", int(rd.OfferedPPS), "loss", strconv.FormatFloat(rd.Loss, 'f', 4, 64))
+			}
+		}
+	}
+	for si := range o.Sizes {
+		for ci := range rigs {
+			res.Points = append(res.Points, *pts[key{ci, si}])
+		}
+	}
+	Finish(res)
+	res.End = time.Now()
+	return res, nil
+}
+
+// Finish computes every point's summary and ratio to the baseline at the
+// same size (also used by report on loaded results).
+func Finish(res *Result) {
+	base := map[int]float64{}
+	for i := range res.Points {
+		p := &res.Points[i]
+		vals := make([]float64, 0, len(p.Rounds))
+		var cross []float64
+		for _, r := range p.Rounds {
+			vals = append(vals, r.Value)
+			if r.DUTTx > 0 {
+				cross = append(cross, float64(r.Sink)/float64(r.DUTTx))
+			}
+		}
+		p.Summary, _ = Summarize(vals)
+		if c, err := Summarize(cross); err == nil {
+			p.SinkOverDUT = c.Median
+		}
+		if p.Case == res.Baseline && p.Summary.N > 0 {
+			base[p.Size] = p.Summary.Median
+		}
+	}
+	for i := range res.Points {
+		p := &res.Points[i]
+		b, ok := base[p.Size]
+		if !ok || p.Summary.N == 0 {
+			p.Ratio, p.RatioMin, p.RatioMax = math.NaN(), math.NaN(), math.NaN()
+			continue
+		}
+		p.Ratio = Ratio(p.Summary.Median, b)
+		p.RatioMin = Ratio(p.Summary.Min, b)
+		p.RatioMax = Ratio(p.Summary.Max, b)
+	}
+}
+
+func (r *rig) setup(ctx context.Context, name string, o Options) error {
+	var err error
+	if r.line, err = NewLine(ctx, name); err != nil {
+		return err
+	}
+	if o.Layout == LayoutTwo {
+		// RPS moves the DUT's receive processing off the generator's CPU.
+		path := "/sys/class/net/" + ifDUTIn + "/queues/rx-0/rps_cpus"
+		if _, err := r.line.DUT.Run(ctx, "sh", "-c", "echo 2 > "+path); err != nil {
+			return err
+		}
+	}
+	if r.c.Setup != nil {
+		if err := r.c.Setup(ctx, &DUT{NS: r.line.DUT}); err != nil {
+			return err
+		}
+	}
+	if r.sink, err = NewSink(r.line); err != nil {
+		return err
+	}
+	if r.gen, err = NewGenerator(r.line); err != nil {
+		return err
+	}
+	return nil
+}
+
+// counters is a snapshot of everything a round compares.
+type counters struct {
+	at      time.Time
+	sent    uint64
+	in, out linkStats
+	sink    SinkCount
+}
+
+func (r *rig) snapshot() (counters, error) {
+	var c counters
+	var err error
+	if c.sent, err = r.gen.Sent(); err != nil {
+		return c, err
+	}
+	if c.in, err = readLinkStats(r.line.DUT, ifDUTIn); err != nil {
+		return c, err
+	}
+	if c.out, err = readLinkStats(r.line.DUT, ifDUTOut); err != nil {
+		return c, err
+	}
+	if c.sink, err = r.sink.Count(); err != nil {
+		return c, err
+	}
+	c.at = time.Now()
+	return c, nil
+}
+
+func delta(a, b counters) Round {
+	secs := b.at.Sub(a.at).Seconds()
+	rd := Round{
+		Seconds:   secs,
+		Offered:   b.sent - a.sent,
+		DUTRx:     b.in.RxPackets - a.in.RxPackets,
+		DUTRxDrop: b.in.RxDropped - a.in.RxDropped,
+		DUTTx:     b.out.TxPackets - a.out.TxPackets,
+		DUTTxDrop: b.out.TxDropped - a.out.TxDropped,
+		Sink:      b.sink.Packets - a.sink.Packets,
+	}
+	if secs > 0 {
+		rd.PPS = float64(rd.DUTTx) / secs
+		rd.OfferedPPS = float64(rd.Offered) / secs
+		rd.SinkPPS = float64(rd.Sink) / secs
+	}
+	if rd.Offered > 0 {
+		rd.Loss = max(0, 1-float64(rd.Sink)/float64(rd.Offered))
+	}
+	return rd
+}
+
+// measure runs one round of the case at one size in the options' mode.
+func (r *rig) measure(ctx context.Context, o Options, size int) (Round, []int, error) {
+	prof := Profile{Size: size, IMIX: o.IMIX, Flows: o.Flows}
+	frames, err := BuildTemplates(r.c.Frame, prof, Endpoints{Src: r.line.GenMAC, Dst: r.line.InMAC})
+	if err != nil {
+		return Round{}, nil, err
+	}
+	fb := make([]int, len(frames))
+	for i, f := range frames {
+		fb[i] = len(f) + fcsLen
+	}
+	if err := r.gen.SetTemplates(frames); err != nil {
+		return Round{}, nil, err
+	}
+	if err := r.gen.SetStamp(o.Mode == ModeLatency); err != nil {
+		return Round{}, nil, err
+	}
+	switch o.Mode {
+	case ModeLatency:
+		rd, err := r.trial(ctx, o, o.LatencyRate, o.Warmup, o.Duration, true)
+		return rd, fb, err
+	case ModePDR:
+		top, err := r.trial(ctx, o, 0, o.Warmup, o.Duration, false)
+		if err != nil {
+			return Round{}, nil, err
+		}
+		// The generator's own top rate bounds the search; 1% resolution
+		// keeps it to about 7 trials.
+		maxRate := top.OfferedPPS
+		best, steps, err := SearchPDR(ctx, SearchParams{Max: maxRate, Threshold: o.Threshold,
+			Resolution: maxRate / 100, MaxTrials: 12},
+			func(ctx context.Context, rate float64) (float64, error) {
+				rd, err := r.trial(ctx, o, rate, min(o.Warmup, 500*time.Millisecond), o.Duration, false)
+				return rd.Loss, err
+			})
+		if err != nil {
+			return Round{}, nil, err
+		}
+		top.Value, top.Steps = best, steps
+		return top, fb, nil
+	default:
+		rd, err := r.trial(ctx, o, 0, o.Warmup, o.Duration, false)
+		return rd, fb, err
+	}
+}
+
+// trial sends at rate (0 = full speed) for warmup+dur and measures the
+// last dur.
+func (r *rig) trial(ctx context.Context, o Options, rate float64, warmup, dur time.Duration, lat bool) (Round, error) {
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() { errc <- r.gen.Blast(ctx, stop, rate, 0) }()
+	finish := func() error {
+		close(stop)
+		return <-errc
+	}
+	if !sleepCtx(ctx, warmup) {
+		return Round{}, errors.Join(finish(), ctx.Err())
+	}
+	if lat {
+		if err := r.sink.ResetLatency(); err != nil {
+			return Round{}, errors.Join(err, finish())
+		}
+	}
+	a, err := r.snapshot()
+	if err != nil {
+		return Round{}, errors.Join(err, finish())
+	}
+	if !sleepCtx(ctx, dur) {
+		return Round{}, errors.Join(finish(), ctx.Err())
+	}
+	b, err := r.snapshot()
+	if gerr := finish(); gerr != nil {
+		return Round{}, gerr
+	}
+	if err != nil {
+		return Round{}, err
+	}
+	rd := delta(a, b)
+	rd.Value = rd.PPS
+	if lat {
+		samples, err := r.sink.Latencies()
+		if err != nil {
+			return Round{}, err
+		}
+		if len(samples) == 0 {
+			return Round{}, fmt.Errorf("measure latency: %w", ErrNoSamples)
+		}
+		s, _ := Summarize(samples)
+		p50, _ := Percentile(samples, 50)
+		p99, _ := Percentile(samples, 99)
+		rd.LatN, rd.LatAvg, rd.LatP50, rd.LatP99 = len(samples), s.Mean/1e3, p50/1e3, p99/1e3
+		rd.Value = rd.LatP50
+	}
+	// Let in-flight frames drain before the next case starts.
+	sleepCtx(ctx, 20*time.Millisecond)
+	return rd, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// ThisMachine describes the running machine.
+func ThisMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, ln := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(ln, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
