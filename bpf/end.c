@@ -121,6 +121,12 @@ int srchain_end(struct __sk_buff *skb)
 	reason = srh_parse(&p, &si);
 	if (reason)
 		return drop(reason);
+	/* The kernel's End verifies an HMAC TLV flagged by H and drops it
+	 * without a key (seg6_hmac_validate_skb); srchain does not verify
+	 * HMACs, so it drops those packets too, as unsupported.
+	 */
+	if (srh_hmac_present(&p, &si))
+		return drop(DROP_UNSUPPORTED);
 	if (end_words_read(&p, &si, &before))
 		return drop(DROP_PKT_TRUNCATED);
 	reason = end_apply(&p, &si);

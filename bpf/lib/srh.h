@@ -187,6 +187,34 @@ static __always_inline __u32 srh_parse(const struct pkt *p, struct srh_info *si)
 	return srh_validate_tlvs(p, si);
 }
 
+/* SRH flag H: an HMAC TLV is present (RFC 5095-era SRH drafts; the
+ * kernel still honours it, SR6_FLAG1_HMAC in linux/seg6.h).
+ */
+#define SRH_FLAG_HMAC 0x08
+#define SRH_TLV_HMAC 5
+#define SRH_HMAC_TLV_LEN 40 /* type, len = 38, reserved, key id, 32-byte HMAC */
+
+/* srh_hmac_present reports whether the kernel would treat the SRH as
+ * carrying an HMAC TLV: flag H set, room for a TLV after the segments,
+ * and the last 40 bytes of the SRH are a type-5 TLV of length 38
+ * (seg6_get_tlv_hmac). With net.ipv6.conf.*.seg6_require_hmac = 0 (the
+ * default) the kernel then verifies the HMAC and drops the packet when it
+ * has no key for the key id; srchain holds no HMAC keys.
+ */
+static __always_inline int srh_hmac_present(const struct pkt *p, const struct srh_info *si)
+{
+	__u8 *tlv;
+
+	if (!(si->flags & SRH_FLAG_HMAC))
+		return 0;
+	if (si->srhlen < sizeof(struct srh_fixed) + ((__u32)si->last_entry + 1) * 16 + SRH_HMAC_TLV_LEN)
+		return 0;
+	tlv = pkt_ptr(p, (si->srhoff + si->srhlen - SRH_HMAC_TLV_LEN) & 0x3fff, 2);
+	if (!tlv)
+		return 0;
+	return tlv[0] == SRH_TLV_HMAC && tlv[1] == SRH_HMAC_TLV_LEN - 2;
+}
+
 /* srh_fixed_hdr returns the fixed SRH part (already validated). */
 static __always_inline struct srh_fixed *srh_fixed_hdr(const struct pkt *p, const struct srh_info *si)
 {

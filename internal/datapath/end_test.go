@@ -196,6 +196,9 @@ func TestEndTestRun(t *testing.T) {
 	}))
 	badTLV := setByte(tlvs, 40+8+48+1, 200) // first TLV's length runs past the SRH
 	srhOff := 40
+	hmacPkt := srv6Pkt(t, sidEnd, 64, withSRH(srhFor(sidEnd, routed, routed2), func(s *srv6.SRH) {
+		s.TLVs = []srv6.TLV{srv6.HMACTLV{KeyID: 9, HMAC: bytes.Repeat([]byte{0xcd}, 32)}.TLV()}
+	}))
 	// RFC 8986 4.1 S06 allows SL = last entry + 1 (the active SID only in
 	// the DA, as in a reduced SRH): End goes to segment[last entry].
 	// srv6.MutateEnd rejects it, so the expected bytes are written here.
@@ -220,6 +223,8 @@ func TestEndTestRun(t *testing.T) {
 		// the defect differently (both drop); zero means reason.
 		modelReason drop.Reason
 		custom      []byte // expected output for expect == "custom"
+		// modelForwards: srv6.MutateEnd accepts what the program drops.
+		modelForwards bool
 	}
 	cases := []tcase{
 		{name: "end SL 2->1 redirect", ip: valid, want: tcActRedirect, expect: "redirect"},
@@ -256,6 +261,10 @@ func TestEndTestRun(t *testing.T) {
 		{name: "hop limit 1", ip: srv6Pkt(t, sidEnd, 1, srhFor(sidEnd, routed)), want: tcActShot, reason: drop.HopLimit},
 		{name: "hop limit 0", ip: srv6Pkt(t, sidEnd, 0, srhFor(sidEnd, routed)), want: tcActShot, reason: drop.HopLimit},
 		{name: "bad tlv length", ip: badTLV, want: tcActShot, reason: drop.TLVBad},
+		// The kernel drops H-flagged HMAC TLVs it has no key for; so do
+		// we (srv6.MutateEnd has no HMAC model and would forward).
+		{name: "H flag with HMAC TLV", ip: setByte(hmacPkt, srhOff+srv6.SRHOffFlags, 0x08), want: tcActShot, reason: drop.Unsupported, modelForwards: true},
+		{name: "HMAC TLV without H flag", ip: hmacPkt, want: tcActRedirect, expect: "redirect"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,6 +298,12 @@ func TestEndTestRun(t *testing.T) {
 				model = tc.ip
 			}
 			ref, refErr := srv6.MutateEnd(model)
+			if tc.reason != drop.None && tc.modelForwards {
+				if refErr != nil {
+					t.Errorf("srv6.MutateEnd: %v, expected it to accept the packet", refErr)
+				}
+				return
+			}
 			if tc.reason != drop.None {
 				// The reference model must agree on why it is dropped.
 				wantModel := tc.reason

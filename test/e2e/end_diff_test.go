@@ -70,6 +70,8 @@ func endCases(t *testing.T) []endCase {
 	hbh[6] = srv6.ProtoHopByHop
 	binary.BigEndian.PutUint16(hbh[4:6], binary.BigEndian.Uint16(valid[4:6])+8)
 	hbh = append(append(hbh, srv6.ProtoRouting, 0, 1, 4, 0, 0, 0, 0), valid[40:]...)
+	// HMAC TLV (RFC 8754 2.1.2): reserved, key id 7, 32 bytes of HMAC.
+	hmac := srv6.HMACTLV{KeyID: 7, HMAC: bytes.Repeat([]byte{0xab}, 32)}.TLV()
 	const so = 40 // SRH offset in the packets without extension headers
 	badTLV := withTLV(srv6.TLV{Type: 0x80, Value: []byte{1, 2, 3, 4}})
 	badTLV = endSet(badTLV, so+8+48+1, 100)
@@ -87,6 +89,10 @@ func endCases(t *testing.T) []endCase {
 		{name: "PadN TLV", ip: withTLV(srv6.TLV{Type: srv6.TLVPadN, Value: make([]byte, 6)})},
 		{name: "two TLVs", ip: withTLV(srv6.TLV{Type: 0x81, Value: []byte{9, 9}}, srv6.TLV{Type: 0x82, Value: make([]byte, 10)})},
 		{name: "hop-by-hop before SRH", ip: hbh},
+		{name: "HMAC TLV without H flag", ip: withTLV(hmac)},
+		{name: "H flag with HMAC TLV", ip: endSet(withTLV(hmac), so+srv6.SRHOffFlags, 0x08), reason: drop.Unsupported},
+		{name: "H flag without HMAC TLV", ip: endSet(valid, so+srv6.SRHOffFlags, 0x08)},
+		{name: "other flags", ip: endSet(withTLV(hmac), so+srv6.SRHOffFlags, 0x80)},
 		{name: "large payload", ip: endPkt(t, endSID, 64, endSRH(endSID, endNext), string(bytes.Repeat([]byte("x"), 1200)))},
 		{name: "trailing bytes", ip: append(append([]byte(nil), valid...), 1, 2, 3, 4, 5, 6, 7, 8)},
 
