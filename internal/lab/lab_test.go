@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -209,5 +210,40 @@ func TestUpFailureCleansUp(t *testing.T) {
 	}
 	if _, err := Load(net.Name, opts); !errors.Is(err, ErrNotFound) {
 		t.Errorf("record left after failed up: %v", err)
+	}
+}
+
+func TestProbesQuickstart(t *testing.T) {
+	requireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := Options{StateDir: t.TempDir()}
+	net := quickstart(t, "p")
+	cleanup(t, net, opts)
+	if _, err := Up(ctx, net, UpOptions{Options: opts}); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := NewProber(net.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	for _, p := range []Probe{
+		{Name: "v4", From: "h1", To: netip.MustParseAddr("10.0.4.2"), Proto: "icmp", Expect: "web4"},
+		{Name: "v6", From: "h1", To: netip.MustParseAddr("fc00:a4::2"), Proto: "icmp", Expect: "web6"},
+		{Name: "udp6", From: "h1", To: netip.MustParseAddr("fc00:a4::2"), Proto: "udp", DPort: 5001, Expect: "web6"},
+		{Name: "plain", From: "h1", To: netip.MustParseAddr("fc00:a3::2"), Proto: "icmp", Expect: ExpectNone},
+		{Name: "wrong", From: "h1", To: netip.MustParseAddr("fc00:a3::2"), Proto: "icmp", Expect: "web6"},
+	} {
+		res, err := pr.Run(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		pr.Print(&b, res, true)
+		t.Log(b.String())
+		if res.OK != (p.Name != "wrong") {
+			t.Errorf("probe %s OK=%v:\n%s", p.Name, res.OK, b.String())
+		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -85,13 +87,108 @@ type Capture struct {
 	events []Event
 	stop   chan struct{}
 	wg     sync.WaitGroup
-	fds    []int
+	rings  []*ring
 }
 
 // htons converts the AF_PACKET protocol to network byte order.
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// Start opens a capture socket in every namespace (node name -> NS) and
+// Ring geometry: frames hold the first ringFrame-64 bytes of a packet,
+// plenty for the headers a trace decodes.
+const (
+	ringBlock  = 1 << 16
+	ringBlocks = 32
+	ringFrame  = 2048
+)
+
+// ring is a TPACKET_V2 receive ring. The kernel copies each frame into the
+// ring when the packet passes the tap; a plain recvmsg would copy it only
+// when read, by which time a later hop on the same host (veth) may already
+// have rewritten the shared buffer (End changes SL and the destination in
+// place).
+type ring struct {
+	fd  int
+	mem []byte
+	pos int
+}
+
+func openRing() (*ring, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	if err != nil {
+		return nil, fmt.Errorf("open packet socket: %w", err)
+	}
+	r := &ring{fd: fd}
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
+		r.close()
+		return nil, fmt.Errorf("set tpacket v2: %w", err)
+	}
+	req := unix.TpacketReq{Block_size: ringBlock, Block_nr: ringBlocks, Frame_size: ringFrame,
+		Frame_nr: ringBlock / ringFrame * ringBlocks}
+	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		r.close()
+		return nil, fmt.Errorf("set rx ring: %w", err)
+	}
+	r.mem, err = unix.Mmap(fd, 0, ringBlock*ringBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("map rx ring: %w", err)
+	}
+	return r, nil
+}
+
+func (r *ring) close() {
+	if r.mem != nil {
+		_ = unix.Munmap(r.mem)
+		r.mem = nil
+	}
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+}
+
+// frame is one captured packet, copied out of the ring.
+type frame struct {
+	data    []byte
+	wireLen int
+	ifindex int
+	pkttype uint8
+	ts      time.Time
+}
+
+// next returns the next frame, waiting up to 100 ms.
+func (r *ring) next() (frame, bool) {
+	const frames = ringBlock / ringFrame * ringBlocks
+	for range 2 {
+		hdr := r.mem[r.pos*ringFrame : (r.pos+1)*ringFrame]
+		status := (*uint32)(unsafe.Pointer(&hdr[0]))
+		if atomic.LoadUint32(status)&unix.TP_STATUS_USER != 0 {
+			// struct tpacket2_hdr, then struct sockaddr_ll at
+			// TPACKET_ALIGN(sizeof(tpacket2_hdr)) = 32.
+			ne := binary.NativeEndian
+			f := frame{
+				wireLen: int(ne.Uint32(hdr[4:8])),
+				ts:      time.Unix(int64(ne.Uint32(hdr[16:20])), int64(ne.Uint32(hdr[20:24]))),
+				ifindex: int(int32(ne.Uint32(hdr[36:40]))),
+				pkttype: hdr[42],
+			}
+			snap, mac := int(ne.Uint32(hdr[8:12])), int(ne.Uint16(hdr[12:14]))
+			if mac+snap <= len(hdr) {
+				f.data = append([]byte(nil), hdr[mac:mac+snap]...)
+			}
+			atomic.StoreUint32(status, unix.TP_STATUS_KERNEL)
+			r.pos = (r.pos + 1) % frames
+			return f, true
+		}
+		fds := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, 100); err != nil && !errors.Is(err, unix.EINTR) {
+			return frame{}, false
+		}
+	}
+	return frame{}, false
+}
+
+// Start opens a capture ring in every namespace (node name -> NS) and
 // starts reading. The caller keeps the NS handles open until Stop.
 func Start(nodes map[string]*netns.NS) (*Capture, error) {
 	c := &Capture{stop: make(chan struct{})}
@@ -102,38 +199,24 @@ func Start(nodes map[string]*netns.NS) (*Capture, error) {
 	slices.Sort(names)
 	for _, node := range names {
 		ns := nodes[node]
-		var fd int
+		var r *ring
 		err := ns.Do(func() error {
 			var err error
-			fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-			if err != nil {
-				return fmt.Errorf("open packet socket: %w", err)
-			}
-			return nil
+			r, err = openRing()
+			return err
 		})
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("start trace on %s: %w", node, err)
 		}
-		c.fds = append(c.fds, fd)
-		// Kernel timestamps order the sightings of different nodes; a
-		// receive timeout lets the reader notice Stop.
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-			c.Stop()
-			return nil, fmt.Errorf("start trace on %s: set timestamps: %w", node, err)
-		}
-		tv := unix.Timeval{Usec: 100_000}
-		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			c.Stop()
-			return nil, fmt.Errorf("start trace on %s: set timeout: %w", node, err)
-		}
+		c.rings = append(c.rings, r)
 		names, err := ifNames(ns)
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("start trace on %s: %w", node, err)
 		}
 		c.wg.Add(1)
-		go c.read(node, fd, names)
+		go c.read(node, r, names)
 	}
 	return c, nil
 }
@@ -145,7 +228,7 @@ func ifNames(ns *netns.NS) (map[int]string, error) {
 	}
 	out := map[int]string{}
 	for _, l := range links {
-		if l.Type() == "device" && l.Attrs().Name == "lo" {
+		if l.Attrs().Name == "lo" {
 			continue
 		}
 		out[l.Attrs().Index] = l.Attrs().Name
@@ -153,56 +236,32 @@ func ifNames(ns *netns.NS) (map[int]string, error) {
 	return out, nil
 }
 
-func (c *Capture) read(node string, fd int, names map[int]string) {
+func (c *Capture) read(node string, r *ring, names map[int]string) {
 	defer c.wg.Done()
-	buf := make([]byte, 65536)
-	oob := make([]byte, 256)
 	for {
 		select {
 		case <-c.stop:
 			return
 		default:
 		}
-		n, oobn, _, from, err := unix.Recvmsg(fd, buf, oob, unix.MSG_TRUNC)
-		if err != nil {
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				continue
-			}
-			return
-		}
-		ll, ok := from.(*unix.SockaddrLinklayer)
+		f, ok := r.next()
 		if !ok {
 			continue
 		}
-		ifname, ok := names[ll.Ifindex]
+		ifname, ok := names[f.ifindex]
 		if !ok {
 			continue // loopback or an interface made after Start
 		}
-		ev := Decode(buf[:min(n, len(buf))])
-		ev.Node, ev.Interface, ev.Len = node, ifname, n
+		ev := Decode(f.data)
+		ev.Node, ev.Interface, ev.Len, ev.Time = node, ifname, f.wireLen, f.ts
 		ev.Dir = In
-		if ll.Pkttype == unix.PACKET_OUTGOING {
+		if f.pkttype == unix.PACKET_OUTGOING {
 			ev.Dir = Out
 		}
-		ev.Time = timestamp(oob[:oobn])
 		c.mu.Lock()
 		c.events = append(c.events, ev)
 		c.mu.Unlock()
 	}
-}
-
-func timestamp(oob []byte) time.Time {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err == nil {
-		for _, m := range msgs {
-			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
-				sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
-				nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
-				return time.Unix(sec, nsec)
-			}
-		}
-	}
-	return time.Now()
 }
 
 // Events returns a copy of what was seen so far, in timestamp order.
@@ -230,8 +289,8 @@ func (c *Capture) Stop() {
 	}
 	close(c.stop)
 	c.wg.Wait()
-	for _, fd := range c.fds {
-		unix.Close(fd)
+	for _, r := range c.rings {
+		r.close()
 	}
 }
 

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/srchain/srchain/internal/lab"
+)
+
+var labStateDir string
+
+func labOpts() lab.Options { return lab.Options{StateDir: labStateDir} }
+
+// signalContext is cancelled by SIGINT/SIGTERM so that a half-built lab
+// is still torn down by Up's own cleanup.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// labName accepts a lab name or the spec file it was built from.
+func labName(arg string) (string, error) {
+	if _, err := os.Stat(arg); err == nil && strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
+		s, _, err := loadAndCompile(arg)
+		if err != nil {
+			return "", err
+		}
+		return s.Name, nil
+	}
+	return arg, nil
+}
+
+func init() {
+	labCmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Deploy a spec into network namespaces on this machine",
+		Long: "lab builds the topology of a spec in network namespaces (one per node,\n" +
+			"named src-<lab>-<node>), one veth pair per link, and applies every node's\n" +
+			"state (addresses, routes, SR policies, SIDs, eBPF programs). What it makes\n" +
+			"is recorded in " + lab.DefaultStateDir + "/<lab>.json first, so `lab down`\n" +
+			"removes everything even after a crash.",
+	}
+	labCmd.PersistentFlags().StringVar(&labStateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
+
+	labCmd.AddCommand(&cobra.Command{
+		Use:   "up FILE",
+		Short: "Validate, compile and deploy FILE as a lab",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, net, err := loadAndCompile(args[0])
+			if err != nil {
+				printProblems(cmd, err)
+				return errInvalidSpec
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			rec, err := lab.Up(ctx, net, lab.UpOptions{Options: labOpts(), Source: args[0]})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s up: %d nodes, %d links\n", rec.Name, len(rec.Namespaces), len(rec.Links))
+			fmt.Fprintf(cmd.OutOrStdout(), "  srchain lab status %s\n  srchain lab exec %s NODE -- CMD...\n  srchain lab down %s\n", rec.Name, rec.Name, rec.Name)
+			return nil
+		},
+	})
+
+	labCmd.AddCommand(&cobra.Command{
+		Use:   "down NAME|FILE",
+		Short: "Remove a lab and everything it made",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := labName(args[0])
+			if err != nil {
+				return err
+			}
+			if err := lab.Down(context.Background(), name, labOpts()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s down\n", name)
+			return nil
+		},
+	})
+
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status [NAME|FILE]",
+		Short: "Compare every node of a lab with its desired state (no NAME: list labs)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				names, err := lab.List(labOpts())
+				if err != nil {
+					return err
+				}
+				for _, n := range names {
+					fmt.Fprintln(cmd.OutOrStdout(), n)
+				}
+				return nil
+			}
+			name, err := labName(args[0])
+			if err != nil {
+				return err
+			}
+			sts, err := lab.Status(context.Background(), name, labOpts())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(sts); err != nil {
+					return err
+				}
+			} else {
+				lab.PrintStatus(cmd.OutOrStdout(), sts)
+			}
+			for _, s := range sts {
+				if !s.OK() {
+					return fmt.Errorf("lab %s: node %s is not as desired", name, s.Node)
+				}
+			}
+			return nil
+		},
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	labCmd.AddCommand(status)
+
+	labCmd.AddCommand(&cobra.Command{
+		Use:   "exec NAME NODE -- CMD [ARG...]",
+		Short: "Run a command inside a node's namespace",
+		Args:  cobra.MinimumNArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 2 && cmd.ArgsLenAtDash() != -1 {
+				return fmt.Errorf("usage: srchain lab exec NAME NODE -- CMD [ARG...]")
+			}
+			name, err := labName(args[0])
+			if err != nil {
+				return err
+			}
+			err = lab.Exec(context.Background(), name, args[1], args[2:], [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, labOpts())
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				// Pass the command's status through, without a message.
+				os.Exit(ee.ExitCode())
+			}
+			return err
+		},
+	})
+	rootCmd.AddCommand(labCmd)
+}

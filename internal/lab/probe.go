@@ -1,0 +1,329 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/trace"
+)
+
+// ExpectNone is the Expect of a probe no chain may steer.
+const ExpectNone = "none"
+
+// ErrProbe: a probe could not be sent (bad protocol, unknown node).
+var ErrProbe = errors.New("bad probe")
+
+// Probe is one piece of test traffic (the spec's `traffic:` entries).
+type Probe struct {
+	Name   string
+	From   string
+	To     netip.Addr
+	Proto  string // icmp, icmpv6, udp, tcp
+	DPort  int
+	Expect string // chain name or ExpectNone
+}
+
+// ProbeResult is what the traces showed for one probe.
+type ProbeResult struct {
+	Probe Probe
+	Hops  []trace.Hop
+	// Events are every matching frame, all nodes, in time order.
+	Events []trace.Event
+	// Want is the chain's NF SIDs in order (empty for ExpectNone).
+	Want []netip.Addr
+	// Delivered: the node owning Probe.To received it.
+	Delivered bool
+	OK        bool
+	// Why says what was wrong when !OK.
+	Why string
+}
+
+// Prober sends probes in a lab and checks them against traces.
+type Prober struct {
+	lab  string
+	net  *state.Network
+	nss  map[string]*netns.NS
+	cap  *trace.Capture
+	wait time.Duration
+}
+
+// NewProber opens every node of lab and starts a trace on all of them.
+func NewProber(lab string, opts Options) (*Prober, error) {
+	rec, err := Load(lab, opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Prober{lab: lab, net: rec.Network, nss: map[string]*netns.NS{}, wait: 300 * time.Millisecond}
+	for node := range rec.Namespaces {
+		ns, err := Open(lab, node, opts)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.nss[node] = ns
+	}
+	p.cap, err = trace.Start(p.nss)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close stops the traces and closes the namespaces.
+func (p *Prober) Close() {
+	if p.cap != nil {
+		p.cap.Stop()
+	}
+	for _, ns := range p.nss {
+		ns.Close()
+	}
+}
+
+// Run sends pr, waits for the traces to settle and judges the result.
+func (p *Prober) Run(ctx context.Context, pr Probe) (ProbeResult, error) {
+	res := ProbeResult{Probe: pr}
+	ns, ok := p.nss[pr.From]
+	if !ok {
+		return res, fmt.Errorf("probe %s: node %q: %w", pr.Name, pr.From, ErrNoNode)
+	}
+	m := trace.Match{Dst: pr.To}
+	p.cap.Reset()
+	var sendErr error
+	switch pr.Proto {
+	case "icmp", "icmpv6", "":
+		m.Proto = srv6.ProtoICMP
+		fam := "-4"
+		if pr.To.Is6() {
+			m.Proto, fam = srv6.ProtoICMPv6, "-6"
+		}
+		// A lost echo is judged from the traces, not from ping's status.
+		_, sendErr = ns.Run(ctx, "ping", fam, "-c", "1", "-W", "1", pr.To.String())
+	case "udp":
+		m.Proto, m.DstPort = srv6.ProtoUDP, uint16(pr.DPort)
+		sendErr = ns.Do(func() error { return sendUDP(pr.To, pr.DPort) })
+	case "tcp":
+		m.Proto, m.DstPort = srv6.ProtoTCP, uint16(pr.DPort)
+		_ = ns.Do(func() error { return dialTCP(pr.To, pr.DPort) })
+	default:
+		return res, fmt.Errorf("probe %s: protocol %q: %w", pr.Name, pr.Proto, ErrProbe)
+	}
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(p.wait):
+	}
+	all := p.cap.Events()
+	for _, e := range all {
+		if m.Matches(e) {
+			res.Events = append(res.Events, e)
+		}
+	}
+	res.Hops = trace.Path(all, m)
+	p.judge(&res)
+	if !res.OK && sendErr != nil {
+		res.Why += " (send: " + sendErr.Error() + ")"
+	}
+	return res, nil
+}
+
+func sendUDP(to netip.Addr, port int) error {
+	if port == 0 {
+		port = 9 // discard
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(to.String(), strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("send udp: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("srchain probe")); err != nil {
+		return fmt.Errorf("send udp: %w", err)
+	}
+	return nil
+}
+
+// dialTCP sends a SYN; the trace needs nothing more.
+func dialTCP(to netip.Addr, port int) error {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(to.String(), strconv.Itoa(port)), 500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// owner returns the node holding addr on an interface or its loopback.
+func owner(net *state.Network, addr netip.Addr) string {
+	for _, n := range net.Nodes {
+		for _, i := range n.Interfaces {
+			for _, a := range i.Addrs {
+				if a.Addr() == addr {
+					return n.Name
+				}
+			}
+		}
+		for _, a := range n.Loopback {
+			if a.Addr() == addr {
+				return n.Name
+			}
+		}
+	}
+	return ""
+}
+
+// ChainSIDs returns the NF SIDs a chain's packets must cross, in order:
+// the segments of the chain's SR policy that are NF SIDs of some node.
+func ChainSIDs(net *state.Network, chain string) []netip.Addr {
+	nf := map[netip.Addr]bool{}
+	for _, n := range net.Nodes {
+		for _, s := range n.SIDs {
+			if s.NF != "" {
+				nf[s.SID.Addr()] = true
+			}
+		}
+	}
+	for _, n := range net.Nodes {
+		for _, r := range n.Routes {
+			if r.Chain == chain && r.Encap != nil {
+				var out []netip.Addr
+				for _, s := range r.Encap.Segments {
+					if nf[s] {
+						out = append(out, s)
+					}
+				}
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Prober) judge(r *ProbeResult) {
+	dst := owner(p.net, r.Probe.To)
+	for _, h := range r.Hops {
+		if h.Node == dst && h.Arrive != nil {
+			r.Delivered = true
+		}
+	}
+	switch {
+	case !r.Delivered:
+		r.Why = fmt.Sprintf("not delivered to %s", orDash(dst))
+	case r.Probe.Expect == ExpectNone:
+		if trace.AnySRH(r.Hops) {
+			r.Why = "steered, but no chain should match"
+		} else {
+			r.OK = true
+		}
+	default:
+		r.Want = ChainSIDs(p.net, r.Probe.Expect)
+		got := trace.Traversed(r.Hops)
+		switch {
+		case len(r.Want) == 0:
+			r.Why = fmt.Sprintf("chain %q has no NF SIDs in the lab's state", r.Probe.Expect)
+		case !trace.ContainsInOrder(got, r.Want):
+			r.Why = fmt.Sprintf("crossed %v, want NF SIDs %v in order", got, r.Want)
+		default:
+			r.OK = true
+		}
+	}
+}
+
+// sidAt returns the local SID of node that addr hits, if any.
+func sidAt(net *state.Network, node string, addr netip.Addr) (state.LocalSID, bool) {
+	for _, n := range net.Nodes {
+		if n.Name != node {
+			continue
+		}
+		for _, s := range n.SIDs {
+			if s.SID.Contains(addr) {
+				return s, true
+			}
+		}
+	}
+	return state.LocalSID{}, false
+}
+
+// Summary renders the one-line path of a result, e.g.
+// "v4: h1 -> r1 [H.Encaps] -> r2 SL=1 DA=fc00:2::1:0 [End fw] -> ... OK (chain web4)".
+func (p *Prober) Summary(r ProbeResult) string {
+	var parts []string
+	for _, h := range r.Hops {
+		s := h.Node
+		if d := h.Arrive.Describe(); d != "" {
+			s += " " + d
+		}
+		switch {
+		case (h.Arrive == nil || !h.Arrive.HasSRH) && h.Leave != nil && h.Leave.HasSRH:
+			if h.Leave.Encapsulated {
+				s += " [H.Encaps]"
+			} else {
+				s += " [H.Insert]"
+			}
+		case h.Arrive != nil && h.Arrive.HasSRH:
+			if sid, ok := sidAt(p.net, h.Node, h.Arrive.OuterDst); ok {
+				s += " [" + strings.TrimSpace(string(sid.Behavior)+" "+sid.NF) + "]"
+			}
+		}
+		parts = append(parts, s)
+	}
+	verdict := "OK"
+	if !r.OK {
+		verdict = "FAIL: " + r.Why
+	}
+	what := "chain " + r.Probe.Expect
+	if r.Probe.Expect == ExpectNone {
+		what = "not steered"
+	}
+	path := strings.Join(parts, " -> ")
+	if path == "" {
+		path = "(nothing seen)"
+	}
+	return fmt.Sprintf("%s: %s  %s (%s)", r.Probe.Name, path, verdict, what)
+}
+
+// Print writes the summary line and, indented, every frame of the probe
+// each node saw.
+func (p *Prober) Print(w io.Writer, r ProbeResult, detail bool) {
+	fmt.Fprintln(w, p.Summary(r))
+	if !detail {
+		return
+	}
+	for _, e := range r.Events {
+		line := fmt.Sprintf("    %-4s %-5s %-3s %s > %s", e.Node, e.Interface, e.Dir, e.OuterSrc, e.OuterDst)
+		if e.HasSRH {
+			line += fmt.Sprintf("  SRH SL=%d segs=%s", e.SL, addrs(e.Segments))
+		}
+		if e.Encapsulated {
+			line += fmt.Sprintf("  inner %s > %s", e.InnerSrc, e.InnerDst)
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func addrs(as []netip.Addr) string {
+	ss := make([]string, len(as))
+	for i, a := range as {
+		ss[i] = a.String()
+	}
+	return "[" + strings.Join(ss, ",") + "]"
+}
+
+// Nodes returns the lab's node names, sorted.
+func (p *Prober) Nodes() []string {
+	var out []string
+	for n := range p.nss {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
