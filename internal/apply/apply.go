@@ -133,7 +133,7 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		return Result{Pending: pending}, nil
 	}
 	if len(a.j.steps) > 0 {
-		log.Info("node applied", "changes", len(a.j.steps))
+		log.Debug("node applied", "changes", len(a.j.steps))
 	}
 	return Result{Changes: len(a.j.steps)}, nil
 }
