@@ -121,7 +121,7 @@ func CaseIP6tSRH(n int) Case {
 // different unused destination) and then last.
 func nftForward(n int, last string) string {
 	var b strings.Builder
-	b.WriteString("table inet srcb {\n chain fwd {\n  type filter hook forward priority 0; policy accept;\n")
+	b.WriteString("table inet srcb {\n chain bench {\n  type filter hook forward priority 0; policy accept;\n")
 	for i := 1; i < n; i++ {
 		fmt.Fprintf(&b, "  ip6 daddr fc00:99::%x drop\n", i)
 	}

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fakeResult() *Result {
+	res := &Result{Scenario: "fake", Baseline: "plain", XLabel: "rules", Mode: ModeMax,
+		Options: DefaultOptions(), Machine: Machine{Kernel: "6.18", CPUs: 2, CPU: "test"}, Start: time.Unix(0, 0)}
+	add := func(c, series string, x float64, vals ...float64) {
+		p := Point{Case: c, Series: series, X: x, FrameBytes: []int{82}}
+		for i, v := range vals {
+			p.Rounds = append(p.Rounds, Round{Round: i, Value: v, PPS: v, DUTTx: uint64(v), Sink: uint64(v)})
+		}
+		res.Points = append(res.Points, p)
+	}
+	add("plain", "", 0, 860e3, 850e3, 870e3)
+	add("nft-1", "nft forward", 1, 750e3, 740e3, 760e3)
+	add("nft-64", "nft forward", 64, 240e3, 230e3, 250e3)
+	add("nft-512", "nft forward", 512, 38e3, 37e3, 39e3)
+	res.Points = append(res.Points, Point{Case: "broken", Err: "set up: nope | really"})
+	Finish(res)
+	return res
+}
+
+func TestWriteReadResult(t *testing.T) {
+	dir := t.TempDir()
+	res := fakeResult()
+	if err := WriteResult(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"result.json", "result.csv", "summary.csv", "fake.svg", "fake-x.svg", "results.md"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	back, err := ReadResult(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Points) != len(res.Points) || back.Points[3].Ratio != res.Points[3].Ratio {
+		t.Errorf("round trip changed points: %+v", back.Points[3])
+	}
+	if math.Abs(back.Points[2].Ratio-240.0/860) > 1e-9 {
+		t.Errorf("ratio %v", back.Points[2].Ratio)
+	}
+	for _, f := range []string{"fake.svg", "fake-x.svg"} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		d := xml.NewDecoder(bytes.NewReader(b))
+		for {
+			_, err := d.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s is not well-formed XML: %v", f, err)
+			}
+		}
+	}
+}
+
+func TestWriteMarkdown(t *testing.T) {
+	var b strings.Builder
+	if err := WriteMarkdown(&b, fakeResult()); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"| plain | 82 | 0.860 |", "| nft-64 | 82 | 0.240 | 0.230 | 0.250 | 0.28 (0.27-0.29)", "failed: set up: nope / really"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
