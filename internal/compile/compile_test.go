@@ -21,6 +21,8 @@ func TestGolden(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
+	extra, _ := filepath.Glob("testdata/*.yaml")
+	files = append(files, extra...)
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {

@@ -82,7 +82,7 @@ func (f SIDFormat) validFormat() bool {
 
 // SIDs allocates the SIDs the spec leaves implicit. Explicit SIDs are kept
 // as written. Allocation is per router locator, functions 1, 2, 3, ...
-// (function 0 is left to the node itself), skipping functions used by
+// (function 0 is skipped so no SID equals its locator), skipping those used by
 // explicit SIDs; NFs first in file order, then encap-mode chains' egress
 // SIDs in file order. The result depends only on the spec.
 func (s *Spec) SIDs() SIDPlan {

@@ -220,7 +220,7 @@ func (v *validator) links() {
 			for _, fam := range []int{4, 6} {
 				pa, okA := firstPrefix(a.Addresses, fam)
 				pb, okB := firstPrefix(b.Addresses, fam)
-				if okA && okB && pa.Masked() != pb.Masked() {
+				if okA && okB && pa.Masked() != pb.Masked() && usable(pa) && usable(pb) {
 					v.add(p+".endpoints", "endpoints are in different IPv%d subnets (%s, %s)", fam, pa.Masked(), pb.Masked())
 				}
 			}
@@ -267,6 +267,13 @@ func (v *validator) ifName(path, name string) {
 	case name == "lo":
 		v.add(path, "interface name \"lo\" is reserved")
 	}
+}
+
+// usable is ifAddr without reporting: whether a is a host address.
+func usable(a netip.Prefix) bool {
+	ad := a.Addr()
+	return a.IsValid() && ad.Zone() == "" && !ad.Is4In6() && !ad.IsUnspecified() && !ad.IsMulticast() &&
+		!ad.IsLoopback() && !ad.IsLinkLocalUnicast() && !(a == a.Masked() && a.Bits() < ad.BitLen()-1)
 }
 
 // ifAddr checks one interface address; false when unusable.
