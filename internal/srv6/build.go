@@ -132,12 +132,15 @@ type EncapOptions struct {
 	HopLimit     uint8
 	TrafficClass uint8
 	FlowLabel    uint32
-	// Inherit copies the traffic class and hop limit of an IPv6 inner
-	// packet, as the Linux kernel's seg6 encap does (seg6_do_srh_encap);
-	// it overrides HopLimit and TrafficClass for IPv6 inner packets.
+	// Inherit copies the traffic class, flow label and hop limit of an
+	// IPv6 inner packet, as the Linux kernel's seg6 encap does with its
+	// default seg6_flowlabel = 0 (seg6_do_srh_encap); it overrides the
+	// fields above for IPv6 inner packets.
 	Inherit bool
 	// ReducedSRH omits the first SID from the SRH (H.Encaps.Red, RFC 8986
-	// section 5.2): SL = Last Entry = len(travel)-2. A single SID gives no SRH.
+	// section 5.2): Last Entry = len(travel)-2 and Segments Left =
+	// len(travel)-1, one past the list, since the active SID is only in
+	// the destination address. A single SID gives no SRH.
 	ReducedSRH bool
 }
 
@@ -158,7 +161,7 @@ func EncapWith(o EncapOptions, outerSrc netip.Addr, travel []netip.Addr, inner [
 	outer := IPv6{TrafficClass: o.TrafficClass, FlowLabel: o.FlowLabel, HopLimit: o.HopLimit, Src: outerSrc, Dst: travel[0]}
 	if o.Inherit && nh == ProtoIPv6 {
 		if ih, err := ParseIPv6(inner); err == nil {
-			outer.TrafficClass, outer.HopLimit = ih.TrafficClass, ih.HopLimit
+			outer.TrafficClass, outer.FlowLabel, outer.HopLimit = ih.TrafficClass, ih.FlowLabel, ih.HopLimit
 		}
 	}
 	segs := travel
@@ -172,6 +175,9 @@ func EncapWith(o EncapOptions, outerSrc netip.Addr, travel []netip.Addr, inner [
 	if len(segs) > 0 {
 		s := NewSRH(nh, segs)
 		s.TLVs = tlvs
+		if o.ReducedSRH {
+			s.SegmentsLeft++
+		}
 		var err error
 		if srh, err = s.AppendTo(nil); err != nil {
 			return nil, fmt.Errorf("encapsulate: %w", err)

@@ -12,9 +12,10 @@ import (
 // srh_locate.
 const MaxExtHeaders = 4
 
-// FindSRH locates and validates the first SRH of the IPv6 packet pkt,
-// skipping up to MaxExtHeaders Hop-by-Hop and Destination Options headers
-// (RFC 8200 section 4.1), the way the eBPF srh_locate does. It returns the
+// FindSRH locates and validates (with ParseSRHReduced, as the kernel) the
+// first SRH of the IPv6 packet pkt, skipping up to MaxExtHeaders
+// Hop-by-Hop and Destination Options headers (RFC 8200 section 4.1), the
+// way the eBPF srh_locate does. It returns the
 // SRH and its offset in pkt. No routing header: ErrNotSRv6; a routing
 // header of another type: ErrBadRoutingType; an IPv6 payload length
 // beyond the bytes given: ErrTruncated (the kernel's ipv6_rcv drops such
@@ -41,7 +42,7 @@ func FindSRH(pkt []byte) (SRH, int, error) {
 	if off > end {
 		return SRH{}, 0, decodeErr("srh", "fixed header", off, ErrTruncated)
 	}
-	s, err := ParseSRH(pkt[off:end])
+	s, err := ParseSRHReduced(pkt[off:end])
 	if err != nil {
 		return SRH{}, 0, rebase(err, off)
 	}
@@ -56,6 +57,15 @@ func FindSRH(pkt []byte) (SRH, int, error) {
 // DecodeError of FindSRH), SL = 0 (ErrSLZero; the kernel skips routing
 // headers with SL 0 and finds none), then hop limit <= 1 (ErrHopLimit, the
 // kernel's ip6_forward). Reason maps each error to its drop reason.
+//
+// Measured against Linux 6.18 seg6local End (TestMutateEndMatchesKernel):
+// identical output bytes for every forwarded case (encap, insert, TLVs,
+// extension headers, reduced SRH with SL = Last Entry + 1), the same
+// verdict for every malformed case, and two known divergences: the kernel
+// forwards SRHs with more than MaxSegments segments (the model, like the
+// eBPF programs, drops them), and the kernel drops an SRH whose TLV area
+// ends with a single Pad1 (its seg6_validate_srh reads every TLV as type
+// + length; RFC 8754 section 2.1.1.1 makes Pad1 one byte).
 func MutateEnd(pkt []byte) ([]byte, error) {
 	s, off, err := FindSRH(pkt)
 	if err != nil {

@@ -55,7 +55,7 @@ func TestMutateEndDrops(t *testing.T) {
 		{"hop limit 1", func() []byte { b := slices.Clone(good); b[7] = 1; return b }, ErrHopLimit, drop.HopLimit},
 		{"hop limit 0", func() []byte { b := slices.Clone(good); b[7] = 0; return b }, ErrHopLimit, drop.HopLimit},
 		{"sl 0", func() []byte { b := slices.Clone(good); b[srh+3] = 0; return b }, ErrSLZero, drop.SRHSLZero},
-		{"sl over last", func() []byte { b := slices.Clone(good); b[srh+3] = 3; return b }, ErrSLOverLast, drop.SRHSLOverLast},
+		{"sl over last entry + 1", func() []byte { b := slices.Clone(good); b[srh+3] = 4; return b }, ErrSLOverLast, drop.SRHSLOverLast},
 		{"bad type", func() []byte { b := slices.Clone(good); b[srh+2] = 0; return b }, ErrBadRoutingType, drop.SRHBadType},
 		{"bad hdr len", func() []byte { b := slices.Clone(good); b[srh+4] = 5; return b }, ErrBadHdrLen, drop.SRHBadLen},
 		{"too many segs", func() []byte { b := slices.Clone(good); b[srh+4] = 16; return b }, ErrTooManySegments, drop.SRHTooManySegs},

@@ -15,8 +15,9 @@ var (
 	// ErrBadHdrLen: Hdr Ext Len too short for Last Entry + 1 segments
 	// (RFC 8754 section 4.3.1.1: "max_last_entry = (Hdr Ext Len / 2) - 1").
 	ErrBadHdrLen = errors.New("hdr ext len inconsistent with last entry")
-	// ErrSLOverLast: Segments Left > Last Entry (RFC 8754 section 4.3.1.1;
-	// the Linux kernel drops these as well).
+	// ErrSLOverLast: Segments Left > Last Entry (ParseSRH, as srchain's
+	// eBPF validator) or > Last Entry + 1 (ParseSRHReduced, as RFC 8754
+	// section 4.3.1.1 and the kernel).
 	ErrSLOverLast = errors.New("segments left exceeds last entry")
 	// ErrTooManySegments: Last Entry + 1 > MaxSegments.
 	ErrTooManySegments = errors.New("too many segments")

@@ -23,7 +23,8 @@ type L4 struct {
 }
 
 // Packet is the decoded view of one frame. Outer is the first IPv6 header;
-// SRH is the first Segment Routing Header behind it (nil if none); Inner4
+// SRH is the first Segment Routing Header behind it (nil if none), parsed
+// with ParseSRHReduced so that H.Encaps.Red packets decode; Inner4
 // or Inner6 is the encapsulated packet (H.Encaps), nil when the transport
 // header follows the SRH directly (H.Insert) or there is no SRH; L4 is the
 // transport header of the innermost packet (nil if none was recognised,
@@ -92,7 +93,7 @@ func Decode(frame []byte, withEthernet bool) (Packet, error) {
 			off, nh = next, x.Data[0]
 			continue
 		case nh == ProtoRouting:
-			s, err := ParseSRH(frame[off:end])
+			s, err := ParseSRHReduced(frame[off:end])
 			if err != nil {
 				return p, rebase(err, off)
 			}

@@ -170,12 +170,6 @@ func TestEncapDecode(t *testing.T) {
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 func TestInsertDecode(t *testing.T) {
 	for _, c := range innerCases() {
@@ -343,7 +337,7 @@ func TestEncapOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, _ := ParseIPv6(pkt)
-	if o.TrafficClass != 0xb8 || o.HopLimit != 9 || o.FlowLabel != 0x12345 {
+	if o.TrafficClass != 0xb8 || o.HopLimit != 9 || o.FlowLabel != 0 {
 		t.Fatalf("inherit: %+v", o)
 	}
 	// Reduced SRH: the first SID only in the DA.
@@ -352,8 +346,24 @@ func TestEncapOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := Decode(pkt, false)
-	if err != nil || p.Outer.Dst != chain[0] || p.SRH == nil || !slices.Equal(p.SRH.Travel(), chain[1:]) || p.SRH.SegmentsLeft != 1 {
+	if err != nil || p.Outer.Dst != chain[0] || p.SRH == nil || !slices.Equal(p.SRH.Travel(), chain[1:]) ||
+		p.SRH.SegmentsLeft != 2 || p.SRH.LastEntry != 1 {
 		t.Fatalf("reduced: %+v, %v", p.SRH, err)
+	}
+	if _, err := ParseSRH(pkt[IPv6HeaderLen:]); !errors.Is(err, ErrSLOverLast) {
+		t.Fatalf("strict parse of a reduced srh: %v", err)
+	}
+	if _, err := p.SRH.Active(); err == nil {
+		t.Fatal("Active of a reduced srh at its first SID")
+	}
+	// End walks a reduced SRH like a full one.
+	for _, want := range chain[1:] {
+		if pkt, err = MutateEnd(pkt); err != nil {
+			t.Fatal(err)
+		}
+		if h, _ := ParseIPv6(pkt); h.Dst != want {
+			t.Fatalf("after End: %v, want %v", h.Dst, want)
+		}
 	}
 	// Reduced with one SID: plain IPv6-in-IPv6.
 	pkt, _ = EncapWith(EncapOptions{HopLimit: 64, ReducedSRH: true}, tunSrc, chain[:1], in)

@@ -116,7 +116,8 @@ func NewSRH(nextHeader uint8, travel []netip.Addr) SRH {
 	}
 }
 
-// Active is the active segment, Segments[SegmentsLeft].
+// Active is the active segment, Segments[SegmentsLeft]. It fails on a
+// reduced SRH whose active segment is not in the list.
 func (s SRH) Active() (netip.Addr, error) {
 	if int(s.SegmentsLeft) >= len(s.Segments) {
 		return netip.Addr{}, fmt.Errorf("get active segment %d of %d: %w", s.SegmentsLeft, len(s.Segments), ErrSLOverLast)
@@ -196,14 +197,28 @@ func appendTLV(b []byte, t TLV) []byte {
 func (s SRH) Marshal() ([]byte, error) { return s.AppendTo(nil) }
 
 // ParseSRH decodes the SRH at the start of b, reading exactly
-// (Hdr Ext Len + 1) * 8 bytes, and validates it as RFC 8754 section
-// 4.3.1.1 and the kernel's seg6_validate_srh do. The checks run in the
-// order of the eBPF srh_validate (bpf/lib/srh.h), so that a header with
-// several faults yields the same reason in both: fixed part present,
-// routing type 4, whole header present, Last Entry < MaxSegments, Last
-// Entry <= Hdr Ext Len/2 - 1, Segments Left <= Last Entry, then a TLV area
-// made of at most MaxTLVs whole TLVs. Offsets in errors are relative to b.
-func ParseSRH(b []byte) (SRH, error) {
+// (Hdr Ext Len + 1) * 8 bytes, and validates it strictly, as srchain's
+// eBPF srh_validate (bpf/lib/srh.h) does. The checks run in that
+// program's order, so that a header with several faults yields the same
+// reason in both: fixed part present, routing type 4, whole header
+// present, Last Entry < MaxSegments, Last Entry <= Hdr Ext Len/2 - 1,
+// Segments Left <= Last Entry, then a TLV area made of at most MaxTLVs
+// whole TLVs. Offsets in errors are relative to b.
+//
+// Segments Left = Last Entry + 1 is rejected here although RFC 8754
+// section 4.3.1.1 and RFC 8986 section 4.1 (S09) allow it and the kernel
+// forwards it: it is the reduced SRH of H.Encaps.Red (RFC 8986 section
+// 5.2), whose first SID is only in the destination address. ParseSRHReduced
+// accepts it.
+func ParseSRH(b []byte) (SRH, error) { return parseSRH(b, false) }
+
+// ParseSRHReduced is ParseSRH that also accepts Segments Left = Last
+// Entry + 1 (a reduced SRH, RFC 8986 sections 4.1 S09 and 5.2), as the
+// kernel's seg6local End does. Active fails on such an SRH: the active
+// segment is only in the destination address.
+func ParseSRHReduced(b []byte) (SRH, error) { return parseSRH(b, true) }
+
+func parseSRH(b []byte, reduced bool) (SRH, error) {
 	if len(b) < SRHFixedLen {
 		return SRH{}, decodeErr("srh", "fixed header", len(b), ErrTruncated)
 	}
@@ -231,7 +246,7 @@ func ParseSRH(b []byte) (SRH, error) {
 	if int(s.HdrExtLen)/2 < nseg {
 		return SRH{}, decodeErr("srh", "last entry", SRHOffLastEntry, ErrBadHdrLen)
 	}
-	if s.SegmentsLeft > s.LastEntry {
+	if int(s.SegmentsLeft) > int(s.LastEntry)+btoi(reduced) {
 		return SRH{}, decodeErr("srh", "segments left", SRHOffSegmentsLeft, ErrSLOverLast)
 	}
 	s.Segments = make([]netip.Addr, nseg)
@@ -256,4 +271,11 @@ func ParseSRH(b []byte) (SRH, error) {
 		o += t.wireLen()
 	}
 	return s, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
