@@ -170,7 +170,6 @@ func TestEncapDecode(t *testing.T) {
 	}
 }
 
-
 func TestInsertDecode(t *testing.T) {
 	for _, c := range innerCases() {
 		if c.v4 {
