@@ -160,6 +160,7 @@ type Result struct {
 // rig is one case's line with its generator and sink.
 type rig struct {
 	c    Case
+	dut  *DUT
 	line *Line
 	gen  *Generator
 	sink *Sink
@@ -172,6 +173,9 @@ func (r *rig) close() error {
 	}
 	if r.sink != nil {
 		errs = append(errs, r.sink.Close())
+	}
+	if r.dut != nil {
+		errs = append(errs, r.dut.close())
 	}
 	if r.line != nil {
 		errs = append(errs, r.line.Close())
@@ -305,8 +309,9 @@ func (r *rig) setup(ctx context.Context, name string, o Options) error {
 			return err
 		}
 	}
+	r.dut = &DUT{NS: r.line.DUT}
 	if r.c.Setup != nil {
-		if err := r.c.Setup(ctx, &DUT{NS: r.line.DUT}); err != nil {
+		if err := r.c.Setup(ctx, r.dut); err != nil {
 			return err
 		}
 	}

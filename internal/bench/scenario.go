@@ -42,7 +42,27 @@ type Scenario struct {
 // DUT gives case setups the DUT namespace and shortcuts for the tools
 // they use. Commands run inside the DUT namespace only.
 type DUT struct {
-	NS *netns.NS
+	NS       *netns.NS
+	cleanups []func() error
+}
+
+// Defer registers fn to run when the case's line is torn down (loaded BPF
+// objects, links), in reverse order of registration.
+func (d *DUT) Defer(fn func() error) { d.cleanups = append(d.cleanups, fn) }
+
+// Index returns the ifindex of a DUT interface ("in0" or "out0").
+func (d *DUT) Index(name string) (int, error) {
+	_, idx, err := linkInfo(d.NS, name)
+	return idx, err
+}
+
+func (d *DUT) close() error {
+	var errs []error
+	for i := len(d.cleanups) - 1; i >= 0; i-- {
+		errs = append(errs, d.cleanups[i]())
+	}
+	d.cleanups = nil
+	return errors.Join(errs...)
 }
 
 // IP runs `ip ARGS...` in the DUT.

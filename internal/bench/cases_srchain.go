@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/srchain/srchain/internal/datapath"
+)
+
+// srchain's own data plane, measured against the kernel behaviors it
+// stands beside (DESIGN.md C3, C10).
+
+// CaseSrchainEnd is srchain's eBPF End (tc, tcx ingress of the DUT's
+// ingress veth) on the same frames as CaseEnd.
+var CaseSrchainEnd = Case{
+	Name: "srchain-end", Desc: "srchain eBPF End (tc)",
+	Frame: CaseEnd.Frame,
+	Setup: func(ctx context.Context, d *DUT) error { return srchainEnd(d, false) },
+}
+
+// CaseSrchainEndXDP adds the XDP twin of the End program (C10 fast path).
+var CaseSrchainEndXDP = Case{
+	Name: "srchain-end-xdp", Desc: "srchain eBPF End (XDP + tc)",
+	Frame: CaseEnd.Frame,
+	Setup: func(ctx context.Context, d *DUT) error { return srchainEnd(d, true) },
+}
+
+func srchainEnd(d *DUT, xdp bool) error {
+	in, err := d.Index(ifDUTIn)
+	if err != nil {
+		return err
+	}
+	e, err := datapath.LoadEnd(datapath.EndOptions{})
+	if err != nil {
+		return err
+	}
+	d.Defer(e.Close)
+	if err := e.SetSID(SID(0x100), datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+		return err
+	}
+	return d.NS.Do(func() error {
+		if err := e.Attach(in); err != nil {
+			return err
+		}
+		if xdp {
+			return e.AttachXDP(in)
+		}
+		return nil
+	})
+}
+
+func init() {
+	Register(&Scenario{
+		Name: "srchain-end", Baseline: "end",
+		Desc:  "srchain eBPF End (tc and XDP) vs kernel End",
+		Cases: []Case{CasePlain, CaseEnd, CaseSrchainEnd, CaseSrchainEndXDP},
+	})
+}
