@@ -3,6 +3,7 @@ package compile
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -60,5 +61,32 @@ func TestGolden(t *testing.T) {
 				t.Errorf("second compile differs")
 			}
 		})
+	}
+}
+
+func TestSRUnawareUnsupported(t *testing.T) {
+	s, err := spec.Load("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := false
+	s.NFs[0].SRAware = &f
+	if _, err := Compile(s); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("err = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestProtoNumber(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fam  int
+		want uint8
+	}{{"", 4, 0}, {"tcp", 6, 6}, {"udp", 4, 17}, {"icmp", 4, 1}, {"icmp", 6, 58}, {"icmpv6", 6, 58}} {
+		if got, err := ProtoNumber(c.name, c.fam); err != nil || got != c.want {
+			t.Errorf("ProtoNumber(%q, %d) = %d, %v; want %d", c.name, c.fam, got, err, c.want)
+		}
+	}
+	if _, err := ProtoNumber("gre", 4); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("gre: %v", err)
 	}
 }
