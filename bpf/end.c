@@ -13,14 +13,6 @@
 #include "end.h"
 #include "fib.h"
 
-/* SIDs this program serves. Key: the SID (full 128 bits). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SRCHAIN_MAX_SID_COUNTERS);
-	__type(key, struct in6_addr);
-	__type(value, struct sid_entry);
-} sids SEC(".maps");
-
 /* Words the End rewrite touches, for the CHECKSUM_COMPLETE fix-up: the
  * IPv6 word holding the hop limit, the destination, the SRH word holding
  * segments left. All start at even offsets from the IPv6 header (the SRH

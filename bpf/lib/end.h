@@ -9,6 +9,7 @@
 #define SRCHAIN_END_H
 
 #include "common.h"
+#include "counters.h"
 #include "srh.h"
 
 /* Behaviors a SID map entry can name. Values are ABI with
@@ -27,6 +28,17 @@ struct sid_entry {
 	__u32 flags;    /* reserved, 0 */
 	struct in6_addr nh6; /* End.X: next hop (zero: the new DA is on-link) */
 };
+
+/* SIDs served by the End programs. Key: the SID (full 128 bits). Defined
+ * here so the tc and XDP objects declare identical maps and the loader can
+ * share one instance between them (MapReplacements).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SRCHAIN_MAX_SID_COUNTERS);
+	__type(key, struct in6_addr);
+	__type(value, struct sid_entry);
+} sids SEC(".maps");
 
 /* end_apply performs RFC 8986 4.1 S01-S15 on a packet whose SRH si
  * srh_parse validated (so S05-S08, SL > last entry + 1, is already

@@ -84,11 +84,12 @@ type EndOptions struct {
 // End is a loaded tc End/End.X program with its maps.
 type End struct {
 	objs endProgObjects
+	xdp  endXdpProgObjects
 	opts EndOptions
 	log  *slog.Logger
 
 	mu    sync.Mutex
-	links map[int]link.Link
+	links map[attachPoint]link.Link
 	slots map[netip.Addr]uint32
 	used  [maxSIDs]bool
 }
@@ -100,7 +101,7 @@ func LoadEnd(opts EndOptions) (*End, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load end spec: %w", err)
 	}
-	e := &End{opts: opts, links: make(map[int]link.Link), slots: make(map[netip.Addr]uint32)}
+	e := &End{opts: opts, links: make(map[attachPoint]link.Link), slots: make(map[netip.Addr]uint32)}
 	e.log = opts.Logger
 	if e.log == nil {
 		e.log = slog.Default()
@@ -148,11 +149,49 @@ func LoadEnd(opts EndOptions) (*End, error) {
 			}
 		}
 	}
-	if err := e.loadSlots(); err != nil {
+	if err := e.loadXDP(); err != nil {
 		e.objs.Close()
 		return nil, err
 	}
+	if err := e.loadSlots(); err != nil {
+		e.objs.Close()
+		e.xdp.Close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// loadXDP loads the XDP twin (bpf/end_xdp.c) sharing the tc object's maps.
+func (e *End) loadXDP() error {
+	spec, err := loadEndXdpProg()
+	if err != nil {
+		return fmt.Errorf("load end xdp spec: %w", err)
+	}
+	opts := ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		endProgMapSids: e.objs.Sids, endProgMapDropCounters: e.objs.DropCounters,
+		endProgMapSidCounters: e.objs.SidCounters, endProgMapFibCounters: e.objs.FibCounters,
+	}}
+	if err := spec.LoadAndAssign(&e.xdp, &opts); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("load end xdp program: %+v", ve)
+		}
+		return fmt.Errorf("load end xdp program: %w", err)
+	}
+	return nil
+}
+
+// attachPoint names one attachment: an interface and tc or XDP.
+type attachPoint struct {
+	ifindex int
+	xdp     bool
+}
+
+func (a attachPoint) String() string {
+	if a.xdp {
+		return fmt.Sprintf("xdp_%d", a.ifindex)
+	}
+	return fmt.Sprintf("tcx_ingress_%d", a.ifindex)
 }
 
 func closeMaps(ms map[string]*ebpf.Map) {
@@ -182,71 +221,99 @@ func (e *End) loadSlots() error {
 // it themselves).
 func (e *End) Program() *ebpf.Program { return e.objs.SrchainEnd }
 
-// Attach attaches the program to ifindex's tcx ingress in the current
+// XDPProgram returns the XDP twin.
+func (e *End) XDPProgram() *ebpf.Program { return e.xdp.SrchainEndXdp }
+
+// Attach attaches the tc program to ifindex's tcx ingress in the current
 // network namespace: call it inside netns.NS.Do for a lab node. With a
 // PinPath the link is pinned (and an existing pinned link for the same
 // ifindex is taken over and updated to this program).
 func (e *End) Attach(ifindex int) error {
+	return e.attach(attachPoint{ifindex: ifindex})
+}
+
+// AttachXDP attaches the XDP twin to ifindex (native mode where the driver
+// supports it). It handles End SIDs whose next hop the FIB resolves and
+// passes everything else on, so the tc program must be attached to the
+// same interface too (Attach).
+func (e *End) AttachXDP(ifindex int) error {
+	return e.attach(attachPoint{ifindex: ifindex, xdp: true})
+}
+
+func (e *End) attach(ap attachPoint) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.links[ifindex]; ok {
-		return fmt.Errorf("attach end to ifindex %d: %w", ifindex, ErrAttached)
+	if _, ok := e.links[ap]; ok {
+		return fmt.Errorf("attach end %s: %w", ap, ErrAttached)
 	}
-	pin := e.linkPin(ifindex)
+	prog := e.objs.SrchainEnd
+	if ap.xdp {
+		prog = e.xdp.SrchainEndXdp
+	}
+	pin := e.linkPin(ap)
 	if pin != "" {
 		if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-			if err := l.Update(e.objs.SrchainEnd); err != nil {
+			if err := l.Update(prog); err != nil {
 				l.Close()
-				return fmt.Errorf("update pinned link on ifindex %d: %w", ifindex, err)
+				return fmt.Errorf("update pinned link %s: %w", ap, err)
 			}
-			e.links[ifindex] = l
-			e.log.Info("end program re-attached", "ifindex", ifindex, "pin", pin)
+			e.links[ap] = l
+			e.log.Info("end program re-attached", "at", ap.String(), "pin", pin)
 			return nil
 		}
 	}
-	l, err := link.AttachTCX(link.TCXOptions{
-		Interface: ifindex,
-		Program:   e.objs.SrchainEnd,
-		Attach:    ebpf.AttachTCXIngress,
-	})
+	var l link.Link
+	var err error
+	if ap.xdp {
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ap.ifindex})
+	} else {
+		l, err = link.AttachTCX(link.TCXOptions{Interface: ap.ifindex, Program: prog, Attach: ebpf.AttachTCXIngress})
+	}
 	if err != nil {
-		return fmt.Errorf("attach end to ifindex %d: %w", ifindex, err)
+		return fmt.Errorf("attach end %s: %w", ap, err)
 	}
 	if pin != "" {
 		if err := l.Pin(pin); err != nil {
 			l.Close()
-			return fmt.Errorf("pin link on ifindex %d: %w", ifindex, err)
+			return fmt.Errorf("pin link %s: %w", ap, err)
 		}
 	}
-	e.links[ifindex] = l
-	e.log.Info("end program attached", "ifindex", ifindex)
+	e.links[ap] = l
+	e.log.Info("end program attached", "at", ap.String())
 	return nil
 }
 
-func (e *End) linkPin(ifindex int) string {
+func (e *End) linkPin(ap attachPoint) string {
 	if e.opts.PinPath == "" {
 		return ""
 	}
-	return filepath.Join(e.opts.PinPath, fmt.Sprintf("tcx_ingress_%d", ifindex))
+	return filepath.Join(e.opts.PinPath, ap.String())
 }
 
-// Detach removes the program from ifindex (and its pin).
-func (e *End) Detach(ifindex int) error {
+// Detach removes the tc program from ifindex (and its pin).
+func (e *End) Detach(ifindex int) error { return e.detach(attachPoint{ifindex: ifindex}) }
+
+// DetachXDP removes the XDP twin from ifindex (and its pin).
+func (e *End) DetachXDP(ifindex int) error {
+	return e.detach(attachPoint{ifindex: ifindex, xdp: true})
+}
+
+func (e *End) detach(ap attachPoint) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	l, ok := e.links[ifindex]
+	l, ok := e.links[ap]
 	if !ok {
-		return fmt.Errorf("detach end from ifindex %d: %w", ifindex, ErrNotAttached)
+		return fmt.Errorf("detach end %s: %w", ap, ErrNotAttached)
 	}
-	delete(e.links, ifindex)
-	if e.linkPin(ifindex) != "" {
+	delete(e.links, ap)
+	if e.linkPin(ap) != "" {
 		if err := l.Unpin(); err != nil {
 			l.Close()
-			return fmt.Errorf("unpin link on ifindex %d: %w", ifindex, err)
+			return fmt.Errorf("unpin link %s: %w", ap, err)
 		}
 	}
 	if err := l.Close(); err != nil {
-		return fmt.Errorf("detach end from ifindex %d: %w", ifindex, err)
+		return fmt.Errorf("detach end %s: %w", ap, err)
 	}
 	return nil
 }
@@ -371,11 +438,14 @@ func (e *End) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
-	for ifindex, l := range e.links {
+	for ap, l := range e.links {
 		if err := l.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close link on ifindex %d: %w", ifindex, err))
+			errs = append(errs, fmt.Errorf("close link %s: %w", ap, err))
 		}
-		delete(e.links, ifindex)
+		delete(e.links, ap)
+	}
+	if err := e.xdp.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close end xdp objects: %w", err))
 	}
 	if err := e.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close end objects: %w", err))

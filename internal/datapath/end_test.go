@@ -43,6 +43,19 @@ type skbCtx struct {
 	IngressIfindex, Ifindex                                                               uint32
 }
 
+// xdpCtx is struct xdp_md; test runs may set ingress_ifindex and
+// rx_queue_index.
+type xdpCtx struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+// XDP verdicts (enum xdp_action).
+const (
+	xdpDrop     = 1
+	xdpPass     = 2
+	xdpRedirect = 4
+)
+
 // testEnv is a namespace with one veth pair: the program "receives" on
 // in, the FIB sends fc00:2::/64 via nhAddr out of out (permanent
 // neighbour entry, so bpf_fib_lookup succeeds).
@@ -122,7 +135,7 @@ func newTestEnv(t *testing.T) *testEnv {
 }
 
 // run feeds frame to the program as if received on env.in.
-func (env *testEnv) run(t *testing.T, frame []byte) (uint32, []byte) {
+func (env *testEnv) run(t *testing.T, frame []byte, xdp bool) (uint32, []byte) {
 	t.Helper()
 	out := make([]byte, len(frame)+256)
 	opts := &ebpf.RunOptions{
@@ -130,10 +143,16 @@ func (env *testEnv) run(t *testing.T, frame []byte) (uint32, []byte) {
 		DataOut: out,
 		Context: skbCtx{IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)},
 	}
+	prog := env.end.Program()
+	if xdp {
+		prog = env.end.XDPProgram()
+		// data_end must equal the frame length (bpf_prog_test_run_xdp).
+		opts.Context = xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: uint32(env.in)}
+	}
 	var ret uint32
 	err := env.ns.Do(func() error {
 		var err error
-		ret, err = env.end.Program().Run(opts)
+		ret, err = prog.Run(opts)
 		return err
 	})
 	if err != nil {
@@ -188,8 +207,27 @@ func setByte(pkt []byte, off int, v byte) []byte {
 	return out
 }
 
-func TestEndTestRun(t *testing.T) {
-	env := newTestEnv(t)
+type tcase struct {
+	name   string
+	ip     []byte // IPv6 (or IPv4) packet; framed with ether()
+	frame  []byte // raw frame instead of ip
+	want   uint32
+	reason drop.Reason
+	// expect: "untouched", "redirect" (MACs from the FIB + MutateEnd),
+	// "stack" (MutateEnd with the hop limit left to the kernel),
+	// "neigh" (MutateEnd, MACs left to bpf_redirect_neigh), "" (dropped).
+	expect string
+	model  []byte // packet fed to srv6.MutateEnd when it differs from ip
+	// modelReason is what srv6.Reason(MutateEnd) says when it names
+	// the defect differently (both drop); zero means reason.
+	modelReason drop.Reason
+	custom      []byte // expected output for expect == "custom"
+	// modelForwards: srv6.MutateEnd accepts what the program drops.
+	modelForwards bool
+}
+
+// endTestCases is the table shared by the tc and XDP test runs.
+func endTestCases(t *testing.T, env *testEnv) []tcase {
 	valid := srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, routed, routed2))
 	tlvs := srv6Pkt(t, sidEnd, 64, withSRH(srhFor(sidEnd, routed, routed2), func(s *srv6.SRH) {
 		s.TLVs = []srv6.TLV{{Type: 0x80, Value: []byte{1, 2, 3, 4}}, {Type: srv6.TLVPad1}, {Type: srv6.TLVPadN, Value: []byte{0}}}
@@ -208,25 +246,7 @@ func TestEndTestRun(t *testing.T) {
 	copy(reducedIP[24:40], r16[:])
 	reducedWant := srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, reducedIP)
 
-	type tcase struct {
-		name   string
-		ip     []byte // IPv6 (or IPv4) packet; framed with ether()
-		frame  []byte // raw frame instead of ip
-		want   uint32
-		reason drop.Reason
-		// expect: "untouched", "redirect" (MACs from the FIB + MutateEnd),
-		// "stack" (MutateEnd with the hop limit left to the kernel),
-		// "neigh" (MutateEnd, MACs left to bpf_redirect_neigh), "" (dropped).
-		expect string
-		model  []byte // packet fed to srv6.MutateEnd when it differs from ip
-		// modelReason is what srv6.Reason(MutateEnd) says when it names
-		// the defect differently (both drop); zero means reason.
-		modelReason drop.Reason
-		custom      []byte // expected output for expect == "custom"
-		// modelForwards: srv6.MutateEnd accepts what the program drops.
-		modelForwards bool
-	}
-	cases := []tcase{
+	return []tcase{
 		{name: "end SL 2->1 redirect", ip: valid, want: tcActRedirect, expect: "redirect"},
 		{name: "end SL 1->0", ip: srv6Pkt(t, sidEnd, 64, withSRH(srhFor(routed, sidEnd, routed2), func(s *srv6.SRH) { s.SegmentsLeft = 1 })), want: tcActRedirect, expect: "redirect"},
 		{name: "end with TLVs", ip: tlvs, want: tcActRedirect, expect: "redirect"},
@@ -266,83 +286,13 @@ func TestEndTestRun(t *testing.T) {
 		{name: "H flag with HMAC TLV", ip: setByte(hmacPkt, srhOff+srv6.SRHOffFlags, 0x08), want: tcActShot, reason: drop.Unsupported, modelForwards: true},
 		{name: "HMAC TLV without H flag", ip: hmacPkt, want: tcActRedirect, expect: "redirect"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			frame := tc.frame
-			if frame == nil {
-				frame = ether(tc.ip)
-			}
-			before, err := env.end.DropCounts()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ret, out := env.run(t, frame)
-			after, err := env.end.DropCounts()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ret != tc.want {
-				t.Fatalf("verdict %d, want %d", ret, tc.want)
-			}
-			for r := range after {
-				d := after[r] - before[r]
-				switch {
-				case drop.Reason(r) == tc.reason && tc.reason != drop.None && d != 1:
-					t.Errorf("drop counter %s += %d, want 1", drop.Reason(r), d)
-				case drop.Reason(r) != tc.reason && d != 0:
-					t.Errorf("drop counter %s += %d, want 0", drop.Reason(r), d)
-				}
-			}
-			model := tc.model
-			if model == nil {
-				model = tc.ip
-			}
-			ref, refErr := srv6.MutateEnd(model)
-			if tc.reason != drop.None && tc.modelForwards {
-				if refErr != nil {
-					t.Errorf("srv6.MutateEnd: %v, expected it to accept the packet", refErr)
-				}
-				return
-			}
-			if tc.reason != drop.None {
-				// The reference model must agree on why it is dropped.
-				wantModel := tc.reason
-				if tc.modelReason != drop.None {
-					wantModel = tc.modelReason
-				}
-				if got := srv6.Reason(refErr); got != wantModel {
-					t.Errorf("srv6.MutateEnd says %s (%v), program says %s", got, refErr, tc.reason)
-				}
-				return
-			}
-			var want []byte
-			switch tc.expect {
-			case "untouched":
-				want = frame
-			case "custom":
-				want = tc.custom
-			case "redirect", "stack", "neigh", "loop":
-				if refErr != nil {
-					t.Fatalf("srv6.MutateEnd: %v", refErr)
-				}
-				switch tc.expect {
-				case "redirect":
-					want = srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, ref)
-				case "stack", "loop":
-					// Stack: the kernel's ip6_forward decrements it; loop:
-					// the next pass through the program does.
-					ref[7]++
-					want = ether(ref)
-				case "neigh":
-					want = ether(ref)
-				}
-			}
-			if !bytes.Equal(out, want) {
-				t.Errorf("output differs\n got %x\nwant %x", out, want)
-			}
-		})
-	}
+}
 
+func TestEndTestRun(t *testing.T) {
+	env := newTestEnv(t)
+	for _, tc := range endTestCases(t, env) {
+		t.Run(tc.name, func(t *testing.T) { env.check(t, tc, false) })
+	}
 	counts, err := env.end.SIDCounts()
 	if err != nil {
 		t.Fatal(err)
@@ -375,4 +325,104 @@ func fixPlenTo(pkt []byte, n uint16) []byte {
 	out := append([]byte(nil), pkt...)
 	binary.BigEndian.PutUint16(out[4:6], n)
 	return out
+}
+
+// check runs one case through the tc program, or the XDP twin, whose
+// verdicts map from tc's: OK -> PASS, SHOT -> DROP, REDIRECT -> REDIRECT,
+// except End.X, which XDP passes untouched to tc.
+func (env *testEnv) check(t *testing.T, tc tcase, xdp bool) {
+	t.Helper()
+	if xdp {
+		switch {
+		case tc.expect == "neigh":
+			tc.want, tc.expect = xdpPass, "untouched"
+		case tc.want == tcActOK:
+			tc.want = xdpPass
+		case tc.want == tcActShot:
+			tc.want = xdpDrop
+		case tc.want == tcActRedirect && tc.expect == "loop":
+			tc.want = xdpPass
+		case tc.want == tcActRedirect:
+			tc.want = xdpRedirect
+		}
+	}
+	frame := tc.frame
+	if frame == nil {
+		frame = ether(tc.ip)
+	}
+	before, err := env.end.DropCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, out := env.run(t, frame, xdp)
+	after, err := env.end.DropCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ret != tc.want {
+		t.Fatalf("verdict %d, want %d", ret, tc.want)
+	}
+	for r := range after {
+		d := after[r] - before[r]
+		switch {
+		case drop.Reason(r) == tc.reason && tc.reason != drop.None && d != 1:
+			t.Errorf("drop counter %s += %d, want 1", drop.Reason(r), d)
+		case drop.Reason(r) != tc.reason && d != 0:
+			t.Errorf("drop counter %s += %d, want 0", drop.Reason(r), d)
+		}
+	}
+	model := tc.model
+	if model == nil {
+		model = tc.ip
+	}
+	ref, refErr := srv6.MutateEnd(model)
+	if tc.reason != drop.None && tc.modelForwards {
+		if refErr != nil {
+			t.Errorf("srv6.MutateEnd: %v, expected it to accept the packet", refErr)
+		}
+		return
+	}
+	if tc.reason != drop.None {
+		// The reference model must agree on why it is dropped.
+		wantModel := tc.reason
+		if tc.modelReason != drop.None {
+			wantModel = tc.modelReason
+		}
+		if got := srv6.Reason(refErr); got != wantModel {
+			t.Errorf("srv6.MutateEnd says %s (%v), program says %s", got, refErr, tc.reason)
+		}
+		return
+	}
+	var want []byte
+	switch tc.expect {
+	case "untouched":
+		want = frame
+	case "custom":
+		want = tc.custom
+	case "redirect", "stack", "neigh", "loop":
+		if refErr != nil {
+			t.Fatalf("srv6.MutateEnd: %v", refErr)
+		}
+		switch tc.expect {
+		case "redirect":
+			want = srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, ref)
+		case "stack", "loop":
+			// Stack: the kernel's ip6_forward decrements it; loop:
+			// the next pass through the program does.
+			ref[7]++
+			want = ether(ref)
+		case "neigh":
+			want = ether(ref)
+		}
+	}
+	if !bytes.Equal(out, want) {
+		t.Errorf("output differs\n got %x\nwant %x", out, want)
+	}
+}
+
+func TestEndXDPTestRun(t *testing.T) {
+	env := newTestEnv(t)
+	for _, tc := range endTestCases(t, env) {
+		t.Run(tc.name, func(t *testing.T) { env.check(t, tc, true) })
+	}
 }

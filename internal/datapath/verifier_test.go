@@ -12,10 +12,16 @@ import (
 // cost shows in the test log (and fails well before the 1M limit).
 func TestEndVerifierStats(t *testing.T) {
 	requireRoot(t)
-	spec, err := loadEndProg()
-	if err != nil {
-		t.Fatal(err)
+	for _, load := range []func() (*ebpf.CollectionSpec, error){loadEndProg, loadEndXdpProg} {
+		spec, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		verifierStats(t, spec)
 	}
+}
+
+func verifierStats(t *testing.T, spec *ebpf.CollectionSpec) {
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
 		Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats},
 	})
