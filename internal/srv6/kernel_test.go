@@ -180,6 +180,16 @@ func newEndLab(t *testing.T) *endLab {
 	run(r, "ip", "-6", "neigh", "add", "fd00:2::2", "lladdr", hout.HardwareAddr.String(), "dev", "rout", "nud", "permanent")
 	run(r, "ip", "-6", "route", "add", "fc00::/16", "via", "fd00:2::2", "dev", "rout")
 	run(r, "ip", "-6", "route", "add", "fc00:2::e/128", "encap", "seg6local", "action", "End", "dev", "rin")
+	// Head-end policies for TestHeadEndMatchesKernel, one destination each.
+	if err := r.Sysctl("net.ipv4.conf.all.forwarding", "1"); err != nil {
+		t.Fatal(err)
+	}
+	run(r, "ip", "sr", "tunsrc", "set", tunSrc.String())
+	segs := "fc00:3::e,fc00:4::d6"
+	run(r, "ip", "-6", "route", "add", "2001:db8:b::1/128", "encap", "seg6", "mode", "encap", "segs", segs, "dev", "rout")
+	run(r, "ip", "-6", "route", "add", "2001:db8:b::2/128", "encap", "seg6", "mode", "inline", "segs", segs, "dev", "rout")
+	run(r, "ip", "-6", "route", "add", "2001:db8:b::3/128", "encap", "seg6", "mode", "encap.red", "segs", segs, "dev", "rout")
+	run(r, "ip", "route", "add", "198.51.100.7/32", "encap", "seg6", "mode", "encap", "segs", segs, "dev", "rout")
 
 	lab := &endLab{h: h, txIdx: hin.Index, rinMAC: rin.HardwareAddr}
 	err := h.Do(func() error {
@@ -216,9 +226,16 @@ func packetSocket(ifindex int) (int, error) {
 	return fd, nil
 }
 
-func (l *endLab) send(t *testing.T, pkt []byte) {
+func (l *endLab) send(t *testing.T, pkt []byte) { t.Helper(); l.sendEther(t, pkt) }
+
+// sendEther sends an IPv4 or IPv6 packet to rin.
+func (l *endLab) sendEther(t *testing.T, pkt []byte) {
 	t.Helper()
-	frame := Ether(l.rinMAC, net.HardwareAddr{2, 0, 0, 0, 0, 1}, EtherTypeIPv6, pkt)
+	et := uint16(EtherTypeIPv6)
+	if len(pkt) > 0 && pkt[0]>>4 == 4 {
+		et = EtherTypeIPv4
+	}
+	frame := Ether(l.rinMAC, net.HardwareAddr{2, 0, 0, 0, 0, 1}, et, pkt)
 	if _, err := syscall.Write(l.tx, frame); err != nil {
 		t.Fatalf("send: %v", err)
 	}
@@ -248,4 +265,62 @@ func (l *endLab) collect(t *testing.T, d time.Duration) map[uint32][]byte {
 		out[h.FlowLabel] = slices.Clone(buf[EthernetHeaderLen:n])
 	}
 	return out
+}
+
+// TestHeadEndMatchesKernel compares Encap, EncapWith and Insert with the
+// kernel's seg6 lwtunnel modes encap, encap.red and inline: the same inner
+// packet in, the same bytes out (after the router's hop limit decrement).
+func TestHeadEndMatchesKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	lab := newEndLab(t)
+	travel := []netip.Addr{netip.MustParseAddr("fc00:3::e"), netip.MustParseAddr("fc00:4::d6")}
+	flow := func(b []byte, tc uint8, fl uint32) []byte {
+		binary.BigEndian.PutUint32(b, 6<<28|uint32(tc)<<20|fl)
+		return b
+	}
+	hl := func(b []byte, v uint8) []byte { b[7] = v; return b }
+	dec := func(b []byte) []byte { b[7]--; return b } // ip6_forward on the outer header
+	must := func(b []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	inherit := EncapOptions{Inherit: true}
+	cases := []struct {
+		name string
+		in   []byte
+		want func(in []byte) []byte
+	}{
+		{"encap ipv6", hl(flow(UDP6(hostA, netip.MustParseAddr("2001:db8:b::1"), 1, 2, []byte("enc")), 0x20, 0x12345), 30),
+			func(in []byte) []byte { return dec(must(EncapWith(inherit, tunSrc, travel, in))) }},
+		{"encap ipv6 tcp", TCP6(hostA, netip.MustParseAddr("2001:db8:b::1"), 1, 2, TCPSyn, nil),
+			func(in []byte) []byte { return dec(must(EncapWith(inherit, tunSrc, travel, in))) }},
+		{"inline", flow(ICMP6Echo(hostA, netip.MustParseAddr("2001:db8:b::2"), 1, 2), 0, 0xabc),
+			func(in []byte) []byte { return dec(must(Insert(in, travel))) }},
+		{"encap.red", UDP6(hostA, netip.MustParseAddr("2001:db8:b::3"), 1, 2, []byte("red")),
+			func(in []byte) []byte {
+				return dec(must(EncapWith(EncapOptions{Inherit: true, ReducedSRH: true}, tunSrc, travel, in)))
+			}},
+		{"encap ipv4", UDP4(host4A, host4B, 1, 2, []byte("v4")),
+			func(in []byte) []byte {
+				return dec(must(EncapWith(EncapOptions{HopLimit: DefaultHopLimit}, tunSrc, travel, in)))
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lab.sendEther(t, c.in)
+			got := lab.collect(t, 300*time.Millisecond)
+			if len(got) != 1 {
+				t.Fatalf("captured %d packets, want 1", len(got))
+			}
+			want := c.want(slices.Clone(c.in))
+			for _, g := range got {
+				mustEq(t, "kernel vs codec", g, want)
+			}
+		})
+	}
 }
