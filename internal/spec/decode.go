@@ -2,6 +2,7 @@ package spec
 
 import (
 	"bytes"
+	"cmp"
 	"encoding"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,19 +40,24 @@ func Check(data []byte, filename string) (*Spec, error) {
 		return nil, err
 	}
 	decodeErrs := FieldErrors(err)
-	var all []error
-	for _, e := range decodeErrs {
-		all = append(all, e)
-	}
+	fes := slices.Clone(decodeErrs)
 	for _, e := range FieldErrors(s.Validate()) {
 		if !underAny(e.Path, decodeErrs) {
-			all = append(all, e)
+			fes = append(fes, e)
 		}
 	}
-	if len(all) > 0 {
-		return s, errors.Join(all...)
+	if len(fes) == 0 {
+		return s, nil
 	}
-	return s, nil
+	// Report in file order, as a compiler would.
+	slices.SortStableFunc(fes, func(a, b *FieldError) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	})
+	all := make([]error, len(fes))
+	for i, e := range fes {
+		all[i] = e
+	}
+	return s, errors.Join(all...)
 }
 
 func underAny(path string, errs []*FieldError) bool {

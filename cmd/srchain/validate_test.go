@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// run executes the CLI with args and returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errOut)
+	rootCmd.SetArgs(args)
+	defer rootCmd.SetArgs(nil)
+	err := rootCmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestValidateCommand(t *testing.T) {
+	out, _, err := run(t, "validate", "../../examples/quickstart.yaml")
+	if err != nil || !strings.Contains(out, "ok (5 nodes") {
+		t.Errorf("valid spec: out %q err %v", out, err)
+	}
+	_, stderr, err := run(t, "validate", "../../examples/bad/unknown-refs.yaml")
+	if !errors.Is(err, errInvalidSpec) {
+		t.Errorf("bad spec: err %v", err)
+	}
+	if want := `unknown-refs.yaml:27:15: chains[0].nfs[1]: unknown NF "ids9"`; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	if n := strings.Count(stderr, "\n"); n != 6 {
+		t.Errorf("want 6 error lines, got %d:\n%s", n, stderr)
+	}
+}
+
+func TestPlanCommand(t *testing.T) {
+	out, _, err := run(t, "plan", "../../examples/quickstart.yaml", "--node", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"node r1 (router)",
+		"10.0.4.0/24 encap seg6 mode encap segs fc00:2::1:0,fc00:3::1:0 dev eth1  [chain web4]",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = run(t, "plan", "../../examples/quickstart.yaml", "--node=", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var net state.Network
+	if err := json.Unmarshal([]byte(out), &net); err != nil || len(net.Nodes) != 5 {
+		t.Errorf("plan --json: %v, %d nodes", err, len(net.Nodes))
+	}
+	if _, _, err := run(t, "plan", "../../examples/quickstart.yaml", "--node", "nope"); err == nil {
+		t.Error("unknown node accepted")
+	}
+}
+
+func TestSchemaCommand(t *testing.T) {
+	out, _, err := run(t, "schema")
+	if err != nil || out != string(spec.Schema) {
+		t.Errorf("schema: err %v, %d bytes", err, len(out))
+	}
+}
