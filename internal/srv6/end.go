@@ -65,7 +65,9 @@ func FindSRH(pkt []byte) (SRH, int, error) {
 // forwards SRHs with more than MaxSegments segments (the model, like the
 // eBPF programs, drops them), and the kernel drops an SRH whose TLV area
 // ends with a single Pad1 (its seg6_validate_srh reads every TLV as type
-// + length; RFC 8754 section 2.1.1.1 makes Pad1 one byte).
+// + length; RFC 8754 section 2.1.1.1 makes Pad1 one byte). HMACs are not
+// verified: the kernel (without keys) drops what SRH.KernelHMAC reports,
+// the model forwards it.
 func MutateEnd(pkt []byte) ([]byte, error) {
 	s, off, err := FindSRH(pkt)
 	if err != nil {

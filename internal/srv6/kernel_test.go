@@ -60,6 +60,7 @@ func TestMutateEndMatchesKernel(t *testing.T) {
 	}
 	many[0] = sid
 	tooMany, _ := Encap(tunSrc, many, inner)
+	hmac := enc(HMACTLV{KeyID: 9, HMAC: make([]byte, 32)}.TLV())
 	red, err := EncapWith(EncapOptions{HopLimit: 64, ReducedSRH: true}, tunSrc, travel, inner)
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +90,8 @@ func TestMutateEndMatchesKernel(t *testing.T) {
 		{"tlv overruns", set(enc(TLV{Type: 0x7e, Value: []byte{1, 2, 3, 4, 5, 6}}), srh+8+48+1, 9), nil, ""},
 		{"hop limit 1", set(enc(), 7, 1), nil, ""},
 		{"17 segments", tooMany, ErrTooManySegments, ""},
+		{"hmac tlv without h flag", hmac, nil, ""},
+		{"hmac tlv with h flag", set(hmac, srh+5, SRHFlagHMAC), nil, "seg6_hmac_validate_skb finds no key for the HMAC TLV (SRH.KernelHMAC)"},
 	}
 	for i := range cases {
 		// A distinct flow label tells the captures apart; End keeps it.

@@ -34,6 +34,12 @@ const (
 	SRHOffSegments     = 8
 )
 
+// SRHFlagHMAC is the H flag (bit 4 of the flags byte, linux/seg6.h
+// SR6_FLAG1_HMAC, from draft-ietf-6man-segment-routing-header before RFC
+// 8754 left the flags unassigned): the kernel looks for an HMAC TLV only
+// when it is set.
+const SRHFlagHMAC = 0x08
+
 // SRH TLV types (RFC 8754 section 2.1; IANA "Segment Routing Header TLVs").
 const (
 	TLVPad1 uint8 = 0
@@ -74,6 +80,23 @@ func (t TLV) HMAC() (HMACTLV, error) {
 		KeyID: binary.BigEndian.Uint32(t.Value[2:6]),
 		HMAC:  t.Value[6:],
 	}, nil
+}
+
+// KernelHMAC returns the HMAC TLV the Linux kernel would verify in s
+// (seg6_get_tlv_hmac): flag H set and the last 40 bytes of the SRH a type
+// 5 TLV of length 38. With the default seg6_require_hmac = 0 the kernel
+// drops such a packet unless it holds the key; MutateEnd does not model
+// HMAC verification.
+func (s SRH) KernelHMAC() (HMACTLV, bool) {
+	if s.Flags&SRHFlagHMAC == 0 || len(s.TLVs) == 0 {
+		return HMACTLV{}, false
+	}
+	t := s.TLVs[len(s.TLVs)-1]
+	if t.Type != TLVHMAC || len(t.Value) != 38 || padLen(s.tlvLen()) != 0 {
+		return HMACTLV{}, false
+	}
+	h, err := t.HMAC()
+	return h, err == nil
 }
 
 // TLV encodes h as an HMAC TLV.
@@ -197,19 +220,20 @@ func appendTLV(b []byte, t TLV) []byte {
 func (s SRH) Marshal() ([]byte, error) { return s.AppendTo(nil) }
 
 // ParseSRH decodes the SRH at the start of b, reading exactly
-// (Hdr Ext Len + 1) * 8 bytes, and validates it strictly, as srchain's
-// eBPF srh_validate (bpf/lib/srh.h) does. The checks run in that
-// program's order, so that a header with several faults yields the same
-// reason in both: fixed part present, routing type 4, whole header
-// present, Last Entry < MaxSegments, Last Entry <= Hdr Ext Len/2 - 1,
-// Segments Left <= Last Entry, then a TLV area made of at most MaxTLVs
-// whole TLVs. Offsets in errors are relative to b.
+// (Hdr Ext Len + 1) * 8 bytes, and validates it strictly. The checks run
+// in the order of srchain's eBPF srh_validate (bpf/lib/srh.h), so that a
+// header with several faults yields the same reason in both: fixed part
+// present, routing type 4, whole header present, Last Entry <
+// MaxSegments, Last Entry <= Hdr Ext Len/2 - 1, Segments Left <= Last
+// Entry, then a TLV area made of at most MaxTLVs whole TLVs. Offsets in
+// errors are relative to b.
 //
-// Segments Left = Last Entry + 1 is rejected here although RFC 8754
-// section 4.3.1.1 and RFC 8986 section 4.1 (S09) allow it and the kernel
-// forwards it: it is the reduced SRH of H.Encaps.Red (RFC 8986 section
-// 5.2), whose first SID is only in the destination address. ParseSRHReduced
-// accepts it.
+// Segments Left = Last Entry + 1 is rejected here, so that Active always
+// works on a parsed SRH, although RFC 8754 section 4.3.1.1 and RFC 8986
+// section 4.1 (S06/S09) allow it and the kernel and srh_validate accept
+// it: it is the reduced SRH of H.Encaps.Red (RFC 8986 section 5.2), whose
+// first SID is only in the destination address. ParseSRHReduced (used by
+// Decode, FindSRH and MutateEnd) accepts it.
 func ParseSRH(b []byte) (SRH, error) { return parseSRH(b, false) }
 
 // ParseSRHReduced is ParseSRH that also accepts Segments Left = Last

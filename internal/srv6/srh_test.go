@@ -247,3 +247,23 @@ func TestSRHAppendToErrors(t *testing.T) {
 		t.Fatalf("Active on empty: %v", err)
 	}
 }
+
+func TestKernelHMAC(t *testing.T) {
+	s := NewSRH(ProtoIPv6, addrs(t, "fc00::1"))
+	s.TLVs = []TLV{HMACTLV{KeyID: 3, HMAC: make([]byte, 32)}.TLV()}
+	if _, ok := s.KernelHMAC(); ok {
+		t.Fatal("no H flag")
+	}
+	s.Flags = SRHFlagHMAC
+	if h, ok := s.KernelHMAC(); !ok || h.KeyID != 3 {
+		t.Fatalf("H flag: %+v %v", h, ok)
+	}
+	s.TLVs = []TLV{HMACTLV{KeyID: 3, HMAC: make([]byte, 16)}.TLV()} // length 22, not 38
+	if _, ok := s.KernelHMAC(); ok {
+		t.Fatal("short hmac")
+	}
+	s.TLVs = []TLV{HMACTLV{KeyID: 3, HMAC: make([]byte, 32)}.TLV(), {Type: TLVPadN, Value: make([]byte, 6)}}
+	if _, ok := s.KernelHMAC(); ok {
+		t.Fatal("hmac not last")
+	}
+}
