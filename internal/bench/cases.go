@@ -158,9 +158,10 @@ func ruleCases(mk func(int) Case, ns ...int) []Case {
 func init() {
 	Register(&Scenario{
 		Name: "baseline", Baseline: "plain", XLabel: "rules",
-		Desc: "kernel baselines: forwarding, End, DX6, DT6, H.Encaps, H.Insert, nftables and ip6tables -m srh with 1/64/512 rules",
-		Cases: append(append([]Case{CasePlain, CaseEnd, CaseDX6, CaseDT6, CaseHEncaps, CaseHInsert},
+		Desc: "kernel baselines: forwarding, End, DX6, DT6, H.Encaps, H.Insert, nftables and ip6tables -m srh with 1/64/512 rules; srchain eBPF End",
+		Cases: append(append(append([]Case{CasePlain, CaseEnd, CaseDX6, CaseDT6, CaseHEncaps, CaseHInsert},
 			ruleCases(CaseNft, 1, 64, 512)...), ruleCases(CaseIP6tSRH, 1, 64, 512)...),
+			CaseSrchainEnd, CaseSrchainEndXDP),
 	})
 	Register(&Scenario{
 		Name: "decap-reencap", Baseline: "end",

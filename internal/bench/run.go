@@ -160,6 +160,7 @@ type Result struct {
 // rig is one case's line with its generator and sink.
 type rig struct {
 	c    Case
+	err  error // set-up failure
 	dut  *DUT
 	line *Line
 	gen  *Generator
@@ -170,15 +171,19 @@ func (r *rig) close() error {
 	var errs []error
 	if r.gen != nil {
 		errs = append(errs, r.gen.Close())
+		r.gen = nil
 	}
 	if r.sink != nil {
 		errs = append(errs, r.sink.Close())
+		r.sink = nil
 	}
 	if r.dut != nil {
 		errs = append(errs, r.dut.close())
+		r.dut = nil
 	}
 	if r.line != nil {
 		errs = append(errs, r.line.Close())
+		r.line = nil
 	}
 	return errors.Join(errs...)
 }
@@ -212,7 +217,17 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 		r := &rig{c: c}
 		rigs = append(rigs, r)
 		if err := r.setup(ctx, fmt.Sprintf("%s-%d", o.Prefix, i), o); err != nil {
-			return nil, fmt.Errorf("set up case %s: %w", c.Name, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("run %s: %w", sc.Name, ctx.Err())
+			}
+			// A case that cannot be set up (e.g. a behavior this kernel
+			// lacks) is reported, not fatal: the others still measure.
+			r.err = fmt.Errorf("set up case %s: %w", c.Name, err)
+			slog.Warn("case skipped", "case", c.Name, "err", err)
+			if cerr := r.close(); cerr != nil {
+				slog.Warn("clean up case", "case", c.Name, "err", cerr)
+			}
+			continue
 		}
 		slog.Debug("case ready", "case", c.Name)
 	}
@@ -223,6 +238,9 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	for si, size := range o.Sizes {
 		for ci, r := range rigs {
 			p := &Point{Case: r.c.Name, Desc: r.c.Desc, Series: r.c.Series, X: r.c.X, Size: size}
+			if r.err != nil {
+				p.Err = r.err.Error()
+			}
 			pts[key{ci, si}] = p
 		}
 	}

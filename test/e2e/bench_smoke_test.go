@@ -53,7 +53,15 @@ func TestBenchSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	// A case whose set-up fails is reported in its point, not fatal.
+	withBroken := *sc
+	withBroken.Cases = append(append([]bench.Case(nil), sc.Cases...), bench.Case{Name: "broken",
+		Setup: func(context.Context, *bench.DUT) error { return errors.New("deliberately broken") }})
 	for _, mode := range []string{bench.ModeMax, bench.ModeLatency} {
+		sc := sc
+		if mode == bench.ModeMax {
+			sc = &withBroken
+		}
 		o := bench.DefaultOptions()
 		o.Mode, o.Rounds, o.Warmup, o.Duration, o.Prefix = mode, 1, 200*time.Millisecond, 500*time.Millisecond, prefix
 		res, err := bench.Run(ctx, sc, o)
@@ -64,6 +72,12 @@ func TestBenchSmoke(t *testing.T) {
 			t.Fatalf("%s: %d points for %d cases", mode, len(res.Points), len(sc.Cases))
 		}
 		for _, p := range res.Points {
+			if p.Case == "broken" {
+				if p.Err == "" || len(p.Rounds) != 0 {
+					t.Errorf("broken case: error %q, %d rounds", p.Err, len(p.Rounds))
+				}
+				continue
+			}
 			if p.Err != "" || len(p.Rounds) != 1 {
 				t.Errorf("%s/%s: error %q, %d rounds", mode, p.Case, p.Err, len(p.Rounds))
 				continue
