@@ -216,7 +216,7 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
 		}
 	}
-	log.Info("lab up", "nodes", len(net.Nodes), "links", len(net.Links))
+	log.Debug("lab up", "nodes", len(net.Nodes), "links", len(net.Links))
 	return rec, nil
 }
 
@@ -273,7 +273,7 @@ func Down(ctx context.Context, lab string, opts Options) error {
 	if err := os.Remove(recordPath(opts, lab)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("lab down %s: %w", lab, err)
 	}
-	opts.log().Info("lab down", "lab", lab)
+	opts.log().Debug("lab down", "lab", lab)
 	return nil
 }
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build srchain and run its demo: deploy a spec (default
+# examples/quickstart.yaml) in network namespaces, send the spec's traffic
+# probes and print the path every packet took. Usage:
+#   sudo scripts/demo.sh [SPEC] [srchain demo flags, e.g. --keep]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+need_root
+find_go
+ensure_packages iproute2 iputils-ping
+ensure_bpffs
+
+spec=examples/quickstart.yaml
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+	spec=$1
+	shift
+fi
+
+echo "== building bin/srchain"
+go build -o bin/srchain ./cmd/srchain
+# A lab left by an earlier `demo --keep` of the same spec would block this one.
+bin/srchain lab down "$spec" >/dev/null 2>&1 || true
+exec bin/srchain demo "$spec" "$@"

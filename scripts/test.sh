@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install what the tests need (only what is missing), then vet and run the
+# whole test suite as root: unit, fuzz seeds, BPF test-run tables and the
+# network-namespace end-to-end tests. Usage: sudo scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+need_root
+find_go
+ensure_packages clang llvm libbpf-dev bpftool nftables iptables tcpdump \
+	python3-scapy netsniff-ng iperf3 ethtool iproute2 iputils-ping
+ensure_bpffs
+
+echo "== go $(go env GOVERSION)"
+go mod download
+echo "== go vet ./..."
+go vet ./...
+echo "== go test ./..."
+go test -count=1 -timeout 25m ./...
+echo "== all tests passed"
