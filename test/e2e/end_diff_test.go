@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	cebpf "github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/srv6"
@@ -131,126 +134,189 @@ func endCases(t *testing.T) []endCase {
 	}
 }
 
+// oursLine is a line whose endpoint runs srchain's End.
+type oursLine struct {
+	name string
+	*endLine
+	end       *datapath.End
+	forwarded int
+}
+
 // TestEndDifferential sends the same packets through a kernel seg6local
-// End and srchain's tc End and requires the receivers to see the same
-// bytes (whole Ethernet frames: both lines use the same MACs), and
-// malformed packets to be dropped by both and counted by reason by ours.
+// End / End.X and through srchain's tc End (line "b") and tc + XDP End
+// (line "x"), and requires every receiver to see the same bytes (whole
+// Ethernet frames: all lines use the same MACs), and malformed packets to
+// be dropped by all and counted by reason by ours.
 func TestEndDifferential(t *testing.T) {
 	endRequireRoot(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 
+	// Run counts per program, to prove the XDP twin did the work on line
+	// x (released when the test ends).
+	if st, err := cebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		t.Cleanup(func() { st.Close() })
+	}
 	kern := newEndLine(t, "k")
-	ebpf := newEndLine(t, "b")
-	if _, err := kern.e.Run(ctx, "ip", "-6", "route", "add", endSID.String()+"/128", "encap", "seg6local", "action", "End", "dev", endIf("e0")); err != nil {
-		t.Fatal(err)
+	for _, args := range [][]string{
+		{"-6", "route", "add", endSID.String() + "/128", "encap", "seg6local", "action", "End", "dev", endIf("e0")},
+		{"-6", "route", "add", endSIDX.String() + "/128", "encap", "seg6local", "action", "End.X", "nh6", endRecv.String(), "dev", endIf("e0")},
+	} {
+		if _, err := kern.e.Run(ctx, "ip", args...); err != nil {
+			t.Fatal(err)
+		}
 	}
-	end, err := datapath.LoadEnd(datapath.EndOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { end.Close() })
-	if err := ebpf.e.Do(func() error { return end.Attach(ebpf.eIn) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := end.SetSID(endSID, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kern.e.Run(ctx, "ip", "-6", "route", "add", endSIDX.String()+"/128", "encap", "seg6local", "action", "End.X", "nh6", endRecv.String(), "dev", endIf("e0")); err != nil {
-		t.Fatal(err)
-	}
-	if err := end.SetSID(endSIDX, datapath.BehaviorEndX, ebpf.eOut, endRecv); err != nil {
-		t.Fatal(err)
+	var ours []*oursLine
+	for _, tag := range []string{"b", "x"} {
+		l := &oursLine{name: map[string]string{"b": "tc", "x": "tc+xdp"}[tag], endLine: newEndLine(t, tag)}
+		end, err := datapath.LoadEnd(datapath.EndOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { end.Close() })
+		l.end = end
+		err = l.e.Do(func() error {
+			if err := end.Attach(l.eIn); err != nil {
+				return err
+			}
+			if tag == "x" {
+				return end.AttachXDP(l.eIn)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tag == "x" {
+			// XDP_REDIRECT into a veth needs NAPI on the peer.
+			if _, err := l.r.Run(ctx, "ethtool", "-K", endIf("r0"), "gro", "on"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := end.SetSID(endSID, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := end.SetSID(endSIDX, datapath.BehaviorEndX, l.eOut, endRecv); err != nil {
+			t.Fatal(err)
+		}
+		ours = append(ours, l)
 	}
 
-	forwarded := 0
 	for _, tc := range endCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			frame := srv6.Ether(endMACs.eIn, endMACs.sIf, srv6.EtherTypeIPv6, tc.ip)
-			before, err := end.DropCounts()
-			if err != nil {
-				t.Fatal(err)
+			before := make([]drop.Counts, len(ours))
+			for i, l := range ours {
+				var err error
+				if before[i], err = l.end.DropCounts(); err != nil {
+					t.Fatal(err)
+				}
+				l.drain()
 			}
 			kern.drain()
-			ebpf.drain()
 			if err := kern.send(frame); err != nil {
 				t.Fatal(err)
 			}
-			if err := ebpf.send(frame); err != nil {
-				t.Fatal(err)
+			for _, l := range ours {
+				if err := l.send(frame); err != nil {
+					t.Fatal(err)
+				}
 			}
 			deadline := time.Now().Add(endTimeout)
-			gotK, gotB := kern.receive(deadline), ebpf.receive(deadline)
-			after, err := end.DropCounts()
-			if err != nil {
-				t.Fatal(err)
-			}
-
-			if tc.diverges {
-				if len(gotK) != 1 || len(gotB) != 0 {
-					t.Errorf("documented divergence changed: kernel delivered %d, srchain %d (want 1, 0)", len(gotK), len(gotB))
-				}
-				gotK = nil
-			}
-			if len(gotK) != len(gotB) {
-				t.Fatalf("kernel End delivered %d frames, srchain End %d", len(gotK), len(gotB))
-			}
-			for i := range gotK {
-				if !bytes.Equal(gotK[i], gotB[i]) {
-					t.Errorf("frame %d differs\nkernel  %x\nsrchain %x", i, gotK[i], gotB[i])
-				}
-			}
-			for r := range after {
-				d := after[r] - before[r]
-				want := uint64(0)
-				if drop.Reason(r) == tc.reason && tc.reason != drop.None {
-					want = 1
-				}
-				if d != want {
-					t.Errorf("drop counter %s += %d, want %d", drop.Reason(r), d, want)
-				}
-			}
-			switch {
-			case tc.passes:
-				t.Logf("not for srchain: both delivered %d", len(gotK))
-			case tc.reason != drop.None:
-				if len(gotK) != 0 {
-					t.Errorf("malformed packet forwarded by both")
-				}
-			default:
-				if len(gotK) != 1 {
-					t.Fatalf("valid packet: %d frames arrived, want 1", len(gotK))
-				}
-				forwarded++
-				if tc.noRef {
-					return
-				}
-				// And both equal the codec's reference End.
-				ip := tc.ip
-				if n := 40 + int(binary.BigEndian.Uint16(ip[4:6])); n < len(ip) {
-					ip = ip[:n]
-				}
-				ref, err := srv6.MutateEnd(ip)
+			gotK := kern.receive(deadline)
+			for i, l := range ours {
+				gotB := l.receive(deadline)
+				after, err := l.end.DropCounts()
 				if err != nil {
-					t.Fatalf("srv6.MutateEnd: %v", err)
+					t.Fatal(err)
 				}
-				want := srv6.Ether(endMACs.rIf, endMACs.eOut, srv6.EtherTypeIPv6, ref)
-				if !bytes.Equal(gotB[0], want) {
-					t.Errorf("srchain frame differs from srv6.MutateEnd\n got %x\nwant %x", gotB[0], want)
-				}
+				l.check(t, tc, gotK, gotB, before[i], after)
 			}
 		})
 	}
-	fib, err := end.FIBCounts()
-	if err != nil {
-		t.Fatal(err)
+	for _, l := range ours {
+		fib, err := l.end.FIBCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids, err := l.end.SIDCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := func(p *cebpf.Program) uint64 {
+			st, err := p.Stats()
+			if err != nil {
+				return 0
+			}
+			return st.RunCount
+		}
+		tcRuns, xdpRuns := runs(l.end.Program()), runs(l.end.XDPProgram())
+		t.Logf("srchain %s: End %+v, End.X %+v, fib %v, runs tc %d xdp %d", l.name, sids[endSID], sids[endSIDX], fib, tcRuns, xdpRuns)
+		if l.name == "tc+xdp" && xdpRuns != 0 && tcRuns >= xdpRuns {
+			t.Errorf("%s: tc ran %d times, xdp %d: the XDP twin should take most packets", l.name, tcRuns, xdpRuns)
+		}
+		if fib["success"]+fib["redirect-neigh"] != uint64(l.forwarded) {
+			t.Errorf("%s: fib successes %v, want %d forwarded by the program", l.name, fib, l.forwarded)
+		}
 	}
-	sids, err := end.SIDCounts()
-	if err != nil {
-		t.Fatal(err)
+}
+
+// check compares what one srchain line delivered (gotB) with the kernel
+// line (gotK) and its drop counters with the case's reason.
+func (l *oursLine) check(t *testing.T, tc endCase, gotK, gotB [][]byte, before, after drop.Counts) {
+	t.Helper()
+	if tc.diverges {
+		if len(gotK) != 1 || len(gotB) != 0 {
+			t.Errorf("%s: documented divergence changed: kernel delivered %d, srchain %d (want 1, 0)", l.name, len(gotK), len(gotB))
+		}
+		gotK = nil
 	}
-	t.Logf("srchain End: sid %v, fib %v", sids[endSID], fib)
-	if fib["success"]+fib["redirect-neigh"] != uint64(forwarded) {
-		t.Errorf("fib successes %d, want %d (every valid packet redirected by the program)", fib["success"], forwarded)
+	if len(gotK) != len(gotB) {
+		t.Errorf("%s: kernel delivered %d frames, srchain %d", l.name, len(gotK), len(gotB))
+		return
+	}
+	for i := range gotK {
+		if !bytes.Equal(gotK[i], gotB[i]) {
+			t.Errorf("%s: frame %d differs\nkernel  %x\nsrchain %x", l.name, i, gotK[i], gotB[i])
+		}
+	}
+	for r := range after {
+		d := after[r] - before[r]
+		want := uint64(0)
+		if drop.Reason(r) == tc.reason && tc.reason != drop.None {
+			want = 1
+		}
+		if d != want {
+			t.Errorf("%s: drop counter %s += %d, want %d", l.name, drop.Reason(r), d, want)
+		}
+	}
+	switch {
+	case tc.passes:
+	case tc.reason != drop.None:
+		if len(gotK) != 0 {
+			t.Errorf("%s: malformed packet forwarded by both", l.name)
+		}
+	default:
+		if len(gotK) != 1 {
+			t.Errorf("%s: valid packet: %d frames arrived, want 1", l.name, len(gotK))
+			return
+		}
+		l.forwarded++
+		if tc.noRef {
+			return
+		}
+		// And both equal the codec's reference End.
+		ip := tc.ip
+		if n := 40 + int(binary.BigEndian.Uint16(ip[4:6])); n < len(ip) {
+			ip = ip[:n]
+		}
+		ref, err := srv6.MutateEnd(ip)
+		if err != nil {
+			t.Fatalf("srv6.MutateEnd: %v", err)
+		}
+		want := srv6.Ether(endMACs.rIf, endMACs.eOut, srv6.EtherTypeIPv6, ref)
+		if !bytes.Equal(gotB[0], want) {
+			t.Errorf("%s: frame differs from srv6.MutateEnd\n got %x\nwant %x", l.name, gotB[0], want)
+		}
 	}
 }
