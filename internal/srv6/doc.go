@@ -26,10 +26,23 @@
 //   - nothing panics on input: every read is bounds-checked and malformed
 //     bytes yield an error.
 //
-// Behaviors: Encap is H.Encaps (RFC 8986 section 5.1), Insert is H.Insert
-// (the SRH inserted after the IPv6 header, original destination kept as
-// Segment List[0]), MutateEnd is the End behavior (RFC 8986 section 4.1)
-// used as the reference model for the eBPF End, and CSIDNext is the
-// NEXT-C-SID flavor of draft-ietf-spring-srv6-srh-compression (section 4.1).
-// SIDFormat splits SIDs into LOC:FUNCT:ARGS (RFC 8986 section 3.1).
+// Behaviors: Encap is H.Encaps (RFC 8986 section 5.1; EncapWith also does
+// H.Encaps.Red, section 5.2), Insert is H.Insert (the SRH inserted after
+// the IPv6 header, original destination kept as Segment List[0]),
+// MutateEnd is the End behavior (RFC 8986 section 4.1) used as the
+// reference model for the eBPF End, and CSIDNext is the NEXT-C-SID flavor
+// of draft-ietf-spring-srv6-srh-compression (section 4.1). SIDFormat splits
+// SIDs into LOC:FUNCT:ARGS (RFC 8986 section 3.1).
+//
+// Kernel parity is tested, not assumed: kernel_test.go sends the same
+// packets through Linux seg6local End and the seg6 encap / encap.red /
+// inline modes in network namespaces and compares the bytes with
+// MutateEnd, EncapWith and Insert (the known divergences are listed on
+// MutateEnd). testdata/scapy_srv6.py cross-checks the wire format with
+// scapy in both directions.
+//
+// Validation strictness: ParseSRH requires Segments Left <= Last Entry;
+// ParseSRHReduced, and with it Decode, FindSRH and MutateEnd, also accepts
+// Segments Left = Last Entry + 1 (RFC 8986 section 4.1 S06), which is what
+// a reduced SRH carries at its first SID.
 package srv6

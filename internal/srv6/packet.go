@@ -3,6 +3,7 @@ package srv6
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // ExtHeader is an IPv6 extension header other than the SRH, kept raw.
@@ -227,4 +228,37 @@ func isEcho(proto, typ uint8) bool {
 		return typ == ICMP4EchoRequest || typ == ICMP4EchoReply
 	}
 	return typ == ICMP6EchoRequest || typ == ICMP6EchoReply
+}
+
+// String is a one-line summary for logs and test failures, e.g.
+// "fc00::1 > fc00:1::e srh sl 2/2 [fc00:1::e fc00:2::e] | 192.0.2.1 > 198.51.100.7 udp 1000 > 53 len 5".
+func (p Packet) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v > %v", p.Outer.Src, p.Outer.Dst)
+	if p.SRH != nil {
+		fmt.Fprintf(&b, " srh sl %d/%d %v", p.SRH.SegmentsLeft, p.SRH.LastEntry, p.SRH.Travel())
+		if len(p.SRH.TLVs) > 0 {
+			fmt.Fprintf(&b, " tlvs %d", len(p.SRH.TLVs))
+		}
+	}
+	switch {
+	case p.Inner6 != nil:
+		fmt.Fprintf(&b, " | %v > %v", p.Inner6.Src, p.Inner6.Dst)
+	case p.Inner4 != nil:
+		fmt.Fprintf(&b, " | %v > %v", p.Inner4.Src, p.Inner4.Dst)
+	}
+	if l := p.L4; l != nil {
+		switch l.Proto {
+		case ProtoUDP:
+			fmt.Fprintf(&b, " udp %d > %d", l.SrcPort, l.DstPort)
+		case ProtoTCP:
+			fmt.Fprintf(&b, " tcp %d > %d flags %#02x", l.SrcPort, l.DstPort, l.TCPFlags)
+		case ProtoICMP:
+			fmt.Fprintf(&b, " icmp type %d code %d", l.ICMPType, l.ICMPCode)
+		case ProtoICMPv6:
+			fmt.Fprintf(&b, " icmp6 type %d code %d", l.ICMPType, l.ICMPCode)
+		}
+	}
+	fmt.Fprintf(&b, " len %d", len(p.Payload))
+	return b.String()
 }

@@ -413,3 +413,15 @@ func TestBuilderErrors(t *testing.T) {
 	Encap(tunSrc, chain, in)
 	mustEq(t, "input", in, orig)
 }
+
+func TestPacketString(t *testing.T) {
+	pkt, _ := Encap(tunSrc, chain[:2], UDP4(host4A, host4B, 1000, 53, []byte("hello")))
+	p, err := Decode(pkt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fc00:0:1::1 > fc00:1::e srh sl 1/1 [fc00:1::e fc00:2::e] | 192.0.2.1 > 198.51.100.7 udp 1000 > 53 len 5"
+	if p.String() != want {
+		t.Fatalf("String() =\n %s\nwant\n %s", p, want)
+	}
+}
