@@ -5,7 +5,7 @@
                         JSON object per line with the fields scapy dissects.
   scapy_srv6.py build   stdout: one JSON object per line, {"name", "hex",
                         "want"}, packets built by scapy for Go to decode.
-  scapy_srv6.py import  exits 0 when scapy's SRH layer is importable.
+Exits 3 when scapy (with its SRH layer) cannot be imported.
 
 Scapy 2.5 quirks, worked around here: its Pad1 TLV carries a length byte
 (RFC 8754 2.1.1.1: Pad1 is one byte), its HMAC TLV counts the length as
@@ -19,12 +19,16 @@ import sys
 import logging
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)
 
-from scapy.compat import raw  # noqa: E402
-from scapy.layers.inet import ICMP, IP, TCP, UDP  # noqa: E402
-from scapy.layers.inet6 import (  # noqa: E402
-    ICMPv6EchoRequest, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrHopByHop,
-    IPv6ExtHdrSegmentRouting, IPv6ExtHdrSegmentRoutingTLV,
-    IPv6ExtHdrSegmentRoutingTLVPadN)
+try:
+    from scapy.compat import raw
+    from scapy.layers.inet import ICMP, IP, TCP, UDP
+    from scapy.layers.inet6 import (
+        ICMPv6EchoRequest, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrHopByHop,
+        IPv6ExtHdrSegmentRouting, IPv6ExtHdrSegmentRoutingTLV,
+        IPv6ExtHdrSegmentRoutingTLVPadN)
+except ImportError as e:
+    print("scapy not importable: %s" % e, file=sys.stderr)
+    sys.exit(3)
 
 
 def l4_fields(layer):
@@ -129,8 +133,6 @@ def build():
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    if mode == "import":
-        return 0
     if mode == "check":
         for line in sys.stdin:
             line = line.strip()
