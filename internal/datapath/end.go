@@ -464,9 +464,13 @@ func (e *End) Unpin() error {
 			errs = append(errs, l.Unpin())
 		}
 	}
-	for _, m := range []*ebpf.Map{e.objs.Sids, e.objs.DropCounters, e.objs.SidCounters, e.objs.FibCounters} {
-		if m.IsPinned() {
-			errs = append(errs, m.Unpin())
+	if e.opts.PinPath != "" {
+		// By path: maps reopened from pins (MapReplacements) do not
+		// know they are pinned.
+		for _, name := range []string{endProgMapSids, endProgMapDropCounters, endProgMapSidCounters, endProgMapFibCounters} {
+			if err := os.Remove(filepath.Join(e.opts.PinPath, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -1,0 +1,68 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestEndPinned checks that a pinned End survives its process: a second
+// LoadEnd on the same PinPath sees the SIDs, counter slots and the tcx
+// link, and Unpin removes everything.
+func TestEndPinned(t *testing.T) {
+	env := newTestEnv(t)
+	dir := filepath.Join("/sys/fs/bpf", fmt.Sprintf("srct-e-%d", os.Getpid()), "end")
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(dir)) })
+
+	e1, err := LoadEnd(EndOptions{PinPath: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid2 := netip.MustParseAddr("fc00:1::99")
+	if err := e1.SetSID(sidEnd, BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e1.SetSID(sid2, BehaviorEndX, env.out, nhAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ns.Do(func() error { return e1.Attach(env.in) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sids", "drop_counters", "sid_counters", "fib_counters", fmt.Sprintf("tcx_ingress_%d", env.in)} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("pin %s missing after Close: %v", name, err)
+		}
+	}
+
+	e2, err := LoadEnd(EndOptions{PinPath: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if got := len(e2.SIDs()); got != 2 {
+		t.Errorf("reloaded %d SIDs, want 2", got)
+	}
+	// A new SID must not reuse a slot the pinned SIDs hold.
+	sid3 := netip.MustParseAddr("fc00:1::100")
+	if err := e2.SetSID(sid3, BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if e2.slots[sid3] == e2.slots[sidEnd] || e2.slots[sid3] == e2.slots[sid2] {
+		t.Errorf("slot reused: %v", e2.slots)
+	}
+	if err := env.ns.Do(func() error { return e2.Attach(env.in) }); err != nil {
+		t.Fatalf("take over pinned link: %v", err)
+	}
+	if err := e2.Unpin(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 0 {
+		t.Errorf("pins left after Unpin: %v", ents)
+	}
+}
