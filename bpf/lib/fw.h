@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* SERA firewall (seed 000): field extraction, bit-vector classification
+ * and SR actions. Used by bpf/firewall.c; the tables are built by
+ * internal/firewall (Compile + Load), whose Go types mirror the structs
+ * here.
+ *
+ * Classification is bpf-iptables' linear bit-vector search: every field
+ * value maps (LPM trie for addresses and interfaces, arrays for the small
+ * integer domains) to a bitmap id; bitmap id -> one bit per rule. The
+ * packet's rule is the first set bit of the AND of its fields' bitmaps.
+ * Each bitmap carries a summary (bit w set iff word w is non-zero), so the
+ * search first ANDs the summaries and then visits only candidate words:
+ * the cost is bounded by FW_MAX_WORDS, not by the number of rules, and for
+ * typical rule sets it is a handful of words whatever the rule count.
+ */
+#ifndef SRCHAIN_FW_H
+#define SRCHAIN_FW_H
+
+#include "common.h"
+#include "counters.h"
+#include "srh.h"
+
+#define FW_MAX_RULES 10240
+#define FW_MAX_WORDS (FW_MAX_RULES / 64)
+#define FW_SUM_WORDS 3 /* ceil(FW_MAX_WORDS / 64) */
+
+/* Field ids: internal/firewall Field. The first FW_NADDR are looked up in
+ * fw_lpm, the others in fw_idx.
+ */
+enum {
+	FW_F_SRC, FW_F_DST, FW_F_INNER_SRC, FW_F_INNER_DST, FW_F_PSID, FW_F_NSID,
+	FW_F_LSID, FW_F_IIF, FW_F_OIF,
+	FW_F_PROTO, FW_F_SPORT, FW_F_DPORT, FW_F_SRH, FW_F_NEXTHDR, FW_F_HDRLEN,
+	FW_F_SEGS, FW_F_LAST, FW_F_TAG,
+	FW_NFIELDS,
+};
+#define FW_NADDR (FW_F_OIF + 1)
+#define FW_NINT (FW_NFIELDS - FW_NADDR)
+
+/* fw_idx layout: for each integer field, Domain()+1 slots (the last is
+ * "absent"), in field order. Mirrored by firewall.idxBase.
+ */
+#define FW_D8 257
+#define FW_D16 65537
+#define FW_IDX_PROTO 0
+#define FW_IDX_SPORT (FW_IDX_PROTO + FW_D8)
+#define FW_IDX_DPORT (FW_IDX_SPORT + FW_D16)
+#define FW_IDX_SRH (FW_IDX_DPORT + FW_D16)
+#define FW_IDX_NEXTHDR (FW_IDX_SRH + 3)
+#define FW_IDX_HDRLEN (FW_IDX_NEXTHDR + FW_D8)
+#define FW_IDX_SEGS (FW_IDX_HDRLEN + FW_D8)
+#define FW_IDX_LAST (FW_IDX_SEGS + FW_D8)
+#define FW_IDX_TAG (FW_IDX_LAST + FW_D8)
+#define FW_IDX_SIZE (FW_IDX_TAG + FW_D16)
+
+/* Verdicts: internal/firewall Verdict. */
+#define FW_ACT_ACCEPT 1
+#define FW_ACT_DROP 2
+#define FW_ACT_REJECT 3
+#define FW_ACT_GO_NEXT 4
+#define FW_ACT_SKIP_NEXT 5
+#define FW_ACT_GO_LAST 6
+#define FW_ACT_EVAL_ARGS 7
+
+#define FW_MODE_BASIC 0
+#define FW_MODE_ADVANCED 1
+
+struct fw_bitmap {
+	__u64 sum[FW_SUM_WORDS];
+	__u64 w[FW_MAX_WORDS];
+};
+
+struct fw_lpm_key {
+	__u32 prefixlen; /* 8 (field byte) + address bits */
+	__u8 field;
+	__u8 addr[16];
+} __attribute__((packed));
+
+/* Per prefix field: bitmap of a present value no prefix matched, of an
+ * absent value.
+ */
+struct fw_fdef {
+	__u32 nomatch;
+	__u32 absent;
+};
+
+struct fw_config {
+	__u32 mode;      /* FW_MODE_* */
+	__u32 used;      /* bit f: some rule tests field f */
+	__u32 nrules;    /* rules loaded; slot nrules of fw_rules is the policy */
+	__u32 args_bits; /* eval-args: low bits of the active SID (0..64) */
+};
+
+struct fw_rule {
+	__u32 verdict;
+};
+
+struct fw_count {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* max_entries of the table maps are set by the loader to what the rule
+ * set needs; the values here are the defaults of an empty set.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_bitmap);
+} fw_bitmaps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct fw_lpm_key);
+	__type(value, __u32);
+} fw_lpm SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_IDX_SIZE);
+	__type(key, __u32);
+	__type(value, __u32);
+} fw_idx SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_NADDR);
+	__type(key, __u32);
+	__type(value, struct fw_fdef);
+} fw_fdef SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_config);
+} fw_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_MAX_RULES + 1);
+	__type(key, __u32);
+	__type(value, struct fw_rule);
+} fw_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_MAX_RULES + 1);
+	__type(key, __u32);
+	__type(value, struct fw_count);
+} fw_rule_counters SEC(".maps");
+
+/* eval-args: ARGS value -> FW_ACT_* (never EVAL_ARGS). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u64);
+	__type(value, __u32);
+} fw_args SEC(".maps");
+
+/* The packet as the rules see it (internal/firewall View). */
+struct fw_view {
+	struct in6_addr addr[FW_NADDR];
+	__u8 present[FW_NADDR];
+	__u32 val[FW_NINT]; /* absent: the field's domain size */
+	__u32 uids[FW_NFIELDS]; /* classify: bitmap id of each field */
+};
+
+/* Per-CPU scratch for the view: it does not fit the 512-byte stack next
+ * to the classifier's state.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_view);
+} fw_scratch SEC(".maps");
+
+/* What the actions need to know about the packet. */
+struct fw_pkt {
+	struct srh_info si;
+	int sr;    /* a valid SRH (routing type 4) was found */
+	int encap; /* the SRH is followed by an IPv4/IPv6 packet */
+};
+
+#define FW_MAX_EXT 6     /* extension headers walked before the transport */
+#define FW_MAX_OFF 2048  /* headers must start within this many bytes */
+
+#ifndef IPPROTO_FRAGMENT
+#define IPPROTO_FRAGMENT 44
+#endif
+
+static __always_inline void fw_addr_v4(struct in6_addr *dst, __be32 a)
+{
+	/* IPv4-mapped IPv6 (::ffff:a.b.c.d): v4 and v6 rules share one space. */
+	dst->in6_u.u6_addr32[0] = 0;
+	dst->in6_u.u6_addr32[1] = 0;
+	dst->in6_u.u6_addr32[2] = bpf_htonl(0xffff);
+	dst->in6_u.u6_addr32[3] = a;
+}
+
+static __always_inline void fw_set_addr(struct fw_view *v, int f, const struct in6_addr *a)
+{
+	ipv6_addr_copy(&v->addr[f], a);
+	v->present[f] = 1;
+}
+
+/* fw_ports reads the transport ports at off when proto is TCP or UDP. */
+static __always_inline void fw_ports(const struct pkt *p, struct fw_view *v, __u32 proto, __u32 off)
+{
+	__be16 *ports;
+
+	v->val[FW_F_PROTO - FW_NADDR] = proto;
+	v->val[FW_F_SPORT - FW_NADDR] = 65536;
+	v->val[FW_F_DPORT - FW_NADDR] = 65536;
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return;
+	if (off > FW_MAX_OFF)
+		return;
+	ports = pkt_ptr(p, off, 4);
+	if (!ports)
+		return;
+	v->val[FW_F_SPORT - FW_NADDR] = bpf_ntohs(ports[0]);
+	v->val[FW_F_DPORT - FW_NADDR] = bpf_ntohs(ports[1]);
+}
+
+/* fw_ip4 fills src/dst/proto/ports from an IPv4 header at off into the
+ * given address fields. Non-first fragments carry no ports.
+ */
+static __always_inline __u32 fw_ip4(const struct pkt *p, struct fw_view *v, __u32 off,
+				    int fsrc, int fdst, int transport)
+{
+	struct iphdr *ip4;
+
+	if (off > FW_MAX_OFF)
+		return DROP_PKT_TRUNCATED;
+	ip4 = pkt_ptr(p, off, sizeof(*ip4));
+	if (!ip4)
+		return DROP_PKT_TRUNCATED;
+	fw_addr_v4(&v->addr[fsrc], ip4->saddr);
+	v->present[fsrc] = 1;
+	fw_addr_v4(&v->addr[fdst], ip4->daddr);
+	v->present[fdst] = 1;
+	if (transport) {
+		__u32 l4off = off + ((__u32)ip4->ihl & 0xf) * 4;
+
+		/* Non-first fragments have no transport header: no ports. */
+		if (ip4->frag_off & bpf_htons(0x1fff))
+			l4off = FW_MAX_OFF + 1;
+		fw_ports(p, v, ip4->protocol, l4off);
+	}
+	return DROP_NONE;
+}
+
+/* fw_extract fills v (and fp) for the IPv6 packet at p->l3off.
+ * Returns a drop reason for malformed packets (a routing header of type 4
+ * that fails srh_validate / srh_validate_tlvs, truncated headers).
+ */
+static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct fw_view *v,
+					 struct fw_pkt *fp)
+{
+	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+	struct srh_fixed *srh;
+	struct in6_addr *seg;
+	__u32 off, rtoff = 0, reason;
+	__u8 nh;
+	int i;
+
+	if (!ip6)
+		return DROP_PKT_TRUNCATED;
+	nh = ip6->nexthdr;
+	off = p->l3off + sizeof(*ip6);
+	for (i = 0; i < FW_MAX_EXT; i++) {
+		__u8 *h;
+
+		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_DSTOPTS && nh != IPPROTO_ROUTING)
+			break;
+		if (off > FW_MAX_OFF)
+			return DROP_PKT_TRUNCATED;
+		h = pkt_ptr(p, off, 2);
+		if (!h)
+			return DROP_PKT_TRUNCATED;
+		if (nh == IPPROTO_ROUTING && !rtoff)
+			rtoff = off;
+		nh = h[0];
+		off += ((__u32)h[1] + 1) * 8;
+	}
+
+	fw_set_addr(v, FW_F_SRC, &ip6->saddr);
+	fw_set_addr(v, FW_F_DST, &ip6->daddr);
+	v->val[FW_F_SRH - FW_NADDR] = 0;
+
+	if (rtoff && rtoff <= FW_MAX_OFF) {
+		fp->si.ip6off = p->l3off;
+		fp->si.srhoff = rtoff;
+		srh = pkt_ptr(p, rtoff, sizeof(*srh));
+		if (!srh)
+			return DROP_SRH_TRUNCATED;
+		/* Other routing types (2, 3, deprecated 0) are not SR traffic. */
+		if (srh->type == SRCHAIN_SRH_TYPE) {
+			reason = srh_validate(p, &fp->si);
+			if (!reason)
+				reason = srh_validate_tlvs(p, &fp->si);
+			if (reason)
+				return reason;
+			fp->sr = 1;
+			v->val[FW_F_SRH - FW_NADDR] = 1;
+			v->val[FW_F_NEXTHDR - FW_NADDR] = srh->nexthdr;
+			v->val[FW_F_HDRLEN - FW_NADDR] = srh->hdrlen;
+			v->val[FW_F_SEGS - FW_NADDR] = srh->segments_left;
+			v->val[FW_F_LAST - FW_NADDR] = srh->last_entry;
+			v->val[FW_F_TAG - FW_NADDR] = bpf_ntohs(srh->tag);
+			seg = srh_segment(p, &fp->si, 0);
+			if (seg)
+				fw_set_addr(v, FW_F_LSID, seg);
+			if (fp->si.sl < fp->si.last_entry) {
+				seg = srh_segment(p, &fp->si, (__u32)fp->si.sl + 1);
+				if (seg)
+					fw_set_addr(v, FW_F_PSID, seg);
+			}
+			if (fp->si.sl > 0) {
+				seg = srh_segment(p, &fp->si, (__u32)fp->si.sl - 1);
+				if (seg)
+					fw_set_addr(v, FW_F_NSID, seg);
+			}
+		}
+	}
+
+	fp->encap = fp->sr && (nh == IPPROTO_IPV6 || nh == IPPROTO_IPIP);
+	if (fp->encap) {
+		int basic = mode == FW_MODE_BASIC;
+
+		if (nh == IPPROTO_IPIP) {
+			reason = fw_ip4(p, v, off, FW_F_INNER_SRC, FW_F_INNER_DST, basic);
+			if (reason)
+				return reason;
+		} else {
+			struct ipv6hdr *in6;
+
+			if (off > FW_MAX_OFF)
+				return DROP_PKT_TRUNCATED;
+			in6 = pkt_ptr(p, off, sizeof(*in6));
+			if (!in6)
+				return DROP_PKT_TRUNCATED;
+			fw_set_addr(v, FW_F_INNER_SRC, &in6->saddr);
+			fw_set_addr(v, FW_F_INNER_DST, &in6->daddr);
+			if (basic)
+				fw_ports(p, v, in6->nexthdr, off + sizeof(*in6));
+		}
+		if (basic) {
+			/* Legacy rules see the original packet (seed 000 IV.A). */
+			ipv6_addr_copy(&v->addr[FW_F_SRC], &v->addr[FW_F_INNER_SRC]);
+			ipv6_addr_copy(&v->addr[FW_F_DST], &v->addr[FW_F_INNER_DST]);
+			return DROP_NONE;
+		}
+	} else if (fp->sr && mode == FW_MODE_BASIC && v->present[FW_F_LSID]) {
+		/* Insert mode: the original destination is segment[0]. */
+		ipv6_addr_copy(&v->addr[FW_F_DST], &v->addr[FW_F_LSID]);
+	}
+	fw_ports(p, v, nh, off);
+	return DROP_NONE;
+}
+
+/* fw_addr_id looks prefix field f (< FW_NADDR) up in fw_lpm. */
+static __always_inline __u32 fw_addr_id(const struct fw_view *v, __u32 f)
+{
+	struct fw_lpm_key k = {};
+	struct fw_fdef *d;
+	__u32 key = f, *id;
+
+	if (f >= FW_NADDR)
+		return 0;
+	d = bpf_map_lookup_elem(&fw_fdef, &key);
+	if (f >= FW_NADDR)
+		return 0;
+	if (!d)
+		return 0;
+	if (!v->present[f])
+		return d->absent;
+	k.field = f;
+	__builtin_memcpy(k.addr, &v->addr[f], 16);
+	/* Interfaces are 4-byte keys (the rest of addr is zero). */
+	k.prefixlen = (f == FW_F_IIF || f == FW_F_OIF) ? 8 + 32 : 8 + 128;
+	id = bpf_map_lookup_elem(&fw_lpm, &k);
+	return id ? *id : d->nomatch;
+}
+
+/* Where each integer field's slots start in fw_idx, and its domain. */
+static const __u32 fw_int_base[FW_NINT] = {
+	FW_IDX_PROTO, FW_IDX_SPORT, FW_IDX_DPORT, FW_IDX_SRH, FW_IDX_NEXTHDR,
+	FW_IDX_HDRLEN, FW_IDX_SEGS, FW_IDX_LAST, FW_IDX_TAG,
+};
+static const __u32 fw_int_dom[FW_NINT] = { 256, 65536, 65536, 2, 256, 256, 256, 256, 65536 };
+
+/* fw_int_id looks integer field number j (f - FW_NADDR) up in fw_idx. */
+static __always_inline __u32 fw_int_id(const struct fw_view *v, __u32 j)
+{
+	__u32 x, dom, *id;
+
+	if (j >= FW_NINT)
+		return 0;
+	x = v->val[j];
+	dom = fw_int_dom[j];
+	if (x > dom)
+		x = dom;
+	x += fw_int_base[j];
+	id = bpf_map_lookup_elem(&fw_idx, &x);
+	return id ? *id : 0;
+}
+
+/* fw_ctz64 counts trailing zeros of a non-zero x without branches (BPF
+ * has no such instruction, and branches here multiply verifier paths):
+ * popcount(lowest set bit - 1), SWAR popcount.
+ */
+static __always_inline __u32 fw_ctz64(__u64 x)
+{
+	__u64 v = (x & -x) - 1;
+
+	v = v - ((v >> 1) & 0x5555555555555555ULL);
+	v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+	v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (v * 0x0101010101010101ULL) >> 56;
+}
+
+/* fw_classify returns the first matching rule, cfg->nrules when none
+ * matches (nrules, the policy slot), or -1 on a map inconsistency. Loops are kept
+ * rolled on purpose: the verifier then sees one path per iteration
+ * instead of one per combination of used fields.
+ */
+__attribute__((noinline)) int fw_classify(struct fw_view *v, __u32 used, __u32 nrules)
+{
+	__u64 sum0 = ~0ULL, sum1 = ~0ULL, sum2 = ~0ULL;
+	__u32 f, k, s, i;
+
+	/* A global function: verified once, whatever path led here. */
+	if (!v)
+		return -1;
+
+	/* Unused fields get bitmap 0 (every rule): the word loop then ANDs a
+	 * fixed number of bitmaps, with no per-packet count the verifier
+	 * would have to follow.
+	 */
+#pragma clang loop unroll(disable)
+	for (f = 0; f < FW_NFIELDS; f++) {
+		struct fw_bitmap *bm;
+		__u32 id = 0;
+
+		if ((used >> f) & 1)
+			id = f < FW_NADDR ? fw_addr_id(v, f) : fw_int_id(v, f - FW_NADDR);
+		v->uids[f] = id;
+		bm = bpf_map_lookup_elem(&fw_bitmaps, &id);
+		if (!bm)
+			return -1;
+		sum0 &= bm->sum[0];
+		sum1 &= bm->sum[1];
+		sum2 &= bm->sum[2];
+	}
+
+#pragma clang loop unroll(disable)
+	for (s = 0; s < FW_SUM_WORDS; s++) {
+		__u64 cand = s == 0 ? sum0 : s == 1 ? sum1 : sum2;
+
+#pragma clang loop unroll(disable)
+		for (i = 0; i < 64 && cand; i++) {
+			__u32 w = s * 64 + fw_ctz64(cand);
+			__u64 acc = ~0ULL;
+
+			cand &= cand - 1;
+			if (w >= FW_MAX_WORDS)
+				break;
+#pragma clang loop unroll(disable)
+			for (k = 0; k < FW_NFIELDS; k++) {
+				struct fw_bitmap *bm = bpf_map_lookup_elem(&fw_bitmaps, &v->uids[k]);
+				__u32 ww = w;
+
+				/* Re-check next to the access: clang may otherwise
+				 * index with a copy the verifier knows no bound of.
+				 */
+				asm volatile("" : "+r"(ww));
+				if (!bm || ww >= FW_MAX_WORDS)
+					return -1;
+				acc &= bm->w[ww];
+			}
+			if (acc)
+				return w * 64 + fw_ctz64(acc);
+		}
+	}
+	return nrules;
+}
+
+/* Words the SR actions rewrite, for the CHECKSUM_COMPLETE fix-up (as in
+ * bpf/end.c): the destination and the SRH word holding segments left.
+ */
+struct fw_words {
+	struct in6_addr daddr;
+	__be32 srhw0;
+};
+
+static __always_inline int fw_words_read(const struct pkt *p, const struct srh_info *si,
+					 struct fw_words *w)
+{
+	struct ipv6hdr *ip6 = pkt_ptr(p, si->ip6off, sizeof(*ip6));
+	__be32 *srhw = pkt_ptr(p, si->srhoff, 4);
+
+	if (!ip6 || !srhw)
+		return -1;
+	ipv6_addr_copy(&w->daddr, &ip6->daddr);
+	w->srhw0 = *srhw;
+	return 0;
+}
+
+/* fw_seg6 performs a SEG6 target action (seed 000 V.B, Listing 3):
+ *   go-next   SL >= 1: SL -= 1, DA = segment[SL]   (RFC 8986 4.1 End)
+ *   skip-next SL >= 2: SL -= 2, DA = segment[SL]
+ *   go-last   SL >= 1: SL = 0,  DA = segment[0]
+ * A failed precondition (or a non-SR packet) is DROP_FW_PRECOND. The hop
+ * limit is left to the stack, which forwards the packet (lib/fib.h
+ * policy), so it is decremented exactly once.
+ */
+static __always_inline __u32 fw_seg6(const struct pkt *p, const struct fw_pkt *fp, __u32 act)
+{
+	struct ipv6hdr *ip6;
+	struct srh_fixed *srh;
+	struct in6_addr *seg;
+	__u32 sl;
+
+	if (!fp->sr)
+		return DROP_FW_PRECOND;
+	sl = fp->si.sl;
+	if (act == FW_ACT_GO_NEXT) {
+		if (sl < 1)
+			return DROP_FW_PRECOND;
+		sl -= 1;
+	} else if (act == FW_ACT_SKIP_NEXT) {
+		if (sl < 2)
+			return DROP_FW_PRECOND;
+		sl -= 2;
+	} else {
+		if (sl < 1)
+			return DROP_FW_PRECOND;
+		sl = 0;
+	}
+	ip6 = pkt_ptr(p, fp->si.ip6off, sizeof(*ip6));
+	srh = srh_fixed_hdr(p, &fp->si);
+	seg = srh_segment(p, &fp->si, sl);
+	if (!ip6 || !srh || !seg)
+		return DROP_SRH_TRUNCATED;
+	srh->segments_left = sl;
+	ipv6_addr_copy(&ip6->daddr, seg);
+	return DROP_NONE;
+}
+
+/* fw_args_verdict: eval-args. The low args_bits of the active SID (the
+ * destination address) select the action in fw_args (seed 000 V.B,
+ * sysctl ip6t_seg6_args). Returns 0 for an unknown value.
+ */
+static __always_inline __u32 fw_args_verdict(const struct in6_addr *da, __u32 bits)
+{
+	__u64 lo = ((__u64)bpf_ntohl(da->in6_u.u6_addr32[2]) << 32) | bpf_ntohl(da->in6_u.u6_addr32[3]);
+	__u32 *act;
+
+	if (bits < 64)
+		lo &= (1ULL << bits) - 1;
+	act = bpf_map_lookup_elem(&fw_args, &lo);
+	if (!act || *act == FW_ACT_EVAL_ARGS || *act == 0)
+		return 0;
+	return *act;
+}
+
+#endif /* SRCHAIN_FW_H */

@@ -1,0 +1,326 @@
+package firewall
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/srchain/srchain/internal/drop"
+)
+
+// Config is a firewall instance's rule set and settings.
+type Config struct {
+	Mode  Mode
+	Rules []Rule // interfaces resolved (Resolve)
+	// Policy applies when no rule matches; 0 means Accept (iptables'
+	// default chain policy).
+	Policy Verdict
+	// ArgsBits is the length of the SID's ARGS for eval-args (seed 000:
+	// sysctl ip6t_seg6_args); 0..64.
+	ArgsBits int
+	// Args maps ARGS values to verdicts; nil means DefaultArgs.
+	Args map[uint64]Verdict
+}
+
+// DefaultArgs is the eval-args table when a config gives none.
+var DefaultArgs = map[uint64]Verdict{0: GoNext, 1: SkipNext, 2: GoLast, 3: Drop, 4: Accept}
+
+// Firewall is a loaded firewall program and its maps.
+type Firewall struct {
+	mu    sync.Mutex
+	objs  fwProgObjects
+	cls   *Classifier
+	cfg   Config
+	links map[int]link.Link
+	log   *slog.Logger
+}
+
+// idxBase mirrors FW_IDX_* of bpf/lib/fw.h: where each integer field's
+// slots start in fw_idx.
+func idxBase() (map[Field]uint32, uint32) {
+	base := map[Field]uint32{}
+	var off uint32
+	for f := FProto; f < NumFields; f++ {
+		base[f] = off
+		off += f.Domain() + 1
+	}
+	return base, off
+}
+
+// Load compiles cfg and loads the program with its tables filled. Loading
+// does not depend on the network namespace; Attach does.
+func Load(cfg Config) (*Firewall, error) {
+	if cfg.ArgsBits < 0 || cfg.ArgsBits > 64 {
+		return nil, fmt.Errorf("load firewall: args bits %d not in 0..64: %w", cfg.ArgsBits, ErrSyntax)
+	}
+	if cfg.Policy == 0 {
+		cfg.Policy = Accept
+	}
+	if cfg.Policy == EvalArgs {
+		return nil, fmt.Errorf("load firewall: policy eval-args: %w", ErrUnsupported)
+	}
+	if cfg.Args == nil {
+		cfg.Args = DefaultArgs
+	}
+	for k, v := range cfg.Args {
+		if v == EvalArgs || v == 0 {
+			return nil, fmt.Errorf("load firewall: args %d -> %v: %w", k, v, ErrUnsupported)
+		}
+	}
+	cls, err := Compile(cfg.Rules)
+	if err != nil {
+		return nil, fmt.Errorf("load firewall: %w", err)
+	}
+	spec, err := loadFwProg()
+	if err != nil {
+		return nil, fmt.Errorf("load firewall spec: %w", err)
+	}
+	nprefix := 0
+	for _, t := range cls.Fields {
+		nprefix += len(t.Prefixes)
+	}
+	spec.Maps[fwProgMapFwBitmaps].MaxEntries = uint32(len(cls.Bitmaps))
+	spec.Maps[fwProgMapFwLpm].MaxEntries = uint32(max(nprefix, 1))
+	fw := &Firewall{cls: cls, cfg: cfg, links: map[int]link.Link{}, log: slog.Default()}
+	if err := spec.LoadAndAssign(&fw.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load firewall program: %+v", ve)
+		}
+		return nil, fmt.Errorf("load firewall program: %w", err)
+	}
+	if err := fw.fill(); err != nil {
+		fw.objs.Close()
+		return nil, err
+	}
+	return fw, nil
+}
+
+// fill writes the compiled tables into the maps.
+func (fw *Firewall) fill() error {
+	c, cfg := fw.cls, fw.cfg
+	// Bitmaps, with their summaries.
+	keys := make([]uint32, len(c.Bitmaps))
+	vals := make([]fwProgFwBitmap, len(c.Bitmaps))
+	for i, b := range c.Bitmaps {
+		keys[i] = uint32(i)
+		for w, x := range b {
+			vals[i].W[w] = x
+			if x != 0 {
+				vals[i].Sum[w/64] |= 1 << (w % 64)
+			}
+		}
+	}
+	if _, err := fw.objs.FwBitmaps.BatchUpdate(keys, vals, nil); err != nil {
+		return fmt.Errorf("fill bitmaps: %w", err)
+	}
+	// Prefix fields.
+	var used uint32
+	for f := Field(0); f < NumFields; f++ {
+		t := &c.Fields[f]
+		if !t.Used {
+			continue
+		}
+		used |= 1 << f
+		if !f.IsAddr() {
+			continue
+		}
+		if err := fw.objs.FwFdef.Put(uint32(f), fwProgFwFdef{Nomatch: t.NoMatch, Absent: t.Absent}); err != nil {
+			return fmt.Errorf("fill field %v defaults: %w", f, err)
+		}
+		for _, p := range t.Prefixes {
+			var key [21]byte
+			a := p.Prefix.Addr().AsSlice()
+			binary.NativeEndian.PutUint32(key[0:], uint32(8+p.Prefix.Bits()))
+			key[4] = byte(f)
+			copy(key[5:], a)
+			if err := fw.objs.FwLpm.Put(key, p.Bitmap); err != nil {
+				return fmt.Errorf("fill field %v prefix %v: %w", f, p.Prefix, err)
+			}
+		}
+	}
+	// Integer fields: every value (and the absent slot) -> bitmap id.
+	base, size := idxBase()
+	ik := make([]uint32, 0, size)
+	iv := make([]uint32, 0, size)
+	for f := FProto; f < NumFields; f++ {
+		t := &c.Fields[f]
+		if !t.Used {
+			continue
+		}
+		for _, in := range t.Intervals {
+			for x := in.Lo; x <= in.Hi; x++ {
+				ik = append(ik, base[f]+x)
+				iv = append(iv, in.Bitmap)
+			}
+		}
+		ik = append(ik, base[f]+f.Domain())
+		iv = append(iv, t.Absent)
+	}
+	if len(ik) > 0 {
+		if _, err := fw.objs.FwIdx.BatchUpdate(ik, iv, nil); err != nil {
+			return fmt.Errorf("fill value index: %w", err)
+		}
+	}
+	// Verdicts, the policy in slot nrules.
+	for i, r := range cfg.Rules {
+		if err := fw.objs.FwRules.Put(uint32(i), fwProgFwRule{Verdict: uint32(r.Verdict)}); err != nil {
+			return fmt.Errorf("fill rule %d: %w", i, err)
+		}
+	}
+	if err := fw.objs.FwRules.Put(uint32(len(cfg.Rules)), fwProgFwRule{Verdict: uint32(cfg.Policy)}); err != nil {
+		return fmt.Errorf("fill policy: %w", err)
+	}
+	for k, v := range cfg.Args {
+		if err := fw.objs.FwArgs.Put(k, uint32(v)); err != nil {
+			return fmt.Errorf("fill args %d: %w", k, err)
+		}
+	}
+	// The config last: the tables it points into are complete by now.
+	conf := fwProgFwConfig{Mode: uint32(cfg.Mode), Used: used, Nrules: uint32(len(cfg.Rules)), ArgsBits: uint32(cfg.ArgsBits)}
+	if err := fw.objs.FwCfg.Put(uint32(0), conf); err != nil {
+		return fmt.Errorf("fill config: %w", err)
+	}
+	return nil
+}
+
+// SetMode switches basic/advanced at run time (one map update).
+func (fw *Firewall) SetMode(m Mode) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	var conf fwProgFwConfig
+	if err := fw.objs.FwCfg.Lookup(uint32(0), &conf); err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	conf.Mode = uint32(m)
+	if err := fw.objs.FwCfg.Put(uint32(0), conf); err != nil {
+		return fmt.Errorf("set mode: %w", err)
+	}
+	fw.cfg.Mode = m
+	return nil
+}
+
+// Classifier returns the compiled rule set.
+func (fw *Firewall) Classifier() *Classifier { return fw.cls }
+
+// Program returns the tc program.
+func (fw *Firewall) Program() *ebpf.Program { return fw.objs.SrchainFw }
+
+// Attach attaches the program to ifindex's tcx ingress in the current
+// network namespace (call it inside netns.NS.Do).
+func (fw *Firewall) Attach(ifindex int) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if _, ok := fw.links[ifindex]; ok {
+		return nil
+	}
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: fw.objs.SrchainFw, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return fmt.Errorf("attach firewall to ifindex %d: %w", ifindex, err)
+	}
+	fw.links[ifindex] = l
+	fw.log.Info("firewall attached", "ifindex", ifindex, "rules", len(fw.cfg.Rules), "mode", fw.cfg.Mode)
+	return nil
+}
+
+// Pin pins every link and the counter maps under dir so they outlive the
+// process (the lab CLI exits after `lab up`).
+func (fw *Firewall) Pin(dir string) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	for ifindex, l := range fw.links {
+		if err := l.Pin(fmt.Sprintf("%s/fw_tcx_ingress_%d", dir, ifindex)); err != nil {
+			return fmt.Errorf("pin firewall link: %w", err)
+		}
+	}
+	for name, m := range map[string]*ebpf.Map{"fw_rule_counters": fw.objs.FwRuleCounters, "fw_drop_counters": fw.objs.DropCounters, "fw_cfg": fw.objs.FwCfg} {
+		if err := m.Pin(dir + "/" + name); err != nil {
+			return fmt.Errorf("pin firewall map %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Close detaches (unless pinned) and releases everything.
+func (fw *Firewall) Close() error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	var errs []error
+	for _, l := range fw.links {
+		errs = append(errs, l.Close())
+	}
+	fw.links = map[int]link.Link{}
+	errs = append(errs, fw.objs.Close())
+	return errors.Join(errs...)
+}
+
+// RuleCount is one rule's counters; Rule -1 is the policy.
+type RuleCount struct {
+	Rule    int
+	Text    string
+	Packets uint64
+	Bytes   uint64
+}
+
+// RuleCounts reads the per-rule counters (summed over CPUs), rules in
+// order, then the policy.
+func (fw *Firewall) RuleCounts() ([]RuleCount, error) {
+	return ReadRuleCounts(fw.objs.FwRuleCounters, fw.cfg.Rules)
+}
+
+// ReadRuleCounts reads a (possibly pinned) fw_rule_counters map.
+func ReadRuleCounts(m *ebpf.Map, rules []Rule) ([]RuleCount, error) {
+	out := make([]RuleCount, 0, len(rules)+1)
+	for i := 0; i <= len(rules); i++ {
+		var per []fwProgFwCount
+		if err := m.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("read rule counter %d: %w", i, err)
+		}
+		rc := RuleCount{Rule: i}
+		if i == len(rules) {
+			rc.Rule, rc.Text = -1, "policy"
+		} else {
+			rc.Text = rules[i].Text
+		}
+		for _, c := range per {
+			rc.Packets += c.Packets
+			rc.Bytes += c.Bytes
+		}
+		out = append(out, rc)
+	}
+	return out, nil
+}
+
+// DropCounts reads the firewall's drop counters by reason.
+func (fw *Firewall) DropCounts() (drop.Counts, error) { return ReadDropCounts(fw.objs.DropCounters) }
+
+// ReadDropCounts sums a drop_counters map.
+func ReadDropCounts(m *ebpf.Map) (drop.Counts, error) {
+	var c drop.Counts
+	for r := uint32(0); r < uint32(drop.Max); r++ {
+		var per []uint64
+		if err := m.Lookup(r, &per); err != nil {
+			return c, fmt.Errorf("read drop counter %d: %w", r, err)
+		}
+		for _, v := range per {
+			c[r] += v
+		}
+	}
+	return c, nil
+}
+
+// sortedArgs lists eval-args values in order (for printing).
+func sortedArgs(m map[uint64]Verdict) []uint64 {
+	ks := make([]uint64, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}
