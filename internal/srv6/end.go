@@ -120,3 +120,34 @@ func Reason(err error) drop.Reason {
 	}
 	return drop.Unsupported
 }
+
+// MutateEndCSID is End with the NEXT-C-SID flavor
+// (draft-ietf-spring-srv6-srh-compression section 4.1; the kernel's
+// `flavors next-csid lblen L nflen N`): when the destination's argument
+// (the bits behind the blockBits locator block and the nfBits node
+// function) is non-zero, the next C-SID is shifted into place (CSIDNext)
+// and the hop limit decremented, without looking at any SRH (pseudocode
+// N01-N08); otherwise it is plain End (MutateEnd), moving to the next
+// container in the SRH. Like the kernel (end_next_csid_core), a packet
+// with a non-zero argument needs no SRH at all.
+func MutateEndCSID(pkt []byte, blockBits, nfBits int) ([]byte, error) {
+	h, err := ParseIPv6(pkt)
+	if err != nil {
+		return nil, fmt.Errorf("apply end next-csid: %w", err)
+	}
+	if IPv6HeaderLen+int(h.PayloadLen) > len(pkt) {
+		return nil, fmt.Errorf("apply end next-csid: %w", decodeErr("ipv6", "payload length", 4, ErrTruncated))
+	}
+	next, ok := CSIDNext(h.Dst, blockBits, nfBits)
+	if !ok {
+		return MutateEnd(pkt)
+	}
+	if h.HopLimit <= 1 {
+		return nil, fmt.Errorf("apply end next-csid: %w", decodeErr("ipv6", "hop limit", 7, ErrHopLimit))
+	}
+	out := append([]byte(nil), pkt...)
+	out[7]--
+	d := next.As16()
+	copy(out[24:40], d[:])
+	return out, nil
+}

@@ -2,6 +2,7 @@ package srv6
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -118,5 +119,35 @@ func TestMutateEndBehindExtHeaders(t *testing.T) {
 func TestReason(t *testing.T) {
 	if Reason(nil) != drop.None || Reason(errors.New("x")) != drop.Unsupported {
 		t.Fatal("nil / unknown")
+	}
+}
+
+func TestMutateEndCSID(t *testing.T) {
+	block := netip.MustParsePrefix("fc00::/48")
+	c1, _ := CSIDContainer(block, 2, 3)
+	c2, _ := CSIDContainer(block, 5)
+	pkt, _ := Encap(tunSrc, []netip.Addr{c1, c2}, UDP6(hostA, hostB, 1, 2, nil))
+	// Shift, shift out (End to c2), then the last container: argument
+	// zero and SL 0 -> the End drop.
+	wantDA := []string{"fc00:0:0:3::", "fc00:0:0:5::"}
+	for i, w := range wantDA {
+		out, err := MutateEndCSID(pkt, 48, 16)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		h, _ := ParseIPv6(out)
+		if h.Dst != netip.MustParseAddr(w) || h.HopLimit != pkt[7]-1 {
+			t.Fatalf("step %d: %+v", i, h)
+		}
+		pkt = out
+	}
+	if _, err := MutateEndCSID(pkt, 48, 16); !errors.Is(err, ErrSLZero) {
+		t.Fatalf("last: %v", err)
+	}
+	if _, err := MutateEndCSID(pkt[:30], 48, 16); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("short: %v", err)
+	}
+	if _, err := MutateEndCSID(UDP6(hostA, c1, 1, 2, nil)[:45], 48, 16); !errors.Is(err, ErrTruncated) || Reason(err) != drop.PktTruncated {
+		t.Fatalf("payload length: %v", err)
 	}
 }

@@ -193,6 +193,10 @@ func newEndLab(t *testing.T) *endLab {
 	run(r, "ip", "-6", "route", "add", "2001:db8:b::2/128", "encap", "seg6", "mode", "inline", "segs", segs, "dev", "rout")
 	run(r, "ip", "-6", "route", "add", "2001:db8:b::3/128", "encap", "seg6", "mode", "encap.red", "segs", segs, "dev", "rout")
 	run(r, "ip", "route", "add", "198.51.100.7/32", "encap", "seg6", "mode", "encap", "segs", segs, "dev", "rout")
+	// NEXT-C-SID End for TestMutateEndCSIDMatchesKernel: block fc00:0:0::/48,
+	// this node's 16-bit C-SID 0x0002.
+	run(r, "ip", "-6", "route", "add", "fc00:0:0:2::/64", "encap", "seg6local", "action", "End",
+		"flavors", "next-csid", "lblen", "48", "nflen", "16", "dev", "rin")
 
 	lab := &endLab{h: h, txIdx: hin.Index, rinMAC: rin.HardwareAddr}
 	err := h.Do(func() error {
@@ -323,6 +327,61 @@ func TestHeadEndMatchesKernel(t *testing.T) {
 			want := c.want(slices.Clone(c.in))
 			for _, g := range got {
 				mustEq(t, "kernel vs codec", g, want)
+			}
+		})
+	}
+}
+
+// TestMutateEndCSIDMatchesKernel compares MutateEndCSID with the kernel's
+// End with the NEXT-C-SID flavor (lblen 48, nflen 16).
+func TestMutateEndCSIDMatchesKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	lab := newEndLab(t)
+	block := netip.MustParsePrefix("fc00::/48")
+	c1, _ := CSIDContainer(block, 2, 3, 4) // this node, then 3 and 4
+	c2, _ := CSIDContainer(block, 5, 6)    // the next container
+	last, _ := CSIDContainer(block, 2)     // argument exhausted: End to c2
+	plain := func(dst netip.Addr) []byte { return UDP6(hostA, dst, 1, 2, []byte("csid")) }
+	enc := func(travel ...netip.Addr) []byte {
+		b, err := Encap(tunSrc, travel, plain(hostB))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	set := func(b []byte, off int, v byte) []byte { c := slices.Clone(b); c[off] = v; return c }
+	cases := []struct {
+		name string
+		pkt  []byte
+	}{
+		{"shift without srh", plain(c1)},
+		{"shift with srh", enc(c1, c2)},
+		{"exhausted: end to next container", enc(last, c2)},
+		{"exhausted without srh", plain(last)},
+		{"exhausted, sl 0", set(enc(last, c2), IPv6HeaderLen+3, 0)},
+		{"shift, hop limit 1", set(enc(c1, c2), 7, 1)},
+		{"shift ignores a broken srh", set(enc(c1, c2), IPv6HeaderLen+2, 0)},
+	}
+	for i := range cases {
+		binary.BigEndian.PutUint32(cases[i].pkt[0:4], 6<<28|uint32(i+1))
+		lab.send(t, cases[i].pkt)
+	}
+	got := lab.collect(t, 500*time.Millisecond, 0)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want, merr := MutateEndCSID(c.pkt, 48, 16)
+			kern, forwarded := got[uint32(i+1)]
+			switch {
+			case merr != nil && forwarded:
+				t.Fatalf("model drops (%v), kernel forwards %x", merr, kern)
+			case merr == nil && !forwarded:
+				t.Fatalf("model forwards, kernel dropped")
+			case merr == nil:
+				mustEq(t, "kernel vs model", kern, want)
+			default:
+				t.Logf("both drop; model reason %v", Reason(merr))
 			}
 		})
 	}
