@@ -89,6 +89,9 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("End: sl %d -> %d", in.SegmentsLeft, s.SegmentsLeft)
 			}
 		}
+		if out, err := MutateEndCSID(frame, 48, 16); err == nil && len(out) != len(frame) {
+			t.Fatalf("End next-csid changed the length")
+		}
 		_, _ = Insert(frame, chain)
 		_, _ = Encap(tunSrc, chain, frame)
 	})
