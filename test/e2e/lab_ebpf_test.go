@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/spec"
+)
+
+// TestLabEBPFEnd deploys the quickstart with r2's NF SID served by
+// srchain's tc End program instead of a seg6local route, and proves the
+// chain by traces exactly as for the kernel datapath; the program must be
+// attached to every interface of r2 and survive the applier's process
+// (pinned), and re-applying must change nothing.
+func TestLabEBPFEnd(t *testing.T) {
+	requireRoot(t)
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "quickstart.yaml"))
+	if err != nil {
+		t.Skip("quickstart example not present")
+	}
+	src := strings.Replace(string(b), `{name: r2, role: router, locator: "fc00:2::/64"}`,
+		`{name: r2, role: router, locator: "fc00:2::/64", datapath: ebpf}`, 1)
+	if src == string(b) {
+		t.Fatal("quickstart's r2 line changed; update this test")
+	}
+	s, err := spec.Check([]byte(src), "quickstart-ebpf.yaml")
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	net, err := compile.Compile(s)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	net.Name = labName("e")
+	opts := up(t, net)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sts, err := lab.Status(ctx, net.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if !st.OK() {
+			t.Errorf("status %s: %v", st.Node, st.Problems)
+		}
+		if st.Node == "r2" {
+			for _, ifn := range []string{"eth0", "eth1"} {
+				if got := strings.Join(st.Programs[ifn], ","); !strings.Contains(got, "srchain_end") {
+					t.Errorf("r2 %s programs = %q, want srchain_end", ifn, got)
+				}
+			}
+		}
+	}
+	// No seg6local route for the NF SID: the program serves it.
+	ns, err := lab.Open(net.Name, "r2", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if out, _ := ns.Run(ctx, "ip", "-6", "route"); strings.Contains(out, "seg6local") {
+		t.Errorf("r2 has seg6local routes with the ebpf datapath:\n%s", out)
+	}
+	for _, n := range net.Nodes {
+		if n.Name != "r2" {
+			continue
+		}
+		res, err := apply.ApplyWith(ctx, ns, n, apply.Options{})
+		if err != nil || res.Changes != 0 {
+			t.Errorf("re-apply r2: %d changes, %v", res.Changes, err)
+		}
+	}
+
+	pr, err := lab.NewProber(net.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	for _, p := range probes(s) {
+		res, out := run(t, pr, p)
+		t.Log(out)
+		if !res.OK {
+			t.Errorf("probe %s failed with the ebpf End:\n%s", p.Name, out)
+		}
+	}
+	res, out := run(t, pr, lab.Probe{Name: "udp", From: "h1", To: netip.MustParseAddr("fc00:a4::2"), Proto: "udp", DPort: 9, Expect: "web6"})
+	if !res.OK {
+		t.Errorf("udp probe:\n%s", out)
+	}
+}
