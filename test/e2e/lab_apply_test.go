@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -40,7 +41,13 @@ func dump(t *testing.T, ns *netns.NS) string {
 // and requires the node to be exactly as before.
 func TestLabApplyIdempotentAndUndo(t *testing.T) {
 	requireRoot(t)
-	_, net := example(t, "sera-testbed.yaml", "i")
+	for i, file := range []string{"quickstart.yaml", "sera-testbed.yaml", "opot-testbed.yaml"} {
+		t.Run(file, func(t *testing.T) { applyIdempotentAndUndo(t, file, fmt.Sprintf("i%d", i)) })
+	}
+}
+
+func applyIdempotentAndUndo(t *testing.T, file, tag string) {
+	_, net := example(t, file, tag)
 	opts := up(t, net)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
