@@ -75,8 +75,16 @@ func (c *compiler) chain(i int) error {
 	// The route's device only satisfies the kernel (a route needs one):
 	// after encapsulation the packet is routed again on its new
 	// destination, the first segment (net/ipv6/seg6_iptunnel.c).
-	hop, ok := c.s.ShortestPaths(ch.Ingress).FirstHop(first)
-	if !ok {
+	dev := ""
+	if first == ch.Ingress {
+		// Every segment is local: any interface will do.
+		if ifs := ifNames(ingress); len(ifs) > 0 {
+			dev = ifs[0]
+		}
+	} else if hop, ok := c.s.ShortestPaths(ch.Ingress).FirstHop(first); ok {
+		dev = hop.FromIf
+	}
+	if dev == "" {
 		return fmt.Errorf("%s: %w: no path from %s to %s", where, ErrUnroutable, ch.Ingress, first)
 	}
 	table := 0
@@ -92,7 +100,7 @@ func (c *compiler) chain(i int) error {
 			return r.Table == table && r.Dst == dst && r.Encap == nil
 		})
 		ingress.Routes = append(ingress.Routes, state.Route{
-			Table: table, Dst: dst, Dev: hop.FromIf, Chain: ch.Name,
+			Table: table, Dst: dst, Dev: dev, Chain: ch.Name,
 			Encap: &state.SREncap{Mode: mode, Segments: slices.Clone(segs)},
 		})
 	}
@@ -123,9 +131,9 @@ func (c *compiler) egressSID(ch *spec.Chain) (state.LocalSID, error) {
 	if sid.Behavior == state.EndDX6 {
 		fam = 6
 	}
-	nh, err := c.nextHopToward(ch.Egress, ch.Match.Dst[0], fam)
-	if err != nil {
-		return state.LocalSID{}, err
+	nh, ok := c.s.NextHopToward(ch.Egress, ch.Match.Dst[0], fam)
+	if !ok {
+		return state.LocalSID{}, fmt.Errorf("%w: no IPv%d next hop from %s toward %s", ErrUnroutable, fam, ch.Egress, ch.Match.Dst[0])
 	}
 	if fam == 4 {
 		sid.NH4 = nh
@@ -133,35 +141,6 @@ func (c *compiler) egressSID(ch *spec.Chain) (state.LocalSID, error) {
 		sid.NH6 = nh
 	}
 	return sid, nil
-}
-
-// nextHopToward is the address of the neighbor of node on the shortest
-// path toward the most specific known prefix that overlaps dst.
-func (c *compiler) nextHopToward(node string, dst netip.Prefix, fam int) (netip.Addr, error) {
-	var cands []netip.Prefix
-	for p := range c.owners {
-		if p.Overlaps(dst) && spec.Family(p.Addr()) == fam {
-			cands = append(cands, p)
-		}
-	}
-	slices.SortFunc(cands, func(a, b netip.Prefix) int {
-		if a.Bits() != b.Bits() {
-			return cmp.Compare(b.Bits(), a.Bits())
-		}
-		return a.Addr().Compare(b.Addr())
-	})
-	tree := c.s.ShortestPaths(node)
-	for _, p := range cands {
-		owner, ok := nearest(tree, c.owners[p])
-		if !ok {
-			continue
-		}
-		hop, _ := tree.FirstHop(owner)
-		if nh, ok := c.s.PeerAddr(hop, fam); ok {
-			return nh, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("%w: no IPv%d next hop from %s toward %s", ErrUnroutable, fam, node, dst)
 }
 
 // rules writes one ip rule per (destination, source) pair of a 5-tuple

@@ -50,7 +50,7 @@ type compiler struct {
 // Compile produces the desired state of every node of s. s should have
 // passed Validate; Compile still fails rather than panics on bad input.
 func Compile(s *spec.Spec) (*state.Network, error) {
-	c := &compiler{s: s, sids: s.SIDs(), nodes: map[string]*state.Node{}, owners: map[netip.Prefix][]string{}}
+	c := &compiler{s: s, sids: s.SIDs(), nodes: map[string]*state.Node{}, owners: s.Subnets()}
 	for _, n := range s.Nodes {
 		c.nodes[n.Name] = &state.Node{Name: n.Name, Role: n.Role}
 	}
@@ -86,8 +86,7 @@ func Compile(s *spec.Spec) (*state.Network, error) {
 	return net, nil
 }
 
-// links creates the wires, the interfaces with their addresses, and the
-// prefix ownership table used for routing.
+// links creates the wires and the interfaces with their addresses.
 func (c *compiler) links(net *state.Network) error {
 	for i, l := range c.s.Links {
 		if len(l.Endpoints) != 2 {
@@ -108,23 +107,9 @@ func (c *compiler) links(net *state.Network) error {
 			n.Interfaces = append(n.Interfaces, state.Interface{
 				Name: side.e.Interface, MTU: l.MTU, Addrs: slices.Clone(side.e.Addresses), Peer: side.peer,
 			})
-			for _, p := range side.e.Addresses {
-				c.own(p.Masked(), side.e.Node)
-			}
-		}
-	}
-	for _, n := range c.s.Nodes {
-		if n.Role == spec.RoleRouter && n.Locator.IsValid() {
-			c.own(n.Locator.Masked(), n.Name)
 		}
 	}
 	return nil
-}
-
-func (c *compiler) own(p netip.Prefix, node string) {
-	if !slices.Contains(c.owners[p], node) {
-		c.owners[p] = append(c.owners[p], node)
-	}
 }
 
 // sysctls: forwarding on routers; seg6_enabled on every node, because the
@@ -180,7 +165,7 @@ func (c *compiler) routerRoutes(n spec.Node) {
 		if slices.Contains(owners, n.Name) {
 			continue
 		}
-		owner, ok := nearest(tree, owners)
+		owner, ok := tree.Nearest(owners)
 		if !ok {
 			continue
 		}
@@ -191,22 +176,6 @@ func (c *compiler) routerRoutes(n spec.Node) {
 		}
 		sn.Routes = append(sn.Routes, state.Route{Dst: p, Via: via, Dev: hop.FromIf})
 	}
-}
-
-// nearest picks the reachable owner closest to the tree root, ties broken
-// by name.
-func nearest(t *spec.Tree, owners []string) (string, bool) {
-	best, bestDist := "", -1
-	for _, o := range owners {
-		d, ok := t.Dist[o]
-		if !ok || o == t.Root {
-			continue
-		}
-		if bestDist < 0 || d < bestDist || (d == bestDist && o < best) {
-			best, bestDist = o, d
-		}
-	}
-	return best, bestDist >= 0
 }
 
 // hostRoutes gives a host default routes (IPv6 and IPv4) via the router on

@@ -188,3 +188,82 @@ func family(a netip.Addr) int {
 
 // Family is 4 or 6 for an address.
 func Family(a netip.Addr) int { return family(a) }
+
+// Subnets maps every routed prefix (link subnets, router locators) to the
+// nodes attached to it, in file order.
+func (s *Spec) Subnets() map[netip.Prefix][]string {
+	owners := map[netip.Prefix][]string{}
+	own := func(p netip.Prefix, node string) {
+		for _, o := range owners[p] {
+			if o == node {
+				return
+			}
+		}
+		owners[p] = append(owners[p], node)
+	}
+	for _, l := range s.Links {
+		if len(l.Endpoints) != 2 {
+			continue
+		}
+		for _, e := range l.Endpoints {
+			for _, p := range e.Addresses {
+				if p.IsValid() {
+					own(p.Masked(), e.Node)
+				}
+			}
+		}
+	}
+	for _, n := range s.Nodes {
+		if n.Role == RoleRouter && n.Locator.IsValid() {
+			own(n.Locator.Masked(), n.Name)
+		}
+	}
+	return owners
+}
+
+// Nearest picks the owner closest to the tree's root (excluding the root),
+// ties broken by name.
+func (t *Tree) Nearest(owners []string) (string, bool) {
+	best, bestDist := "", -1
+	for _, o := range owners {
+		d, ok := t.Dist[o]
+		if !ok || o == t.Root {
+			continue
+		}
+		if bestDist < 0 || d < bestDist || (d == bestDist && o < best) {
+			best, bestDist = o, d
+		}
+	}
+	return best, bestDist >= 0
+}
+
+// NextHopToward is the family-fam address of node's neighbor on the
+// shortest path toward the most specific subnet overlapping dst: the
+// next hop End.DX4 / End.DX6 cross-connect to.
+func (s *Spec) NextHopToward(node string, dst netip.Prefix, fam int) (netip.Addr, bool) {
+	owners := s.Subnets()
+	var cands []netip.Prefix
+	for p := range owners {
+		if p.Overlaps(dst) && family(p.Addr()) == fam {
+			cands = append(cands, p)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].Bits() != cands[j].Bits() {
+			return cands[i].Bits() > cands[j].Bits()
+		}
+		return cands[i].Addr().Less(cands[j].Addr())
+	})
+	tree := s.ShortestPaths(node)
+	for _, p := range cands {
+		owner, ok := tree.Nearest(owners[p])
+		if !ok {
+			continue
+		}
+		hop, _ := tree.FirstHop(owner)
+		if nh, ok := s.PeerAddr(hop, fam); ok {
+			return nh, true
+		}
+	}
+	return netip.Addr{}, false
+}

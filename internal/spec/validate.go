@@ -379,6 +379,12 @@ func (v *validator) nfs() {
 				v.add(p+".interface", "behavior End.X needs the interface to cross-connect to")
 			case nodeOK && !v.nodeHasIf(nf.Node, nf.Interface):
 				v.add(p+".interface", "node %q has no interface %q", nf.Node, nf.Interface)
+			case nodeOK:
+				if h, ok := s.HopOut(nf.Node, nf.Interface); !ok {
+					v.add(p+".interface", "interface %q of node %q is on no valid link", nf.Interface, nf.Node)
+				} else if _, ok := s.PeerAddr(h, 6); !ok {
+					v.add(p+".interface", "End.X needs an IPv6 next hop, but %q has no IPv6 address on the link from %s", h.To, nf.Interface)
+				}
 			}
 		default:
 			v.add(p+".behavior", "behavior must be %q or %q, got %q", BehaviorEnd, BehaviorEndX, nf.Behavior)
@@ -462,8 +468,10 @@ func (v *validator) chains() {
 			if n := s.Node(c.Egress); egOK && !c.EgressSID.IsValid() && !n.Locator.IsValid() {
 				v.add(p+".egress", "egress %q has no locator to allocate the decapsulation SID from", c.Egress)
 			}
-			if fam != 0 && (c.EgressBehavior == EgressDX4 || c.EgressBehavior == EgressDX6) && !v.routable(c.Match.Dst[0]) {
-				v.add(p+".match.dst[0]", "%s is in no link subnet, so %s has no next hop", c.Match.Dst[0], c.EgressBehavior)
+			if egOK && fam != 0 && c.Match.Dst[0].IsValid() && (c.EgressBehavior == EgressDX4 || c.EgressBehavior == EgressDX6) {
+				if _, ok := s.NextHopToward(c.Egress, c.Match.Dst[0], fam); !ok {
+					v.add(p+".match.dst[0]", "%s: no IPv%d next hop from egress %q toward it (it must overlap a reachable link subnet)", c.EgressBehavior, fam, c.Egress)
+				}
 			}
 		case ModeInsert:
 			if fam == 4 {
@@ -481,6 +489,11 @@ func (v *validator) chains() {
 		default:
 			v.add(p+".mode", "mode must be %q or %q, got %q", ModeEncap, ModeInsert, c.Mode)
 		}
+		if inOK && egOK && c.Ingress == c.Egress && c.Mode == ModeEncap {
+			// Measured: the kernel does not deliver a packet encapsulated
+			// toward the ingress's own decapsulation SID.
+			v.add(p+".egress", "egress must differ from the ingress in encap mode")
+		}
 		if inOK && egOK && nfsOK {
 			v.path(p, c)
 		}
@@ -496,20 +509,6 @@ func (v *validator) chains() {
 		}
 	}
 	v.unique("chain", names, func(i int) string { return fmt.Sprintf("chains[%d].name", i) })
-}
-
-// routable reports whether some link subnet overlaps dst.
-func (v *validator) routable(dst netip.Prefix) bool {
-	for _, l := range v.s.Links {
-		for _, e := range l.Endpoints {
-			for _, a := range e.Addresses {
-				if a.IsValid() && a.Masked().Overlaps(dst) {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // match checks a classifier and returns its family (0 if unknown).
