@@ -627,7 +627,30 @@ func (v *validator) traffic() {
 			if t.To.IsValid() && !slices.ContainsFunc(c.Match.Dst, func(d netip.Prefix) bool { return d.Contains(t.To) }) {
 				v.add(p+".to", "%s is not in any destination of chain %q", t.To, c.Name)
 			}
+			v.probeMatches(p, t, c)
 		}
 	}
 	v.unique("probe", names, func(i int) string { return fmt.Sprintf("traffic[%d].name", i) })
+}
+
+// probeMatches reports a probe that expects a chain whose 5-tuple
+// classifier it cannot match, so the lab check would fail for a reason
+// that has nothing to do with the data plane.
+func (v *validator) probeMatches(p string, t Probe, c *Chain) {
+	m := c.Match
+	norm := func(proto string) string {
+		if proto == ProtoICMPv6 {
+			return ProtoICMP
+		}
+		return proto
+	}
+	if m.Proto != "" && norm(m.Proto) != norm(t.Proto) {
+		v.add(p+".proto", "chain %q matches proto %s, the probe sends %s", c.Name, m.Proto, t.Proto)
+	}
+	if !m.DPort.IsZero() && (t.DPort < int(m.DPort.From) || t.DPort > int(m.DPort.To)) {
+		v.add(p+".dport", "chain %q matches dport %d-%d, the probe sends to %d", c.Name, m.DPort.From, m.DPort.To, t.DPort)
+	}
+	if !m.SPort.IsZero() {
+		v.add(p+".expect", "chain %q matches source ports, which a probe cannot choose", c.Name)
+	}
 }
