@@ -27,13 +27,15 @@ const (
 var (
 	sidEnd  = netip.MustParseAddr("fc00:1::1")
 	sidEndX = netip.MustParseAddr("fc00:1::2")
-	srcAddr = netip.MustParseAddr("fc00:a::1")
-	nhAddr  = netip.MustParseAddr("fc00:12::2") // neighbour behind the egress veth
-	routed  = netip.MustParseAddr("fc00:2::5")  // next SID with a route via nhAddr
-	routed2 = netip.MustParseAddr("fc00:2::6")  // final segment
-	noRoute = netip.MustParseAddr("fc00:9::1")  // next SID without a route
-	nhMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
-	inMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa} // frames' source MAC
+	// End.X without a next hop: the new DA is resolved on-link.
+	sidEndXOnLink = netip.MustParseAddr("fc00:1::3")
+	srcAddr       = netip.MustParseAddr("fc00:a::1")
+	nhAddr        = netip.MustParseAddr("fc00:12::2") // neighbour behind the egress veth
+	routed        = netip.MustParseAddr("fc00:2::5")  // next SID with a route via nhAddr
+	routed2       = netip.MustParseAddr("fc00:2::6")  // final segment
+	noRoute       = netip.MustParseAddr("fc00:9::1")  // next SID without a route
+	nhMAC         = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+	inMAC         = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa} // frames' source MAC
 )
 
 // skbCtx is the head of struct __sk_buff up to ifindex: the fields
@@ -129,6 +131,9 @@ func newTestEnv(t *testing.T) *testEnv {
 		t.Fatal(err)
 	}
 	if err := e.SetSID(sidEndX, BehaviorEndX, env.out, nhAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetSID(sidEndXOnLink, BehaviorEndX, env.out, netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	return env
@@ -254,6 +259,7 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 		{name: "end 16 segments", ip: srv6Pkt(t, sidEnd, 64, srhFor(append(addrs(15), routed)...)), want: tcActRedirect, expect: "redirect"},
 		{name: "end behind hop-by-hop", ip: withHBH(valid), want: tcActRedirect, expect: "redirect"},
 		{name: "end no route -> stack", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, noRoute)), want: tcActOK, expect: "stack"},
+		{name: "end.x on-link", ip: srv6Pkt(t, sidEndXOnLink, 64, srhFor(sidEndXOnLink, noRoute)), want: tcActRedirect, expect: "neigh"},
 		{name: "end.x", ip: srv6Pkt(t, sidEndX, 64, srhFor(sidEndX, noRoute, routed2)), want: tcActRedirect, expect: "neigh"},
 		{name: "trailing bytes trimmed", ip: append(append([]byte(nil), valid...), 0xde, 0xad, 0xbe, 0xef), want: tcActRedirect, expect: "redirect", model: valid},
 		{name: "next SID local -> loop", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, sidEndX, routed2)), want: tcActRedirect, expect: "loop"},
@@ -308,8 +314,8 @@ func TestEndTestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("fib outcomes: %v", fib)
-	if fib["success"] == 0 || fib["redirect-neigh"] != 1 {
-		t.Errorf("fib counters %v: want successes and one redirect-neigh", fib)
+	if fib["success"] == 0 || fib["redirect-neigh"] != 2 {
+		t.Errorf("fib counters %v: want successes and two redirect-neigh", fib)
 	}
 }
 

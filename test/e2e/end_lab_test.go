@@ -44,7 +44,9 @@ var (
 	endNonSID  = netip.MustParseAddr("fc00:2::7")
 	endSIDX    = netip.MustParseAddr("fc00:1::2") // End.X nh6 endRecv
 	endNoRoute = netip.MustParseAddr("fc00:9::1")
-	endTimeout = 400 * time.Millisecond
+	// How long a dropped packet is waited for (forwarded ones return as
+	// soon as they arrived and the line is quiet for 50 ms).
+	endTimeout = 700 * time.Millisecond
 )
 
 // Addrs names the four MACs of a line.
