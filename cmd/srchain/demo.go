@@ -82,6 +82,7 @@ func init() {
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab running afterwards")
 	cmd.Flags().BoolVar(&brief, "brief", false, "print only one line per probe")
+	cmd.Flags().StringVar(&labStateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
 	rootCmd.AddCommand(cmd)
 }
 

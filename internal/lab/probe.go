@@ -298,8 +298,12 @@ func (p *Prober) Print(w io.Writer, r ProbeResult, detail bool) {
 	if !detail {
 		return
 	}
+	nw, iw := 0, 0
 	for _, e := range r.Events {
-		line := fmt.Sprintf("    %-4s %-5s %-3s %s > %s", e.Node, e.Interface, e.Dir, e.OuterSrc, e.OuterDst)
+		nw, iw = max(nw, len(e.Node)), max(iw, len(e.Interface))
+	}
+	for _, e := range r.Events {
+		line := fmt.Sprintf("    %-*s %-*s %-3s %s > %s", nw, e.Node, iw, e.Interface, e.Dir, e.OuterSrc, e.OuterDst)
 		if e.HasSRH {
 			line += fmt.Sprintf("  SRH SL=%d segs=%s", e.SL, addrs(e.Segments))
 		}
