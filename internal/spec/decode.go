@@ -203,14 +203,14 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	case reflect.Int:
 		i, err := strconv.ParseInt(n.Value, 0, 32)
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || err != nil {
-			d.fail(path, n, "expected an integer, got %s", describe(n))
+			d.fail(path, n, "expected an integer, got %s", kindName(n))
 			return
 		}
 		v.SetInt(i)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(n.Value)
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || err != nil {
-			d.fail(path, n, "expected true or false, got %s", describe(n))
+			d.fail(path, n, "expected true or false, got %s", kindName(n))
 			return
 		}
 		v.SetBool(b)
@@ -301,8 +301,6 @@ func kindName(n *yaml.Node) string {
 	}
 	return "something else"
 }
-
-func describe(n *yaml.Node) string { return kindName(n) }
 
 func typeName(t reflect.Type) string {
 	switch t {

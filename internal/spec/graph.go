@@ -148,8 +148,7 @@ func (s *Spec) HopOut(node, ifname string) (Hop, bool) {
 	return Hop{}, false
 }
 
-// Endpoint returns the endpoint of links[h.Link] on node side ("from" side
-// when from is true).
+// endpoint returns the endpoint of links[link] that is node's ifname.
 func (s *Spec) endpoint(link int, node, ifname string) *Endpoint {
 	for i := range s.Links[link].Endpoints {
 		e := &s.Links[link].Endpoints[i]
