@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/spec"
 )
 
 var labStateDir string
@@ -26,16 +26,23 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// labName accepts a lab name or the spec file it was built from.
+// labName accepts a lab name or the spec file it was built from. The file
+// is only parsed for its name, so a lab can be removed even when its spec
+// has since become invalid.
 func labName(arg string) (string, error) {
-	if _, err := os.Stat(arg); err == nil && strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
-		s, _, err := loadAndCompile(arg)
-		if err != nil {
-			return "", err
-		}
-		return s.Name, nil
+	fi, err := os.Stat(arg)
+	if err != nil || !fi.Mode().IsRegular() {
+		return arg, nil
 	}
-	return arg, nil
+	data, err := os.ReadFile(arg)
+	if err != nil {
+		return "", fmt.Errorf("read spec: %w", err)
+	}
+	s, _ := spec.Parse(data, arg)
+	if s == nil || s.Name == "" {
+		return "", fmt.Errorf("%s: no lab name in spec", arg)
+	}
+	return s.Name, nil
 }
 
 func init() {
