@@ -18,13 +18,17 @@ type Hop struct {
 // link index so that shortest-path ties are broken by name. Links with
 // fewer or more than two endpoints are ignored (Validate reports them).
 func (s *Spec) neighbors() map[string][]Hop {
+	known := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		known[n.Name] = true
+	}
 	adj := map[string][]Hop{}
 	for i, l := range s.Links {
 		if len(l.Endpoints) != 2 {
 			continue
 		}
 		a, b := l.Endpoints[0], l.Endpoints[1]
-		if s.Node(a.Node) == nil || s.Node(b.Node) == nil || a.Node == b.Node {
+		if !known[a.Node] || !known[b.Node] || a.Node == b.Node {
 			continue
 		}
 		adj[a.Node] = append(adj[a.Node], Hop{From: a.Node, To: b.Node, FromIf: a.Interface, ToIf: b.Interface, Link: i})
@@ -54,12 +58,18 @@ type Tree struct {
 // ShortestPaths computes the BFS tree from root.
 func (s *Spec) ShortestPaths(root string) *Tree {
 	adj := s.neighbors()
+	router := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		if n.Role == RoleRouter {
+			router[n.Name] = true
+		}
+	}
 	t := &Tree{Root: root, In: map[string]Hop{}, Dist: map[string]int{root: 0}}
 	queue := []string{root}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		if n := s.Node(cur); cur != root && (n == nil || n.Role != RoleRouter) {
+		if cur != root && !router[cur] {
 			continue
 		}
 		for _, h := range adj[cur] {
