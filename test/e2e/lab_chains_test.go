@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/trace"
 )
 
@@ -142,6 +147,51 @@ func TestQuickstartOrder(t *testing.T) {
 			if trace.AnySRH([]trace.Hop{h}) {
 				t.Errorf("%s: host %s saw an SRH:\n%s", chain, n, out)
 			}
+		}
+	}
+}
+
+// TestQuickstartInsert runs the quickstart's IPv6 chain in insert mode
+// (H.Insert, RFC 8986 / RFC 8754: the SRH goes into the original packet):
+// the NF sees the original source with an SRH and no inner header, and
+// unmatched traffic still carries none.
+func TestQuickstartInsert(t *testing.T) {
+	requireRoot(t)
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "quickstart.yaml"))
+	if err != nil {
+		t.Skip("quickstart example not present")
+	}
+	old := `match: {dst: ["fc00:a4::/64"]}`
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("quickstart has no %s; update this test", old)
+	}
+	src := strings.Replace(string(b), old, old+"\n    mode: insert", 1)
+	s, err := spec.Check([]byte(src), "quickstart-insert.yaml")
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	net, err := compile.Compile(s)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	net.Name = labName("n")
+	opts := up(t, net)
+	pr, err := lab.NewProber(net.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	for _, p := range probes(s) {
+		res, out := run(t, pr, p)
+		if !res.OK {
+			t.Errorf("probe %s:\n%s", p.Name, out)
+		}
+		if p.Expect != "web6" {
+			continue
+		}
+		h, _ := hopAt(res.Hops, "r2")
+		if e := h.Arrive; e == nil || !e.HasSRH || e.Encapsulated || e.OuterSrc != netip.MustParseAddr("fc00:a1::1") {
+			t.Errorf("r2 should see h1's own packet with an inserted SRH:\n%s", out)
 		}
 	}
 }
