@@ -157,17 +157,6 @@ const (
 	ProtoICMPv6 = "icmpv6"
 )
 
-// Kinds lists the NF kinds the spec accepts. forward is a plain SR-aware
-// NF (End). Other kinds are implemented by their own packages and decode
-// their own config.
-var Kinds = map[string]bool{
-	"forward":   true,
-	"firewall":  true, // SERA, seed 000
-	"netfilter": true, // End.AN.NF, seed 002
-	"proxy":     true, // SR proxy for a legacy NF, seed 001
-	"opot":      true, // proof of transit, seed 003
-}
-
 // IsSRAware reports whether the NF processes SRv6 itself (the default).
 func (n *NF) IsSRAware() bool { return n.SRAware == nil || *n.SRAware }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestExamplesValid(t *testing.T) {
@@ -260,4 +262,41 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRegisterKind(t *testing.T) {
+	RegisterKind("test-kind", func(s *Spec, nf *NF, path string) []error {
+		if nf.Config.Kind != yaml.MappingNode || len(nf.Config.Content) == 0 {
+			return []error{s.ErrorAt(path, nil, "config needs rules")}
+		}
+		return []error{s.ErrorAt(path+".rules", nf.Config.Content[1], "bad rule")}
+	})
+	defer func() { delete(Kinds, "test-kind"); delete(kindChecks, "test-kind") }()
+	src := `name: k
+nodes: [{name: r1, role: router, locator: "fc00:1::/64"}]
+links:
+  - endpoints:
+      - {node: r1, interface: eth0, addresses: ["fc00:a1::2/64"]}
+      - {node: h1, interface: eth0, addresses: ["fc00:a1::1/64"]}
+nfs:
+  - {name: a, kind: test-kind, node: r1}
+  - name: b
+    kind: test-kind
+    node: r1
+    config:
+      rules: [x]
+`
+	_, err := Check([]byte(src), "k.yaml")
+	var got []string
+	for _, fe := range FieldErrors(err) {
+		got = append(got, fe.Error())
+	}
+	want := []string{
+		`k.yaml:6:10: links[0].endpoints[1].node: unknown node "h1"`,
+		`k.yaml:8:5: nfs[0].config: config needs rules`,
+		`k.yaml:13:14: nfs[1].config.rules: bad rule`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
 }

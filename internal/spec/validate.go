@@ -52,6 +52,7 @@ func (s *Spec) Validate() error {
 	v.nodes()
 	v.links()
 	v.nfs()
+	v.checkKinds()
 	v.chains()
 	v.traffic()
 	return errors.Join(v.errs...)
