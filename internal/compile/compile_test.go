@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json")
@@ -88,5 +89,31 @@ func TestProtoNumber(t *testing.T) {
 	}
 	if _, err := ProtoNumber("gre", 4); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("gre: %v", err)
+	}
+}
+
+func TestRegisterKind(t *testing.T) {
+	RegisterKind("firewall", func(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node) error {
+		sid.Datapath = state.EBPF
+		node.Programs = append(node.Programs, state.Program{Kind: "firewall", Interfaces: []string{"eth0"}, Params: map[string]string{"nf": nf.Name}})
+		return nil
+	})
+	defer delete(kindCompilers, "firewall")
+	s, err := spec.Load("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.NFs[0].Kind = "firewall"
+	net, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range net.Nodes {
+		if n.Name != "r2" {
+			continue
+		}
+		if n.SIDs[0].Datapath != state.EBPF || len(n.Programs) != 2 || n.Programs[0].Kind != "firewall" || n.Programs[1].Kind != ProgramEnd {
+			t.Errorf("r2: sids %+v programs %+v", n.SIDs, n.Programs)
+		}
 	}
 }
