@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sort"
 	"sync"
 
@@ -53,25 +54,53 @@ func idxBase() (map[Field]uint32, uint32) {
 	return base, off
 }
 
-// Load compiles cfg and loads the program with its tables filled. Loading
-// does not depend on the network namespace; Attach does.
-func Load(cfg Config) (*Firewall, error) {
+// ErrCapacity: a new rule set needs more table entries than the loaded
+// program's maps hold (Update); Load a new program instead.
+var ErrCapacity = errors.New("rule set exceeds table capacity")
+
+// Capacity sizes the table maps; zero fields mean "what the first rule
+// set needs".
+type Capacity struct {
+	Bitmaps, Prefixes int
+}
+
+func checkConfig(cfg *Config) error {
 	if cfg.ArgsBits < 0 || cfg.ArgsBits > 64 {
-		return nil, fmt.Errorf("load firewall: args bits %d not in 0..64: %w", cfg.ArgsBits, ErrSyntax)
+		return fmt.Errorf("args bits %d not in 0..64: %w", cfg.ArgsBits, ErrSyntax)
 	}
 	if cfg.Policy == 0 {
 		cfg.Policy = Accept
 	}
 	if cfg.Policy == EvalArgs {
-		return nil, fmt.Errorf("load firewall: policy eval-args: %w", ErrUnsupported)
+		return fmt.Errorf("policy eval-args: %w", ErrUnsupported)
 	}
 	if cfg.Args == nil {
 		cfg.Args = DefaultArgs
 	}
 	for k, v := range cfg.Args {
-		if v == EvalArgs || v == 0 {
-			return nil, fmt.Errorf("load firewall: args %d -> %v: %w", k, v, ErrUnsupported)
+		if v == EvalArgs || v == 0 || v > EvalArgs {
+			return fmt.Errorf("args %d -> %v: %w", k, v, ErrUnsupported)
 		}
+	}
+	return nil
+}
+
+func prefixCount(c *Classifier) int {
+	n := 0
+	for _, t := range c.Fields {
+		n += len(t.Prefixes)
+	}
+	return n
+}
+
+// Load compiles cfg and loads the program with its tables filled. Loading
+// does not depend on the network namespace; Attach does.
+func Load(cfg Config) (*Firewall, error) { return LoadCapacity(cfg, Capacity{}) }
+
+// LoadCapacity is Load with table maps sized for later Updates.
+func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
+	if err := checkConfig(&cfg); err != nil {
+		return nil, fmt.Errorf("load firewall: %w", err)
 	}
 	cls, err := Compile(cfg.Rules)
 	if err != nil {
@@ -81,12 +110,8 @@ func Load(cfg Config) (*Firewall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load firewall spec: %w", err)
 	}
-	nprefix := 0
-	for _, t := range cls.Fields {
-		nprefix += len(t.Prefixes)
-	}
-	spec.Maps[fwProgMapFwBitmaps].MaxEntries = uint32(len(cls.Bitmaps))
-	spec.Maps[fwProgMapFwLpm].MaxEntries = uint32(max(nprefix, 1))
+	spec.Maps[fwProgMapFwBitmaps].MaxEntries = uint32(max(len(cls.Bitmaps), capy.Bitmaps))
+	spec.Maps[fwProgMapFwLpm].MaxEntries = uint32(max(prefixCount(cls), capy.Prefixes, 1))
 	fw := &Firewall{cls: cls, cfg: cfg, links: map[int]link.Link{}, log: slog.Default()}
 	if err := spec.LoadAndAssign(&fw.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -100,6 +125,50 @@ func Load(cfg Config) (*Firewall, error) {
 		return nil, err
 	}
 	return fw, nil
+}
+
+// Update replaces the rule set and settings of a loaded firewall without
+// reloading or detaching the program. The tables are rewritten in place,
+// the config (used fields, rule count, mode) last; packets classified
+// during the rewrite may see a mix of old and new tables. Rule counters
+// keep counting by slot.
+func (fw *Firewall) Update(cfg Config) error {
+	if err := checkConfig(&cfg); err != nil {
+		return fmt.Errorf("update firewall: %w", err)
+	}
+	cls, err := Compile(cfg.Rules)
+	if err != nil {
+		return fmt.Errorf("update firewall: %w", err)
+	}
+	if uint32(len(cls.Bitmaps)) > fw.objs.FwBitmaps.MaxEntries() || uint32(prefixCount(cls)) > fw.objs.FwLpm.MaxEntries() {
+		return fmt.Errorf("update firewall: %w", ErrCapacity)
+	}
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	// Drop the old prefixes (the LPM trie keeps whatever is not deleted).
+	for f, t := range fw.cls.Fields {
+		for _, p := range t.Prefixes {
+			k := lpmKey(Field(f), p.Prefix)
+			if err := fw.objs.FwLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("update firewall: delete prefix %v: %w", p.Prefix, err)
+			}
+		}
+	}
+	for k := range fw.cfg.Args {
+		if _, keep := cfg.Args[k]; !keep {
+			_ = fw.objs.FwArgs.Delete(k)
+		}
+	}
+	fw.cls, fw.cfg = cls, cfg
+	return fw.fill()
+}
+
+func lpmKey(f Field, p netip.Prefix) [21]byte {
+	var key [21]byte
+	binary.NativeEndian.PutUint32(key[0:], uint32(8+p.Bits()))
+	key[4] = byte(f)
+	copy(key[5:], p.Addr().AsSlice())
+	return key
 }
 
 // fill writes the compiled tables into the maps.
@@ -135,12 +204,7 @@ func (fw *Firewall) fill() error {
 			return fmt.Errorf("fill field %v defaults: %w", f, err)
 		}
 		for _, p := range t.Prefixes {
-			var key [21]byte
-			a := p.Prefix.Addr().AsSlice()
-			binary.NativeEndian.PutUint32(key[0:], uint32(8+p.Prefix.Bits()))
-			key[4] = byte(f)
-			copy(key[5:], a)
-			if err := fw.objs.FwLpm.Put(key, p.Bitmap); err != nil {
+			if err := fw.objs.FwLpm.Put(lpmKey(f, p.Prefix), p.Bitmap); err != nil {
 				return fmt.Errorf("fill field %v prefix %v: %w", f, p.Prefix, err)
 			}
 		}

@@ -1,0 +1,266 @@
+package firewall
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/srchain/srchain/internal/drop"
+)
+
+// SRInfo is what the SR actions need about a packet.
+type SRInfo struct {
+	SR       bool // a valid SRH (routing type 4)
+	Encap    bool // the SRH is followed by an IPv4/IPv6 packet
+	SRHOff   int  // offset of the SRH from the IPv6 header
+	SL, Last uint8
+}
+
+const (
+	protoHopOpts = 0
+	protoIPIP    = 4
+	protoTCP     = 6
+	protoUDP     = 17
+	protoIPv6    = 41
+	protoRouting = 43
+	protoDstOpts = 60
+	maxExt       = 6 // FW_MAX_EXT
+	maxSegs      = 16
+)
+
+// Extract computes the view of an L3 packet (IPv6 or IPv4, no Ethernet
+// header) exactly as bpf/lib/fw.h does; it is the Go model the datapath
+// is tested against. A non-None reason means the datapath drops it.
+func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
+	v := NewView()
+	v.Set(FSRH, 0)
+	v.SetIface(FIIF, iif)
+	var si SRInfo
+	if len(pkt) < 1 {
+		return v, si, drop.PktTruncated
+	}
+	if pkt[0]>>4 == 4 {
+		r := extract4(pkt, 0, &v, FSrc, FDst, true)
+		return v, si, r
+	}
+	if len(pkt) < 40 {
+		return v, si, drop.PktTruncated
+	}
+	nh := pkt[6]
+	off := 40
+	rtoff := 0
+	for i := 0; i < maxExt; i++ {
+		if nh != protoHopOpts && nh != protoDstOpts && nh != protoRouting {
+			break
+		}
+		if off+2 > len(pkt) {
+			return v, si, drop.PktTruncated
+		}
+		if nh == protoRouting && rtoff == 0 {
+			rtoff = off
+		}
+		nh = pkt[off]
+		off += (int(pkt[off+1]) + 1) * 8
+	}
+	v.SetAddr(FSrc, addr16(pkt[8:24]))
+	v.SetAddr(FDst, addr16(pkt[24:40]))
+	if rtoff != 0 {
+		if rtoff+8 > len(pkt) {
+			return v, si, drop.SRHTruncated
+		}
+		h := pkt[rtoff:]
+		if h[2] == 4 {
+			if r := validateSRH(pkt, rtoff); r != drop.None {
+				return v, si, r
+			}
+			si = SRInfo{SR: true, SRHOff: rtoff, SL: h[3], Last: h[4]}
+			v.Set(FSRH, 1)
+			v.Set(FNextHdr, uint32(h[0]))
+			v.Set(FHdrLen, uint32(h[1]))
+			v.Set(FSegsLeft, uint32(h[3]))
+			v.Set(FLastEntry, uint32(h[4]))
+			v.Set(FTag, uint32(binary.BigEndian.Uint16(h[6:8])))
+			seg := func(i int) netip.Addr { return addr16(h[8+16*i : 24+16*i]) }
+			v.SetAddr(FLSID, seg(0))
+			if h[3] < h[4] {
+				v.SetAddr(FPSID, seg(int(h[3])+1))
+			}
+			if h[3] > 0 {
+				v.SetAddr(FNSID, seg(int(h[3])-1))
+			}
+		}
+	}
+	si.Encap = si.SR && (nh == protoIPv6 || nh == protoIPIP)
+	if si.Encap {
+		basic := mode == Basic
+		if nh == protoIPIP {
+			if r := extract4(pkt, off, &v, FInnerSrc, FInnerDst, basic); r != drop.None {
+				return v, si, r
+			}
+		} else {
+			if off+40 > len(pkt) {
+				return v, si, drop.PktTruncated
+			}
+			in := pkt[off:]
+			v.SetAddr(FInnerSrc, addr16(in[8:24]))
+			v.SetAddr(FInnerDst, addr16(in[24:40]))
+			if basic {
+				ports(pkt, &v, in[6], off+40)
+			}
+		}
+		if basic {
+			v.Addr[FSrc], v.Addr[FDst] = v.Addr[FInnerSrc], v.Addr[FInnerDst]
+			return v, si, drop.None
+		}
+	} else if si.SR && mode == Basic {
+		v.Addr[FDst] = v.Addr[FLSID]
+	}
+	ports(pkt, &v, nh, off)
+	return v, si, drop.None
+}
+
+func addr16(b []byte) netip.Addr { return netip.AddrFrom16([16]byte(b[:16])) }
+
+func ports(pkt []byte, v *View, proto uint8, off int) {
+	v.Set(FProto, uint32(proto))
+	v.Set(FSPort, 1<<16)
+	v.Set(FDPort, 1<<16)
+	if proto != protoTCP && proto != protoUDP {
+		return
+	}
+	if off+4 > len(pkt) {
+		return
+	}
+	v.Set(FSPort, uint32(binary.BigEndian.Uint16(pkt[off:])))
+	v.Set(FDPort, uint32(binary.BigEndian.Uint16(pkt[off+2:])))
+}
+
+func extract4(pkt []byte, off int, v *View, fsrc, fdst Field, transport bool) drop.Reason {
+	if off+20 > len(pkt) {
+		return drop.PktTruncated
+	}
+	h := pkt[off:]
+	v.SetAddr(fsrc, netip.AddrFrom4([4]byte(h[12:16])))
+	v.SetAddr(fdst, netip.AddrFrom4([4]byte(h[16:20])))
+	if transport {
+		l4 := off + int(h[0]&0xf)*4
+		if binary.BigEndian.Uint16(h[6:8])&0x1fff != 0 {
+			l4 = len(pkt) // non-first fragment: no ports
+		}
+		ports(pkt, v, h[9], l4)
+	}
+	return drop.None
+}
+
+// validateSRH mirrors srh_validate + srh_validate_tlvs (bpf/lib/srh.h).
+func validateSRH(pkt []byte, off int) drop.Reason {
+	h := pkt[off:]
+	n := (int(h[1]) + 1) * 8
+	if off+n > len(pkt) {
+		return drop.SRHTruncated
+	}
+	if int(h[4]) >= maxSegs {
+		return drop.SRHTooManySegs
+	}
+	seglen := (int(h[4]) + 1) * 16
+	if int(h[1])*8 < seglen {
+		return drop.SRHBadLen
+	}
+	if h[3] > h[4] {
+		return drop.SRHSLOverLast
+	}
+	end, t := off+n, off+8+seglen
+	for i := 0; i < 16; i++ {
+		if t >= end {
+			return drop.None
+		}
+		if pkt[t] == 0 {
+			t++
+			continue
+		}
+		if t+2 > len(pkt) {
+			return drop.TLVBad
+		}
+		t += 2 + int(pkt[t+1])
+		if t > end {
+			return drop.TLVBad
+		}
+	}
+	if t >= end {
+		return drop.None
+	}
+	return drop.TLVBad
+}
+
+// Outcome is what the datapath does with a packet.
+type Outcome struct {
+	Rule    int         // matched rule, -1 for the policy
+	Verdict Verdict     // after eval-args resolution
+	Drop    drop.Reason // None when the packet passes
+	Out     []byte      // the packet after SR actions (nil: unchanged or dropped)
+}
+
+// Decide is the Go model of the whole program on one L3 packet: extract,
+// Eval (the linear reference), then the action. ARGS are the low
+// argsBits of the destination address.
+func Decide(pkt []byte, cfg Config, iif uint32) Outcome {
+	v, si, r := Extract(pkt, cfg.Mode, iif)
+	if r != drop.None {
+		return Outcome{Rule: -2, Drop: r}
+	}
+	o := Outcome{Rule: Eval(cfg.Rules, &v)}
+	if o.Rule >= 0 {
+		o.Verdict = cfg.Rules[o.Rule].Verdict
+	} else {
+		o.Verdict = cfg.Policy
+		if o.Verdict == 0 {
+			o.Verdict = Accept
+		}
+	}
+	if o.Verdict == EvalArgs {
+		if !si.SR {
+			o.Drop = drop.FWPrecond
+			return o
+		}
+		args := binary.BigEndian.Uint64(pkt[32:40])
+		if cfg.ArgsBits < 64 {
+			args &= 1<<cfg.ArgsBits - 1
+		}
+		table := cfg.Args
+		if table == nil {
+			table = DefaultArgs
+		}
+		vd, ok := table[args]
+		if !ok {
+			o.Drop = drop.FWArgsUnknown
+			return o
+		}
+		o.Verdict = vd
+	}
+	switch o.Verdict {
+	case Accept:
+	case GoNext, SkipNext, GoLast:
+		if !si.SR {
+			o.Drop = drop.FWPrecond
+			return o
+		}
+		sl := int(si.SL)
+		switch {
+		case o.Verdict == GoNext && sl >= 1:
+			sl--
+		case o.Verdict == SkipNext && sl >= 2:
+			sl -= 2
+		case o.Verdict == GoLast && sl >= 1:
+			sl = 0
+		default:
+			o.Drop = drop.FWPrecond
+			return o
+		}
+		out := append([]byte(nil), pkt...)
+		out[si.SRHOff+3] = byte(sl)
+		copy(out[24:40], out[si.SRHOff+8+16*sl:si.SRHOff+24+16*sl])
+		o.Out = out
+	default:
+		o.Drop = drop.FWRule
+	}
+	return o
+}
