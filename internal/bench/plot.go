@@ -73,7 +73,7 @@ func yAxis(b *strings.Builder, top float64, label string, scale float64) {
 }
 
 func barSVG(res *Result) string {
-	name, scale, _ := unit(res.Mode)
+	name, scale, _ := unit(res)
 	var b strings.Builder
 	svgHead(&b, fmt.Sprintf("%s: %s, median and min-max of %d rounds", res.Scenario, name, res.Options.Rounds))
 	top := 0.0
@@ -135,7 +135,7 @@ func lineSVG(res *Result) (string, bool) {
 	if len(names) == 0 {
 		return "", false
 	}
-	name, scale, _ := unit(res.Mode)
+	name, scale, _ := unit(res)
 	xlabel := res.XLabel
 	if xlabel == "" {
 		xlabel = "x"

@@ -100,11 +100,11 @@ func ff(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 func roundRows(res *Result) [][]string {
 	rows := [][]string{{"case", "size", "round", "value", "seconds", "dut_tx_pps", "offered_pps", "sink_pps",
-		"offered", "dut_rx", "dut_rx_drop", "dut_tx", "dut_tx_drop", "sink", "loss", "lat_mean_us", "lat_p50_us", "lat_p99_us"}}
+		"pps_per_cpu", "cpu_share", "offered", "dut_rx", "dut_rx_drop", "dut_tx", "dut_tx_drop", "sink", "loss", "lat_mean_us", "lat_p50_us", "lat_p99_us"}}
 	for _, p := range res.Points {
 		for _, r := range p.Rounds {
 			rows = append(rows, []string{p.Case, strconv.Itoa(p.Size), strconv.Itoa(r.Round), ff(r.Value), ff(r.Seconds),
-				ff(r.PPS), ff(r.OfferedPPS), ff(r.SinkPPS), fu(r.Offered), fu(r.DUTRx), fu(r.DUTRxDrop), fu(r.DUTTx),
+				ff(r.PPS), ff(r.OfferedPPS), ff(r.SinkPPS), ff(r.PPSPerCPU), ff(r.CPUShare), fu(r.Offered), fu(r.DUTRx), fu(r.DUTRxDrop), fu(r.DUTTx),
 				fu(r.DUTTxDrop), fu(r.Sink), ff(r.Loss), ff(r.LatAvg), ff(r.LatP50), ff(r.LatP99)})
 		}
 	}
@@ -136,21 +136,23 @@ func frameBytes(p Point) string {
 	return fmt.Sprintf("%d-%d", lo, hi)
 }
 
-// unit says how a mode's values read.
-func unit(mode string) (name string, scale float64, digits int) {
-	switch mode {
+// unit says how a result's values read.
+func unit(res *Result) (name string, scale float64, digits int) {
+	switch res.Mode {
 	case ModeLatency:
 		return "p50 latency (us)", 1, 1
 	case ModePDR:
 		return "PDR (Mpps)", 1e-6, 3
-	default:
-		return "forwarded (Mpps)", 1e-6, 3
 	}
+	if res.Options.Layout == LayoutOne {
+		return "forwarded (Mpps per core)", 1e-6, 3
+	}
+	return "forwarded (Mpps)", 1e-6, 3
 }
 
 // WriteMarkdown writes the result as a markdown table.
 func WriteMarkdown(w io.Writer, res *Result) error {
-	name, scale, dig := unit(res.Mode)
+	name, scale, dig := unit(res)
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s (%s mode, baseline %s)\n\n", res.Scenario, res.Mode, res.Baseline)
 	fmt.Fprintf(&b, "Linux %s, %d CPUs, %s; %d rounds x (%s warm-up + %s), layout %s, %s.",
@@ -161,31 +163,35 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 	}
 	b.WriteString("\n\n")
 	lat := res.Mode == ModeLatency
-	fmt.Fprintf(&b, "| case | frame B | %s median | min | max | ratio (min-max) | sink/DUT | loss |", name)
+	fmt.Fprintf(&b, "| case | frame B | %s median | min | max | ratio (min-max) | sink/DUT | loss | wall Mpps | CPU share |", name)
 	if lat {
 		b.WriteString(" mean us | p99 us |")
 	}
-	b.WriteString("\n|---|---|---|---|---|---|---|---|")
+	b.WriteString("\n|---|---|---|---|---|---|---|---|---|---|")
 	if lat {
 		b.WriteString("---|---|")
 	}
 	b.WriteString("\n")
 	for _, p := range res.Points {
 		if p.Summary.N == 0 {
-			fmt.Fprintf(&b, "| %s | %s | failed: %s | | | | | |\n", p.Case, frameBytes(p), strings.ReplaceAll(p.Err, "|", "/"))
+			fmt.Fprintf(&b, "| %s | %s | failed: %s | | | | | | | |\n", p.Case, frameBytes(p), strings.ReplaceAll(p.Err, "|", "/"))
 			continue
 		}
 		var losses []float64
-		var avg, p99 []float64
+		var avg, p99, wall, share []float64
 		for _, r := range p.Rounds {
+			wall = append(wall, r.PPS)
+			share = append(share, r.CPUShare)
 			losses = append(losses, r.Loss)
 			avg = append(avg, r.LatAvg)
 			p99 = append(p99, r.LatP99)
 		}
 		l, _ := Summarize(losses)
-		fmt.Fprintf(&b, "| %s | %s | %.*f | %.*f | %.*f | %.2f (%.2f-%.2f) | %.3f | %.2f%% |", p.Case, frameBytes(p),
+		wl, _ := Summarize(wall)
+		sh, _ := Summarize(share)
+		fmt.Fprintf(&b, "| %s | %s | %.*f | %.*f | %.*f | %.2f (%.2f-%.2f) | %.3f | %.2f%% | %.3f | %.2f |", p.Case, frameBytes(p),
 			dig, p.Summary.Median*scale, dig, p.Summary.Min*scale, dig, p.Summary.Max*scale,
-			p.Ratio, p.RatioMin, p.RatioMax, p.SinkOverDUT, 100*l.Median)
+			p.Ratio, p.RatioMin, p.RatioMax, p.SinkOverDUT, 100*l.Median, wl.Median/1e6, sh.Median)
 		if lat {
 			a, _ := Summarize(avg)
 			q, _ := Summarize(p99)

@@ -93,12 +93,21 @@ func (o *Options) check() error {
 type Round struct {
 	Round   int     `json:"round"`
 	Seconds float64 `json:"seconds"`
-	// Value is what the mode measures: forwarded pps (max), the PDR
-	// rate (pdr) or the p50 latency in microseconds (latency).
+	// Value is what the mode measures: forwarded pps (max; per CPU
+	// second of the generator thread in the one-CPU layout, PPSPerCPU),
+	// the PDR rate (pdr) or the p50 latency in microseconds (latency).
 	Value      float64 `json:"value"`
 	PPS        float64 `json:"pps"` // DUT egress tx rate
 	OfferedPPS float64 `json:"offered_pps"`
 	SinkPPS    float64 `json:"sink_pps"`
+	// PPSPerCPU is DUT tx per CPU-second of the generator thread, which
+	// in the one-CPU layout also carries the DUT's and sink's softirq
+	// work (see Generator.CPUTime): the rate one whole core would
+	// reach, insensitive to other load on the machine. CPUShare is the
+	// fraction of the wall time that thread got.
+	PPSPerCPU  float64 `json:"pps_per_cpu"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	CPUShare   float64 `json:"cpu_share"`
 	Offered    uint64  `json:"offered"`
 	DUTRx      uint64  `json:"dut_rx"`
 	DUTRxDrop  uint64  `json:"dut_rx_drop"`
@@ -345,6 +354,7 @@ func (r *rig) setup(ctx context.Context, name string, o Options) error {
 // counters is a snapshot of everything a round compares.
 type counters struct {
 	at      time.Time
+	cpu     time.Duration // generator thread CPU time
 	sent    uint64
 	in, out linkStats
 	sink    SinkCount
@@ -354,6 +364,9 @@ func (r *rig) snapshot() (counters, error) {
 	var c counters
 	var err error
 	if c.sent, err = r.gen.Sent(); err != nil {
+		return c, err
+	}
+	if c.cpu, err = r.gen.CPUTime(); err != nil {
 		return c, err
 	}
 	if c.in, err = readLinkStats(r.line.DUT, ifDUTIn); err != nil {
@@ -380,7 +393,12 @@ func delta(a, b counters) Round {
 		DUTTxDrop: b.out.TxDropped - a.out.TxDropped,
 		Sink:      b.sink.Packets - a.sink.Packets,
 	}
+	rd.CPUSeconds = (b.cpu - a.cpu).Seconds()
+	if rd.CPUSeconds > 0 {
+		rd.PPSPerCPU = float64(rd.DUTTx) / rd.CPUSeconds
+	}
 	if secs > 0 {
+		rd.CPUShare = rd.CPUSeconds / secs
 		rd.PPS = float64(rd.DUTTx) / secs
 		rd.OfferedPPS = float64(rd.Offered) / secs
 		rd.SinkPPS = float64(rd.Sink) / secs
@@ -471,6 +489,9 @@ func (r *rig) trial(ctx context.Context, o Options, rate float64, warmup, dur ti
 	}
 	rd := delta(a, b)
 	rd.Value = rd.PPS
+	if o.Layout == LayoutOne && rd.PPSPerCPU > 0 {
+		rd.Value = rd.PPSPerCPU
+	}
 	if lat {
 		samples, err := r.sink.Latencies()
 		if err != nil {

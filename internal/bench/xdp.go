@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -17,6 +21,7 @@ import (
 
 // Generator is the XDP live-frames generator of one line.
 type Generator struct {
+	tid  atomic.Int64 // thread running Blast (for its CPU time)
 	objs xdpgenObjects
 	ns   *netns.NS
 	tmpl []byte // data_in of BPF_PROG_RUN: the largest template
@@ -80,6 +85,34 @@ func (g *Generator) SetStamp(on bool) error {
 	return nil
 }
 
+// CPUTime returns the CPU time the thread running Blast has used so far.
+// In the one-CPU layout the DUT's and the sink's receive processing runs
+// in that thread's softirq context (the kernel flushes the redirected
+// frames and runs NET_RX when the test run re-enables bottom halves), and
+// this kernel has no IRQ time accounting (CONFIG_IRQ_TIME_ACCOUNTING is
+// off), so softirq work done in the thread's context is charged to it:
+// the thread's time is the cost of generator + DUT + sink per packet,
+// independent of how much of the CPU other processes took.
+func (g *Generator) CPUTime() (time.Duration, error) {
+	tid := g.tid.Load()
+	if tid == 0 {
+		return 0, fmt.Errorf("read generator cpu time: not running")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+	if err != nil {
+		return 0, fmt.Errorf("read generator cpu time: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("read generator cpu time: empty schedstat")
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read generator cpu time: %w", err)
+	}
+	return time.Duration(ns), nil
+}
+
 // Sent returns the number of frames offered so far.
 func (g *Generator) Sent() (uint64, error) {
 	var n uint64
@@ -141,7 +174,9 @@ func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float6
 	}()
 	defer close(done)
 	return g.ns.Do(func() error {
-		tidc <- unix.Gettid()
+		tid := unix.Gettid()
+		g.tid.Store(int64(tid))
+		tidc <- tid
 		if cpu >= 0 {
 			var old, set unix.CPUSet
 			if err := unix.SchedGetaffinity(0, &old); err == nil {
