@@ -313,3 +313,40 @@ func TestApplyEndProgram(t *testing.T) {
 		t.Errorf("re-apply: %d changes, %v; want 0, nil", res.Changes, err)
 	}
 }
+
+// TestApplyReplace: a route to the same destination with other contents is
+// replaced, and a failed apply puts the old one back.
+func TestApplyReplace(t *testing.T) {
+	a, _ := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := state.Node{Name: "r1", Interfaces: []state.Interface{{Name: "eth0", Addrs: []netip.Prefix{p("fc00:12::1/64")}}}}
+	if err := Apply(ctx, a, base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Run(ctx, "ip", "-6", "route", "add", "fc00:2::/64", "via", "fc00:12::3"); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, a)
+	want := base
+	want.Routes = []state.Route{{Dst: p("fc00:2::/64"), Dev: "eth0", Encap: &state.SREncap{Mode: state.ModeEncap, Segments: []netip.Addr{ad("fc00:2::f1")}}}}
+	want.Programs = []state.Program{{Kind: "boom"}}
+	drivers := map[string]ProgramDriver{"boom": DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) {
+		return nil, errors.New("injected failure")
+	})}
+	if _, err := ApplyWith(ctx, a, want, Options{Drivers: drivers}); err == nil {
+		t.Fatal("apply with failing driver succeeded")
+	}
+	if after := snapshot(t, a); after != before {
+		t.Errorf("replaced route not restored:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	want.Programs = nil
+	res, err := ApplyWith(ctx, a, want, Options{})
+	if err != nil || res.Changes != 1 {
+		t.Fatalf("apply = %d changes, %v; want 1 replace", res.Changes, err)
+	}
+	out, _ := a.Run(ctx, "ip", "-6", "route", "show", "fc00:2::/64")
+	if !strings.Contains(out, "encap seg6") || strings.Contains(out, "fc00:12::3") {
+		t.Errorf("route not replaced:\n%s", out)
+	}
+}
