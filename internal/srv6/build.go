@@ -146,17 +146,28 @@ type EncapOptions struct {
 
 // EncapWith is Encap with the outer header fields given by o.
 func EncapWith(o EncapOptions, outerSrc netip.Addr, travel []netip.Addr, inner []byte, tlvs ...TLV) ([]byte, error) {
-	if len(travel) == 0 {
-		return nil, fmt.Errorf("encapsulate: %w", ErrNoSegments)
-	}
-	var nh uint8
 	switch {
 	case len(inner) > 0 && inner[0]>>4 == 6:
-		nh = ProtoIPv6
+		return encap(o, outerSrc, travel, inner, ProtoIPv6, tlvs)
 	case len(inner) > 0 && inner[0]>>4 == 4:
-		nh = ProtoIPv4
-	default:
-		return nil, fmt.Errorf("encapsulate: %w", ErrBadInner)
+		return encap(o, outerSrc, travel, inner, ProtoIPv4, tlvs)
+	}
+	return nil, fmt.Errorf("encapsulate: %w", ErrBadInner)
+}
+
+// EncapL2 is H.Encaps.L2 (RFC 8986 section 5.3): the Ethernet frame behind
+// an outer IPv6 header and an SRH with next header 143 (Ethernet), as the
+// kernel's seg6 mode l2encap does and End.DX2 expects. Hop limit 64.
+func EncapL2(outerSrc netip.Addr, travel []netip.Addr, frame []byte, tlvs ...TLV) ([]byte, error) {
+	if len(frame) < EthernetHeaderLen {
+		return nil, fmt.Errorf("encapsulate frame of %d bytes: %w", len(frame), ErrBadInner)
+	}
+	return encap(EncapOptions{HopLimit: DefaultHopLimit}, outerSrc, travel, frame, ProtoEthernet, tlvs)
+}
+
+func encap(o EncapOptions, outerSrc netip.Addr, travel []netip.Addr, inner []byte, nh uint8, tlvs []TLV) ([]byte, error) {
+	if len(travel) == 0 {
+		return nil, fmt.Errorf("encapsulate: %w", ErrNoSegments)
 	}
 	outer := IPv6{TrafficClass: o.TrafficClass, FlowLabel: o.FlowLabel, HopLimit: o.HopLimit, Src: outerSrc, Dst: travel[0]}
 	if o.Inherit && nh == ProtoIPv6 {

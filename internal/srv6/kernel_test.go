@@ -131,11 +131,11 @@ func TestMutateEndMatchesKernel(t *testing.T) {
 }
 
 type endLab struct {
-	h          *netns.NS
-	tx, rx     int // AF_PACKET sockets in h
-	txIdx      int
-	rinMAC     net.HardwareAddr
-	rxFiltered int
+	h      *netns.NS
+	tx, rx int // AF_PACKET sockets in h
+	txIdx  int
+	rinMAC net.HardwareAddr
+	srcMAC net.HardwareAddr
 }
 
 func newEndLab(t *testing.T) *endLab {
@@ -193,12 +193,13 @@ func newEndLab(t *testing.T) *endLab {
 	run(r, "ip", "-6", "route", "add", "2001:db8:b::2/128", "encap", "seg6", "mode", "inline", "segs", segs, "dev", "rout")
 	run(r, "ip", "-6", "route", "add", "2001:db8:b::3/128", "encap", "seg6", "mode", "encap.red", "segs", segs, "dev", "rout")
 	run(r, "ip", "route", "add", "198.51.100.7/32", "encap", "seg6", "mode", "encap", "segs", segs, "dev", "rout")
+	run(r, "ip", "-6", "route", "add", "2001:db8:b::4/128", "encap", "seg6", "mode", "l2encap", "segs", segs, "dev", "rout")
 	// NEXT-C-SID End for TestMutateEndCSIDMatchesKernel: block fc00:0:0::/48,
 	// this node's 16-bit C-SID 0x0002.
 	run(r, "ip", "-6", "route", "add", "fc00:0:0:2::/64", "encap", "seg6local", "action", "End",
 		"flavors", "next-csid", "lblen", "48", "nflen", "16", "dev", "rin")
 
-	lab := &endLab{h: h, txIdx: hin.Index, rinMAC: rin.HardwareAddr}
+	lab := &endLab{h: h, txIdx: hin.Index, rinMAC: rin.HardwareAddr, srcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
 	err := h.Do(func() error {
 		var err error
 		if lab.tx, err = packetSocket(hin.Index); err != nil {
@@ -242,7 +243,7 @@ func (l *endLab) sendEther(t *testing.T, pkt []byte) {
 	if len(pkt) > 0 && pkt[0]>>4 == 4 {
 		et = EtherTypeIPv4
 	}
-	frame := Ether(l.rinMAC, net.HardwareAddr{2, 0, 0, 0, 0, 1}, et, pkt)
+	frame := Ether(l.rinMAC, l.srcMAC, et, pkt)
 	if _, err := syscall.Write(l.tx, frame); err != nil {
 		t.Fatalf("send: %v", err)
 	}
@@ -317,6 +318,16 @@ func TestHeadEndMatchesKernel(t *testing.T) {
 				return dec(must(EncapWith(EncapOptions{HopLimit: DefaultHopLimit}, tunSrc, travel, in)))
 			}},
 	}
+	l2in := UDP6(hostA, netip.MustParseAddr("2001:db8:b::4"), 1, 2, []byte("l2"))
+	cases = append(cases, struct {
+		name string
+		in   []byte
+		want func(in []byte) []byte
+	}{"l2encap", l2in, func(in []byte) []byte {
+		// The frame as rin received it (MACs of the lab's sender).
+		frame := Ether(lab.rinMAC, lab.srcMAC, EtherTypeIPv6, in)
+		return dec(must(EncapL2(tunSrc, travel, frame)))
+	}})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			lab.sendEther(t, c.in)

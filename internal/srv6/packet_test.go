@@ -425,3 +425,24 @@ func TestPacketString(t *testing.T) {
 		t.Fatalf("String() =\n %s\nwant\n %s", p, want)
 	}
 }
+
+func TestEncapL2(t *testing.T) {
+	frame := Ether(macB, macA, EtherTypeIPv6, UDP6(hostA, hostB, 1, 2, []byte("l2")))
+	pkt, err := EncapL2(tunSrc, chain, frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Decode(pkt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SRH == nil || p.SRH.NextHeader != ProtoEthernet || p.Inner4 != nil || p.Inner6 != nil || p.L4 != nil || !bytes.Equal(p.Payload, frame) {
+		t.Fatalf("decoded %v srh %+v", p, p.SRH)
+	}
+	if _, err := EncapL2(tunSrc, chain, frame[:10]); !errors.Is(err, ErrBadInner) {
+		t.Fatal(err)
+	}
+	if _, err := EncapL2(tunSrc, nil, frame); !errors.Is(err, ErrNoSegments) {
+		t.Fatal(err)
+	}
+}
