@@ -43,6 +43,14 @@ type Packet struct {
 	Payload []byte
 }
 
+// outerExtStart is the frame offset right behind the outer IPv6 header.
+func (p Packet) outerExtStart() int {
+	if p.Eth != nil {
+		return p.Eth.Len() + IPv6HeaderLen
+	}
+	return IPv6HeaderLen
+}
+
 // Innermost returns the protocol of the innermost IP packet: 4, 6.
 func (p Packet) Innermost() int {
 	if p.Inner4 != nil {
@@ -80,20 +88,12 @@ func Decode(frame []byte, withEthernet bool) (Packet, error) {
 	}
 	off += IPv6HeaderLen
 	nh := h.NextHeader
-	// Outer extension headers up to the SRH (RFC 8200 section 4.1 order:
-	// Hop-by-Hop first, then Destination Options, then Routing).
-	for {
-		switch {
-		case nh == ProtoHopByHop && len(p.Ext) == 0 || nh == ProtoDestOpts ||
-			nh == ProtoRouting && (off+3 > end || frame[off+2] != RoutingTypeSRH):
-			x, next, err := extHeader(frame[:end], off, nh)
-			if err != nil {
-				return p, err
-			}
-			p.Ext = append(p.Ext, x)
-			off, nh = next, x.Data[0]
-			continue
-		case nh == ProtoRouting:
+	// Outer extension headers in RFC 8200 section 4.1 order (Hop-by-Hop
+	// only first, Destination Options, Routing, Destination Options): the
+	// first SRH is decoded, every other extension header is kept raw in Ext.
+	// A Fragment header ends the walk (the rest is Payload).
+	for nh == ProtoHopByHop && off == p.outerExtStart() || nh == ProtoDestOpts || nh == ProtoRouting {
+		if nh == ProtoRouting && p.SRH == nil && off+3 <= end && frame[off+2] == RoutingTypeSRH {
 			s, err := ParseSRHReduced(frame[off:end])
 			if err != nil {
 				return p, rebase(err, off)
@@ -101,8 +101,14 @@ func Decode(frame []byte, withEthernet bool) (Packet, error) {
 			p.SRH, p.SRHOff = &s, off
 			off += s.Len()
 			nh = s.NextHeader
+			continue
 		}
-		break
+		x, next, err := extHeader(frame[:end], off, nh)
+		if err != nil {
+			return p, err
+		}
+		p.Ext = append(p.Ext, x)
+		off, nh = next, x.Data[0]
 	}
 	switch nh {
 	case ProtoIPv6:

@@ -446,3 +446,39 @@ func TestEncapL2(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestDecodeDestOptsAfterSRH(t *testing.T) {
+	// IPv6 / SRH / DestOpts / UDP (insert mode with a destination option
+	// for the final destination, RFC 8200 section 4.1).
+	u := UDP6(hostA, hostB, 7, 8, []byte("d"))
+	do := []byte{ProtoUDP, 0, 1, 4, 0, 0, 0, 0}
+	u = slices.Concat(u[:IPv6HeaderLen], do, u[IPv6HeaderLen:])
+	u[6], u[5] = ProtoDestOpts, u[5]+8
+	pkt, err := Insert(u, chain[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Decode(pkt, false)
+	if err != nil || p.SRH == nil || p.SRH.NextHeader != ProtoDestOpts || len(p.Ext) != 1 || p.Ext[0].Type != ProtoDestOpts ||
+		p.L4 == nil || p.L4.DstPort != 8 || string(p.Payload) != "d" {
+		t.Fatalf("decoded %v ext %+v, %v", p, p.Ext, err)
+	}
+	// A second SRH (nested policy) is kept raw; Hop-by-Hop after the
+	// first header is not an extension header (it ends the walk).
+	s2 := NewSRH(ProtoUDP, chain[:1])
+	b2, _ := s2.Marshal()
+	pkt2, _ := Insert(UDP6(hostA, hostB, 7, 8, nil), chain[:1])
+	pkt2 = slices.Concat(pkt2[:IPv6HeaderLen+40], b2, pkt2[IPv6HeaderLen+40:])
+	pkt2[IPv6HeaderLen], pkt2[5] = ProtoRouting, pkt2[5]+byte(len(b2))
+	p, err = Decode(pkt2, false)
+	if err != nil || p.SRHOff != IPv6HeaderLen || len(p.Ext) != 1 || p.Ext[0].Type != ProtoRouting || p.L4 == nil {
+		t.Fatalf("nested srh: %v ext %+v, %v", p, p.Ext, err)
+	}
+	hbh := UDP6(hostA, hostB, 7, 8, nil)
+	hbh = slices.Concat(hbh[:IPv6HeaderLen], []byte{ProtoHopByHop, 0, 1, 4, 0, 0, 0, 0}, []byte{ProtoUDP, 0, 1, 4, 0, 0, 0, 0}, hbh[IPv6HeaderLen:])
+	hbh[6], hbh[5] = ProtoHopByHop, hbh[5]+16
+	p, err = Decode(hbh, false)
+	if err != nil || len(p.Ext) != 1 || p.L4 != nil {
+		t.Fatalf("second hop-by-hop: %v ext %+v, %v", p, p.Ext, err)
+	}
+}

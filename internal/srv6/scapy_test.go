@@ -68,6 +68,7 @@ type scapyView struct {
 }
 
 func TestScapyDissectsOurPackets(t *testing.T) {
+	t.Parallel() // overlaps the two python starts (scapy's import dominates)
 	var pkts [][]byte
 	var names []string
 	add := func(name string, b []byte, err error) {
@@ -206,6 +207,7 @@ func compareWithScapy(t *testing.T, pkt []byte, v scapyView) {
 }
 
 func TestScapyBuiltPacketsDecode(t *testing.T) {
+	t.Parallel()
 	out := scapy(t, "build", nil)
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
