@@ -138,6 +138,9 @@ func (s *Spec) ChainPath(c *Chain) ([]Hop, error) {
 			if !ok {
 				return nil, fmt.Errorf("node %s has no link on %q", nf.Node, nf.Interface)
 			}
+			if n := s.Node(h.To); n == nil || n.Role != RoleRouter {
+				return nil, fmt.Errorf("End.X of NF %q leads to %s, which is not a router and cannot forward", nf.Name, h.To)
+			}
 			path = append(path, h)
 			cur = h.To
 		}
