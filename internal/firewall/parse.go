@@ -240,6 +240,13 @@ func canonical(s string) string {
 	case "--insert":
 		return "-I"
 	}
+	// Mainline ip6tables spells the srh options longer than the paper's
+	// Listing 2 (--srh-hdr-len-eq for --srh-len-eq, ...); accept both.
+	for long, short := range map[string]string{"--srh-hdr-len-": "--srh-len-", "--srh-segs-left-": "--srh-segs-", "--srh-last-entry-": "--srh-last-"} {
+		if strings.HasPrefix(s, long) {
+			return short + s[len(long):]
+		}
+	}
 	return s
 }
 

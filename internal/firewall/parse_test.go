@@ -15,12 +15,15 @@ ip6tables -A INPUT -s fc00:1::/64 -d fc00:d1::1 -p tcp --dport 1000:2000 -j DROP
 -m srh --srh-next-hdr 41 ! --srh-len-eq 4 --srh-segs-gt 1 --srh-last-lt 3 \
    --srh-tag 7 --srh-psid fc00:1::/ffff:ffff:: ! --srh-nsid fc00:3::d6/128 \
    --srh-lsid fc00:3::/64 --inner-src fc00:a::/32 ! --inner-dst 1.2.3.4 -j SEG6 --seg6-action seg6-skip-next
--m srh -j SEG6
+-m srh --srh-hdr-len-gt 2 ! --srh-segs-left-lt 1 --srh-last-entry-eq 1 -j SEG6
 -j SEG6 --seg6-action eval-args
 `
 	rules, err := Parse(src)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c := rules[4].Conds; len(c) != 4 || c[1].Field != FHdrLen || c[1].Lo != 3 || c[2].Field != FSegsLeft || !c[2].Neg || c[3].Field != FLastEntry {
+		t.Errorf("mainline srh spellings: %+v", c)
 	}
 	if len(rules) != 6 {
 		t.Fatalf("got %d rules", len(rules))
