@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -24,7 +25,7 @@ func init() {
 			"in iproute2-like notation. --json prints the state the applier consumes.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, net, err := loadAndCompile(args[0])
+			s, net, err := loadAndCompile(args[0])
 			if err != nil {
 				printProblems(cmd, err)
 				return errInvalidSpec
@@ -49,6 +50,9 @@ func init() {
 					return enc.Encode(net.Nodes[0])
 				}
 				return enc.Encode(net)
+			}
+			if node == "" {
+				printChains(out, s, net)
 			}
 			printPlan(out, net, node == "")
 			return nil
@@ -113,6 +117,63 @@ func printPlan(w io.Writer, net *state.Network, withLinks bool) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// printChains summarises each chain: classifier, the SIDs in travel order
+// with the node and behavior behind each, and the MTU budget.
+func printChains(w io.Writer, s *spec.Spec, net *state.Network) {
+	sids := map[netip.Addr]string{}
+	for _, n := range net.Nodes {
+		for _, sid := range n.SIDs {
+			desc := fmt.Sprintf("%s %s", n.Name, sid.Behavior)
+			if sid.NF != "" {
+				desc = fmt.Sprintf("%s %s(%s)", n.Name, sid.NF, sid.Behavior)
+			}
+			sids[sid.SID.Masked().Addr()] = desc
+		}
+	}
+	bits := s.SIDFormat.SIDBits()
+	for _, c := range s.Chains {
+		fmt.Fprintf(w, "chain %s: %s %s at %s", c.Name, matchString(c.Match), c.Mode, c.Ingress)
+		for _, n := range net.Nodes {
+			for _, r := range n.Routes {
+				if n.Name != c.Ingress || r.Chain != c.Name || r.Encap == nil || r.Dst != c.Match.Dst[0] {
+					continue
+				}
+				for _, seg := range r.Encap.Segments {
+					p, _ := seg.Prefix(bits)
+					fmt.Fprintf(w, " -> %s [%s]", seg, sids[p.Addr()])
+				}
+			}
+		}
+		if c.Mode == spec.ModeInsert {
+			fmt.Fprintf(w, " -> destination")
+		}
+		fmt.Fprintf(w, "\n  overhead %d bytes per packet\n", c.Overhead())
+	}
+	if len(s.Chains) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+func matchString(m spec.Match) string {
+	var parts []string
+	for _, d := range m.Dst {
+		parts = append(parts, "to "+d.String())
+	}
+	for _, src := range m.Src {
+		parts = append(parts, "from "+src.String())
+	}
+	if m.Proto != "" {
+		parts = append(parts, m.Proto)
+	}
+	if !m.DPort.IsZero() {
+		parts = append(parts, "dport "+portString(state.PortRange(m.DPort)))
+	}
+	if !m.SPort.IsZero() {
+		parts = append(parts, "sport "+portString(state.PortRange(m.SPort)))
+	}
+	return strings.Join(parts, " ")
 }
 
 func section(w io.Writer, name string, n int) {
