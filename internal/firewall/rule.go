@@ -40,24 +40,24 @@ type Field uint8
 // The first NumAddrFields are prefix fields (looked up in an LPM trie), the
 // rest are small integer domains (looked up in arrays).
 const (
-	FSrc      Field = iota // -s: basic mode the original source, advanced the outer one
-	FDst                   // -d: basic mode the original destination, advanced the outer one
-	FInnerSrc              // --inner-src: source of the encapsulated packet
-	FInnerDst              // --inner-dst
-	FPSID                  // --srh-psid: segment[SL+1], the SID visited before
-	FNSID                  // --srh-nsid: segment[SL-1], the next SID
-	FLSID                  // --srh-lsid: segment[0], the last SID
-	FIIF                   // -i: ingress ifindex
-	FOIF                   // -o: egress ifindex (FIB lookup of the destination)
-	FProto                 // -p
-	FSPort                 // --sport
-	FDPort                 // --dport
-	FSRH                   // -m srh: 1 when a valid SRH is present
-	FNextHdr               // --srh-next-hdr
-	FHdrLen                // --srh-len-*
-	FSegsLeft              // --srh-segs-*
-	FLastEntry             // --srh-last-*
-	FTag                   // --srh-tag
+	FSrc       Field = iota // -s: basic mode the original source, advanced the outer one
+	FDst                    // -d: basic mode the original destination, advanced the outer one
+	FInnerSrc               // --inner-src: source of the encapsulated packet
+	FInnerDst               // --inner-dst
+	FPSID                   // --srh-psid: segment[SL+1], the SID visited before
+	FNSID                   // --srh-nsid: segment[SL-1], the next SID
+	FLSID                   // --srh-lsid: segment[0], the last SID
+	FIIF                    // -i: ingress ifindex
+	FOIF                    // -o: egress ifindex (FIB lookup of the destination)
+	FProto                  // -p
+	FSPort                  // --sport
+	FDPort                  // --dport
+	FSRH                    // -m srh: 1 when a valid SRH is present
+	FNextHdr                // --srh-next-hdr
+	FHdrLen                 // --srh-len-*
+	FSegsLeft               // --srh-segs-*
+	FLastEntry              // --srh-last-*
+	FTag                    // --srh-tag
 	NumFields
 )
 

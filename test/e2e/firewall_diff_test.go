@@ -103,8 +103,12 @@ func fwDiffRule(r *rand.Rand) string {
 		func() {
 			fmt.Fprintf(&b, "%s--srh-hdr-len-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], 2*(1+r.IntN(4)))
 		},
-		func() { fmt.Fprintf(&b, "%s--srh-segs-left-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], r.IntN(4)) },
-		func() { fmt.Fprintf(&b, "%s--srh-last-entry-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], r.IntN(4)) },
+		func() {
+			fmt.Fprintf(&b, "%s--srh-segs-left-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], r.IntN(4))
+		},
+		func() {
+			fmt.Fprintf(&b, "%s--srh-last-entry-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], r.IntN(4))
+		},
 		func() { fmt.Fprintf(&b, "%s--srh-tag %d ", neg(), []int{0, 1, 256}[r.IntN(3)]) },
 		func() { fmt.Fprintf(&b, "%s--srh-psid %s ", neg(), pfx()) },
 		func() { fmt.Fprintf(&b, "%s--srh-nsid %s ", neg(), pfx()) },
