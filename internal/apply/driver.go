@@ -20,6 +20,43 @@ type ProgramDriver interface {
 	Apply(ns *netns.NS, node state.Node, p state.Program) (undo func() error, err error)
 }
 
+// ProgramChecker is implemented by drivers that can say, without changing
+// anything, what of a program's configuration is missing on a node.
+type ProgramChecker interface {
+	Check(ns *netns.NS, node state.Node, p state.Program) (missing []string, err error)
+}
+
+// CheckPrograms reports the node's programs that are not attached to the
+// tcx ingress of their interfaces, and what their drivers find missing.
+func CheckPrograms(ns *netns.NS, node state.Node) ([]string, error) {
+	ds := registered()
+	var missing []string
+	for _, p := range node.Programs {
+		for _, ifn := range p.Interfaces {
+			names, err := IngressPrograms(ns, ifn)
+			if err != nil {
+				return missing, err
+			}
+			if len(names) == 0 {
+				missing = append(missing, fmt.Sprintf("program %s not attached on %s", p.Kind, ifn))
+			}
+		}
+		d, ok := ds[p.Kind]
+		if !ok {
+			missing = append(missing, fmt.Sprintf("program %s: %v", p.Kind, ErrNoDriver))
+			continue
+		}
+		if c, ok := d.(ProgramChecker); ok {
+			m, err := c.Check(ns, node, p)
+			if err != nil {
+				return missing, fmt.Errorf("check program %s: %w", p.Kind, err)
+			}
+			missing = append(missing, m...)
+		}
+	}
+	return missing, nil
+}
+
 // DriverFunc adapts a function to ProgramDriver.
 type DriverFunc func(ns *netns.NS, node state.Node, p state.Program) (func() error, error)
 

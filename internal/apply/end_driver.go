@@ -13,7 +13,45 @@ import (
 	"github.com/srchain/srchain/internal/state"
 )
 
-func init() { Register("end", DriverFunc(applyEnd)) }
+func init() { Register("end", endDriver{}) }
+
+// endDriver attaches srchain's End program (see applyEnd).
+type endDriver struct{}
+
+func (endDriver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	return applyEnd(ns, node, p)
+}
+
+// Check reports the node's eBPF SIDs missing from the pinned SID map. It
+// never creates pins: a node without them is reported, not repaired.
+func (endDriver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	var want []netip.Addr
+	for _, s := range node.SIDs {
+		if s.Datapath == state.EBPF {
+			want = append(want, s.SID.Addr())
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	pin := PinDir(ns)
+	if _, err := os.Stat(pin); err != nil {
+		return []string{"end program maps not pinned at " + pin}, nil
+	}
+	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
+	if err != nil {
+		return nil, err
+	}
+	defer end.Close()
+	have := end.SIDs()
+	var missing []string
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			missing = append(missing, "sid "+w.String()+" missing from the end program's map")
+		}
+	}
+	return missing, nil
+}
 
 // endLinkPin is where datapath.End pins the tcx link of ifindex (see
 // datapath.End.Attach); knowing it lets a re-apply see that the program is

@@ -75,18 +75,19 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 			for _, ifn := range p.Interfaces {
 				names, err := apply.IngressPrograms(ns, ifn)
 				if err != nil {
-					st.Problems = append(st.Problems, fmt.Sprintf("program %s on %s: %v", p.Kind, ifn, err))
-					continue
+					continue // reported by CheckPrograms
 				}
 				if st.Programs == nil {
 					st.Programs = map[string][]string{}
 				}
 				st.Programs[ifn] = names
-				if len(names) == 0 {
-					st.Problems = append(st.Problems, fmt.Sprintf("program %s not attached on %s", p.Kind, ifn))
-				}
 			}
 		}
+		missing, err := apply.CheckPrograms(ns, n)
+		if err != nil {
+			st.Problems = append(st.Problems, "check programs: "+err.Error())
+		}
+		st.Problems = append(st.Problems, missing...)
 		ns.Close()
 		out = append(out, st)
 	}

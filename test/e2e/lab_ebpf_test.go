@@ -11,6 +11,7 @@ import (
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/spec"
 )
@@ -76,6 +77,31 @@ func TestLabEBPFEnd(t *testing.T) {
 		res, err := apply.ApplyWith(ctx, ns, n, apply.Options{})
 		if err != nil || res.Changes != 0 {
 			t.Errorf("re-apply r2: %d changes, %v", res.Changes, err)
+		}
+		// Status notices a SID the program's map lost.
+		sid := n.SIDs[0].SID.Addr()
+		for _, s := range n.SIDs {
+			if s.NF != "" {
+				sid = s.SID.Addr()
+			}
+		}
+		end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: apply.PinDir(ns)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := end.DeleteSID(sid); err != nil {
+			t.Fatal(err)
+		}
+		end.Close()
+		missing, err := apply.CheckPrograms(ns, n)
+		if err != nil || len(missing) != 1 || !strings.Contains(missing[0], sid.String()) {
+			t.Errorf("check after deleting %s = %v, %v", sid, missing, err)
+		}
+		if _, err := apply.ApplyWith(ctx, ns, n, apply.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if missing, err := apply.CheckPrograms(ns, n); err != nil || len(missing) != 0 {
+			t.Errorf("check after re-apply = %v, %v", missing, err)
 		}
 	}
 
