@@ -11,8 +11,8 @@ import (
 	"github.com/srchain/srchain/internal/state"
 )
 
-// run executes the CLI with args and returns stdout, stderr and the error.
-func run(t *testing.T, args ...string) (string, string, error) {
+// runCLI executes the CLI with args and returns stdout, stderr and the error.
+func runCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	rootCmd.SetOut(&out)
@@ -24,11 +24,11 @@ func run(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestValidateCommand(t *testing.T) {
-	out, _, err := run(t, "validate", "../../examples/quickstart.yaml")
+	out, _, err := runCLI(t, "validate", "../../examples/quickstart.yaml")
 	if err != nil || !strings.Contains(out, "ok (5 nodes") {
 		t.Errorf("valid spec: out %q err %v", out, err)
 	}
-	_, stderr, err := run(t, "validate", "../../examples/bad/unknown-refs.yaml")
+	_, stderr, err := runCLI(t, "validate", "../../examples/bad/unknown-refs.yaml")
 	if !errors.Is(err, errInvalidSpec) {
 		t.Errorf("bad spec: err %v", err)
 	}
@@ -41,7 +41,7 @@ func TestValidateCommand(t *testing.T) {
 }
 
 func TestPlanCommand(t *testing.T) {
-	out, _, err := run(t, "plan", "../../examples/quickstart.yaml", "--node", "r1")
+	out, _, err := runCLI(t, "plan", "../../examples/quickstart.yaml", "--node", "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestPlanCommand(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, err = run(t, "plan", "../../examples/quickstart.yaml", "--node=", "--json")
+	out, _, err = runCLI(t, "plan", "../../examples/quickstart.yaml", "--node=", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +61,13 @@ func TestPlanCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &net); err != nil || len(net.Nodes) != 5 {
 		t.Errorf("plan --json: %v, %d nodes", err, len(net.Nodes))
 	}
-	if _, _, err := run(t, "plan", "../../examples/quickstart.yaml", "--node", "nope"); err == nil {
+	if _, _, err := runCLI(t, "plan", "../../examples/quickstart.yaml", "--node", "nope"); err == nil {
 		t.Error("unknown node accepted")
 	}
 }
 
 func TestSchemaCommand(t *testing.T) {
-	out, _, err := run(t, "schema")
+	out, _, err := runCLI(t, "schema")
 	if err != nil || out != string(spec.Schema) {
 		t.Errorf("schema: err %v, %d bytes", err, len(out))
 	}
