@@ -4,12 +4,15 @@
  * Every IPv6 and IPv4 packet is classified by the rule set compiled into
  * the lib/fw.h maps (first match, iptables semantics) and the rule's
  * verdict applied:
- *   ACCEPT          TC_ACT_OK: the stack routes it (an SR packet to the
- *                   firewall's SID then meets the SID's End route)
+ *   ACCEPT          TC_ACT_UNSPEC: the next tcx program (srchain's End
+ *                   when the SID runs in eBPF) or the stack (the SID's
+ *                   seg6local End route) handles it. TC_ACT_OK would end
+ *                   the tcx chain and skip a following End program.
  *   DROP, REJECT    dropped, DROP_FW_RULE (REJECT sends no ICMP)
  *   SEG6 go-next, skip-next, go-last
- *                   SRH rewritten here, then TC_ACT_OK (lib/fib.h policy:
- *                   the stack forwards and decrements the hop limit)
+ *                   SRH rewritten here, then TC_ACT_UNSPEC: the stack
+ *                   forwards it (lib/fib.h policy: it decrements the hop
+ *                   limit once)
  *   SEG6 eval-args  the ARGS of the active SID pick one of the above;
  *                   unknown values are dropped as DROP_FW_ARGS_UNKNOWN
  * No rule matching applies the policy (slot nrules of fw_rules).
@@ -42,10 +45,10 @@ int srchain_fw(struct __sk_buff *skb)
 	int idx, f;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6) && skb->protocol != bpf_htons(ETH_P_IP))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	cfg = bpf_map_lookup_elem(&fw_cfg, &zero);
 	if (!cfg)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	/* Headers may lie beyond the linear head (GRO): pull once. */
 	if (skb->data_end - skb->data < skb->len && bpf_skb_pull_data(skb, 0))
 		return fw_drop(DROP_PKT_TRUNCATED);
@@ -54,7 +57,7 @@ int srchain_fw(struct __sk_buff *skb)
 
 	vp = bpf_map_lookup_elem(&fw_scratch, &zero);
 	if (!vp)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 #pragma unroll
 	for (f = 0; f < FW_NADDR; f++)
 		vp->present[f] = 0;
@@ -117,7 +120,7 @@ int srchain_fw(struct __sk_buff *skb)
 
 	switch (verdict) {
 	case FW_ACT_ACCEPT:
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	case FW_ACT_GO_NEXT:
 	case FW_ACT_SKIP_NEXT:
 	case FW_ACT_GO_LAST: {
@@ -131,7 +134,7 @@ int srchain_fw(struct __sk_buff *skb)
 		if (fw_words_read(&p, &fp.si, &after) == 0)
 			bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
 							   (__be32 *)&after, sizeof(after), 0));
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	}
 	default:
 		return fw_drop(DROP_FW_RULE);

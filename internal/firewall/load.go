@@ -276,15 +276,16 @@ func (fw *Firewall) Classifier() *Classifier { return fw.cls }
 // Program returns the tc program.
 func (fw *Firewall) Program() *ebpf.Program { return fw.objs.SrchainFw }
 
-// Attach attaches the program to ifindex's tcx ingress in the current
-// network namespace (call it inside netns.NS.Do).
+// Attach attaches the program at the head of ifindex's tcx ingress in the
+// current network namespace (call it inside netns.NS.Do), so it filters
+// before srchain's End program; passed packets continue down the chain.
 func (fw *Firewall) Attach(ifindex int) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	if _, ok := fw.links[ifindex]; ok {
 		return nil
 	}
-	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: fw.objs.SrchainFw, Attach: ebpf.AttachTCXIngress})
+	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: fw.objs.SrchainFw, Attach: ebpf.AttachTCXIngress, Anchor: link.Head()})
 	if err != nil {
 		return fmt.Errorf("attach firewall to ifindex %d: %w", ifindex, err)
 	}

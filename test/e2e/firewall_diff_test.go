@@ -289,7 +289,7 @@ func TestFirewallVsIP6tables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want[id] = ret == 0 // TC_ACT_OK
+			want[id] = ret != 2 // not TC_ACT_SHOT
 			if err := unix.Sendto(tx, frame, 0, &unix.SockaddrLinklayer{Ifindex: iOut}); err != nil {
 				t.Fatalf("send: %v", err)
 			}
