@@ -310,8 +310,24 @@ func (p *Prober) Print(w io.Writer, r ProbeResult, detail bool) {
 		if e.Encapsulated {
 			line += fmt.Sprintf("  inner %s > %s", e.InnerSrc, e.InnerDst)
 		}
+		line += "  " + protoName(e)
 		fmt.Fprintln(w, line)
 	}
+}
+
+// protoName names the innermost transport of e: "icmp", "udp/5001".
+func protoName(e trace.Event) string {
+	switch e.Proto {
+	case srv6.ProtoICMP:
+		return "icmp"
+	case srv6.ProtoICMPv6:
+		return "icmpv6"
+	case srv6.ProtoUDP:
+		return fmt.Sprintf("udp/%d", e.DstPort)
+	case srv6.ProtoTCP:
+		return fmt.Sprintf("tcp/%d", e.DstPort)
+	}
+	return fmt.Sprintf("proto %d", e.Proto)
 }
 
 func addrs(as []netip.Addr) string {
