@@ -279,3 +279,26 @@ func (s *Spec) NextHopToward(node string, dst netip.Prefix, fam int) (netip.Addr
 	}
 	return netip.Addr{}, false
 }
+
+// pathToward is the path from node to the nearest node attached to the
+// most specific subnet overlapping dst (nil if there is none).
+func (s *Spec) pathToward(node string, dst netip.Prefix) []Hop {
+	owners := s.Subnets()
+	var best netip.Prefix
+	for p := range owners {
+		if p.Overlaps(dst) && family(p.Addr()) == family(dst.Addr()) &&
+			(!best.IsValid() || p.Bits() > best.Bits() || (p.Bits() == best.Bits() && p.Addr().Less(best.Addr()))) {
+			best = p
+		}
+	}
+	if !best.IsValid() {
+		return nil
+	}
+	tree := s.ShortestPaths(node)
+	owner, ok := tree.Nearest(owners[best])
+	if !ok {
+		return nil
+	}
+	path, _ := tree.Path(owner)
+	return path
+}

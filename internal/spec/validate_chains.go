@@ -152,6 +152,10 @@ func (v *validator) path(p string, c *Chain) {
 		v.add(p, "%v", err)
 		return
 	}
+	if c.Mode == ModeInsert && len(c.Match.Dst) > 0 && c.Match.Dst[0].IsValid() {
+		// The inserted SRH stays in the packet up to the destination.
+		hops = append(hops, v.s.pathToward(c.Egress, c.Match.Dst[0])...)
+	}
 	need := c.Overhead() + MinInnerPacket
 	for _, h := range hops {
 		if mtu := v.s.Links[h.Link].MTU; mtu < need {
