@@ -249,6 +249,9 @@ func addLink(nss map[string]*netns.NS, l state.Link) error {
 // Missing pieces are not errors, so Down also finishes a crashed Up or Down.
 func Down(ctx context.Context, lab string, opts Options) error {
 	rec, err := Load(lab, opts)
+	if errors.Is(err, ErrNotFound) {
+		return downOrphans(lab, opts, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -274,6 +277,46 @@ func Down(ctx context.Context, lab string, opts Options) error {
 		return fmt.Errorf("lab down %s: %w", lab, err)
 	}
 	opts.log().Debug("lab down", "lab", lab)
+	return nil
+}
+
+// downOrphans removes namespaces named like lab's when its record is gone
+// (deleted by hand), except those another lab's record claims: "src-a-"
+// is also the prefix of lab "a-b"'s namespaces. With nothing to remove it
+// returns notFound.
+func downOrphans(lab string, opts Options, notFound error) error {
+	names, err := netns.List(NSName(lab, ""))
+	if err != nil || len(names) == 0 {
+		return notFound
+	}
+	claimed := map[string]bool{}
+	others, _ := List(opts)
+	for _, o := range others {
+		if r, err := Load(o, opts); err == nil {
+			for _, ns := range r.Namespaces {
+				claimed[ns] = true
+			}
+		}
+	}
+	var errs []error
+	removed := 0
+	for _, ns := range names {
+		if claimed[ns] {
+			continue
+		}
+		if err := os.RemoveAll(apply.PinRoot + "/" + ns); err != nil {
+			errs = append(errs, fmt.Errorf("remove pins of %s: %w", ns, err))
+		}
+		errs = append(errs, netns.Delete(ns))
+		removed++
+	}
+	if removed == 0 {
+		return notFound
+	}
+	opts.log().Warn("lab had no record; removed its namespaces", "lab", lab, "namespaces", removed)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("lab down %s: %w", lab, err)
+	}
 	return nil
 }
 

@@ -247,3 +247,36 @@ func TestProbesQuickstart(t *testing.T) {
 		}
 	}
 }
+
+// TestDownWithoutRecord: namespaces of a lab whose record was deleted are
+// still removed by Down, but not those another lab's record claims.
+func TestDownWithoutRecord(t *testing.T) {
+	requireRoot(t)
+	opts := Options{StateDir: t.TempDir()}
+	lab := fmt.Sprintf("srct-l%do", os.Getpid())
+	other := lab + "-x" // its namespaces share the prefix src-<lab>-
+	mine, theirs := NSName(lab, "h1"), NSName(other, "h1")
+	for _, n := range []string{mine, theirs} {
+		ns, err := netns.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Close()
+		t.Cleanup(func() { _ = netns.Delete(n) })
+	}
+	if err := writeRecord(opts, &Record{Name: other, Namespaces: map[string]string{"h1": theirs}, Network: &state.Network{Name: other}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(context.Background(), lab, opts); err != nil {
+		t.Fatalf("down without record: %v", err)
+	}
+	if left, _ := netns.List(mine); len(left) != 0 {
+		t.Errorf("orphan namespace left: %v", left)
+	}
+	if left, _ := netns.List(theirs); len(left) != 1 {
+		t.Errorf("other lab's namespace removed")
+	}
+	if err := Down(context.Background(), lab, opts); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second down = %v, want ErrNotFound", err)
+	}
+}
