@@ -254,6 +254,15 @@ func TestApplyUndoOnError(t *testing.T) {
 		t.Errorf("failed apply left changes:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
+	dx6 := richNode()
+	dx6.SIDs = append(dx6.SIDs, state.LocalSID{SID: p("fc00:1::d7/128"), Behavior: state.EndDX6, NH6: ad("fc00:12::1"), Datapath: state.Kernel})
+	if err := Apply(ctx, a, dx6); !errors.Is(err, ErrBadState) {
+		t.Errorf("End.DX6 to a local next hop: %v, want ErrBadState", err)
+	}
+	if after := snapshot(t, a); after != before {
+		t.Errorf("refused apply left changes")
+	}
+
 	if err := Apply(ctx, a, state.Node{Name: "x", Programs: []state.Program{{Kind: "nosuchkind"}}}); !errors.Is(err, ErrNoDriver) {
 		t.Errorf("unknown program kind error = %v, want ErrNoDriver", err)
 	}

@@ -307,8 +307,31 @@ func (a *applier) sidDev() (int, error) {
 	return a.ifindex(name)
 }
 
+// localAddr reports whether addr is one of the node's own addresses.
+func localAddr(node state.Node, addr netip.Addr) bool {
+	for _, p := range node.Loopback {
+		if p.Addr() == addr {
+			return true
+		}
+	}
+	for _, i := range node.Interfaces {
+		for _, p := range i.Addrs {
+			if p.Addr() == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (a *applier) sids() error {
 	for _, s := range a.node.SIDs {
+		if s.Behavior == state.EndDX6 && localAddr(a.node, s.NH6) {
+			// The kernel accepts this route and then drops every packet
+			// silently (MACHINE-NOTES); refuse it loudly instead.
+			return fmt.Errorf("sid %s: End.DX6 next hop %s is the node's own address (use End.DT6 for local delivery): %w",
+				s.SID, s.NH6, ErrBadState)
+		}
 		if s.Datapath == state.EBPF {
 			// Served by the "end" program and its SID map (driver).
 			continue
