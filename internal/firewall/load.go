@@ -389,3 +389,68 @@ func sortedArgs(m map[uint64]Verdict) []uint64 {
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
 }
+
+// Pinned is a firewall that a driver pinned (see Firewall.Pin): what the
+// CLI reads and changes without the process that loaded it.
+type Pinned struct {
+	counters, drops, cfg *ebpf.Map
+}
+
+// OpenPinned opens the maps pinned under dir.
+func OpenPinned(dir string) (*Pinned, error) {
+	var p Pinned
+	for name, m := range map[string]**ebpf.Map{"fw_rule_counters": &p.counters, "fw_drop_counters": &p.drops, "fw_cfg": &p.cfg} {
+		var err error
+		if *m, err = ebpf.LoadPinnedMap(dir+"/"+name, nil); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("open pinned firewall map %s: %w", name, err)
+		}
+	}
+	return &p, nil
+}
+
+// Close releases the maps (the pins stay).
+func (p *Pinned) Close() {
+	for _, m := range []*ebpf.Map{p.counters, p.drops, p.cfg} {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+// Mode returns the running mode and rule count.
+func (p *Pinned) Mode() (Mode, int, error) {
+	var conf fwProgFwConfig
+	if err := p.cfg.Lookup(uint32(0), &conf); err != nil {
+		return 0, 0, fmt.Errorf("read firewall config: %w", err)
+	}
+	return Mode(conf.Mode), int(conf.Nrules), nil
+}
+
+// SetMode switches basic/advanced (one map update, no reload).
+func (p *Pinned) SetMode(m Mode) error {
+	var conf fwProgFwConfig
+	if err := p.cfg.Lookup(uint32(0), &conf); err != nil {
+		return fmt.Errorf("read firewall config: %w", err)
+	}
+	conf.Mode = uint32(m)
+	if err := p.cfg.Put(uint32(0), conf); err != nil {
+		return fmt.Errorf("set firewall mode: %w", err)
+	}
+	return nil
+}
+
+// RuleCounts reads the per-rule counters; rules label them (may be nil).
+func (p *Pinned) RuleCounts(rules []Rule) ([]RuleCount, error) {
+	_, n, err := p.Mode()
+	if err != nil {
+		return nil, err
+	}
+	if rules == nil || len(rules) != n {
+		rules = make([]Rule, n)
+	}
+	return ReadRuleCounts(p.counters, rules)
+}
+
+// DropCounts reads the drop counters by reason.
+func (p *Pinned) DropCounts() (drop.Counts, error) { return ReadDropCounts(p.drops) }

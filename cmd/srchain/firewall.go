@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/firewall"
+	_ "github.com/srchain/srchain/internal/firewall/nf" // NF kind "firewall": spec check, compiler, driver
+	"github.com/srchain/srchain/internal/lab"
+)
+
+// fwTarget names a deployed firewall: --pin, or --lab/--node/--nf.
+type fwTarget struct{ pin, lab, node, nf, rules string }
+
+func (t *fwTarget) flags(c *cobra.Command) {
+	c.Flags().StringVar(&t.pin, "pin", "", "bpffs directory the firewall is pinned in")
+	c.Flags().StringVar(&t.lab, "lab", "", "lab name (with --node and --nf)")
+	c.Flags().StringVar(&t.node, "node", "", "node running the firewall")
+	c.Flags().StringVar(&t.nf, "nf", "", "firewall NF name")
+	c.Flags().StringVar(&t.rules, "rules", "", "rules file, to label the counters")
+}
+
+func (t *fwTarget) dir() (string, error) {
+	if t.pin != "" {
+		return t.pin, nil
+	}
+	if t.lab == "" || t.node == "" || t.nf == "" {
+		return "", fmt.Errorf("name the firewall with --pin or --lab, --node and --nf")
+	}
+	return filepath.Join(apply.PinRoot, lab.NSName(t.lab, t.node), "fw-"+t.nf), nil
+}
+
+func init() {
+	fw := &cobra.Command{
+		Use:   "firewall",
+		Short: "SERA SR-aware firewall: check rules, read counters, switch mode",
+	}
+
+	var mode string
+	check := &cobra.Command{
+		Use:   "check FILE",
+		Short: "Parse a rule file and print what the classifier compiles to",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := os.ReadFile(args[0])
+			if err != nil {
+				return fmt.Errorf("read rules: %w", err)
+			}
+			rules, err := firewall.Parse(string(b))
+			if err != nil {
+				return fmt.Errorf("%s:\n%w", args[0], err)
+			}
+			// Interfaces get placeholder indexes: check does not need a host.
+			n := uint32(0)
+			idx := map[string]uint32{}
+			rules, err = firewall.Resolve(rules, func(name string) (uint32, error) {
+				if _, ok := idx[name]; !ok {
+					n++
+					idx[name] = n
+				}
+				return idx[name], nil
+			})
+			if err != nil {
+				return err
+			}
+			c, err := firewall.Compile(rules)
+			if err != nil {
+				return err
+			}
+			st := c.Stats()
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "rules\t%d\n", st.Rules)
+			fmt.Fprintf(w, "bitmap words\t%d (of %d)\n", st.Words, firewall.Words)
+			fmt.Fprintf(w, "distinct bitmaps\t%d (%d KiB in the map)\n", st.Bitmaps, st.Bitmaps*(8*(3+firewall.Words))/1024)
+			fmt.Fprintf(w, "fields used\t%d\n", st.FieldsUsed)
+			for f := firewall.Field(0); f < firewall.NumFields; f++ {
+				t := c.Fields[f]
+				if !t.Used {
+					continue
+				}
+				fmt.Fprintf(w, "  %s\t%d prefixes, %d intervals\n", f, len(t.Prefixes), len(t.Intervals))
+			}
+			var srh int
+			for _, r := range rules {
+				if r.UsesSRH() {
+					srh++
+				}
+			}
+			fmt.Fprintf(w, "rules with srh matches\t%d\n", srh)
+			if mode != "" {
+				if _, err := firewall.ParseMode(mode); err != nil {
+					return fmt.Errorf("mode %q: want basic or advanced", mode)
+				}
+			}
+			return w.Flush()
+		},
+	}
+	check.Flags().StringVar(&mode, "mode", "", "check the mode name too")
+
+	var ct fwTarget
+	counters := &cobra.Command{
+		Use:   "counters",
+		Short: "Print a deployed firewall's per-rule and drop counters",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := ct.dir()
+			if err != nil {
+				return err
+			}
+			p, err := firewall.OpenPinned(dir)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			var rules []firewall.Rule
+			if ct.rules != "" {
+				b, err := os.ReadFile(ct.rules)
+				if err != nil {
+					return fmt.Errorf("read rules: %w", err)
+				}
+				if rules, err = firewall.Parse(string(b)); err != nil {
+					return err
+				}
+			}
+			m, _, err := p.Mode()
+			if err != nil {
+				return err
+			}
+			rc, err := p.RuleCounts(rules)
+			if err != nil {
+				return err
+			}
+			dc, err := p.DropCounts()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "mode\t%v\n\nRULE\tPACKETS\tBYTES\tTEXT\n", m)
+			for _, r := range rc {
+				id := fmt.Sprint(r.Rule + 1)
+				if r.Rule < 0 {
+					id = "policy"
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", id, r.Packets, r.Bytes, r.Text)
+			}
+			fmt.Fprintf(w, "\nDROP REASON\tPACKETS\n")
+			for name, v := range dc.NonZero() {
+				fmt.Fprintf(w, "%s\t%d\n", name, v)
+			}
+			return w.Flush()
+		},
+	}
+	ct.flags(counters)
+
+	var mt fwTarget
+	setMode := &cobra.Command{
+		Use:   "mode basic|advanced",
+		Short: "Switch a deployed firewall between basic and advanced mode (no reload)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := firewall.ParseMode(args[0])
+			if err != nil {
+				return fmt.Errorf("mode %q: want basic or advanced", args[0])
+			}
+			dir, err := mt.dir()
+			if err != nil {
+				return err
+			}
+			p, err := firewall.OpenPinned(dir)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			return p.SetMode(m)
+		},
+	}
+	mt.flags(setMode)
+
+	fw.AddCommand(check, counters, setMode)
+	rootCmd.AddCommand(fw)
+}

@@ -1,0 +1,316 @@
+// Package nf plugs the SERA firewall (internal/firewall) into srchain as
+// the NF kind "firewall": the spec's config check, the compiler's program
+// (state.Program{Kind: "firewall"}) and the applier's ProgramDriver.
+// Import it for its side effects.
+//
+// Spec:
+//
+//	nfs:
+//	  - name: sera
+//	    kind: firewall
+//	    node: nfv
+//	    config:
+//	      mode: basic            # basic | advanced (switchable at run time)
+//	      policy: accept         # when no rule matches: accept | drop
+//	      args_bits: 16          # eval-args ARGS length; default sid_format.args_bits
+//	      args: {0: go-next, 1: skip-next, 2: go-last, 3: drop, 4: accept}
+//	      rules:                 # iptables syntax, first match
+//	        - "-p udp --dport 9 -j DROP"
+//	      rules_file: sera.rules # or: a file (relative to the spec), appended
+package nf
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/firewall"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// Kind is the NF kind and the state.Program kind.
+const Kind = "firewall"
+
+// ErrBadParams: a state.Program whose params do not describe a firewall.
+var ErrBadParams = errors.New("bad firewall program params")
+
+func init() {
+	spec.RegisterKind(Kind, check)
+	compile.RegisterKind(Kind, compileNF)
+	apply.Register(Kind, driver{})
+}
+
+// Config is an NF's config section.
+type Config struct {
+	Mode      string            `yaml:"mode"`
+	Policy    string            `yaml:"policy"`
+	ArgsBits  *int              `yaml:"args_bits"`
+	Args      map[uint64]string `yaml:"args"`
+	Rules     []string          `yaml:"rules"`
+	RulesFile string            `yaml:"rules_file"`
+}
+
+var knownKeys = map[string]bool{"mode": true, "policy": true, "args_bits": true, "args": true, "rules": true, "rules_file": true}
+
+// rulesPath resolves rules_file against the spec's directory.
+func rulesPath(s *spec.Spec, f string) string {
+	if f == "" || filepath.IsAbs(f) || s.File == "" {
+		return f
+	}
+	return filepath.Join(filepath.Dir(s.File), f)
+}
+
+// check validates an NF's config: keys, mode, policy, args and every rule
+// (rules_file is read here so its errors show up with the spec's).
+func check(s *spec.Spec, nf *spec.NF, path string) []error {
+	node := &nf.Config
+	if node.Kind == 0 {
+		return nil // no config: basic mode, no rules, accept
+	}
+	if node.Kind != yaml.MappingNode {
+		return []error{s.ErrorAt(path, node, "firewall config must be a mapping")}
+	}
+	var errs []error
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k := node.Content[i]
+		if !knownKeys[k.Value] {
+			errs = append(errs, s.ErrorAt(path+"."+k.Value, k, "unknown firewall config key %q (want mode, policy, args_bits, args, rules, rules_file)", k.Value))
+		}
+	}
+	var c Config
+	if err := node.Decode(&c); err != nil {
+		return append(errs, s.ErrorAt(path, node, "decode firewall config: %v", err))
+	}
+	if _, err := firewall.ParseMode(c.Mode); err != nil {
+		errs = append(errs, s.ErrorAt(path+".mode", valueNode(node, "mode"), "mode %q: want basic or advanced", c.Mode))
+	}
+	if c.Policy != "" && c.Policy != "accept" && c.Policy != "drop" {
+		errs = append(errs, s.ErrorAt(path+".policy", valueNode(node, "policy"), "policy %q: want accept or drop", c.Policy))
+	}
+	if c.ArgsBits != nil && (*c.ArgsBits < 0 || *c.ArgsBits > 64) {
+		errs = append(errs, s.ErrorAt(path+".args_bits", valueNode(node, "args_bits"), "args_bits %d: want 0..64", *c.ArgsBits))
+	}
+	for k, v := range c.Args {
+		if vd, err := firewall.ParseVerdict(v); err != nil || vd == firewall.EvalArgs {
+			errs = append(errs, s.ErrorAt(fmt.Sprintf("%s.args.%d", path, k), valueNode(node, "args"), "args %d: %q is not accept, drop, reject, go-next, skip-next or go-last", k, v))
+		}
+	}
+	if rn := valueNode(node, "rules"); rn != nil {
+		for i, item := range rn.Content {
+			if _, err := firewall.Parse(item.Value); err != nil {
+				for _, e := range unjoin(err) {
+					errs = append(errs, ruleError(s, fmt.Sprintf("%s.rules[%d]", path, i), item, e))
+				}
+			}
+		}
+	}
+	if c.RulesFile != "" {
+		p := rulesPath(s, c.RulesFile)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, s.ErrorAt(path+".rules_file", valueNode(node, "rules_file"), "read rules file: %v", err))
+		} else if _, err := firewall.Parse(string(b)); err != nil {
+			for _, e := range unjoin(err) {
+				errs = append(errs, s.ErrorAt(path+".rules_file", valueNode(node, "rules_file"), "%s:%v", p, e))
+			}
+		}
+	}
+	return errs
+}
+
+// ruleError places a rule's parse error at its column inside the YAML
+// scalar (exact for plain and quoted one-line scalars).
+func ruleError(s *spec.Spec, path string, item *yaml.Node, err error) error {
+	fe := s.ErrorAt(path, item, "rule: %v", err)
+	var pe *firewall.ParseError
+	if errors.As(err, &pe) {
+		fe = s.ErrorAt(path, item, "rule: %s", pe.Msg)
+		fe.Line = item.Line + pe.Line - 1
+		if pe.Line == 1 {
+			off := 0
+			if item.Style == yaml.DoubleQuotedStyle || item.Style == yaml.SingleQuotedStyle {
+				off = 1
+			}
+			fe.Col = item.Column + off + pe.Col - 1
+		}
+	}
+	return fe
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func valueNode(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// compileNF adds the firewall program to the NF's node, on every
+// interface (SR traffic to the SID and the node's other traffic alike:
+// basic mode filters non-SR traffic as a plain firewall, seed 000 IV.A).
+func compileNF(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node) error {
+	var c Config
+	if nf.Config.Kind != 0 {
+		if err := nf.Config.Decode(&c); err != nil {
+			return fmt.Errorf("decode firewall config: %w", err)
+		}
+	}
+	params := map[string]string{"nf": nf.Name, "mode": c.Mode, "policy": c.Policy}
+	if params["mode"] == "" {
+		params["mode"] = "basic"
+	}
+	if params["policy"] == "" {
+		params["policy"] = "accept"
+	}
+	bits := s.SIDFormat.ArgsBits
+	if c.ArgsBits != nil {
+		bits = *c.ArgsBits
+	}
+	params["args_bits"] = strconv.Itoa(bits)
+	if len(c.Args) > 0 {
+		keys := make([]uint64, 0, len(c.Args))
+		for k := range c.Args {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%d=%s", k, c.Args[k]))
+		}
+		params["args"] = strings.Join(parts, ",")
+	}
+	if len(c.Rules) > 0 {
+		params["rules"] = strings.Join(c.Rules, "\n")
+	}
+	if c.RulesFile != "" {
+		params["rules_file"] = rulesPath(s, c.RulesFile)
+	}
+	var ifs []string
+	for _, i := range node.Interfaces {
+		ifs = append(ifs, i.Name)
+	}
+	sort.Strings(ifs)
+	node.Programs = append(node.Programs, state.Program{Kind: Kind, Interfaces: ifs, Params: params})
+	return nil
+}
+
+// ConfigFromParams rebuilds a firewall.Config from a program's params
+// (reading rules_file); ifindex resolves -i/-o names.
+func ConfigFromParams(p map[string]string, ifindex func(string) (uint32, error)) (firewall.Config, error) {
+	var cfg firewall.Config
+	var err error
+	if cfg.Mode, err = firewall.ParseMode(p["mode"]); err != nil {
+		return cfg, fmt.Errorf("mode %q: %w", p["mode"], ErrBadParams)
+	}
+	switch p["policy"] {
+	case "", "accept":
+		cfg.Policy = firewall.Accept
+	case "drop":
+		cfg.Policy = firewall.Drop
+	default:
+		return cfg, fmt.Errorf("policy %q: %w", p["policy"], ErrBadParams)
+	}
+	if b := p["args_bits"]; b != "" {
+		if cfg.ArgsBits, err = strconv.Atoi(b); err != nil {
+			return cfg, fmt.Errorf("args_bits %q: %w", b, ErrBadParams)
+		}
+	}
+	if a := p["args"]; a != "" {
+		cfg.Args = map[uint64]firewall.Verdict{}
+		for _, kv := range strings.Split(a, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err1 := strconv.ParseUint(k, 10, 64)
+			vd, err2 := firewall.ParseVerdict(v)
+			if err1 != nil || err2 != nil {
+				return cfg, fmt.Errorf("args %q: %w", kv, ErrBadParams)
+			}
+			cfg.Args[n] = vd
+		}
+	}
+	src := p["rules"]
+	if f := p["rules_file"]; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return cfg, fmt.Errorf("read rules file: %w", err)
+		}
+		src += "\n" + string(b)
+	}
+	rules, err := firewall.Parse(src)
+	if err != nil {
+		return cfg, fmt.Errorf("parse rules: %w", err)
+	}
+	if cfg.Rules, err = firewall.Resolve(rules, ifindex); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// PinDir is where the driver pins an NF's links and maps in a namespace.
+func PinDir(ns *netns.NS, nf string) string { return apply.PinDir(ns) + "/fw-" + nf }
+
+type driver struct{}
+
+// Apply loads the firewall, attaches it at the head of the interfaces'
+// tcx ingress and pins links and counters under PinDir (the lab CLI
+// exits after `lab up`). Already pinned means already applied: no change.
+func (driver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	name := p.Params["nf"]
+	if name == "" {
+		return nil, fmt.Errorf("program without nf name: %w", ErrBadParams)
+	}
+	pin := PinDir(ns, name)
+	if _, err := os.Stat(pin); err == nil {
+		return nil, nil
+	}
+	cfg, err := ConfigFromParams(p.Params, func(n string) (uint32, error) {
+		l, err := ns.Netlink().LinkByName(n)
+		if err != nil {
+			return 0, err
+		}
+		return uint32(l.Attrs().Index), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("firewall %s: %w", name, err)
+	}
+	fw, err := firewall.Load(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("firewall %s: %w", name, err)
+	}
+	defer fw.Close() // the pins keep what must survive
+	undo := func() error { return os.RemoveAll(pin) }
+	if err := os.MkdirAll(pin, 0o700); err != nil {
+		return nil, fmt.Errorf("firewall %s: create pin dir: %w", name, err)
+	}
+	for _, ifn := range p.Interfaces {
+		l, err := ns.Netlink().LinkByName(ifn)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("firewall %s: find interface %s: %w", name, ifn, err), undo())
+		}
+		idx := l.Attrs().Index
+		if err := ns.Do(func() error { return fw.Attach(idx) }); err != nil {
+			return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
+		}
+	}
+	if err := fw.Pin(pin); err != nil {
+		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
+	}
+	return undo, nil
+}
