@@ -57,6 +57,9 @@ func randomSpec(r *rand.Rand) *spec.Spec {
 		h := fmt.Sprintf("h%d", i)
 		s.Nodes = append(s.Nodes, spec.Node{Name: h, Role: spec.RoleHost})
 		link(h, fmt.Sprintf("r%d", r.IntN(nr)))
+		if r.IntN(3) == 0 { // multihomed: must never become a transit
+			link(h, fmt.Sprintf("r%d", r.IntN(nr)))
+		}
 	}
 	for i := r.IntN(4); i > 0; i-- {
 		nf := spec.NF{Name: fmt.Sprintf("nf%d", len(s.NFs)), Kind: "forward", Node: fmt.Sprintf("r%d", r.IntN(nr)), Behavior: spec.BehaviorEnd}
@@ -73,7 +76,13 @@ func randomSpec(r *rand.Rand) *spec.Spec {
 			}
 		}
 		// Destination: a random host's link subnet.
-		hl := s.Links[len(s.Links)-1-r.IntN(nh)]
+		var hostLinks []spec.Link
+		for _, l := range s.Links {
+			if l.Endpoints[0].Node[0] == 'h' {
+				hostLinks = append(hostLinks, l)
+			}
+		}
+		hl := hostLinks[r.IntN(len(hostLinks))]
 		fam := 4 + 2*r.IntN(2)
 		for _, a := range hl.Endpoints[0].Addresses {
 			if spec.Family(a.Addr()) == fam {
@@ -141,9 +150,24 @@ func checkDelivery(t *testing.T, s *spec.Spec, net *state.Network) {
 	}
 	for p, owners := range s.Subnets() {
 		for _, start := range net.Nodes {
-			reach := s.ShortestPaths(start.Name)
-			if _, ok := reach.Nearest(owners); !ok || slices.Contains(owners, start.Name) {
-				continue // unreachable through routers, or attached
+			if slices.Contains(owners, start.Name) {
+				continue // attached
+			}
+			from := start.Name
+			if start.Role == spec.RoleHost {
+				// A host sends everything to its gateway; what that
+				// router cannot reach is unreachable for the host.
+				via, _, ok := lookup(&start, p)
+				if !ok {
+					continue // no default route of that family
+				}
+				from = owner[via]
+				if slices.Contains(owners, from) {
+					continue
+				}
+			}
+			if _, ok := s.ShortestPaths(from).Nearest(owners); !ok {
+				continue // unreachable through routers
 			}
 			cur, seen := start.Name, map[string]bool{}
 			for !slices.Contains(owners, cur) {
@@ -159,6 +183,12 @@ func checkDelivery(t *testing.T, s *spec.Spec, net *state.Network) {
 					break // steered into a chain; chains are checked in the lab
 				}
 				cur = owner[via]
+			}
+			// Reaching a host attached to p counts only if no router is
+			// attached to p: a host delivers its own addresses, never the
+			// rest of the subnet.
+			if nodes[cur].Role == spec.RoleHost && slices.ContainsFunc(owners, func(o string) bool { return nodes[o].Role == spec.RoleRouter }) {
+				t.Fatalf("route toward %s from %s ends at host %s instead of a router on the subnet", p, start.Name, cur)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 )
 
@@ -53,6 +54,8 @@ type Tree struct {
 	// for unreachable nodes).
 	In   map[string]Hop
 	Dist map[string]int
+	// routers is the set of router names (hosts are the other nodes).
+	routers map[string]bool
 }
 
 // ShortestPaths computes the BFS tree from root.
@@ -64,7 +67,7 @@ func (s *Spec) ShortestPaths(root string) *Tree {
 			router[n.Name] = true
 		}
 	}
-	t := &Tree{Root: root, In: map[string]Hop{}, Dist: map[string]int{root: 0}}
+	t := &Tree{Root: root, In: map[string]Hop{}, Dist: map[string]int{root: 0}, routers: router}
 	queue := []string{root}
 	for len(queue) > 0 {
 		cur := queue[0]
@@ -234,19 +237,31 @@ func (s *Spec) Subnets() map[netip.Prefix][]string {
 }
 
 // Nearest picks the owner closest to the tree's root (excluding the root),
-// ties broken by name.
+// ties broken by name. A subnet is reached through a router attached to
+// it, because a host (even one with another link into the subnet) does not
+// forward; a host is picked only when the root itself is attached to the
+// subnet, so the host is its neighbor there.
 func (t *Tree) Nearest(owners []string) (string, bool) {
-	best, bestDist := "", -1
-	for _, o := range owners {
-		d, ok := t.Dist[o]
-		if !ok || o == t.Root {
-			continue
+	kinds := []bool{true}
+	if slices.Contains(owners, t.Root) {
+		kinds = append(kinds, false)
+	}
+	for _, wantRouter := range kinds {
+		best, bestDist := "", -1
+		for _, o := range owners {
+			d, ok := t.Dist[o]
+			if !ok || o == t.Root || t.routers[o] != wantRouter {
+				continue
+			}
+			if bestDist < 0 || d < bestDist || (d == bestDist && o < best) {
+				best, bestDist = o, d
+			}
 		}
-		if bestDist < 0 || d < bestDist || (d == bestDist && o < best) {
-			best, bestDist = o, d
+		if bestDist >= 0 {
+			return best, true
 		}
 	}
-	return best, bestDist >= 0
+	return "", false
 }
 
 // NextHopToward is the family-fam address of node's neighbor on the
