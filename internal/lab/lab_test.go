@@ -163,7 +163,8 @@ func TestDownAfterCrash(t *testing.T) {
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = sleeper.Wait() }()
+	exited := make(chan struct{})
+	go func() { _ = sleeper.Wait(); close(exited) }()
 	if err := AddPID(net.Name, sleeper.Process.Pid, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +177,9 @@ func TestDownAfterCrash(t *testing.T) {
 	if left, _ := netns.List(NSName(net.Name, "")); len(left) != 0 {
 		t.Errorf("namespaces left: %v", left)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if sleeper.ProcessState == nil {
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
 		t.Error("process started in the lab still running after down")
 	}
 	if _, err := Up(ctx, net, UpOptions{Options: opts}); err != nil {
