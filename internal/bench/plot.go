@@ -16,7 +16,7 @@ import (
 const (
 	plotW, plotH = 900.0, 480.0
 	padL, padR   = 80.0, 30.0
-	padT, padB   = 50.0, 140.0
+	padT, padB   = 50.0, 80.0
 )
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
@@ -108,8 +108,10 @@ func barSVG(res *Result) string {
 		if len(sizes) > 1 {
 			label = fmt.Sprintf("%s %s", p.Case, frameBytes(p))
 		}
-		fmt.Fprintf(&b, `<text transform="translate(%.1f,%.0f) rotate(-45)" text-anchor="end">%s</text>`+"\n",
-			x+slot/2, plotH-padB+14, html.EscapeString(label))
+		// Horizontal labels in two staggered rows: rotated text renders
+		// differently across SVG renderers.
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="10">%s</text>`+"\n",
+			x+slot/2, plotH-padB+16+float64(i%2)*14, html.EscapeString(label))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
@@ -169,7 +171,9 @@ func lineSVG(res *Result) (string, bool) {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", X(q.x), Y(q.y), col)
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(path, " "), col)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", plotW-padR-220, padT+16+16*float64(i), col, html.EscapeString(n))
+		ly := padT + 16 + 16*float64(i)
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`+"\n", plotW-padR-250, plotW-padR-226, ly-4, ly-4, col)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", plotW-padR-220, ly, col, html.EscapeString(n))
 	}
 	// Baseline as a dashed line for reference.
 	for _, p := range res.Points {
