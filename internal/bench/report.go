@@ -100,11 +100,11 @@ func ff(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 func roundRows(res *Result) [][]string {
 	rows := [][]string{{"case", "size", "round", "value", "seconds", "dut_tx_pps", "offered_pps", "sink_pps",
-		"pps_per_cpu", "cpu_share", "offered", "dut_rx", "dut_rx_drop", "dut_tx", "dut_tx_drop", "sink", "loss", "lat_mean_us", "lat_p50_us", "lat_p99_us"}}
+		"pps_per_cpu", "cpu_share", "ksoftirqd_seconds", "offered", "dut_rx", "dut_rx_drop", "dut_tx", "dut_tx_drop", "sink", "loss", "lat_mean_us", "lat_p50_us", "lat_p99_us"}}
 	for _, p := range res.Points {
 		for _, r := range p.Rounds {
 			rows = append(rows, []string{p.Case, strconv.Itoa(p.Size), strconv.Itoa(r.Round), ff(r.Value), ff(r.Seconds),
-				ff(r.PPS), ff(r.OfferedPPS), ff(r.SinkPPS), ff(r.PPSPerCPU), ff(r.CPUShare), fu(r.Offered), fu(r.DUTRx), fu(r.DUTRxDrop), fu(r.DUTTx),
+				ff(r.PPS), ff(r.OfferedPPS), ff(r.SinkPPS), ff(r.PPSPerCPU), ff(r.CPUShare), ff(r.KsoftirqdSeconds), fu(r.Offered), fu(r.DUTRx), fu(r.DUTRxDrop), fu(r.DUTTx),
 				fu(r.DUTTxDrop), fu(r.Sink), ff(r.Loss), ff(r.LatAvg), ff(r.LatP50), ff(r.LatP99)})
 		}
 	}

@@ -108,12 +108,15 @@ type Round struct {
 	PPSPerCPU  float64 `json:"pps_per_cpu"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	CPUShare   float64 `json:"cpu_share"`
-	Offered    uint64  `json:"offered"`
-	DUTRx      uint64  `json:"dut_rx"`
-	DUTRxDrop  uint64  `json:"dut_rx_drop"`
-	DUTTx      uint64  `json:"dut_tx"`
-	DUTTxDrop  uint64  `json:"dut_tx_drop"`
-	Sink       uint64  `json:"sink"`
+	// KsoftirqdSeconds is ksoftirqd/0's CPU time in the window: work
+	// not charged to the generator thread (should be near 0).
+	KsoftirqdSeconds float64 `json:"ksoftirqd_seconds"`
+	Offered          uint64  `json:"offered"`
+	DUTRx            uint64  `json:"dut_rx"`
+	DUTRxDrop        uint64  `json:"dut_rx_drop"`
+	DUTTx            uint64  `json:"dut_tx"`
+	DUTTxDrop        uint64  `json:"dut_tx_drop"`
+	Sink             uint64  `json:"sink"`
 	// Loss is 1 - sink/offered.
 	Loss   float64      `json:"loss"`
 	Steps  []SearchStep `json:"pdr_steps,omitempty"`
@@ -355,6 +358,7 @@ func (r *rig) setup(ctx context.Context, name string, o Options) error {
 type counters struct {
 	at      time.Time
 	cpu     time.Duration // generator thread CPU time
+	ksirq   time.Duration // ksoftirqd/0 CPU time
 	sent    uint64
 	in, out linkStats
 	sink    SinkCount
@@ -369,6 +373,7 @@ func (r *rig) snapshot() (counters, error) {
 	if c.cpu, err = r.gen.CPUTime(); err != nil {
 		return c, err
 	}
+	c.ksirq = ksoftirqdTime(0)
 	if c.in, err = readLinkStats(r.line.DUT, ifDUTIn); err != nil {
 		return c, err
 	}
@@ -394,6 +399,7 @@ func delta(a, b counters) Round {
 		Sink:      b.sink.Packets - a.sink.Packets,
 	}
 	rd.CPUSeconds = (b.cpu - a.cpu).Seconds()
+	rd.KsoftirqdSeconds = (b.ksirq - a.ksirq).Seconds()
 	if rd.CPUSeconds > 0 {
 		rd.PPSPerCPU = float64(rd.DUTTx) / rd.CPUSeconds
 	}
