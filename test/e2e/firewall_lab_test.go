@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/firewall"
+	"github.com/srchain/srchain/internal/firewall/nf"
+	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
+)
+
+// TestFirewallLab deploys examples/sera-firewall.yaml and proves by the
+// traces of every node: allowed flows arrive through the IDS, denied ones
+// arrive nowhere, skip-next flows bypass the IDS (it sees nothing), the
+// ARGS of the firewall SID chosen at the ingress change the action with
+// the firewall's rules untouched, and the mode switches at run time.
+func TestFirewallLab(t *testing.T) {
+	fwNeedRoot(t)
+	s, err := spec.Load(filepath.Join("..", "..", "examples", "sera-firewall.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := compile.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.Name = fwPrefix() + "e"
+	opts := lab.Options{StateDir: t.TempDir()}
+	t.Cleanup(func() {
+		_ = lab.Down(context.Background(), net.Name, opts)
+		for _, n := range net.Nodes {
+			name := lab.NSName(net.Name, n.Name)
+			_ = os.RemoveAll(filepath.Join(apply.PinRoot, name))
+			if err := netns.Delete(name); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if _, err := lab.Up(ctx, net, lab.UpOptions{Options: opts}); err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	pr, err := lab.NewProber(net.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+
+	d1, d2 := s.Traffic[0].To, s.Traffic[1].To
+	probe := func(name string, to string, dport int) lab.ProbeResult {
+		t.Helper()
+		p := lab.Probe{Name: name, From: "ingress", Proto: "udp", DPort: dport, Expect: "d1"}
+		if to == "d1" {
+			p.To = d1
+		} else {
+			p.To, p.Expect = d2, "d2"
+		}
+		res, err := pr.Run(ctx, p)
+		if err != nil {
+			t.Fatalf("probe %s: %v", name, err)
+		}
+		return res
+	}
+	seen := func(res lab.ProbeResult, node string) bool {
+		for _, h := range res.Hops {
+			if h.Node == node && h.Arrive != nil {
+				return true
+			}
+		}
+		return false
+	}
+	path := func(res lab.ProbeResult) string {
+		var b strings.Builder
+		pr.Print(&b, res, false)
+		return b.String()
+	}
+	expect := func(res lab.ProbeResult, delivered, viaIDS bool) {
+		t.Helper()
+		if res.Delivered != delivered || seen(res, "ids") != viaIDS {
+			t.Errorf("%s: delivered=%v via ids=%v, want %v %v\n%s", res.Probe.Name, res.Delivered, seen(res, "ids"), delivered, viaIDS, path(res))
+		}
+	}
+
+	for _, dst := range []string{"d1", "d2"} {
+		// Allowed (policy accept): firewall SID End, then the IDS.
+		expect(probe("allowed-"+dst, dst, 5000), true, true)
+		// Denied: udp/9 is dropped at the firewall.
+		res := probe("denied-"+dst, dst, 9)
+		expect(res, false, false)
+		if seen(res, "egress") {
+			t.Errorf("denied-%s reached the egress", dst)
+		}
+		// skip-next: trusted traffic bypasses the IDS.
+		expect(probe("skip-"+dst, dst, 7001), true, false)
+		// eval-args with ARGS 0 (go-next): through the IDS.
+		expect(probe("args0-"+dst, dst, 7002), true, true)
+	}
+
+	// The edge changes the ARGS of the firewall SID for one destination;
+	// the firewall's rules stay as they are.
+	ing, err := lab.Open(net.Name, "ingress", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ing.Close()
+	setArgs := func(args int) {
+		t.Helper()
+		segs := fmt.Sprintf("fc00:2::f1:%x,fc00:4::1d5,fc00:3::d6", args)
+		if out, err := ing.Run(ctx, "ip", "-6", "route", "replace", d1.String()+"/128", "encap", "seg6", "mode", "encap", "segs", segs, "dev", "eth12"); err != nil {
+			t.Fatalf("set args %d: %v %s", args, err, out)
+		}
+	}
+	setArgs(1) // skip-next
+	expect(probe("args1-skip", "d1", 7002), true, false)
+	setArgs(3) // drop
+	expect(probe("args3-drop", "d1", 7002), false, false)
+	setArgs(4) // accept: the SID's End, then the IDS
+	expect(probe("args4-accept", "d1", 7002), true, true)
+	setArgs(9) // unknown: dropped as fw-args-unknown
+	expect(probe("args9-unknown", "d1", 7002), false, false)
+	setArgs(0)
+
+	// Counters and the run-time mode switch, through the pins the CLI uses.
+	nfvNS, err := lab.Open(net.Name, "nfv", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nfvNS.Close()
+	pinned, err := firewall.OpenPinned(nf.PinDir(nfvNS, "sera"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	rc, err := pinned.RuleCounts(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := pinned.DropCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rule counters %+v, drops %v", rc, dc.NonZero())
+	if len(rc) != 4 || rc[0].Packets < 2 || rc[1].Packets < 2 || rc[2].Packets < 6 {
+		t.Errorf("rule counters %+v", rc)
+	}
+	if dc.NonZero()["fw-args-unknown"] < 1 || dc.NonZero()["fw-rule"] < 3 {
+		t.Errorf("drop counters %v", dc.NonZero())
+	}
+	// Advanced mode: -p/--dport see the outer packet, which for the encap
+	// chain is IPv6-in-IPv6, so the udp/9 rule no longer applies to d1.
+	if err := pinned.SetMode(firewall.Advanced); err != nil {
+		t.Fatal(err)
+	}
+	expect(probe("advanced-d1-9", "d1", 9), true, true)
+	// Insert mode keeps UDP right behind the SRH: still dropped.
+	expect(probe("advanced-d2-9", "d2", 9), false, false)
+	if err := pinned.SetMode(firewall.Basic); err != nil {
+		t.Fatal(err)
+	}
+	expect(probe("basic-again-d1-9", "d1", 9), false, false)
+}
