@@ -21,9 +21,11 @@ var labStateDir string
 func labOpts() lab.Options { return lab.Options{StateDir: labStateDir} }
 
 // signalContext is cancelled by SIGINT/SIGTERM so that a half-built lab
-// is still torn down by Up's own cleanup.
+// is still torn down by Up's own cleanup. SIGPIPE (output piped into a
+// pager or head that quit) cancels too instead of killing the process,
+// so that the demo still removes its lab.
 func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 }
 
 // labName accepts a lab name or the spec file it was built from. The file
