@@ -13,7 +13,7 @@
 //	      mode: basic            # basic | advanced (switchable at run time)
 //	      policy: accept         # when no rule matches: accept | drop
 //	      args_bits: 16          # eval-args ARGS length; default sid_format.args_bits
-//	      args: {0: go-next, 1: skip-next, 2: go-last, 3: drop, 4: accept}
+//	      args: {"0": go-next, "1": skip-next, "2": go-last, "3": drop, "4": accept}
 //	      rules:                 # iptables syntax, first match
 //	        - "-p udp --dport 9 -j DROP"
 //	      rules_file: sera.rules # or: a file (relative to the spec), appended
@@ -55,7 +55,7 @@ type Config struct {
 	Mode      string            `yaml:"mode"`
 	Policy    string            `yaml:"policy"`
 	ArgsBits  *int              `yaml:"args_bits"`
-	Args      map[uint64]string `yaml:"args"`
+	Args      map[string]string `yaml:"args"` // ARGS value (decimal or 0x hex) -> action
 	Rules     []string          `yaml:"rules"`
 	RulesFile string            `yaml:"rules_file"`
 }
@@ -101,8 +101,11 @@ func check(s *spec.Spec, nf *spec.NF, path string) []error {
 		errs = append(errs, s.ErrorAt(path+".args_bits", valueNode(node, "args_bits"), "args_bits %d: want 0..64", *c.ArgsBits))
 	}
 	for k, v := range c.Args {
+		if _, err := strconv.ParseUint(k, 0, 64); err != nil {
+			errs = append(errs, s.ErrorAt(path+".args."+k, valueNode(node, "args"), "args key %q: want a number", k))
+		}
 		if vd, err := firewall.ParseVerdict(v); err != nil || vd == firewall.EvalArgs {
-			errs = append(errs, s.ErrorAt(fmt.Sprintf("%s.args.%d", path, k), valueNode(node, "args"), "args %d: %q is not accept, drop, reject, go-next, skip-next or go-last", k, v))
+			errs = append(errs, s.ErrorAt(path+".args."+k, valueNode(node, "args"), "args %s: %q is not accept, drop, reject, go-next, skip-next or go-last", k, v))
 		}
 	}
 	if rn := valueNode(node, "rules"); rn != nil {
@@ -186,14 +189,20 @@ func compileNF(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node)
 	}
 	params["args_bits"] = strconv.Itoa(bits)
 	if len(c.Args) > 0 {
-		keys := make([]uint64, 0, len(c.Args))
-		for k := range c.Args {
-			keys = append(keys, k)
+		byVal := map[uint64]string{}
+		var keys []uint64
+		for k, v := range c.Args {
+			n, err := strconv.ParseUint(k, 0, 64)
+			if err != nil {
+				return fmt.Errorf("firewall args key %q: %w", k, ErrBadParams)
+			}
+			byVal[n] = v
+			keys = append(keys, n)
 		}
 		sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 		var parts []string
 		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%d=%s", k, c.Args[k]))
+			parts = append(parts, fmt.Sprintf("%d=%s", k, byVal[k]))
 		}
 		params["args"] = strings.Join(parts, ",")
 	}
