@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/compile"
+	_ "github.com/srchain/srchain/internal/firewall/nf" // program kind "firewall" in examples
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,14 +15,19 @@ import (
 	"github.com/srchain/srchain/internal/trace"
 )
 
-// TestLabExamples deploys every example with traffic and requires each of
-// its probes to pass: steered probes crossed their chain's NF SIDs in
-// order and reached the destination; "none" probes never carried an SRH.
+// TestLabExamples deploys every example (examples/*.yaml) and requires
+// each of its probes to pass: steered probes crossed their chain's NF SIDs
+// in order and reached the destination; "none" probes never carried an SRH.
 func TestLabExamples(t *testing.T) {
 	requireRoot(t)
-	for i, file := range []string{"quickstart.yaml", "sera-testbed.yaml", "opot-testbed.yaml"} {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+	if len(files) < 3 {
+		t.Fatalf("examples: %v", files)
+	}
+	for i, path := range files {
+		file := filepath.Base(path)
 		t.Run(file, func(t *testing.T) {
-			s, net := example(t, file, string(rune('a'+i)))
+			s, net := example(t, file, fmt.Sprintf("x%d", i))
 			opts := up(t, net)
 			pr, err := lab.NewProber(net.Name, opts)
 			if err != nil {
