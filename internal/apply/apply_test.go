@@ -124,7 +124,10 @@ func richNode() state.Node {
 			{Dst: p("fc00:99::/64"), Dev: "eth0", Encap: &state.SREncap{Mode: state.ModeInsert, Segments: []netip.Addr{ad("fc00:2::f1")}}},
 			{Table: 100, Dst: p("10.0.3.0/24"), Dev: "eth0", Encap: &state.SREncap{Mode: state.ModeEncap, Segments: []netip.Addr{ad("fc00:2::f2")}}},
 		},
-		Rules: []state.Rule{{Priority: 100, Family: 4, Dst: p("10.0.3.0/24"), IPProto: 17, DPort: state.PortRange{From: 5000, To: 5001}, Table: 100}},
+		Rules: []state.Rule{
+			{Priority: 100, Family: 4, Dst: p("10.0.3.0/24"), IPProto: 17, DPort: state.PortRange{From: 5000, To: 5001}, Table: 100},
+			{Priority: 101, Family: 6, Src: p("fc00:a1::/64"), Dst: p("fc00:99::/64"), IPProto: 6, SPort: state.PortRange{From: 1000, To: 2000}, DPort: state.PortRange{From: 80}, IIF: "eth0", Table: 101},
+		},
 		SIDs: []state.LocalSID{
 			{SID: p("fc00:1::e/128"), Behavior: state.End, Datapath: state.Kernel},
 			{SID: p("fc00:1::e1/128"), Behavior: state.EndX, NH6: ad("fc00:12::2"), OIF: "eth0", Datapath: state.Kernel},
@@ -195,6 +198,10 @@ func TestApplyIdempotent(t *testing.T) {
 	rules, _ := a.Run(ctx, "ip", "-4", "rule")
 	if !strings.Contains(rules, "ipproto udp dport 5000-5001 lookup 100") {
 		t.Errorf("rule missing:\n%s", rules)
+	}
+	rules6, _ := a.Run(ctx, "ip", "-6", "rule")
+	if !strings.Contains(rules6, "from fc00:a1::/64 to fc00:99::/64 iif eth0 ipproto tcp sport 1000-2000 dport 80 lookup 101") {
+		t.Errorf("ipv6 rule missing:\n%s", rules6)
 	}
 	before := snapshot(t, a)
 	res, err = ApplyWith(ctx, a, node, Options{})
