@@ -105,6 +105,10 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	pinExisted := statErr == nil
 	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
 	if err != nil {
+		if !pinExisted {
+			// LoadEnd creates the directory before it can fail.
+			err = errors.Join(err, os.RemoveAll(pin))
+		}
 		return nil, err
 	}
 	have := end.SIDs()
