@@ -47,16 +47,18 @@ func labName(arg string) (string, error) {
 	return s.Name, nil
 }
 
+// labCmd is the parent of the lab subcommands (lab_*.go add theirs).
+var labCmd = &cobra.Command{
+	Use:   "lab",
+	Short: "Deploy a spec into network namespaces on this machine",
+	Long: "lab builds the topology of a spec in network namespaces (one per node,\n" +
+		"named src-<lab>-<node>), one veth pair per link, and applies every node's\n" +
+		"state (addresses, routes, SR policies, SIDs, eBPF programs). What it makes\n" +
+		"is recorded in " + lab.DefaultStateDir + "/<lab>.json first, so `lab down`\n" +
+		"removes everything even after a crash.",
+}
+
 func init() {
-	labCmd := &cobra.Command{
-		Use:   "lab",
-		Short: "Deploy a spec into network namespaces on this machine",
-		Long: "lab builds the topology of a spec in network namespaces (one per node,\n" +
-			"named src-<lab>-<node>), one veth pair per link, and applies every node's\n" +
-			"state (addresses, routes, SR policies, SIDs, eBPF programs). What it makes\n" +
-			"is recorded in " + lab.DefaultStateDir + "/<lab>.json first, so `lab down`\n" +
-			"removes everything even after a crash.",
-	}
 	labCmd.PersistentFlags().StringVar(&labStateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
 
 	labCmd.AddCommand(&cobra.Command{

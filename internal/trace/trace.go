@@ -273,6 +273,17 @@ func (c *Capture) Events() []Event {
 	return out
 }
 
+// Drain returns the events seen since the last Drain (or Reset) in
+// timestamp order and forgets them; for streaming output.
+func (c *Capture) Drain() []Event {
+	c.mu.Lock()
+	out := c.events
+	c.events = nil
+	c.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out
+}
+
 // Reset forgets the events seen so far.
 func (c *Capture) Reset() {
 	c.mu.Lock()

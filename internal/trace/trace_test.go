@@ -116,3 +116,15 @@ func TestPath(t *testing.T) {
 		t.Errorf("Describe = %q", got)
 	}
 }
+
+func TestDrain(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	c := &Capture{events: []Event{{Node: "b", Time: t0.Add(time.Second)}, {Node: "a", Time: t0}}}
+	got := c.Drain()
+	if len(got) != 2 || got[0].Node != "a" || got[1].Node != "b" {
+		t.Errorf("Drain = %v, want time order", got)
+	}
+	if len(c.Drain()) != 0 || len(c.Events()) != 0 {
+		t.Error("Drain did not forget")
+	}
+}
