@@ -16,6 +16,7 @@ func TestLabCLIErrors(t *testing.T) {
 		{[]string{"lab", "down", "--state-dir", dir, "nosuch"}, "no such lab"},
 		{[]string{"lab", "exec", "--state-dir", dir, "nosuch", "h1", "--", "true"}, "no such lab"},
 		{[]string{"lab", "status", "--state-dir", dir, "../x"}, "bad lab or node name"},
+		{[]string{"lab", "trace", "--state-dir", dir, "nosuch"}, "no such lab"},
 		{[]string{"lab", "up", "--state-dir", dir, "/nonexistent.yaml"}, "invalid spec"},
 		{[]string{"demo", "--state-dir", dir, "/nonexistent.yaml"}, "invalid spec"},
 	} {
