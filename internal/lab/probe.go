@@ -64,7 +64,7 @@ func NewProber(lab string, opts Options) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prober{lab: lab, net: rec.Network, nss: map[string]*netns.NS{}, wait: 300 * time.Millisecond}
+	p := &Prober{lab: lab, net: rec.Network, nss: map[string]*netns.NS{}, wait: 100 * time.Millisecond}
 	for node := range rec.Namespaces {
 		ns, err := Open(lab, node, opts)
 		if err != nil {
@@ -119,11 +119,14 @@ func (p *Prober) Run(ctx context.Context, pr Probe) (ProbeResult, error) {
 	default:
 		return res, fmt.Errorf("probe %s: protocol %q: %w", pr.Name, pr.Proto, ErrProbe)
 	}
+	// Let packets in flight finish their path, then make sure every
+	// node's reader has collected what its ring holds.
 	select {
 	case <-ctx.Done():
 		return res, ctx.Err()
 	case <-time.After(p.wait):
 	}
+	p.cap.Flush(2 * time.Second)
 	all := p.cap.Events()
 	for _, e := range all {
 		if m.Matches(e) {

@@ -110,6 +110,9 @@ type ring struct {
 	fd  int
 	mem []byte
 	pos int
+	// empty counts the times the reader found the ring empty: once it
+	// moves after a Flush began, every frame tapped before is collected.
+	empty atomic.Uint64
 }
 
 func openRing() (*ring, error) {
@@ -180,8 +183,9 @@ func (r *ring) next() (frame, bool) {
 			r.pos = (r.pos + 1) % frames
 			return f, true
 		}
+		r.empty.Add(1)
 		fds := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, 100); err != nil && !errors.Is(err, unix.EINTR) {
+		if _, err := unix.Poll(fds, 20); err != nil && !errors.Is(err, unix.EINTR) {
 			return frame{}, false
 		}
 	}
@@ -271,6 +275,35 @@ func (c *Capture) Events() []Event {
 	c.mu.Unlock()
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out
+}
+
+// Flush waits until every reader has collected all frames its ring held
+// when Flush was called (each one found its ring empty since), or until
+// timeout. It reports whether all readers caught up.
+func (c *Capture) Flush(timeout time.Duration) bool {
+	marks := make([]uint64, len(c.rings))
+	for i, r := range c.rings {
+		marks[i] = r.empty.Load()
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		done := true
+		for i, r := range c.rings {
+			// +1 is not enough: that empty pass may have begun before
+			// Flush; +2 is a whole pass that started after it.
+			if r.empty.Load() < marks[i]+2 {
+				done = false
+				break
+			}
+		}
+		if done {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Drain returns the events seen since the last Drain (or Reset) in
