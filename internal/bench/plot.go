@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"math"
@@ -22,14 +23,20 @@ const (
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
 
 // WritePlots writes SCENARIO.svg (median per case with min-max whiskers,
-// per size) and, when cases carry X values, SCENARIO-x.svg (median vs X
-// per series, log2 x axis).
+// per size); when cases carry X values, SCENARIO-x.svg (median vs X per
+// series, log2 x axis); with several sizes, SCENARIO-size.svg (median vs
+// frame size per case).
 func WritePlots(dir string, res *Result) error {
 	if err := writeFile(filepath.Join(dir, res.Scenario+".svg"), barSVG(res)); err != nil {
 		return err
 	}
 	if svg, ok := lineSVG(res); ok {
-		return writeFile(filepath.Join(dir, res.Scenario+"-x.svg"), svg)
+		if err := writeFile(filepath.Join(dir, res.Scenario+"-x.svg"), svg); err != nil {
+			return err
+		}
+	}
+	if svg, ok := sizeSVG(res); ok {
+		return writeFile(filepath.Join(dir, res.Scenario+"-size.svg"), svg)
 	}
 	return nil
 }
@@ -117,9 +124,12 @@ func barSVG(res *Result) string {
 	return b.String()
 }
 
+// xyPoint is one median with its spread at an x value.
+type xyPoint struct{ x, y, lo, hi float64 }
+
+// lineSVG plots cases that carry X (e.g. rule counts) by series, log2 x.
 func lineSVG(res *Result) (string, bool) {
-	type pt struct{ x, y, lo, hi float64 }
-	series := map[string][]pt{}
+	series := map[string][]xyPoint{}
 	var names []string
 	for _, p := range res.Points {
 		if p.X <= 0 || p.Series == "" || p.Summary.N == 0 {
@@ -132,16 +142,49 @@ func lineSVG(res *Result) (string, bool) {
 		if _, ok := series[s]; !ok {
 			names = append(names, s)
 		}
-		series[s] = append(series[s], pt{p.X, p.Summary.Median, p.Summary.Min, p.Summary.Max})
+		series[s] = append(series[s], xyPoint{p.X, p.Summary.Median, p.Summary.Min, p.Summary.Max})
 	}
 	if len(names) == 0 {
 		return "", false
 	}
-	name, scale, _ := unit(res)
 	xlabel := res.XLabel
 	if xlabel == "" {
 		xlabel = "x"
 	}
+	base := math.NaN()
+	for _, p := range res.Points {
+		if p.Case == res.Baseline && p.Summary.N > 0 {
+			base = p.Summary.Median
+			break
+		}
+	}
+	return linePlot(res, xlabel, true, names, series, base), true
+}
+
+// sizeSVG plots each case's rate against the frame size (seed 002's
+// sweep), linear x.
+func sizeSVG(res *Result) (string, bool) {
+	series := map[string][]xyPoint{}
+	var names []string
+	sizes := map[int]bool{}
+	for _, p := range res.Points {
+		if p.Summary.N == 0 || len(p.FrameBytes) == 0 {
+			continue
+		}
+		sizes[p.Size] = true
+		if _, ok := series[p.Case]; !ok {
+			names = append(names, p.Case)
+		}
+		series[p.Case] = append(series[p.Case], xyPoint{float64(p.FrameBytes[0]), p.Summary.Median, p.Summary.Min, p.Summary.Max})
+	}
+	if len(sizes) < 2 {
+		return "", false
+	}
+	return linePlot(res, "frame size (bytes with FCS)", false, names, series, math.NaN()), true
+}
+
+func linePlot(res *Result, xlabel string, logx bool, names []string, series map[string][]xyPoint, base float64) string {
+	name, scale, _ := unit(res)
 	var b strings.Builder
 	svgHead(&b, fmt.Sprintf("%s: %s vs %s", res.Scenario, name, xlabel))
 	top, xmax := 0.0, 1.0
@@ -153,17 +196,28 @@ func lineSVG(res *Result) (string, bool) {
 	top = niceMax(top)
 	yAxis(&b, top, name, scale)
 	h, w := plotH-padT-padB, plotW-padL-padR
-	lx := math.Log2(max(xmax, 2))
-	X := func(v float64) float64 { return padL + w*math.Log2(max(v, 1))/lx }
 	Y := func(v float64) float64 { return padT + h*(1-v/top) }
-	for e := 0.0; e <= lx; e++ {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%.0f</text>`+"\n", X(math.Exp2(e)), plotH-padB+16, math.Exp2(e))
+	var X func(float64) float64
+	if logx {
+		lx := math.Log2(max(xmax, 2))
+		X = func(v float64) float64 { return padL + w*math.Log2(max(v, 1))/lx }
+		for e := 0.0; e <= lx; e++ {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%.0f</text>`+"\n", X(math.Exp2(e)), plotH-padB+16, math.Exp2(e))
+		}
+		xlabel += " (log2)"
+	} else {
+		xm := niceMax(xmax)
+		X = func(v float64) float64 { return padL + w*v/xm }
+		for i := 0; i <= 5; i++ {
+			v := xm * float64(i) / 5
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%.0f</text>`+"\n", X(v), plotH-padB+16, v)
+		}
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s (log2)</text>`+"\n", padL+w/2, plotH-padB+36, html.EscapeString(xlabel))
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", padL+w/2, plotH-padB+36, html.EscapeString(xlabel))
 	for i, n := range names {
 		col := palette[i%len(palette)]
 		s := series[n]
-		slices.SortFunc(s, func(a, b pt) int { return int(a.x - b.x) })
+		slices.SortFunc(s, func(a, b xyPoint) int { return cmp.Compare(a.x, b.x) })
 		var path []string
 		for _, q := range s {
 			path = append(path, fmt.Sprintf("%.1f,%.1f", X(q.x), Y(q.y)))
@@ -175,14 +229,11 @@ func lineSVG(res *Result) (string, bool) {
 		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`+"\n", plotW-padR-250, plotW-padR-226, ly-4, ly-4, col)
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", plotW-padR-220, ly, col, html.EscapeString(n))
 	}
-	// Baseline as a dashed line for reference.
-	for _, p := range res.Points {
-		if p.Case == res.Baseline && p.Summary.N > 0 {
-			fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="gray" stroke-dasharray="6,4"/>`+"\n", padL, plotW-padR, Y(p.Summary.Median), Y(p.Summary.Median))
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" fill="gray">%s</text>`+"\n", padL+6, Y(p.Summary.Median)-4, html.EscapeString(p.Case))
-			break
-		}
+	if !math.IsNaN(base) {
+		// The baseline as a dashed line for reference.
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="gray" stroke-dasharray="6,4"/>`+"\n", padL, plotW-padR, Y(base), Y(base))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" fill="gray">%s</text>`+"\n", padL+6, Y(base)-4, html.EscapeString(res.Baseline))
 	}
 	b.WriteString("</svg>\n")
-	return b.String(), true
+	return b.String()
 }

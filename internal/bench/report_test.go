@@ -68,6 +68,22 @@ func TestWriteReadResult(t *testing.T) {
 	}
 }
 
+func TestSizePlot(t *testing.T) {
+	res := fakeResult()
+	res.Options.Sizes = []int{0, 1518}
+	p := res.Points[0]
+	p.Size, p.FrameBytes = 1518, []int{1518}
+	res.Points = append(res.Points, p)
+	Finish(res)
+	svg, ok := sizeSVG(res)
+	if !ok || !strings.Contains(svg, "frame size") || !strings.Contains(svg, "<polyline") {
+		t.Errorf("size plot missing (ok=%v)", ok)
+	}
+	if _, ok := sizeSVG(fakeResult()); ok {
+		t.Errorf("size plot drawn for a single size")
+	}
+}
+
 func TestWriteMarkdown(t *testing.T) {
 	var b strings.Builder
 	if err := WriteMarkdown(&b, fakeResult()); err != nil {
