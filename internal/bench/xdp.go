@@ -185,7 +185,12 @@ func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float6
 		// Interrupter: once asked to stop, signal the generator thread
 		// until its call returns (a signal that lands between calls is
 		// lost, so repeat).
-		tid := <-tidc
+		var tid int
+		select {
+		case tid = <-tidc:
+		case <-done:
+			return // never entered the namespace
+		}
 		select {
 		case <-stop:
 		case <-ctx.Done():
