@@ -141,3 +141,29 @@ func TestBenchCancelCleansUp(t *testing.T) {
 	}
 	benchNoLeftovers(t, prefix)
 }
+
+// TestBenchCleanupStale: namespaces of a dead run (killed with SIGKILL,
+// no chance to clean) are removed by the next run; a live run's are kept.
+func TestBenchCleanupStale(t *testing.T) {
+	benchSkipUnlessRoot(t)
+	prefix := benchPrefix(t, "z-")
+	t.Cleanup(func() { benchNoLeftovers(t, prefix) })
+	for _, n := range []string{prefix + "101-0-g", prefix + "202-0-g"} {
+		ns, err := netns.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Close()
+	}
+	bench.CleanupStale(prefix, func(pid int) bool { return pid == 202 })
+	left, err := netns.List(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0] != prefix+"202-0-g" {
+		t.Errorf("after cleanup: %v, want only the live run's namespace", left)
+	}
+	if err := netns.Delete(prefix + "202-0-g"); err != nil {
+		t.Error(err)
+	}
+}
