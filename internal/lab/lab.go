@@ -177,7 +177,8 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 		}
 		name := NSName(net.Name, n.Name)
 		if _, err := os.Stat("/run/netns/" + name); err == nil {
-			return nil, fmt.Errorf("lab up %s: namespace %s: %w", net.Name, name, ErrExists)
+			return nil, fmt.Errorf("lab up %s: namespace %s is left from an unrecorded lab (`srchain lab down %s` removes it): %w",
+				net.Name, name, net.Name, ErrExists)
 		}
 		rec.Namespaces[n.Name] = name
 	}
