@@ -110,7 +110,7 @@ func TestUpStatusExecDown(t *testing.T) {
 		t.Errorf("exec in unknown node = %v, want ErrNoNode", err)
 	}
 
-	// A broken node shows in status.
+	// A broken node shows in status, and Reapply repairs it.
 	ns, _ := Open(net.Name, "r2", opts)
 	_, _ = ns.Run(ctx, "ip", "link", "set", "eth1", "down")
 	ns.Close()
@@ -118,6 +118,16 @@ func TestUpStatusExecDown(t *testing.T) {
 	for _, s := range sts {
 		if s.Node == "r2" && s.OK() {
 			t.Error("status of r2 ok after eth1 went down")
+		}
+	}
+	changes, err := Reapply(ctx, net.Name, opts)
+	if err != nil || changes["r2"] == 0 || changes["h1"] != 0 {
+		t.Errorf("reapply = %v, %v; want changes on r2 only", changes, err)
+	}
+	sts, _ = Status(ctx, net.Name, opts)
+	for _, s := range sts {
+		if !s.OK() {
+			t.Errorf("status of %s after reapply: %v", s.Node, s.Problems)
 		}
 	}
 
