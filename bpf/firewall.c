@@ -14,7 +14,8 @@
  *                   forwards it (lib/fib.h policy: it decrements the hop
  *                   limit once)
  *   SEG6 eval-args  the ARGS of the active SID pick one of the above;
- *                   unknown values are dropped as DROP_FW_ARGS_UNKNOWN
+ *                   an unknown value is answered with an ICMPv6 Parameter
+ *                   Problem pointing at the SID (DROP_FW_ARGS_UNKNOWN)
  * No rule matching applies the policy (slot nrules of fw_rules).
  * Malformed SRv6 packets (type 4 routing header failing validation) are
  * dropped by reason. The mode (basic / advanced) is read per packet from
@@ -30,6 +31,128 @@ static __always_inline int fw_drop(__u32 reason)
 {
 	count_drop(reason);
 	return TC_ACT_SHOT;
+}
+
+/* ICMPv6 error: 40-byte IPv6 header + 8-byte ICMPv6 header in front of as
+ * much of the invoking packet as fits the IPv6 minimum MTU (RFC 4443 2.4).
+ */
+#define FW_ICMP_HDRS 48
+#define FW_ICMP_QUOTE (1280 - FW_ICMP_HDRS)
+#define ICMPV6_PARAMPROB 4
+
+/* fw_param_problem turns the packet into an ICMPv6 Parameter Problem,
+ * code 0 (erroneous header field), whose pointer is ptr (an offset in the
+ * invoking packet), from the packet's destination (the firewall's SID) to
+ * its source, and sends it back out of the interface it came in on. The
+ * invoking packet is counted as dropped with DROP_FW_ARGS_UNKNOWN.
+ * Errors are not rate limited (RFC 4443 2.4 (f)): the firewall answers
+ * only packets that carry its own SID. A packet the sending host left in
+ * CHECKSUM_PARTIAL (veth from a local stack) keeps that state: a device
+ * completing the quoted transport checksum on transmit would invalidate
+ * the ICMPv6 checksum (no helper resets it to CHECKSUM_NONE).
+ */
+static __always_inline int fw_param_problem(struct __sk_buff *skb, __u32 ptr)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	__u8 smac[ETH_ALEN], dmac[ETH_ALEN];
+	struct in6_addr src, dst;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__u32 quote, i, off;
+	__u64 sum = 0;
+	__u8 *icmp;
+
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	eth = pkt_ptr(&p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!eth || !ip6)
+		return fw_drop(DROP_PKT_TRUNCATED);
+	__builtin_memcpy(smac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(dmac, eth->h_dest, ETH_ALEN);
+	ipv6_addr_copy(&src, &ip6->saddr);
+	ipv6_addr_copy(&dst, &ip6->daddr);
+
+	quote = skb->len - sizeof(struct ethhdr);
+	if (quote > FW_ICMP_QUOTE)
+		quote = FW_ICMP_QUOTE;
+	/* Trim only when needed: bpf_skb_change_tail refuses skbs marked
+	 * skb->encapsulation, which every packet the local seg6 encap made
+	 * is. Such a packet too long to quote whole is dropped unanswered.
+	 */
+	if (quote < skb->len - sizeof(struct ethhdr) &&
+	    bpf_skb_change_tail(skb, sizeof(struct ethhdr) + quote, 0))
+		return fw_drop(DROP_FW_ARGS_UNKNOWN);
+	if (bpf_skb_adjust_room(skb, FW_ICMP_HDRS, BPF_ADJ_ROOM_MAC, 0))
+		return fw_drop(DROP_ADJUST_ROOM);
+	/* The old checksum state no longer describes the packet. */
+	bpf_csum_level(skb, BPF_CSUM_LEVEL_RESET);
+
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	eth = pkt_ptr(&p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	icmp = pkt_ptr(&p, p.l3off + sizeof(*ip6), 8);
+	if (!eth || !ip6 || !icmp)
+		return fw_drop(DROP_PKT_TRUNCATED);
+	__builtin_memcpy(eth->h_dest, smac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, dmac, ETH_ALEN);
+	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	ip6->payload_len = bpf_htons(8 + quote);
+	ip6->nexthdr = IPPROTO_ICMPV6;
+	ip6->hop_limit = 64;
+	ipv6_addr_copy(&ip6->saddr, &dst);
+	ipv6_addr_copy(&ip6->daddr, &src);
+	icmp[0] = ICMPV6_PARAMPROB;
+	icmp[1] = 0;
+	*(__u16 *)&icmp[2] = 0;
+	*(__be32 *)&icmp[4] = bpf_htonl(ptr);
+
+	/* Checksum (RFC 4443 2.3): pseudo-header, then the ICMPv6 message
+	 * as 32-bit words; the one's-complement sum is byte-order neutral.
+	 */
+	for (i = 0; i < 4; i++)
+		sum += dst.in6_u.u6_addr32[i] + (__u64)src.in6_u.u6_addr32[i];
+	sum += bpf_htonl(8 + quote) + (__u64)bpf_htonl(IPPROTO_ICMPV6);
+	off = p.l3off + sizeof(*ip6);
+	for (i = 0; i < (8 + FW_ICMP_QUOTE) / 4; i++) {
+		__be32 *w;
+		__u8 *b;
+
+		if (off + 4 <= p.l3off + sizeof(*ip6) + 8 + quote) {
+			w = pkt_ptr(&p, off & 0x7ff, 4);
+			if (!w)
+				break;
+			sum += *w;
+			off += 4;
+			continue;
+		}
+		/* 1..3 trailing bytes, zero padded. */
+		b = pkt_ptr(&p, off & 0x7ff, 1);
+		if (b && off < p.l3off + sizeof(*ip6) + 8 + quote) {
+			__u8 tail[4] = {};
+			__u32 n = p.l3off + sizeof(*ip6) + 8 + quote - off;
+
+			tail[0] = b[0];
+			if (n > 1 && (b = pkt_ptr(&p, (off + 1) & 0x7ff, 1)))
+				tail[1] = b[0];
+			if (n > 2 && (b = pkt_ptr(&p, (off + 2) & 0x7ff, 1)))
+				tail[2] = b[0];
+			sum += *(__u32 *)tail;
+		}
+		break;
+	}
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	icmp = pkt_ptr(&p, p.l3off + sizeof(*ip6), 8);
+	if (!icmp)
+		return fw_drop(DROP_PKT_TRUNCATED);
+	*(__u16 *)&icmp[2] = ~(__u16)sum;
+	count_drop(DROP_FW_ARGS_UNKNOWN);
+	return bpf_redirect(skb->ingress_ifindex, 0);
 }
 
 SEC("tc")
@@ -114,8 +237,12 @@ int srchain_fw(struct __sk_buff *skb)
 		if (!ip6)
 			return fw_drop(DROP_PKT_TRUNCATED);
 		verdict = fw_args_verdict(&ip6->daddr, cfg->args_bits);
-		if (!verdict)
-			return fw_drop(DROP_FW_ARGS_UNKNOWN);
+		if (!verdict) {
+			/* Seed 000 V.B: Parameter Problem pointing at the active
+			 * SID, segment[SL] of the SRH.
+			 */
+			return fw_param_problem(skb, fp.si.srhoff - fp.si.ip6off + 8 + 16 * (__u32)fp.si.sl);
+		}
 	}
 
 	switch (verdict) {

@@ -17,7 +17,8 @@ import (
 
 const (
 	tcActOK   = 0xffffffff // TC_ACT_UNSPEC: continue down the tcx chain
-	tcActShot = 2
+	tcActShot     = 2
+	tcActRedirect = 7
 )
 
 // skbCtx is the head of struct __sk_buff up to ifindex (the fields
@@ -273,6 +274,9 @@ func TestBPFActions(t *testing.T) {
 		copy(c[24:40], mustAddr(da).AsSlice())
 		return c
 	}
+	// A packet longer than an ICMPv6 error can quote, and one of odd length.
+	big := must(srv6.Encap(mustAddr("fc00:12::1"), []netip.Addr{fwSID, eg}, srv6.UDP6(mustAddr("fc00:1::1"), mustAddr("fc00:d1::1"), 1, 2, make([]byte, 1400))))
+	odd := must(srv6.Encap(mustAddr("fc00:12::1"), []netip.Addr{fwSID, eg}, srv6.UDP6(mustAddr("fc00:1::1"), mustAddr("fc00:d1::1"), 1, 2, []byte("odd"))))
 	cases := []struct {
 		name, rules string
 		cfg         Config
@@ -299,7 +303,9 @@ func TestBPFActions(t *testing.T) {
 		{"eval-args 2 go-last", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, withDA(p.insert, "fc00:2::f1:2"), tcActOK, drop.None, 0, d2},
 		{"eval-args 3 drop", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, withDA(p.encap6, "fc00:2::f1:3"), tcActShot, drop.FWRule, -1, netip.Addr{}},
 		{"eval-args 4 accept", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, withDA(p.encap6, "fc00:2::f1:4"), tcActOK, drop.None, 1, mustAddr("fc00:2::f1:4")},
-		{"eval-args unknown", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, withDA(p.encap6, "fc00:2::f1:9"), tcActShot, drop.FWArgsUnknown, -1, netip.Addr{}},
+		{"eval-args unknown", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, withDA(p.encap6, "fc00:2::f1:9"), tcActRedirect, drop.FWArgsUnknown, -1, netip.Addr{}},
+		{"eval-args unknown, big", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, withDA(big, "fc00:2::f1:9"), tcActRedirect, drop.FWArgsUnknown, -1, netip.Addr{}},
+		{"eval-args unknown, odd", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, withDA(odd, "fc00:2::f1:9"), tcActRedirect, drop.FWArgsUnknown, -1, netip.Addr{}},
 		{"eval-args 8 bits", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 8}, withDA(p.encap6, "fc00:2::f1:103"), tcActShot, drop.FWRule, -1, netip.Addr{}},
 		{"eval-args custom", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 4, Args: map[uint64]Verdict{9: Drop}}, withDA(p.encap6, "fc00:2::f1:9"), tcActShot, drop.FWRule, -1, netip.Addr{}},
 		{"eval-args non-SR", "-j SEG6 --seg6-action eval-args", Config{ArgsBits: 16}, p.plain6, tcActShot, drop.FWPrecond, -1, netip.Addr{}},
@@ -317,6 +323,19 @@ func TestBPFActions(t *testing.T) {
 			o := Decide(c.pkt, cfg, 1)
 			if o.Drop != c.reason {
 				t.Errorf("model: %v", o.Drop)
+			}
+			if ret == tcActRedirect {
+				if !o.ICMP || !bytes.Equal(out[:len(o.Out)], o.Out) || len(out) != len(o.Out) {
+					t.Errorf("icmp error differs from the model:\n got %x\nwant %x", out, o.Out)
+				}
+				src, dst := netip.AddrFrom16([16]byte(out[8:24])), netip.AddrFrom16([16]byte(out[24:40]))
+				if srv6.L4Checksum(src, dst, 58, out[40:]) != 0 {
+					t.Errorf("icmp checksum does not verify")
+				}
+				if len(out) > 1280 || out[40] != 4 || binary.BigEndian.Uint32(out[44:]) != 40+8+16 {
+					t.Errorf("icmp error: len %d type %d pointer %d", len(out), out[40], binary.BigEndian.Uint32(out[44:]))
+				}
+				return
 			}
 			if ret != tcActOK {
 				return
@@ -403,7 +422,7 @@ func TestBPFRandomVsModel(t *testing.T) {
 			ret, out, reason := run(t, fw, pkt)
 			after, _ := fw.RuleCounts()
 			o := Decide(pkt, cfg, 1)
-			if reason != o.Drop || (ret == tcActShot) != (o.Drop != drop.None) {
+			if reason != o.Drop || (ret == tcActShot || ret == tcActRedirect) != (o.Drop != drop.None) || (ret == tcActRedirect) != o.ICMP {
 				t.Fatalf("round %d pkt %x: bpf ret %d reason %v, model %+v", round, pkt, ret, reason, o)
 			}
 			if o.Rule >= -1 {
@@ -416,7 +435,7 @@ func TestBPFRandomVsModel(t *testing.T) {
 					t.Fatalf("round %d: rule %d not counted (model rule %d)", round, slot, o.Rule)
 				}
 			}
-			if ret == tcActOK && o.Out != nil && !bytes.Equal(out[:len(pkt)], o.Out) {
+			if o.Out != nil && !bytes.Equal(out[:len(o.Out)], o.Out) {
 				t.Fatalf("round %d: bytes differ", round)
 			}
 		}

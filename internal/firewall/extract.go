@@ -196,7 +196,46 @@ type Outcome struct {
 	Rule    int         // matched rule, -1 for the policy
 	Verdict Verdict     // after eval-args resolution
 	Drop    drop.Reason // None when the packet passes
-	Out     []byte      // the packet after SR actions (nil: unchanged or dropped)
+	Out     []byte      // the packet after SR actions, or the ICMPv6 error (nil: unchanged or dropped)
+	// ICMP: Out is an ICMPv6 Parameter Problem sent back out of the
+	// ingress interface (eval-args with an unknown ARGS value).
+	ICMP bool
+}
+
+// icmpQuote is how much of the invoking packet an ICMPv6 error carries:
+// the error must fit the IPv6 minimum MTU (RFC 4443 2.4 (c)).
+const icmpQuote = 1280 - 48
+
+// ParamProblem builds the ICMPv6 Parameter Problem (code 0, pointer ptr)
+// the datapath answers pkt with: from pkt's destination to its source.
+func ParamProblem(pkt []byte, ptr uint32) []byte {
+	quote := pkt[:min(len(pkt), icmpQuote)]
+	out := make([]byte, 48, 48+len(quote))
+	out[0] = 0x60
+	binary.BigEndian.PutUint16(out[4:], uint16(8+len(quote)))
+	out[6], out[7] = 58, 64
+	copy(out[8:24], pkt[24:40])
+	copy(out[24:40], pkt[8:24])
+	out[40] = 4 // Parameter Problem, code 0: erroneous header field
+	binary.BigEndian.PutUint32(out[44:], ptr)
+	out = append(out, quote...)
+	var sum uint32
+	add := func(b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(b[i:]))
+		}
+		if len(b)%2 == 1 {
+			sum += uint32(b[len(b)-1]) << 8
+		}
+	}
+	add(out[8:40])
+	sum += uint32(8+len(quote)) + 58
+	add(out[40:])
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(out[42:], ^uint16(sum))
+	return out
 }
 
 // Decide is the Go model of the whole program on one L3 packet: extract,
@@ -231,7 +270,9 @@ func Decide(pkt []byte, cfg Config, iif uint32) Outcome {
 		}
 		vd, ok := table[args]
 		if !ok {
-			o.Drop = drop.FWArgsUnknown
+			// Seed 000 V.B: Parameter Problem pointing at the active SID.
+			o.Drop, o.ICMP = drop.FWArgsUnknown, true
+			o.Out = ParamProblem(pkt, uint32(si.SRHOff+8+16*int(si.SL)))
 			return o
 		}
 		o.Verdict = vd

@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/compile"
@@ -126,8 +130,40 @@ func TestFirewallLab(t *testing.T) {
 	expect(probe("args3-drop", "d1", 7002), false, false)
 	setArgs(4) // accept: the SID's End, then the IDS
 	expect(probe("args4-accept", "d1", 7002), true, true)
-	setArgs(9) // unknown: dropped as fw-args-unknown
+	// Unknown ARGS: dropped, and the ingress gets an ICMPv6 Parameter
+	// Problem from the SID pointing at it (segment[2] of the SRH: offset
+	// 40 + 8 + 2*16).
+	var icmpFD int
+	if err := ing.Do(func() error {
+		var err error
+		if icmpFD, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_ICMPV6); err != nil {
+			return err
+		}
+		return unix.SetsockoptTimeval(icmpFD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(icmpFD)
+	setArgs(9)
 	expect(probe("args9-unknown", "d1", 7002), false, false)
+	gotPP := false
+	buf := make([]byte, 2048)
+	for i := 0; i < 20 && !gotPP; i++ {
+		n, from, err := unix.Recvfrom(icmpFD, buf, 0)
+		if err != nil {
+			break
+		}
+		sa, _ := from.(*unix.SockaddrInet6)
+		if n >= 8 && buf[0] == 4 && buf[1] == 0 && sa != nil && netip.AddrFrom16(sa.Addr) == netip.MustParseAddr("fc00:2::f1:9") {
+			if ptr := binary.BigEndian.Uint32(buf[4:]); ptr != 80 {
+				t.Errorf("parameter problem pointer %d, want 80", ptr)
+			}
+			gotPP = true
+		}
+	}
+	if !gotPP {
+		t.Error("no ICMPv6 parameter problem from fc00:2::f1:9 at the ingress")
+	}
 	setArgs(0)
 
 	// Counters and the run-time mode switch, through the pins the CLI uses.
