@@ -10,7 +10,7 @@ import (
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/firewall"
-	_ "github.com/srchain/srchain/internal/firewall/nf" // NF kind "firewall": spec check, compiler, driver
+	"github.com/srchain/srchain/internal/firewall/nf" // also registers the NF kind "firewall"
 	"github.com/srchain/srchain/internal/lab"
 )
 
@@ -33,6 +33,30 @@ func (t *fwTarget) dir() (string, error) {
 		return "", fmt.Errorf("name the firewall with --pin or --lab, --node and --nf")
 	}
 	return filepath.Join(apply.PinRoot, lab.NSName(t.lab, t.node), "fw-"+t.nf), nil
+}
+
+// labRules finds the rules of a lab's firewall in its record, to label
+// counters; nil when the record cannot be read.
+func labRules(t fwTarget) []firewall.Rule {
+	rec, err := lab.Load(t.lab, lab.Options{})
+	if err != nil || rec.Network == nil {
+		return nil
+	}
+	for _, n := range rec.Network.Nodes {
+		if n.Name != t.node {
+			continue
+		}
+		for _, p := range n.Programs {
+			if p.Kind != nf.Kind || p.Params["nf"] != t.nf {
+				continue
+			}
+			cfg, err := nf.ConfigFromParams(p.Params, func(string) (uint32, error) { return 1, nil })
+			if err == nil {
+				return cfg.Rules
+			}
+		}
+	}
+	return nil
 }
 
 func init() {
@@ -117,6 +141,9 @@ func init() {
 			}
 			defer p.Close()
 			var rules []firewall.Rule
+			if ct.rules == "" && ct.lab != "" {
+				rules = labRules(ct)
+			}
 			if ct.rules != "" {
 				b, err := os.ReadFile(ct.rules)
 				if err != nil {
