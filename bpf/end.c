@@ -38,6 +38,31 @@ static __always_inline int end_words_read(const struct pkt *p, const struct srh_
 	return 0;
 }
 
+/* end_csum_fix folds the change of the End words into skb->csum
+ * (CHECKSUM_COMPLETE; a no-op for other checksum states).
+ */
+static __always_inline void end_csum_fix(struct __sk_buff *skb, const struct pkt *p,
+					 const struct srh_info *si, struct end_words *before)
+{
+	struct end_words after;
+
+	if (end_words_read(p, si, &after) == 0)
+		bpf_csum_update(skb, bpf_csum_diff((__be32 *)before, sizeof(*before),
+						   (__be32 *)&after, sizeof(after), 0));
+}
+
+/* to_stack hands the rewritten packet to the kernel (lib/fib.h), counting
+ * why in fib_counters.
+ */
+static __always_inline int to_stack(struct __sk_buff *skb, const struct pkt *p,
+				    const struct srh_info *si, struct end_words *before,
+				    __u32 slot)
+{
+	end_csum_fix(skb, p, si, before);
+	fib_count(slot);
+	return TC_ACT_OK;
+}
+
 static __always_inline int drop(__u32 reason)
 {
 	count_drop(reason);
@@ -48,7 +73,7 @@ SEC("tc")
 int srchain_end(struct __sk_buff *skb)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
-	struct end_words before, after;
+	struct end_words before;
 	struct bpf_fib_lookup params;
 	struct sid_entry *sid;
 	struct srh_info si = {};
@@ -121,6 +146,7 @@ int srchain_end(struct __sk_buff *skb)
 		return drop(DROP_UNSUPPORTED);
 	if (end_words_read(&p, &si, &before))
 		return drop(DROP_PKT_TRUNCATED);
+	/* The rewrite happens whatever the hop limit (lib/end.h). */
 	reason = end_apply(&p, &si);
 	if (reason)
 		return drop(reason);
@@ -132,15 +158,27 @@ int srchain_end(struct __sk_buff *skb)
 		/* The next SID is served here too (e.g. SL = last entry + 1
 		 * leads to segment[last entry], often this node's SID): run
 		 * the packet through this program again, as the kernel
-		 * re-routes it to its seg6local route. No hop limit change:
-		 * the pass that finally forwards decrements it once, like
-		 * ip6_forward does. Each pass decrements SL, so this ends.
+		 * re-routes it to its seg6local route. No hop limit change
+		 * or check: the pass that finally forwards handles it once,
+		 * like ip6_forward does. Each pass decrements SL, so this
+		 * ends.
 		 */
-		if (end_words_read(&p, &si, &after) == 0)
-			bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
-							   (__be32 *)&after, sizeof(after), 0));
+		end_csum_fix(skb, &p, &si, &before);
 		return bpf_redirect(skb->ingress_ifindex, BPF_F_INGRESS);
 	}
+
+	/* Configured to leave forwarding to the kernel (netfilter FORWARD /
+	 * POSTROUTING, policy routing, MTU: lib/end.h cfg_stack_forward).
+	 */
+	if (cfg_stack_forward)
+		return to_stack(skb, &p, &si, &before, FIB_SLOT_STACK_FORWARD);
+	/* Hop limit exhausted: the kernel's ip6_forward sends ICMPv6 Time
+	 * Exceeded for the rewritten packet (or delivers it if the new DA is
+	 * local), exactly as after the kernel's own End (RFC 8986 4.1
+	 * S05-S07 happen there).
+	 */
+	if (ip6->hop_limit <= 1)
+		return to_stack(skb, &p, &si, &before, FIB_SLOT_HOP_LIMIT);
 
 	if (sid->behavior == SRCHAIN_BEH_END_X) {
 		/* RFC 8986 4.2: forward to the SID's adjacency whatever the
@@ -148,21 +186,29 @@ int srchain_end(struct __sk_buff *skb)
 		 */
 		struct bpf_redir_neigh nh = { .nh_family = AF_INET6 };
 		__u32 oif = sid->oif;
+		__u32 mtu_len = 0;
 		int zero_nh;
 
+		/* Too big for the adjacency (GSO packets: per segment): the
+		 * stack forwards it and sends Packet Too Big if its route's
+		 * MTU is exceeded too (docs/datapath.md).
+		 */
+		if (bpf_check_mtu(skb, oif, &mtu_len, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS)
+			return to_stack(skb, &p, &si, &before, FIB_SLOT_MTU);
 		ipv6_addr_copy((struct in6_addr *)nh.ipv6_nh, &sid->nh6);
 		zero_nh = !(nh.ipv6_nh[0] | nh.ipv6_nh[1] | nh.ipv6_nh[2] | nh.ipv6_nh[3]);
 		ip6_dec_hop_limit(ip6);
-		if (end_words_read(&p, &si, &after) == 0)
-			bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
-							   (__be32 *)&after, sizeof(after), 0));
+		end_csum_fix(skb, &p, &si, &before);
 		fib_count(FIB_SLOT_REDIRECT_NEIGH);
 		if (zero_nh)
 			return bpf_redirect_neigh(oif, NULL, 0, 0);
 		return bpf_redirect_neigh(oif, &nh, sizeof(nh), 0);
 	}
 
-	rc = fib_lookup_ip6(skb, &params, ip6, skb->ingress_ifindex);
+	/* The lookup uses skb->mark (fwmark rules) and checks the route MTU
+	 * (tot_len set: BPF_FIB_LKUP_RET_FRAG_NEEDED -> stack).
+	 */
+	rc = fib_lookup_ip6_mark(skb, &params, ip6, skb->ingress_ifindex, skb->mark);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
 		eth = pkt_ptr(&p, 0, sizeof(*eth));
 		if (!eth)
@@ -170,9 +216,7 @@ int srchain_end(struct __sk_buff *skb)
 		ip6_dec_hop_limit(ip6);
 		fib_set_macs(eth, &params);
 	}
-	if (end_words_read(&p, &si, &after) == 0)
-		bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
-						   (__be32 *)&after, sizeof(after), 0));
+	end_csum_fix(skb, &p, &si, &before);
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS)
 		return bpf_redirect(params.ifindex, 0);
 	/* Slow path (lib/fib.h): the stack forwards the rewritten packet. */

@@ -2,9 +2,12 @@
 /* Per-CPU counters shared by srchain programs.
  *
  *   drop_counters  per-CPU array, one __u64 per enum srchain_drop_reason
- *                  (index = reason, max_entries DROP_MAX). Go reads it with
- *                  datapath.ReadDropCounts, which sums the CPUs into
- *                  drop.Counts.
+ *                  (index = reason). Its size is the fixed
+ *                  SRCHAIN_DROP_SLOTS, not DROP_MAX, so appending a reason
+ *                  keeps the map compatible with pinned instances (a
+ *                  pinned map of another size cannot be reused). Go reads
+ *                  the first drop.Max slots with datapath.ReadDropCounts,
+ *                  which sums the CPUs into drop.Counts.
  *   sid_counters   per-CPU array of struct sid_counter, indexed by the
  *                  counter index the loader stores with each SID; packets
  *                  and bytes the behavior handled (drops included, so
@@ -22,9 +25,17 @@
 /* Number of per-SID counter slots; the loader hands out indexes. */
 #define SRCHAIN_MAX_SID_COUNTERS 1024
 
+/* Capacity of drop_counters: room for every reason ever appended to
+ * drop.h. ABI of pinned maps: never change it.
+ */
+#define SRCHAIN_DROP_SLOTS 64
+
+_Static_assert(DROP_MAX <= SRCHAIN_DROP_SLOTS,
+	       "more drop reasons than drop_counters slots (SRCHAIN_DROP_SLOTS)");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, DROP_MAX);
+	__uint(max_entries, SRCHAIN_DROP_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } drop_counters SEC(".maps");

@@ -33,6 +33,9 @@
  */
 #define FIB_SLOT_RET_MAX 16
 #define FIB_SLOT_REDIRECT_NEIGH 16 /* End.X: bpf_redirect_neigh to a pinned nexthop */
+#define FIB_SLOT_STACK_FORWARD 17  /* cfg_stack_forward: handed to the stack by configuration */
+#define FIB_SLOT_HOP_LIMIT 18      /* hop limit <= 1: handed to the stack (ICMPv6 Time Exceeded) */
+#define FIB_SLOT_MTU 19            /* End.X: bpf_check_mtu failed: handed to the stack */
 #define FIB_SLOT_MAX 32
 
 struct {
@@ -52,15 +55,30 @@ static __always_inline void fib_count(__u32 slot)
 		*v += 1;
 }
 
-/* fib_lookup_ip6 fills params from ip6 (after the caller's rewrite of the
- * destination) and runs bpf_fib_lookup for a packet that arrived on
- * ifindex. ctx is the program's context (struct __sk_buff * or struct
- * xdp_md *). Returns the BPF_FIB_LKUP_RET_* code (negative on helper
- * error) and counts it.
+/* BPF_FIB_LOOKUP_MARK (Linux 6.10): use the mark from the lookup
+ * parameters for policy routing (fib rules "fwmark"). Debian 12's UAPI
+ * headers (6.1) lack it; the value is the kernel's (1U << 5), and the mark
+ * is the first 32 bits of the smac/dmac union (struct bpf_fib_lookup, input
+ * side), which the old header names smac[0..3].
  */
-static __always_inline long fib_lookup_ip6(void *ctx, struct bpf_fib_lookup *params,
-					   const struct ipv6hdr *ip6, __u32 ifindex)
+#ifndef BPF_FIB_LOOKUP_MARK
+#define BPF_FIB_LOOKUP_MARK (1U << 5)
+#endif
+
+/* fib_lookup_ip6_dst fills params from ip6 with destination daddr (the
+ * new DA: the packet may or may not be rewritten yet) and runs
+ * bpf_fib_lookup for a packet that arrived on ifindex, with the packet mark for fwmark rules (skb->mark at tc; XDP has
+ * none, pass 0). ctx is the program's context (struct __sk_buff * or
+ * struct xdp_md *). Returns the BPF_FIB_LKUP_RET_* code (negative on
+ * helper error) and counts it. params->tot_len is set, so the helper
+ * checks the packet against the route's MTU (BPF_FIB_LKUP_RET_FRAG_NEEDED).
+ */
+static __always_inline long fib_lookup_ip6_dst(void *ctx, struct bpf_fib_lookup *params,
+					       const struct ipv6hdr *ip6,
+					       const struct in6_addr *daddr, __u32 ifindex,
+					       __u32 mark)
 {
+	__u32 flags = 0;
 	long rc;
 
 	__builtin_memset(params, 0, sizeof(*params));
@@ -71,11 +89,31 @@ static __always_inline long fib_lookup_ip6(void *ctx, struct bpf_fib_lookup *par
 	params->tot_len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
 	params->ifindex = ifindex;
 	ipv6_addr_copy((struct in6_addr *)params->ipv6_src, &ip6->saddr);
-	ipv6_addr_copy((struct in6_addr *)params->ipv6_dst, &ip6->daddr);
+	ipv6_addr_copy((struct in6_addr *)params->ipv6_dst, daddr);
 
-	rc = bpf_fib_lookup(ctx, params, sizeof(*params), 0);
+	if (mark) {
+		*(__u32 *)params->smac = mark; /* union member "mark" (6.10+) */
+		flags |= BPF_FIB_LOOKUP_MARK;
+	}
+
+	rc = bpf_fib_lookup(ctx, params, sizeof(*params), flags);
 	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
 	return rc;
+}
+
+/* fib_lookup_ip6_mark looks up ip6's (already rewritten) destination. */
+static __always_inline long fib_lookup_ip6_mark(void *ctx, struct bpf_fib_lookup *params,
+						const struct ipv6hdr *ip6, __u32 ifindex,
+						__u32 mark)
+{
+	return fib_lookup_ip6_dst(ctx, params, ip6, &ip6->daddr, ifindex, mark);
+}
+
+/* fib_lookup_ip6 is fib_lookup_ip6_mark without a mark. */
+static __always_inline long fib_lookup_ip6(void *ctx, struct bpf_fib_lookup *params,
+					   const struct ipv6hdr *ip6, __u32 ifindex)
+{
+	return fib_lookup_ip6_dst(ctx, params, ip6, &ip6->daddr, ifindex, 0);
 }
 
 /* fib_set_macs writes the lookup's MAC addresses into the Ethernet header. */

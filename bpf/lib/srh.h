@@ -93,7 +93,7 @@ static __always_inline __u32 srh_locate(const struct pkt *p, struct srh_info *si
  *   last entry < SRCHAIN_MAX_SEGS           else DROP_SRH_TOO_MANY_SEGS
  *   (hdrlen*8) >= (last entry + 1) * 16     else DROP_SRH_BAD_LEN
  *   segments left <= last entry + 1         else DROP_SRH_SL_OVER_LAST
- * The last check is RFC 8986 4.1 S06 ("Segments Left > Last Entry+1"),
+ * The last check is RFC 8986 4.1 S09 ("Segments Left > Last Entry+1"),
  * which the kernel's seg6_validate_srh also applies: SL = last entry + 1
  * is legal (the active SID is only in the DA, as with a reduced SRH) and
  * End then moves to segment[last entry]. Programs that need SL <= last
@@ -134,10 +134,22 @@ static __always_inline __u32 srh_validate(const struct pkt *p, struct srh_info *
 #define SRH_TLV_PADN 4
 
 /* srh_validate_tlvs walks the TLVs between the segment list and the end
- * of the SRH: they must tile that area exactly (RFC 8754 2.1; the kernel's
- * seg6_validate_srh does the same). Pad1 is one byte (RFC 8754 2.1.1.1);
- * every other TLV is type, length, value. At most SRCHAIN_MAX_TLVS TLVs.
- * Returns DROP_TLV_BAD when they do not fit.
+ * of the SRH: they must tile that area exactly (RFC 8754 2.1). Pad1 is one
+ * byte (RFC 8754 2.1.1.1); every other TLV is type, length, value. At most
+ * SRCHAIN_MAX_TLVS TLVs. Returns DROP_TLV_BAD when they do not fit.
+ *
+ * This is NOT what the kernel does: seg6_validate_srh also requires the
+ * TLVs to tile the area, but reads every TLV, Pad1 included, as type +
+ * length (no 1-byte Pad1). So the two disagree on some byte patterns
+ * (docs/datapath.md, "Known differences"), e.g. after the segments:
+ *   00 | 05 04 00000000 | 00   Pad1, a type-5 TLV of length 4, Pad1:
+ *                              accepted here; the kernel reads "00 05" as
+ *                              a 7-byte TLV, 1 byte is left -> dropped;
+ *   00 06 <6 bytes>            the kernel reads one 8-byte TLV of type 0
+ *                              and accepts; here 00 is Pad1 and the rest
+ *                              must tile on its own (with ff ff ff ff ff
+ *                              ff, "06 ff" runs past the SRH) ->
+ *                              DROP_TLV_BAD.
  */
 static __always_inline __u32 srh_validate_tlvs(const struct pkt *p, const struct srh_info *si)
 {

@@ -85,6 +85,9 @@ func resetSIDCounter(m *ebpf.Map, slot uint32) error {
 const (
 	fibSlotRetMax        = 16
 	fibSlotRedirectNeigh = 16
+	fibSlotStackForward  = 17
+	fibSlotHopLimit      = 18
+	fibSlotMTU           = 19
 	fibSlotMax           = 32
 )
 
@@ -95,7 +98,10 @@ var fibRetNames = [...]string{
 }
 
 // ReadFIBCounts sums a fib_counters map (bpf/lib/fib.h) into counts keyed
-// by outcome name; zero entries are left out.
+// by outcome name; zero entries are left out. Besides the
+// BPF_FIB_LKUP_RET_* names: "redirect-neigh" (End.X forwarded),
+// "stack-forward", "hop-limit" and "mtu" (handed to the stack for that
+// reason, without a FIB lookup).
 func ReadFIBCounts(m *ebpf.Map) (map[string]uint64, error) {
 	out := make(map[string]uint64)
 	for slot := uint32(0); slot < min(fibSlotMax, m.MaxEntries()); slot++ {
@@ -112,6 +118,12 @@ func ReadFIBCounts(m *ebpf.Map) (map[string]uint64, error) {
 			name = fibRetNames[slot]
 		case slot == fibSlotRedirectNeigh:
 			name = "redirect-neigh"
+		case slot == fibSlotStackForward:
+			name = "stack-forward" // EndOptions.StackForward
+		case slot == fibSlotHopLimit:
+			name = "hop-limit" // to the stack for ICMPv6 Time Exceeded
+		case slot == fibSlotMTU:
+			name = "mtu" // End.X too big for the adjacency: to the stack
 		case slot == fibSlotMax-1:
 			name = "helper-error"
 		default:

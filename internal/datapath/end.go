@@ -7,10 +7,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/state"
@@ -79,6 +82,14 @@ type EndOptions struct {
 	PinPath string
 	// Logger receives attach/detach events; nil means slog.Default().
 	Logger *slog.Logger
+	// StackForward makes the programs hand every rewritten packet to
+	// the kernel stack instead of forwarding it themselves
+	// (cfg_stack_forward in bpf/lib/end.h): netfilter FORWARD and
+	// POSTROUTING rules, policy routing and the kernel's MTU handling
+	// then apply on the End node, at the cost of speed. End.X SIDs then
+	// follow the routing table for the new destination, not their
+	// adjacency (docs/datapath.md).
+	StackForward bool
 }
 
 // End is a loaded tc End/End.X program with its maps.
@@ -96,7 +107,13 @@ type End struct {
 
 // LoadEnd loads the End program and its maps into the kernel. Loading does
 // not depend on the current network namespace; Attach does.
-func LoadEnd(opts EndOptions) (*End, error) {
+//
+// With a PinPath, maps pinned there are reused; a pinned map whose layout
+// no longer matches the program (ebpf.ErrMapIncompatible, e.g. after an
+// upgrade changed a map's size) is replaced by a fresh map, logged, and
+// its old contents are lost (the SIDs must be set again). If loading fails,
+// the pins this call created are removed again.
+func LoadEnd(opts EndOptions) (_ *End, retErr error) {
 	spec, err := loadEndProg()
 	if err != nil {
 		return nil, fmt.Errorf("load end spec: %w", err)
@@ -106,21 +123,57 @@ func LoadEnd(opts EndOptions) (*End, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	if opts.StackForward {
+		if err := setStackForward(spec); err != nil {
+			return nil, err
+		}
+	}
 	var copts ebpf.CollectionOptions
 	pinned := map[string]*ebpf.Map{}
+	var created []string // pins this call made, removed on failure
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		for _, pin := range created {
+			if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
+				e.log.Warn("remove end map pin after failed load", "pin", pin, "err", err)
+			}
+		}
+	}()
 	if opts.PinPath != "" {
 		if err := os.MkdirAll(opts.PinPath, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin path: %w", err)
 		}
 		copts.MapReplacements = make(map[string]*ebpf.Map)
-		for name := range spec.Maps {
-			m, err := ebpf.LoadPinnedMap(filepath.Join(opts.PinPath, name), nil)
+		for name, ms := range spec.Maps {
+			if !isEndSharedMap(name) {
+				continue // .rodata and friends are never pinned
+			}
+			path := filepath.Join(opts.PinPath, name)
+			m, err := ebpf.LoadPinnedMap(path, nil)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
 			if err != nil {
 				closeMaps(pinned)
 				return nil, fmt.Errorf("open pinned map %s: %w", name, err)
+			}
+			if err := ms.Compatible(m); err != nil {
+				m.Close()
+				if !errors.Is(err, ebpf.ErrMapIncompatible) {
+					closeMaps(pinned)
+					return nil, fmt.Errorf("check pinned map %s: %w", name, err)
+				}
+				// The pin goes; the running program (pinned link)
+				// keeps its old map until Attach replaces it.
+				if err := os.Remove(path); err != nil {
+					closeMaps(pinned)
+					return nil, fmt.Errorf("replace incompatible pinned map %s: %w", name, err)
+				}
+				e.log.Warn("pinned end map incompatible with this program, replaced by a new empty map",
+					"map", name, "pin", path, "reason", err.Error())
+				continue
 			}
 			pinned[name] = m
 			copts.MapReplacements[name] = m
@@ -136,17 +189,16 @@ func LoadEnd(opts EndOptions) (*End, error) {
 		return nil, fmt.Errorf("load end program: %w", err)
 	}
 	if opts.PinPath != "" {
-		for name, m := range map[string]*ebpf.Map{
-			endProgMapSids: e.objs.Sids, endProgMapDropCounters: e.objs.DropCounters,
-			endProgMapSidCounters: e.objs.SidCounters, endProgMapFibCounters: e.objs.FibCounters,
-		} {
+		for name, m := range e.sharedMaps() {
 			if _, reused := pinned[name]; reused || m.IsPinned() { // clones of pinned maps do not report IsPinned
 				continue
 			}
-			if err := m.Pin(filepath.Join(opts.PinPath, name)); err != nil {
+			path := filepath.Join(opts.PinPath, name)
+			if err := m.Pin(path); err != nil {
 				e.objs.Close()
 				return nil, fmt.Errorf("pin map %s: %w", name, err)
 			}
+			created = append(created, path)
 		}
 	}
 	if err := e.loadXDP(); err != nil {
@@ -161,16 +213,44 @@ func LoadEnd(opts EndOptions) (*End, error) {
 	return e, nil
 }
 
+// endSharedMaps are the maps the tc and XDP objects share and LoadEnd pins.
+var endSharedMaps = []string{endProgMapSids, endProgMapDropCounters, endProgMapSidCounters, endProgMapFibCounters}
+
+func isEndSharedMap(name string) bool { return slices.Contains(endSharedMaps, name) }
+
+func (e *End) sharedMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		endProgMapSids: e.objs.Sids, endProgMapDropCounters: e.objs.DropCounters,
+		endProgMapSidCounters: e.objs.SidCounters, endProgMapFibCounters: e.objs.FibCounters,
+	}
+}
+
+// stackForwardVar is the load-time constant of bpf/lib/end.h.
+const stackForwardVar = "cfg_stack_forward"
+
+func setStackForward(spec *ebpf.CollectionSpec) error {
+	v, ok := spec.Variables[stackForwardVar]
+	if !ok {
+		return fmt.Errorf("set %s: %w: variable missing", stackForwardVar, ErrBadMap)
+	}
+	if err := v.Set(uint32(1)); err != nil {
+		return fmt.Errorf("set %s: %w", stackForwardVar, err)
+	}
+	return nil
+}
+
 // loadXDP loads the XDP twin (bpf/end_xdp.c) sharing the tc object's maps.
 func (e *End) loadXDP() error {
 	spec, err := loadEndXdpProg()
 	if err != nil {
 		return fmt.Errorf("load end xdp spec: %w", err)
 	}
-	opts := ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		endProgMapSids: e.objs.Sids, endProgMapDropCounters: e.objs.DropCounters,
-		endProgMapSidCounters: e.objs.SidCounters, endProgMapFibCounters: e.objs.FibCounters,
-	}}
+	if e.opts.StackForward {
+		if err := setStackForward(spec); err != nil {
+			return err
+		}
+	}
+	opts := ebpf.CollectionOptions{MapReplacements: e.sharedMaps()}
 	if err := spec.LoadAndAssign(&e.xdp, &opts); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -252,11 +332,11 @@ func (e *End) attach(ap attachPoint) error {
 	}
 	pin := e.linkPin(ap)
 	if pin != "" {
-		if l, err := link.LoadPinnedLink(pin, nil); err == nil {
-			if err := l.Update(prog); err != nil {
-				l.Close()
-				return fmt.Errorf("update pinned link %s: %w", ap, err)
-			}
+		l, err := e.takeOverPinnedLink(ap, pin, prog)
+		if err != nil {
+			return err
+		}
+		if l != nil {
 			e.links[ap] = l
 			e.log.Info("end program re-attached", "at", ap.String(), "pin", pin)
 			return nil
@@ -281,6 +361,175 @@ func (e *End) attach(ap attachPoint) error {
 	e.links[ap] = l
 	e.log.Info("end program attached", "at", ap.String())
 	return nil
+}
+
+// takeOverPinnedLink returns the link pinned at pin, updated to prog, when
+// it really is attached at ap in the current network namespace. A stale
+// pin (the interface or namespace was deleted and the link severed, the
+// link sits on another interface, the pin is not a link, the update
+// fails) is removed and its link closed; it then returns nil, nil and the
+// caller attaches afresh. No pin: nil, nil.
+func (e *End) takeOverPinnedLink(ap attachPoint, pin string, prog *ebpf.Program) (link.Link, error) {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		e.log.Warn("stale end link pin removed", "at", ap.String(), "pin", pin, "reason", err.Error())
+		if err := os.Remove(pin); err != nil {
+			return nil, fmt.Errorf("remove stale link pin %s: %w", ap, err)
+		}
+		return nil, nil
+	}
+	live, why := linkAttachedHere(l, ap)
+	if live {
+		if err := l.Update(prog); err == nil {
+			return l, nil
+		} else {
+			why = "update: " + err.Error()
+		}
+	}
+	e.log.Warn("stale end link pin replaced", "at", ap.String(), "pin", pin, "reason", why)
+	if err := l.Unpin(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("unpin stale link %s: %w", ap, err)
+	}
+	if err := l.Close(); err != nil {
+		return nil, fmt.Errorf("close stale link %s: %w", ap, err)
+	}
+	return nil, nil
+}
+
+// linkAttachedHere reports whether l is attached at ap in the current
+// network namespace, and if not, why.
+func linkAttachedHere(l link.Link, ap attachPoint) (bool, string) {
+	info, err := l.Info()
+	if err != nil {
+		return false, "link info: " + err.Error()
+	}
+	if ap.xdp {
+		xi := info.XDP()
+		if xi == nil {
+			return false, fmt.Sprintf("not an xdp link (%v)", info.Type)
+		}
+		if int(xi.Ifindex) != ap.ifindex {
+			return false, fmt.Sprintf("link on ifindex %d", xi.Ifindex)
+		}
+		id, err := xdpProgramID(ap.ifindex)
+		if err != nil {
+			return false, err.Error()
+		}
+		if id != info.Program {
+			return false, fmt.Sprintf("interface runs xdp program %d, link has %d", id, info.Program)
+		}
+		return true, ""
+	}
+	ti := info.TCX()
+	if ti == nil {
+		return false, fmt.Sprintf("not a tcx link (%v)", info.Type)
+	}
+	if int(ti.Ifindex) != ap.ifindex {
+		return false, fmt.Sprintf("link on ifindex %d", ti.Ifindex)
+	}
+	ids, err := tcxIngressLinks(ap.ifindex)
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, id := range ids {
+		if id.link == info.ID {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("link %d not on ifindex %d in this namespace", info.ID, ap.ifindex)
+}
+
+type tcxAttachment struct {
+	prog ebpf.ProgramID
+	link link.ID
+}
+
+// tcxIngressLinks lists the programs on ifindex's tcx ingress in the
+// current network namespace.
+func tcxIngressLinks(ifindex int) ([]tcxAttachment, error) {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return nil, fmt.Errorf("query tcx ingress of ifindex %d: %w", ifindex, err)
+	}
+	out := make([]tcxAttachment, 0, len(res.Programs))
+	for _, p := range res.Programs {
+		a := tcxAttachment{prog: p.ID}
+		a.link, _ = p.LinkID()
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// xdpProgramID returns the id of the XDP program on ifindex in the current
+// network namespace (0: none).
+func xdpProgramID(ifindex int) (ebpf.ProgramID, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return 0, fmt.Errorf("open netlink: %w", err)
+	}
+	defer h.Close()
+	l, err := h.LinkByIndex(ifindex)
+	if err != nil {
+		return 0, fmt.Errorf("find ifindex %d: %w", ifindex, err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		return ebpf.ProgramID(x.ProgId), nil
+	}
+	return 0, nil
+}
+
+func programID(p *ebpf.Program) (ebpf.ProgramID, error) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, fmt.Errorf("program info: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, fmt.Errorf("program info: %w: no id", ErrBadMap)
+	}
+	return id, nil
+}
+
+// Attached reports whether this End's tc program is attached to ifindex's
+// tcx ingress in the current network namespace (call it inside
+// netns.NS.Do for a lab node). It asks the kernel (BPF_PROG_QUERY), not
+// this End's bookkeeping, so it is false when the interface lost the
+// program, and false when another End (e.g. loaded by an earlier process)
+// is attached there: Attach then takes the pinned link over. An ifindex
+// that does not exist is an error.
+func (e *End) Attached(ifindex int) (bool, error) {
+	id, err := programID(e.objs.SrchainEnd)
+	if err != nil {
+		return false, fmt.Errorf("check end attachment on ifindex %d: %w", ifindex, err)
+	}
+	atts, err := tcxIngressLinks(ifindex)
+	if err != nil {
+		return false, fmt.Errorf("check end attachment: %w", err)
+	}
+	for _, a := range atts {
+		if a.prog == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// AttachedXDP is Attached for the XDP twin (asks the kernel through
+// netlink which XDP program the interface runs).
+func (e *End) AttachedXDP(ifindex int) (bool, error) {
+	id, err := programID(e.xdp.SrchainEndXdp)
+	if err != nil {
+		return false, fmt.Errorf("check end xdp attachment on ifindex %d: %w", ifindex, err)
+	}
+	have, err := xdpProgramID(ifindex)
+	if err != nil {
+		return false, fmt.Errorf("check end xdp attachment: %w", err)
+	}
+	return have == id, nil
 }
 
 func (e *End) linkPin(ap attachPoint) string {
@@ -392,6 +641,42 @@ func (e *End) DeleteSID(sid netip.Addr) error {
 	return nil
 }
 
+// SIDEntry is one SID as the program's map holds it.
+type SIDEntry struct {
+	Behavior Behavior
+	// OIF is End.X's outgoing ifindex (0 for End).
+	OIF int
+	// NH6 is End.X's next hop; the zero netip.Addr (invalid) when the
+	// new destination is on-link, and for End.
+	NH6 netip.Addr
+	// Counter is the SID's slot in the per-SID counters.
+	Counter uint32
+}
+
+// SID returns the entry the program's SID map holds for addr (read from
+// the kernel map, so with a PinPath it is what forwarding uses now, also
+// when another process set it). ok is false when addr is not configured.
+// A caller that changes a SID can restore it with
+// SetSID(addr, entry.Behavior, entry.OIF, entry.NH6), or DeleteSID when
+// it was absent.
+func (e *End) SID(addr netip.Addr) (entry SIDEntry, ok bool, err error) {
+	if !addr.Is6() || addr.Is4In6() {
+		return SIDEntry{}, false, fmt.Errorf("look up sid %s: %w: not an IPv6 address", addr, ErrBadSID)
+	}
+	var val sidEntry
+	if err := e.objs.Sids.Lookup(addr.As16(), &val); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return SIDEntry{}, false, nil
+		}
+		return SIDEntry{}, false, fmt.Errorf("look up sid %s: %w", addr, err)
+	}
+	entry = SIDEntry{Behavior: Behavior(val.Behavior), OIF: int(val.OIF), Counter: val.Counter}
+	if val.NH6 != ([16]byte{}) {
+		entry.NH6 = netip.AddrFrom16(val.NH6)
+	}
+	return entry, true, nil
+}
+
 // SIDs returns the configured SIDs.
 func (e *End) SIDs() []netip.Addr {
 	e.mu.Lock()
@@ -467,7 +752,7 @@ func (e *End) Unpin() error {
 	if e.opts.PinPath != "" {
 		// By path: maps reopened from pins (MapReplacements) do not
 		// know they are pinned.
-		for _, name := range []string{endProgMapSids, endProgMapDropCounters, endProgMapSidCounters, endProgMapFibCounters} {
+		for _, name := range endSharedMaps {
 			if err := os.Remove(filepath.Join(e.opts.PinPath, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}

@@ -35,6 +35,8 @@ var (
 	routed2       = netip.MustParseAddr("fc00:2::6")  // final segment
 	noRoute       = netip.MustParseAddr("fc00:9::1")  // next SID without a route
 	nhMAC         = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+	nhAddr2       = netip.MustParseAddr("fc00:12::3") // next hop of table 100 (fwmark 7)
+	nhMAC2        = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x03}
 	inMAC         = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa} // frames' source MAC
 )
 
@@ -116,6 +118,10 @@ func newTestEnv(t *testing.T) *testEnv {
 		{"ip", "-6", "addr", "add", "fc00:12::1/64", "dev", outName, "nodad"},
 		{"ip", "-6", "neigh", "replace", nhAddr.String(), "lladdr", nhMAC.String(), "dev", outName, "nud", "permanent"},
 		{"ip", "-6", "route", "add", "fc00:2::/64", "via", nhAddr.String(), "dev", outName},
+		// Policy routing: mark 7 uses table 100, via nhAddr2.
+		{"ip", "-6", "neigh", "replace", nhAddr2.String(), "lladdr", nhMAC2.String(), "dev", outName, "nud", "permanent"},
+		{"ip", "-6", "route", "add", "fc00:2::/64", "via", nhAddr2.String(), "dev", outName, "table", "100"},
+		{"ip", "-6", "rule", "add", "fwmark", "7", "lookup", "100"},
 	} {
 		if _, err := ns.Run(t.Context(), cmd[0], cmd[1:]...); err != nil {
 			t.Fatal(err)
@@ -142,11 +148,17 @@ func newTestEnv(t *testing.T) *testEnv {
 // run feeds frame to the program as if received on env.in.
 func (env *testEnv) run(t *testing.T, frame []byte, xdp bool) (uint32, []byte) {
 	t.Helper()
+	return env.runMark(t, frame, xdp, 0)
+}
+
+// runMark is run with skb->mark set (tc only).
+func (env *testEnv) runMark(t *testing.T, frame []byte, xdp bool, mark uint32) (uint32, []byte) {
+	t.Helper()
 	out := make([]byte, len(frame)+256)
 	opts := &ebpf.RunOptions{
 		Data:    frame,
 		DataOut: out,
-		Context: skbCtx{IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)},
+		Context: skbCtx{Mark: mark, IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)},
 	}
 	prog := env.end.Program()
 	if xdp {
@@ -229,6 +241,15 @@ type tcase struct {
 	custom      []byte // expected output for expect == "custom"
 	// modelForwards: srv6.MutateEnd accepts what the program drops.
 	modelForwards bool
+	// xdpPass: the XDP twin passes the packet untouched to tc although
+	// tc redirects it (it writes only packets it redirects itself).
+	xdpPass bool
+	// mark is the skb mark of the test run (tc only).
+	mark uint32
+	// dmac overrides the next hop MAC of "redirect".
+	dmac net.HardwareAddr
+	// fib names the fib_counters slot that must move by one ("" any).
+	fib string
 }
 
 // endTestCases is the table shared by the tc and XDP test runs.
@@ -250,6 +271,21 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 	r16 := routed.As16()
 	copy(reducedIP[24:40], r16[:])
 	reducedWant := srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, reducedIP)
+	// Hop limit <= 1: End rewrites anyway and hands the packet to the
+	// stack with the hop limit untouched (ip6_forward then sends ICMPv6
+	// Time Exceeded, as after the kernel's End).
+	hlStack := func(hl uint8) (ip, want []byte) {
+		ip = srv6Pkt(t, sidEnd, hl, srhFor(sidEnd, routed))
+		out := setByte(ip, srhOff+srv6.SRHOffSegmentsLeft, 0)
+		copy(out[24:40], r16[:])
+		return ip, ether(out)
+	}
+	hl1, hl1Want := hlStack(1)
+	hl0, hl0Want := hlStack(0)
+	big := srv6Pkt(t, sidEndX, 64, withSRH(srhFor(sidEndX, noRoute), func(s *srv6.SRH) {
+		s.TLVs = []srv6.TLV{{Type: srv6.TLVPadN, Value: make([]byte, 6)}}
+	}))
+	big = fixPlen(append(big, make([]byte, 1600)...))
 
 	return []tcase{
 		{name: "end SL 2->1 redirect", ip: valid, want: tcActRedirect, expect: "redirect"},
@@ -258,11 +294,16 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 		{name: "end hop limit 2", ip: srv6Pkt(t, sidEnd, 2, srhFor(sidEnd, routed)), want: tcActRedirect, expect: "redirect"},
 		{name: "end 16 segments", ip: srv6Pkt(t, sidEnd, 64, srhFor(append(addrs(15), routed)...)), want: tcActRedirect, expect: "redirect"},
 		{name: "end behind hop-by-hop", ip: withHBH(valid), want: tcActRedirect, expect: "redirect"},
-		{name: "end no route -> stack", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, noRoute)), want: tcActOK, expect: "stack"},
+		{name: "end no route -> stack", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, noRoute)), want: tcActOK, expect: "stack", fib: "not-forwarded"},
+		// fwmark 7 selects table 100 (route via nhAddr2): the lookup
+		// must use skb->mark.
+		{name: "end mark 7 -> policy route", ip: valid, mark: 7, want: tcActRedirect, expect: "redirect", dmac: nhMAC2},
+		{name: "end.x too big -> stack", ip: big, want: tcActOK, expect: "stack", fib: "mtu"},
 		{name: "end.x on-link", ip: srv6Pkt(t, sidEndXOnLink, 64, srhFor(sidEndXOnLink, noRoute)), want: tcActRedirect, expect: "neigh"},
 		{name: "end.x", ip: srv6Pkt(t, sidEndX, 64, srhFor(sidEndX, noRoute, routed2)), want: tcActRedirect, expect: "neigh"},
-		{name: "trailing bytes trimmed", ip: append(append([]byte(nil), valid...), 0xde, 0xad, 0xbe, 0xef), want: tcActRedirect, expect: "redirect", model: valid},
-		{name: "next SID local -> loop", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, sidEndX, routed2)), want: tcActRedirect, expect: "loop"},
+		{name: "trailing bytes trimmed", ip: append(append([]byte(nil), valid...), 0xde, 0xad, 0xbe, 0xef), want: tcActRedirect, expect: "redirect", model: valid, xdpPass: true},
+		{name: "next SID local -> loop", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, sidEndX, routed2)), want: tcActRedirect, expect: "loop", xdpPass: true},
+		{name: "next SID local, hop limit 1 -> loop", ip: srv6Pkt(t, sidEnd, 1, srhFor(sidEnd, sidEndX, routed2)), want: tcActRedirect, expect: "custom", custom: loopHL1(t), xdpPass: true},
 		{name: "SL = last entry + 1", ip: reducedPkt, want: tcActRedirect, expect: "custom", custom: reducedWant},
 		{name: "not a sid", ip: srv6Pkt(t, routed, 64, srhFor(routed, routed2)), want: tcActOK, expect: "untouched"},
 		{name: "plain ipv6 not a sid", ip: srv6.UDP6(srcAddr, routed, 1, 2, []byte("x")), want: tcActOK, expect: "untouched"},
@@ -284,14 +325,34 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 		{name: "SL over last entry + 1", ip: setByte(valid, srhOff+srv6.SRHOffSegmentsLeft, 4), want: tcActShot, reason: drop.SRHSLOverLast},
 		{name: "17 segments", ip: srv6Pkt(t, sidEnd, 64, srhFor(append(addrs(16), routed)...)), want: tcActShot, reason: drop.SRHTooManySegs},
 		{name: "SL zero", ip: setByte(valid, srhOff+srv6.SRHOffSegmentsLeft, 0), want: tcActShot, reason: drop.SRHSLZero},
-		{name: "hop limit 1", ip: srv6Pkt(t, sidEnd, 1, srhFor(sidEnd, routed)), want: tcActShot, reason: drop.HopLimit},
-		{name: "hop limit 0", ip: srv6Pkt(t, sidEnd, 0, srhFor(sidEnd, routed)), want: tcActShot, reason: drop.HopLimit},
+		{name: "hop limit 1 -> stack", ip: hl1, want: tcActOK, expect: "custom", custom: hl1Want, fib: "hop-limit"},
+		{name: "hop limit 0 -> stack", ip: hl0, want: tcActOK, expect: "custom", custom: hl0Want, fib: "hop-limit"},
+		{name: "end.x hop limit 1 -> stack", ip: setByte(srv6Pkt(t, sidEndX, 64, srhFor(sidEndX, noRoute)), 7, 1), want: tcActOK, expect: "custom", custom: endXHL1(t), fib: "hop-limit"},
 		{name: "bad tlv length", ip: badTLV, want: tcActShot, reason: drop.TLVBad},
 		// The kernel drops H-flagged HMAC TLVs it has no key for; so do
 		// we (srv6.MutateEnd has no HMAC model and would forward).
 		{name: "H flag with HMAC TLV", ip: setByte(hmacPkt, srhOff+srv6.SRHOffFlags, 0x08), want: tcActShot, reason: drop.Unsupported, modelForwards: true},
 		{name: "HMAC TLV without H flag", ip: hmacPkt, want: tcActRedirect, expect: "redirect"},
 	}
+}
+
+// loopHL1 is "next SID local" with hop limit 1 after the first pass: the
+// rewrite is done, the hop limit untouched, the packet re-enters.
+func loopHL1(t *testing.T) []byte {
+	ip := srv6Pkt(t, sidEnd, 1, srhFor(sidEnd, sidEndX, routed2))
+	out := setByte(ip, 40+srv6.SRHOffSegmentsLeft, 1)
+	x := sidEndX.As16()
+	copy(out[24:40], x[:])
+	return ether(out)
+}
+
+// endXHL1 is End.X with hop limit 1, rewritten and handed to the stack.
+func endXHL1(t *testing.T) []byte {
+	ip := setByte(srv6Pkt(t, sidEndX, 64, srhFor(sidEndX, noRoute)), 7, 1)
+	out := setByte(ip, 40+srv6.SRHOffSegmentsLeft, 0)
+	n := noRoute.As16()
+	copy(out[24:40], n[:])
+	return ether(out)
 }
 
 func TestEndTestRun(t *testing.T) {
@@ -303,8 +364,8 @@ func TestEndTestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := counts[sidEndX]; c.Packets != 1 {
-		t.Errorf("End.X sid counter %d packets, want 1", c.Packets)
+	if c := counts[sidEndX]; c.Packets != 3 {
+		t.Errorf("End.X sid counter %d packets, want 3", c.Packets)
 	}
 	if c := counts[sidEnd]; c.Packets < 20 {
 		t.Errorf("End sid counter %d packets, want >= 20", c.Packets)
@@ -339,18 +400,17 @@ func fixPlenTo(pkt []byte, n uint16) []byte {
 func (env *testEnv) check(t *testing.T, tc tcase, xdp bool) {
 	t.Helper()
 	if xdp {
+		// XDP writes only what it redirects: everything it passes on
+		// to tc is untouched, and it has no mark.
 		switch {
-		case tc.expect == "neigh":
+		case tc.expect == "neigh", tc.want == tcActOK, tc.xdpPass:
 			tc.want, tc.expect = xdpPass, "untouched"
-		case tc.want == tcActOK:
-			tc.want = xdpPass
 		case tc.want == tcActShot:
 			tc.want = xdpDrop
-		case tc.want == tcActRedirect && tc.expect == "loop":
-			tc.want = xdpPass
 		case tc.want == tcActRedirect:
 			tc.want = xdpRedirect
 		}
+		tc.fib, tc.mark, tc.dmac = "", 0, nil
 	}
 	frame := tc.frame
 	if frame == nil {
@@ -360,13 +420,26 @@ func (env *testEnv) check(t *testing.T, tc tcase, xdp bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ret, out := env.run(t, frame, xdp)
+	fibBefore, err := env.end.FIBCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, out := env.runMark(t, frame, xdp, tc.mark)
 	after, err := env.end.DropCounts()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ret != tc.want {
 		t.Fatalf("verdict %d, want %d", ret, tc.want)
+	}
+	if tc.fib != "" {
+		fibAfter, err := env.end.FIBCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := fibAfter[tc.fib] - fibBefore[tc.fib]; d != 1 {
+			t.Errorf("fib counter %s += %d, want 1 (%v)", tc.fib, d, fibAfter)
+		}
 	}
 	for r := range after {
 		d := after[r] - before[r]
@@ -411,7 +484,11 @@ func (env *testEnv) check(t *testing.T, tc tcase, xdp bool) {
 		}
 		switch tc.expect {
 		case "redirect":
-			want = srv6.Ether(nhMAC, env.outMAC, srv6.EtherTypeIPv6, ref)
+			dmac := nhMAC
+			if tc.dmac != nil {
+				dmac = tc.dmac
+			}
+			want = srv6.Ether(dmac, env.outMAC, srv6.EtherTypeIPv6, ref)
 		case "stack", "loop":
 			// Stack: the kernel's ip6_forward decrements it; loop:
 			// the next pass through the program does.

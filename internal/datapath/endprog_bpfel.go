@@ -40,11 +40,12 @@ type endProgSidEntry struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	endProgMapDropCounters = "drop_counters"
-	endProgMapFibCounters  = "fib_counters"
-	endProgMapSidCounters  = "sid_counters"
-	endProgMapSids         = "sids"
-	endProgProgSrchainEnd  = "srchain_end"
+	endProgMapDropCounters    = "drop_counters"
+	endProgMapFibCounters     = "fib_counters"
+	endProgMapSidCounters     = "sid_counters"
+	endProgMapSids            = "sids"
+	endProgProgSrchainEnd     = "srchain_end"
+	endProgVarCfgStackForward = "cfg_stack_forward"
 )
 
 // loadEndProg returns the embedded CollectionSpec for endProg.
@@ -106,6 +107,7 @@ type endProgMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type endProgVariableSpecs struct {
+	CfgStackForward *ebpf.VariableSpec `ebpf:"cfg_stack_forward"`
 }
 
 // endProgObjects contains all objects after they have been loaded into the kernel.
@@ -147,6 +149,7 @@ func (m *endProgMaps) Close() error {
 //
 // It can be passed to loadEndProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type endProgVariables struct {
+	CfgStackForward *ebpf.Variable `ebpf:"cfg_stack_forward"`
 }
 
 // endProgPrograms contains all programs after they have been loaded into the kernel.

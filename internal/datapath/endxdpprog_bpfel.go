@@ -40,11 +40,12 @@ type endXdpProgSidEntry struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	endXdpProgMapDropCounters   = "drop_counters"
-	endXdpProgMapFibCounters    = "fib_counters"
-	endXdpProgMapSidCounters    = "sid_counters"
-	endXdpProgMapSids           = "sids"
-	endXdpProgProgSrchainEndXdp = "srchain_end_xdp"
+	endXdpProgMapDropCounters    = "drop_counters"
+	endXdpProgMapFibCounters     = "fib_counters"
+	endXdpProgMapSidCounters     = "sid_counters"
+	endXdpProgMapSids            = "sids"
+	endXdpProgProgSrchainEndXdp  = "srchain_end_xdp"
+	endXdpProgVarCfgStackForward = "cfg_stack_forward"
 )
 
 // loadEndXdpProg returns the embedded CollectionSpec for endXdpProg.
@@ -106,6 +107,7 @@ type endXdpProgMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type endXdpProgVariableSpecs struct {
+	CfgStackForward *ebpf.VariableSpec `ebpf:"cfg_stack_forward"`
 }
 
 // endXdpProgObjects contains all objects after they have been loaded into the kernel.
@@ -147,6 +149,7 @@ func (m *endXdpProgMaps) Close() error {
 //
 // It can be passed to loadEndXdpProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type endXdpProgVariables struct {
+	CfgStackForward *ebpf.Variable `ebpf:"cfg_stack_forward"`
 }
 
 // endXdpProgPrograms contains all programs after they have been loaded into the kernel.

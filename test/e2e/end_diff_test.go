@@ -33,6 +33,16 @@ type endCase struct {
 	// diverges: a documented difference; the kernel forwards, srchain
 	// drops with reason.
 	diverges bool
+	// kernelDrops: a documented difference the other way round; the
+	// kernel drops, srchain forwards.
+	kernelDrops bool
+	// icmp: the endpoint answers with an ICMPv6 error (Time Exceeded),
+	// byte-identical from every line; nothing reaches the receiver and
+	// no drop counter moves (the program hands the packet to the stack).
+	icmp bool
+	// icmpType, when set, is the ICMPv6 type srchain's lines answer
+	// with where it differs from the kernel's (documented difference).
+	icmpType byte
 }
 
 func endPkt(t *testing.T, dst netip.Addr, hl uint8, s srv6.SRH, payload string) []byte {
@@ -80,6 +90,16 @@ func endCases(t *testing.T) []endCase {
 	badTLV = endSet(badTLV, so+8+48+1, 100)
 	plenZero := append([]byte(nil), valid...)
 	binary.BigEndian.PutUint16(plenZero[4:6], 0)
+	// 8 TLV bytes after the three segments, written raw (the Pad1
+	// difference of docs/datapath.md).
+	rawTLVs := func(b ...byte) []byte {
+		pkt := withTLV(srv6.TLV{Type: 0x80, Value: make([]byte, 6)})
+		if pkt[so+srv6.SRHOffHdrExtLen] != 7 {
+			t.Fatalf("unexpected SRH length %d", pkt[so+srv6.SRHOffHdrExtLen])
+		}
+		copy(pkt[so+8+48:], b)
+		return pkt
+	}
 
 	return []endCase{
 		{name: "SL 2->1", ip: valid},
@@ -103,7 +123,15 @@ func endCases(t *testing.T) []endCase {
 		// routes say; fc00:9::1 has no route on the endpoint.
 		{name: "End.X", ip: endPkt(t, endSIDX, 64, endSRH(endSIDX, endNoRoute, endNext2), "endx")},
 		{name: "End.X last segment", ip: endPkt(t, endSIDX, 9, func() srv6.SRH { s := endSRH(endNext, endSIDX, endNoRoute); s.SegmentsLeft = 1; return s }(), "endx last")},
-		{name: "End.X hop limit 1", ip: endPkt(t, endSIDX, 1, endSRH(endSIDX, endNoRoute), "endx hl1"), reason: drop.HopLimit},
+		// Hop limit <= 1: both rewrite, then ip6_forward answers with
+		// ICMPv6 Time Exceeded quoting the rewritten packet.
+		{name: "End.X hop limit 1", ip: endPkt(t, endSIDX, 1, endSRH(endSIDX, endNext), "endx hl1"), icmp: true},
+		{name: "End.X hop limit 0", ip: endPkt(t, endSIDX, 0, endSRH(endSIDX, endNext), "endx hl0"), icmp: true},
+		// Documented difference: srchain hands End.X packets with an
+		// exhausted hop limit to the stack, which routes the new DA
+		// (not the adjacency): without a route to it the sender gets
+		// Destination Unreachable (1) instead of Time Exceeded (3).
+		{name: "End.X hop limit 1, no route to the next SID", ip: endPkt(t, endSIDX, 1, endSRH(endSIDX, endNoRoute), "endx hl1 nr"), icmp: true, icmpType: 1},
 		{name: "End.X SL zero", ip: endSet(endPkt(t, endSIDX, 64, endSRH(endSIDX, endNoRoute), "endx sl0"), so+srv6.SRHOffSegmentsLeft, 0), reason: drop.SRHSLZero},
 
 		{name: "not a SID", ip: srv6.UDP6(endSrc, endNonSID, 5, 6, []byte("plain")), passes: true},
@@ -128,8 +156,17 @@ func endCases(t *testing.T) []endCase {
 		// SRCHAIN_MAX_SEGS (16) segments; the kernel has no bound.
 		{name: "seventeen segments", ip: endPkt(t, endSID, 64, endSRH(append(endSegs(16), endNext)...), "seventeen"), reason: drop.SRHTooManySegs, diverges: true},
 		{name: "SL zero", ip: endSet(valid, so+srv6.SRHOffSegmentsLeft, 0), reason: drop.SRHSLZero},
-		{name: "hop limit 1", ip: endPkt(t, endSID, 1, endSRH(endSID, endNext), "hl1"), reason: drop.HopLimit},
-		{name: "hop limit 0", ip: endPkt(t, endSID, 0, endSRH(endSID, endNext), "hl0"), reason: drop.HopLimit},
+		{name: "hop limit 1", ip: endPkt(t, endSID, 1, endSRH(endSID, endNext), "hl1"), icmp: true},
+		{name: "hop limit 0", ip: endPkt(t, endSID, 0, endSRH(endSID, endNext), "hl0"), icmp: true},
+		{name: "hop limit 1, three segments", ip: endPkt(t, endSID, 1, endSRH(endSID, endNext, endNext2), "hl1 3"), icmp: true},
+		// Hop limit 1 and the next SID on the same node: both run End
+		// again (no hop limit check between the passes), then Time
+		// Exceeded.
+		{name: "hop limit 1, next SID on the same node", ip: endPkt(t, endSID, 1, endSRH(endSID, endSID, endNext), "hl1 twice"), icmp: true},
+		// Known divergences of the TLV walk (bpf/lib/srh.h): srchain's
+		// Pad1 is one byte, the kernel reads every TLV as type+length.
+		{name: "Pad1 | type 5 len 4 | Pad1", ip: rawTLVs(0x00, 0x05, 0x04, 0, 0, 0, 0, 0x00), kernelDrops: true},
+		{name: "type 0 len 6", ip: rawTLVs(0x00, 0x06, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff), reason: drop.TLVBad, diverges: true},
 		{name: "TLV overruns SRH", ip: badTLV, reason: drop.TLVBad},
 	}
 }
@@ -212,8 +249,10 @@ func TestEndDifferential(t *testing.T) {
 					t.Fatal(err)
 				}
 				l.drain()
+				l.drainSender()
 			}
 			kern.drain()
+			kern.drainSender()
 			if err := kern.send(frame); err != nil {
 				t.Fatal(err)
 			}
@@ -224,13 +263,26 @@ func TestEndDifferential(t *testing.T) {
 			}
 			deadline := time.Now().Add(endTimeout)
 			gotK := kern.receive(deadline)
+			// Errors the endpoints sent are queued at the senders by
+			// now (the receivers were waited for); wait a little
+			// more only where one is expected.
+			icmpDeadline := time.Now()
+			if tc.icmp {
+				icmpDeadline = icmpDeadline.Add(300 * time.Millisecond)
+			}
+			icmpK := kern.receiveICMP(icmpDeadline, tc.icmp)
+			if tc.icmp && len(icmpK) != 1 {
+				t.Errorf("kernel: %d ICMPv6 errors at the sender, want 1", len(icmpK))
+			}
 			for i, l := range ours {
 				gotB := l.receive(deadline)
+				icmpB := l.receiveICMP(icmpDeadline, tc.icmp)
 				after, err := l.end.DropCounts()
 				if err != nil {
 					t.Fatal(err)
 				}
 				l.check(t, tc, gotK, gotB, before[i], after)
+				l.checkICMP(t, tc, icmpK, icmpB)
 			}
 		})
 	}
@@ -271,6 +323,13 @@ func (l *oursLine) check(t *testing.T, tc endCase, gotK, gotB [][]byte, before, 
 		}
 		gotK = nil
 	}
+	if tc.kernelDrops {
+		if len(gotK) != 0 || len(gotB) != 1 {
+			t.Errorf("%s: documented divergence changed: kernel delivered %d, srchain %d (want 0, 1)", l.name, len(gotK), len(gotB))
+		}
+		l.forwarded += len(gotB)
+		gotB = nil
+	}
 	if len(gotK) != len(gotB) {
 		t.Errorf("%s: kernel delivered %d frames, srchain %d", l.name, len(gotK), len(gotB))
 		return
@@ -291,7 +350,11 @@ func (l *oursLine) check(t *testing.T, tc endCase, gotK, gotB [][]byte, before, 
 		}
 	}
 	switch {
-	case tc.passes:
+	case tc.passes, tc.kernelDrops:
+	case tc.icmp:
+		if len(gotK) != 0 {
+			t.Errorf("%s: hop limit exhausted, but %d frames reached the receiver", l.name, len(gotK))
+		}
 	case tc.reason != drop.None:
 		if len(gotK) != 0 {
 			t.Errorf("%s: malformed packet forwarded by both", l.name)
@@ -317,6 +380,30 @@ func (l *oursLine) check(t *testing.T, tc endCase, gotK, gotB [][]byte, before, 
 		want := srv6.Ether(endMACs.rIf, endMACs.eOut, srv6.EtherTypeIPv6, ref)
 		if !bytes.Equal(gotB[0], want) {
 			t.Errorf("%s: frame differs from srv6.MutateEnd\n got %x\nwant %x", l.name, gotB[0], want)
+		}
+	}
+}
+
+// checkICMP compares the ICMPv6 errors the sender got back from an
+// srchain line with the kernel line's.
+func (l *oursLine) checkICMP(t *testing.T, tc endCase, icmpK, icmpB [][]byte) {
+	t.Helper()
+	if len(icmpK) != len(icmpB) {
+		t.Errorf("%s: kernel line sent %d ICMPv6 errors to the sender, srchain %d", l.name, len(icmpK), len(icmpB))
+		return
+	}
+	if tc.icmpType != 0 {
+		const typeOff = 14 + 40
+		for i := range icmpK {
+			if icmpK[i][typeOff] != 3 || icmpB[i][typeOff] != tc.icmpType {
+				t.Errorf("%s: documented difference changed: ICMPv6 types kernel %d, srchain %d (want 3, %d)", l.name, icmpK[i][typeOff], icmpB[i][typeOff], tc.icmpType)
+			}
+		}
+		return
+	}
+	for i := range icmpK {
+		if !bytes.Equal(icmpK[i], icmpB[i]) {
+			t.Errorf("%s: ICMPv6 error %d differs\nkernel  %x\nsrchain %x", l.name, i, icmpK[i], icmpB[i])
 		}
 	}
 }

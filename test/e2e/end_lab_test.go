@@ -102,6 +102,11 @@ func newEndLine(t *testing.T, tag string) *endLine {
 	if err := l.e.Sysctl("net.ipv6.conf.all.forwarding", "1"); err != nil {
 		t.Fatal(err)
 	}
+	// Every ICMPv6 error the endpoint owes is sent (no rate limit), so
+	// the lines can be compared by what their senders get back.
+	if err := l.e.Sysctl("net.ipv6.icmp.ratelimit", "0"); err != nil {
+		t.Fatal(err)
+	}
 	run := func(ns *netns.NS, args ...string) {
 		t.Helper()
 		if _, err := ns.Run(ctx, "ip", args...); err != nil {
@@ -217,14 +222,25 @@ func (l *endLine) drain() {
 	}
 }
 
-// receive returns the test frames arriving at the receiver until one has
-// arrived and a short quiet period passed, or until deadline.
+// receive returns the test frames queued at the receiver or arriving
+// until one has arrived and a short quiet period passed, or until
+// deadline (the queued ones are read even when deadline has passed: the
+// lines are read one after the other with one deadline).
 func (l *endLine) receive(deadline time.Time) [][]byte {
 	var got [][]byte
 	buf := make([]byte, 65536)
 	quietUntil := time.Time{}
-	for time.Now().Before(deadline) && (quietUntil.IsZero() || time.Now().Before(quietUntil)) {
-		n, from, err := unix.Recvfrom(l.rx, buf, 0)
+	queued := true
+	for queued || time.Now().Before(deadline) && (quietUntil.IsZero() || time.Now().Before(quietUntil)) {
+		flags := 0
+		if queued {
+			flags = unix.MSG_DONTWAIT
+		}
+		n, from, err := unix.Recvfrom(l.rx, buf, flags)
+		if queued && errors.Is(err, unix.EAGAIN) {
+			queued = false
+			continue
+		}
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -236,6 +252,59 @@ func (l *endLine) receive(deadline time.Time) [][]byte {
 		}
 		if isOurs(buf[:n]) {
 			got = append(got, append([]byte(nil), buf[:n]...))
+			quietUntil = time.Now().Add(50 * time.Millisecond)
+		}
+	}
+	return got
+}
+
+// drainSender discards what the sender's socket holds (its own frames and
+// anything sent back to it).
+func (l *endLine) drainSender() {
+	buf := make([]byte, 4096)
+	for {
+		n, _, err := unix.Recvfrom(l.tx, buf, unix.MSG_DONTWAIT)
+		if err != nil || n <= 0 {
+			return
+		}
+	}
+}
+
+// receiveICMP returns the ICMPv6 error messages (types < 128) addressed to
+// the sender that are queued on its interface or arrive until deadline;
+// with stopAtFirst it returns once one arrived and 50 ms passed quietly.
+func (l *endLine) receiveICMP(deadline time.Time, stopAtFirst bool) [][]byte {
+	var got [][]byte
+	buf := make([]byte, 65536)
+	src := endSrc.As16()
+	quietUntil := time.Time{}
+	queued := true // first read what is queued, without waiting
+	for queued || time.Now().Before(deadline) && (quietUntil.IsZero() || time.Now().Before(quietUntil)) {
+		flags := 0
+		if queued {
+			flags = unix.MSG_DONTWAIT
+		}
+		n, from, err := unix.Recvfrom(l.tx, buf, flags)
+		if queued && errors.Is(err, unix.EAGAIN) {
+			queued = false
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return got
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		f := buf[:n]
+		if len(f) < 14+40+1 || f[12] != 0x86 || f[13] != 0xdd || f[14+6] != 58 ||
+			string(f[14+24:14+40]) != string(src[:]) || f[14+40] >= 128 {
+			continue
+		}
+		got = append(got, append([]byte(nil), f...))
+		if stopAtFirst {
 			quietUntil = time.Now().Add(50 * time.Millisecond)
 		}
 	}
