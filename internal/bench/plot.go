@@ -17,7 +17,7 @@ import (
 const (
 	plotW, plotH = 900.0, 480.0
 	padL, padR   = 80.0, 30.0
-	padT, padB   = 50.0, 80.0
+	padT, padB   = 50.0, 100.0
 )
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
@@ -225,9 +225,10 @@ func linePlot(res *Result, xlabel string, logx bool, names []string, series map[
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", X(q.x), Y(q.y), col)
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(path, " "), col)
-		ly := padT + 16 + 16*float64(i)
-		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`+"\n", plotW-padR-250, plotW-padR-226, ly-4, ly-4, col)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", plotW-padR-220, ly, col, html.EscapeString(n))
+		// Legend in rows under the x axis, clear of the data.
+		lx, ly := padL+float64(i%4)*200, plotH-padB+56+float64(i/4)*14
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`+"\n", lx, lx+24, ly-4, ly-4, col)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", lx+30, ly, col, html.EscapeString(n))
 	}
 	if !math.IsNaN(base) {
 		// The baseline as a dashed line for reference.
