@@ -201,6 +201,12 @@ func LoadEnd(opts EndOptions) (_ *End, retErr error) {
 			created = append(created, path)
 		}
 	}
+	if loadEndTestHook != nil {
+		if err := loadEndTestHook(); err != nil {
+			e.objs.Close()
+			return nil, err
+		}
+	}
 	if err := e.loadXDP(); err != nil {
 		e.objs.Close()
 		return nil, err
@@ -212,6 +218,10 @@ func LoadEnd(opts EndOptions) (_ *End, retErr error) {
 	}
 	return e, nil
 }
+
+// loadEndTestHook, when set (tests only), runs after LoadEnd pinned the
+// maps; an error makes LoadEnd fail there.
+var loadEndTestHook func() error
 
 // endSharedMaps are the maps the tc and XDP objects share and LoadEnd pins.
 var endSharedMaps = []string{endProgMapSids, endProgMapDropCounters, endProgMapSidCounters, endProgMapFibCounters}
