@@ -214,7 +214,7 @@ int srchain_fw(struct __sk_buff *skb)
 		}
 	}
 
-	idx = fw_classify(vp, cfg->used, cfg->nrules);
+	idx = fw_classify(vp, cfg);
 	if (idx < 0)
 		return fw_drop(DROP_UNSUPPORTED);
 	slot = idx;

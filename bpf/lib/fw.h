@@ -89,6 +89,8 @@ struct fw_config {
 	__u32 used;      /* bit f: some rule tests field f */
 	__u32 nrules;    /* rules loaded; slot nrules of fw_rules is the policy */
 	__u32 args_bits; /* eval-args: low bits of the active SID (0..64) */
+	__u32 nused;     /* number of used fields, listed in fields[] */
+	__u8 fields[20]; /* the used fields' ids, in order (FW_NFIELDS used) */
 };
 
 struct fw_rule {
@@ -425,32 +427,97 @@ static __always_inline __u32 fw_ctz64(__u64 x)
 	return (v * 0x0101010101010101ULL) >> 56;
 }
 
-/* fw_classify returns the first matching rule, cfg->nrules when none
- * matches (nrules, the policy slot), or -1 on a map inconsistency. Loops are kept
- * rolled on purpose: the verifier then sees one path per iteration
- * instead of one per combination of used fields.
+/* State of the candidate-word search (bpf_loop callback). */
+struct fw_search {
+	__u64 sum0, sum1, sum2; /* candidate words not visited yet */
+	__u32 n;                /* used fields */
+	__s32 result;           /* rule, FW_NO_MATCH, or -1 */
+};
+
+#define FW_NO_MATCH (-2)
+
+/* fw_word_cb visits the next candidate word: the AND of the used fields'
+ * words; a non-zero AND ends the search with its lowest bit. A bpf_loop
+ * callback is verified once, not once per word.
  */
-__attribute__((noinline)) int fw_classify(struct fw_view *v, __u32 used, __u32 nrules)
+static long fw_word_cb(__u32 idx, void *data)
+{
+	struct fw_search *c = data;
+	__u64 cand, acc = ~0ULL;
+	struct fw_view *v;
+	__u32 zero = 0, k, w;
+
+	if (c->sum0) {
+		cand = c->sum0;
+		w = fw_ctz64(cand);
+		c->sum0 = cand & (cand - 1);
+	} else if (c->sum1) {
+		cand = c->sum1;
+		w = 64 + fw_ctz64(cand);
+		c->sum1 = cand & (cand - 1);
+	} else if (c->sum2) {
+		cand = c->sum2;
+		w = 128 + fw_ctz64(cand);
+		c->sum2 = cand & (cand - 1);
+	} else {
+		return 1;
+	}
+	v = bpf_map_lookup_elem(&fw_scratch, &zero);
+	if (!v || w >= FW_MAX_WORDS) {
+		c->result = -1;
+		return 1;
+	}
+#pragma clang loop unroll(disable)
+	for (k = 0; k < FW_NFIELDS && k < c->n; k++) {
+		struct fw_bitmap *bm = bpf_map_lookup_elem(&fw_bitmaps, &v->uids[k]);
+		__u32 ww = w;
+
+		/* Re-check next to the access: clang may otherwise index with
+		 * a copy the verifier knows no bound of.
+		 */
+		asm volatile("" : "+r"(ww));
+		if (!bm || ww >= FW_MAX_WORDS) {
+			c->result = -1;
+			return 1;
+		}
+		acc &= bm->w[ww];
+	}
+	if (acc) {
+		c->result = w * 64 + fw_ctz64(acc);
+		return 1;
+	}
+	return 0;
+}
+
+/* fw_classify returns the first matching rule, cfg->nrules when none
+ * matches (the policy slot), or -1 on a map inconsistency. Only the used
+ * fields (cfg->fields) are looked up and ANDed. Loops are kept rolled on
+ * purpose: the verifier then sees one path per iteration instead of one
+ * per combination of used fields.
+ */
+__attribute__((noinline)) int fw_classify(struct fw_view *v, const struct fw_config *cfg)
 {
 	__u64 sum0 = ~0ULL, sum1 = ~0ULL, sum2 = ~0ULL;
-	__u32 f, k, s, i;
+	struct fw_search search;
+	__u32 n, k;
 
-	/* A global function: verified once, whatever path led here. */
-	if (!v)
-		return -1;
-
-	/* Unused fields get bitmap 0 (every rule): the word loop then ANDs a
-	 * fixed number of bitmaps, with no per-packet count the verifier
-	 * would have to follow.
+	/* A global function: verified once, whatever path led here. Its
+	 * loop bound n comes from map memory, so the verifier walks the
+	 * loops once for every count instead of once per count.
 	 */
-#pragma clang loop unroll(disable)
-	for (f = 0; f < FW_NFIELDS; f++) {
-		struct fw_bitmap *bm;
-		__u32 id = 0;
+	if (!v || !cfg)
+		return -1;
+	n = cfg->nused;
 
-		if ((used >> f) & 1)
-			id = f < FW_NADDR ? fw_addr_id(v, f) : fw_int_id(v, f - FW_NADDR);
-		v->uids[f] = id;
+#pragma clang loop unroll(disable)
+	for (k = 0; k < FW_NFIELDS && k < n; k++) {
+		struct fw_bitmap *bm;
+		__u32 f = cfg->fields[k], id;
+
+		if (f >= FW_NFIELDS)
+			return -1;
+		id = f < FW_NADDR ? fw_addr_id(v, f) : fw_int_id(v, f - FW_NADDR);
+		v->uids[k] = id;
 		bm = bpf_map_lookup_elem(&fw_bitmaps, &id);
 		if (!bm)
 			return -1;
@@ -459,36 +526,15 @@ __attribute__((noinline)) int fw_classify(struct fw_view *v, __u32 used, __u32 n
 		sum2 &= bm->sum[2];
 	}
 
-#pragma clang loop unroll(disable)
-	for (s = 0; s < FW_SUM_WORDS; s++) {
-		__u64 cand = s == 0 ? sum0 : s == 1 ? sum1 : sum2;
-
-#pragma clang loop unroll(disable)
-		for (i = 0; i < 64 && cand; i++) {
-			__u32 w = s * 64 + fw_ctz64(cand);
-			__u64 acc = ~0ULL;
-
-			cand &= cand - 1;
-			if (w >= FW_MAX_WORDS)
-				break;
-#pragma clang loop unroll(disable)
-			for (k = 0; k < FW_NFIELDS; k++) {
-				struct fw_bitmap *bm = bpf_map_lookup_elem(&fw_bitmaps, &v->uids[k]);
-				__u32 ww = w;
-
-				/* Re-check next to the access: clang may otherwise
-				 * index with a copy the verifier knows no bound of.
-				 */
-				asm volatile("" : "+r"(ww));
-				if (!bm || ww >= FW_MAX_WORDS)
-					return -1;
-				acc &= bm->w[ww];
-			}
-			if (acc)
-				return w * 64 + fw_ctz64(acc);
-		}
-	}
-	return nrules;
+	search.sum0 = sum0;
+	search.sum1 = sum1;
+	search.sum2 = sum2;
+	search.n = n;
+	search.result = FW_NO_MATCH;
+	bpf_loop(FW_MAX_WORDS + 1, fw_word_cb, &search, 0);
+	if (search.result == FW_NO_MATCH)
+		return cfg->nrules;
+	return search.result;
 }
 
 /* Words the SR actions rewrite, for the CHECKSUM_COMPLETE fix-up (as in

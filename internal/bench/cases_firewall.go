@@ -93,6 +93,46 @@ func CaseSrchainFirewallAddr(n int) Case {
 	}
 }
 
+// CaseSrchainFirewallWorst is the bit-vector search's worst case: every
+// even rule matches the frames' inner source but not their destination,
+// every odd rule the destination but not the source, so every bitmap
+// word is a candidate whose AND is empty until the last, matching rule:
+// the program visits all N/64 words.
+func CaseSrchainFirewallWorst(n int) Case {
+	return Case{
+		Name: fmt.Sprintf("srchain-fw-worst-%d", n), Desc: fmt.Sprintf("End + srchain SERA firewall, worst case for the bit vectors, %d rules", n),
+		Frame: CaseEnd.Frame, X: float64(n), Series: "srchain firewall (worst case)",
+		Setup: func(ctx context.Context, d *DUT) error {
+			if err := CaseEnd.Setup(ctx, d); err != nil {
+				return err
+			}
+			var b strings.Builder
+			for i := 1; i < n; i++ {
+				if i%2 == 0 {
+					fmt.Fprintf(&b, "-s %s/64 -d fc00:98::/64 -j DROP\n", InnerSrc6)
+				} else {
+					fmt.Fprintf(&b, "-s fc00:97::/64 -d %s/64 -j DROP\n", InnerDst6)
+				}
+			}
+			fmt.Fprintf(&b, "-s %s/64 -d %s/64 -j ACCEPT\n", InnerSrc6, InnerDst6)
+			rules, err := firewall.Parse(b.String())
+			if err != nil {
+				return err
+			}
+			fw, err := firewall.Load(firewall.Config{Mode: firewall.Basic, Rules: rules, Policy: firewall.Drop})
+			if err != nil {
+				return err
+			}
+			d.Defer(fw.Close)
+			in, err := d.Index(ifDUTIn)
+			if err != nil {
+				return err
+			}
+			return d.NS.Do(func() error { return fw.Attach(in) })
+		},
+	}
+}
+
 // CaseNftSRH is kernel End followed by an nftables forward chain with the
 // same rules (nft's srh expression; the last rule accepts).
 func CaseNftSRH(n int) Case {
@@ -118,6 +158,7 @@ func init() {
 	cases := []Case{CaseEnd}
 	cases = append(cases, ruleCases(CaseSrchainFirewall, firewallRuleCounts...)...)
 	cases = append(cases, ruleCases(CaseSrchainFirewallAddr, firewallRuleCounts...)...)
+	cases = append(cases, ruleCases(CaseSrchainFirewallWorst, 512, 4096, 10000)...)
 	cases = append(cases, ruleCases(CaseIP6tSRH, firewallRuleCounts...)...)
 	cases = append(cases, ruleCases(CaseNftSRH, firewallRuleCounts...)...)
 	Register(&Scenario{

@@ -25,6 +25,8 @@ type fwProgFwConfig struct {
 	Used     uint32
 	Nrules   uint32
 	ArgsBits uint32
+	Nused    uint32
+	Fields   [20]uint8
 }
 
 type fwProgFwCount struct {

@@ -248,6 +248,12 @@ func (fw *Firewall) fill() error {
 	}
 	// The config last: the tables it points into are complete by now.
 	conf := fwProgFwConfig{Mode: uint32(cfg.Mode), Used: used, Nrules: uint32(len(cfg.Rules)), ArgsBits: uint32(cfg.ArgsBits)}
+	for f := Field(0); f < NumFields; f++ {
+		if used&(1<<f) != 0 {
+			conf.Fields[conf.Nused] = uint8(f)
+			conf.Nused++
+		}
+	}
 	if err := fw.objs.FwCfg.Put(uint32(0), conf); err != nil {
 		return fmt.Errorf("fill config: %w", err)
 	}
