@@ -229,7 +229,7 @@ func (p *Prober) judge(r *ProbeResult) {
 		}
 	default:
 		r.Want = ChainSIDs(p.net, r.Probe.Expect)
-		got := trace.Traversed(r.Hops)
+		got := p.served(r.Hops)
 		switch {
 		case len(r.Want) == 0:
 			r.Why = fmt.Sprintf("chain %q has no NF SIDs in the lab's state", r.Probe.Expect)
@@ -239,6 +239,23 @@ func (p *Prober) judge(r *ProbeResult) {
 			r.OK = true
 		}
 	}
+}
+
+// served returns, in order, the SIDs the packet reached, carrying an SRH,
+// at the node that owns them. A router in between that forwards the packet
+// while an NF's SID is active has not served that SID.
+func (p *Prober) served(hops []trace.Hop) []netip.Addr {
+	var out []netip.Addr
+	for _, h := range hops {
+		e := h.Arrive
+		if e == nil || !e.HasSRH {
+			continue
+		}
+		if _, ok := sidAt(p.net, h.Node, e.OuterDst); ok {
+			out = append(out, e.OuterDst)
+		}
+	}
+	return out
 }
 
 // sidAt returns the local SID of node that addr hits, if any.

@@ -48,20 +48,32 @@ func (m Match) Matches(e Event) bool {
 	return m.DstPort == 0 || e.DstPort == m.DstPort
 }
 
-// Path orders the nodes that saw frames matching m by their first
-// sighting (events must be in timestamp order, as Capture.Events returns).
+// Path orders the visits of the packet to each node by their first frame
+// (events must be in timestamp order, as Capture.Events returns). A node
+// the packet comes back to after it went on to another node is a new hop:
+// an egress that forwards a packet it does not own yet to the NF whose SID
+// is active, and later receives it again to decapsulate it, appears twice,
+// so the node that decapsulates is on the path under the SID it served.
 func Path(events []Event, m Match) []Hop {
 	var hops []Hop
-	idx := map[string]int{}
+	latest := map[string]int{} // node -> index of its latest visit
 	for i := range events {
 		e := &events[i]
 		if !m.Matches(*e) {
 			continue
 		}
-		j, ok := idx[e.Node]
+		j, ok := latest[e.Node]
+		if ok && e.Dir == In {
+			h := hops[j]
+			// Back again: another node saw the packet since, or it
+			// already left this one.
+			if j != len(hops)-1 || h.Leave != nil {
+				ok = false
+			}
+		}
 		if !ok {
 			j = len(hops)
-			idx[e.Node] = j
+			latest[e.Node] = j
 			hops = append(hops, Hop{Node: e.Node})
 		}
 		h := &hops[j]

@@ -128,3 +128,59 @@ func TestDrain(t *testing.T) {
 		t.Error("Drain did not forget")
 	}
 }
+
+// TestPathRevisit: a node the packet comes back to is a new hop. In the
+// compile features spec, r4 (the egress, End.DX4) first forwards the packet
+// to r3 (SID of NF ids still active) and decapsulates it when it comes
+// back; both visits must be on the path, the second under r4's own SID.
+func TestPathRevisit(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	dst := ad("10.0.6.2")
+	fw, ids, dx4 := ad("fc00:2::1:0"), ad("fc00:3::1:0"), ad("fc00:4::1:0")
+	ms := 0
+	ev := func(node string, dir Direction, srh bool, da netip.Addr, sl uint8) Event {
+		ms++
+		return Event{Node: node, Dir: dir, Time: t0.Add(time.Duration(ms) * time.Millisecond), HasSRH: srh,
+			OuterDst: da, SL: sl, InnerDst: dst, Proto: srv6.ProtoTCP, DstPort: 80}
+	}
+	events := []Event{
+		ev("h1", Out, false, dst, 0),
+		ev("r1", In, false, dst, 0),
+		ev("r1", Out, true, fw, 2),
+		ev("r2", In, true, fw, 2),
+		ev("r2", Out, true, ids, 1),
+		ev("r4", In, true, ids, 1),
+		ev("r4", Out, true, ids, 1),
+		ev("r3", In, true, ids, 1),
+		ev("r3", Out, true, dx4, 0),
+		ev("r4", In, true, dx4, 0),
+		ev("r4", Out, false, dst, 0),
+		ev("h2", In, false, dst, 0),
+	}
+	hops := Path(events, Match{Dst: dst, Proto: srv6.ProtoTCP, DstPort: 80})
+	var nodes []string
+	for _, h := range hops {
+		nodes = append(nodes, h.Node)
+	}
+	if want := []string{"h1", "r1", "r2", "r4", "r3", "r4", "h2"}; !slices.Equal(nodes, want) {
+		t.Fatalf("path = %v, want %v", nodes, want)
+	}
+	if got := hops[5].Arrive.Describe(); got != "SL=0 DA=fc00:4::1:0" {
+		t.Errorf("second visit of r4 arrived as %q", got)
+	}
+	if hops[5].Leave == nil || hops[5].Leave.HasSRH {
+		t.Errorf("second visit of r4 left as %v, want the decapsulated packet", hops[5].Leave)
+	}
+	if got, want := Traversed(hops), []netip.Addr{fw, ids, ids, dx4}; !slices.Equal(got, want) {
+		t.Errorf("traversed = %v, want %v", got, want)
+	}
+
+	// Two frames of one visit (in on one interface, redirected in on
+	// another) stay one hop.
+	ms = 0
+	one := Path([]Event{ev("a", Out, false, dst, 0), ev("b", In, false, dst, 0), ev("b", In, false, dst, 0),
+		ev("b", Out, false, dst, 0), ev("c", In, false, dst, 0)}, Match{Dst: dst})
+	if len(one) != 3 {
+		t.Errorf("one visit per node: got %d hops, want 3", len(one))
+	}
+}
