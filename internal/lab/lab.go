@@ -16,14 +16,18 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/netns"
@@ -72,11 +76,23 @@ type Record struct {
 	Created    time.Time         `json:"created"`
 	Namespaces map[string]string `json:"namespaces"` // node -> namespace
 	Links      []state.Link      `json:"links"`
-	// PIDs are processes started inside the lab (traffic sinks, NFs);
-	// Down kills exactly these.
-	PIDs []int `json:"pids,omitempty"`
+	// Procs are processes started inside the lab (traffic sinks, NFs);
+	// Down stops exactly these, each only while its PID still names the
+	// process that was recorded.
+	Procs []Proc `json:"procs,omitempty"`
+	// LegacyPIDs are PIDs recorded without a start time by older
+	// versions; Down cannot tell them from a reused PID and leaves them.
+	LegacyPIDs []int `json:"pids,omitempty"`
 	// Network is the desired state, for Status.
 	Network *state.Network `json:"network"`
+}
+
+// Proc is a process the lab started: its PID and its start time (field 22
+// of /proc/<pid>/stat, clock ticks since boot), which tells it from a later
+// process that got the same PID.
+type Proc struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
 }
 
 // names must be usable in namespace names and file names.
@@ -87,23 +103,100 @@ func NSName(lab, node string) string { return "src-" + lab + "-" + node }
 
 func recordPath(o Options, lab string) string { return filepath.Join(o.dir(), lab+".json") }
 
-func writeRecord(o Options, r *Record) error {
+func encodeRecord(o Options, r *Record) ([]byte, error) {
 	if err := os.MkdirAll(o.dir(), 0o755); err != nil {
-		return fmt.Errorf("create lab state dir: %w", err)
+		return nil, fmt.Errorf("create lab state dir: %w", err)
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode lab record: %w", err)
+		return nil, fmt.Errorf("encode lab record: %w", err)
+	}
+	return b, nil
+}
+
+// writeTemp writes b to a new temporary file next to the records (its
+// name does not end in .json, so List ignores it).
+func writeTemp(o Options, name string, b []byte) (string, error) {
+	f, err := os.CreateTemp(o.dir(), name+".json.tmp*")
+	if err != nil {
+		return "", fmt.Errorf("write lab record: %w", err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write lab record: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// writeRecord replaces the record of r.Name. Callers hold the state dir
+// lock (lockDir).
+func writeRecord(o Options, r *Record) error {
+	b, err := encodeRecord(o, r)
+	if err != nil {
+		return err
 	}
 	// Write then rename, so a crash never leaves half a record.
-	tmp := recordPath(o, r.Name) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write lab record: %w", err)
+	tmp, err := writeTemp(o, r.Name, b)
+	if err != nil {
+		return err
 	}
 	if err := os.Rename(tmp, recordPath(o, r.Name)); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("write lab record: %w", err)
 	}
 	return nil
+}
+
+// claimRecord writes the record of a new lab and fails with ErrExists if
+// the lab has a record already: the record is linked into place, which
+// fails if the name exists, so of two concurrent `lab up` only one wins,
+// even against a process that does not take the lock.
+func claimRecord(o Options, r *Record) error {
+	b, err := encodeRecord(o, r)
+	if err != nil {
+		return err
+	}
+	tmp, err := writeTemp(o, r.Name, b)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, recordPath(o, r.Name)); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("lab up %s: %w (run `srchain lab down %s` first)", r.Name, ErrExists, r.Name)
+		}
+		return fmt.Errorf("write lab record: %w", err)
+	}
+	return nil
+}
+
+// lockDir takes an exclusive flock on the state directory: whoever changes
+// records (Up's claim, AddPID, Down) holds it, so no read-modify-write of
+// a record is lost and Down never races an update of the record it
+// removes. The returned function releases it.
+func lockDir(o Options) (func(), error) {
+	if err := os.MkdirAll(o.dir(), 0o755); err != nil {
+		return nil, fmt.Errorf("create lab state dir: %w", err)
+	}
+	f, err := os.Open(o.dir())
+	if err != nil {
+		return nil, fmt.Errorf("lock lab state dir: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock lab state dir: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
 }
 
 // Load reads the record of lab.
@@ -164,27 +257,18 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 	if !nameRE.MatchString(net.Name) {
 		return nil, fmt.Errorf("lab up %q: %w", net.Name, ErrBadName)
 	}
-	if _, err := Load(net.Name, opts.Options); err == nil {
-		return nil, fmt.Errorf("lab up %s: %w (run `srchain lab down %s` first)", net.Name, ErrExists, net.Name)
-	} else if !errors.Is(err, ErrNotFound) {
-		return nil, err
-	}
 	rec := &Record{Name: net.Name, Source: opts.Source, Created: time.Now().UTC(),
 		Namespaces: map[string]string{}, Links: net.Links, Network: net}
 	for _, n := range net.Nodes {
 		if !nameRE.MatchString(n.Name) {
 			return nil, fmt.Errorf("lab up %s: node %q: %w", net.Name, n.Name, ErrBadName)
 		}
-		name := NSName(net.Name, n.Name)
-		if _, err := os.Stat("/run/netns/" + name); err == nil {
-			return nil, fmt.Errorf("lab up %s: namespace %s is left from an unrecorded lab (`srchain lab down %s` removes it): %w",
-				net.Name, name, net.Name, ErrExists)
-		}
-		rec.Namespaces[n.Name] = name
+		rec.Namespaces[n.Name] = NSName(net.Name, n.Name)
 	}
-	if err := writeRecord(opts.Options, rec); err != nil {
+	if err := claim(opts.Options, rec); err != nil {
 		return nil, err
 	}
+	// From here on the lab is ours: a failure removes what we made.
 	fail := func(err error) (*Record, error) {
 		if derr := Down(context.WithoutCancel(ctx), net.Name, opts.Options); derr != nil {
 			err = errors.Join(err, derr)
@@ -221,6 +305,29 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 	return rec, nil
 }
 
+// claim checks that nothing of the lab exists yet and records it, under
+// the state dir lock.
+func claim(o Options, rec *Record) error {
+	unlock, err := lockDir(o)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := Load(rec.Name, o); err == nil {
+		return fmt.Errorf("lab up %s: %w (run `srchain lab down %s` first)", rec.Name, ErrExists, rec.Name)
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	names := slices.Sorted(maps.Values(rec.Namespaces))
+	for _, name := range names {
+		if _, err := os.Stat("/run/netns/" + name); err == nil {
+			return fmt.Errorf("lab up %s: namespace %s is left from an unrecorded lab (`srchain lab down %s` removes it): %w",
+				rec.Name, name, rec.Name, ErrExists)
+		}
+	}
+	return claimRecord(o, rec)
+}
+
 // addLink creates the veth pair of l directly inside both namespaces under
 // their final names, so nothing ever appears in the host namespace and
 // names like eth0 cannot clash with the host's.
@@ -249,6 +356,14 @@ func addLink(nss map[string]*netns.NS, l state.Link) error {
 // BPF pins, namespaces (and with them the veths), then the record.
 // Missing pieces are not errors, so Down also finishes a crashed Up or Down.
 func Down(ctx context.Context, lab string, opts Options) error {
+	if !nameRE.MatchString(lab) {
+		return fmt.Errorf("lab down %q: %w", lab, ErrBadName)
+	}
+	unlock, err := lockDir(opts)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	rec, err := Load(lab, opts)
 	if errors.Is(err, ErrNotFound) {
 		return downOrphans(lab, opts, err)
@@ -257,8 +372,12 @@ func Down(ctx context.Context, lab string, opts Options) error {
 		return err
 	}
 	var errs []error
-	for _, pid := range rec.PIDs {
-		errs = append(errs, stopPID(pid))
+	for _, p := range rec.Procs {
+		errs = append(errs, stopProc(p, opts.log()))
+	}
+	for _, pid := range rec.LegacyPIDs {
+		opts.log().Warn("not stopping a process recorded without its start time (its PID may name another process now)",
+			"lab", lab, "pid", pid)
 	}
 	names := make([]string, 0, len(rec.Namespaces))
 	for _, ns := range rec.Namespaces {
@@ -321,37 +440,123 @@ func downOrphans(lab string, opts Options, notFound error) error {
 	return nil
 }
 
-// stopPID terminates a process the lab started: SIGTERM, then SIGKILL
-// after a grace period. A process that is gone already is fine.
-func stopPID(pid int) error {
-	if pid <= 1 {
+// procStart returns the start time of process pid (field 22 of
+// /proc/<pid>/stat, clock ticks after boot).
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("process %d: %w", pid, syscall.ESRCH)
+		}
+		return 0, fmt.Errorf("read start time of process %d: %w", pid, err)
+	}
+	return parseStart(string(b))
+}
+
+// parseStart extracts field 22 (starttime) of a /proc/<pid>/stat line.
+// Field 2, the command, is in parentheses and may itself hold spaces and
+// parentheses, so fields are counted after the last ')'.
+func parseStart(stat string) (uint64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse process stat %q: no command field", stat)
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 20 {
+		return 0, fmt.Errorf("parse process stat: %d fields after the command, want at least 20", len(f))
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse process start time: %w", err)
+	}
+	return v, nil
+}
+
+// stopProc terminates a process the lab started: SIGTERM, then SIGKILL
+// after a grace period. It works through a pidfd opened before the start
+// time is checked, so the signals reach the recorded process or nothing:
+// a process that is gone is fine, and a PID that now names another
+// process (same PID, other start time) is left alone.
+func stopProc(p Proc, log *slog.Logger) error {
+	if p.PID <= 1 {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		if errors.Is(err, syscall.ESRCH) {
+	fd, err := unix.PidfdOpen(p.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
 			return nil
 		}
-		return fmt.Errorf("stop pid %d: %w", pid, err)
+		return fmt.Errorf("stop pid %d: open pidfd: %w", p.PID, err)
 	}
-	for range 20 {
-		time.Sleep(50 * time.Millisecond)
-		if syscall.Kill(pid, 0) != nil {
+	defer unix.Close(fd)
+	// The pidfd names the process that had the PID when it was opened; if
+	// that process is still the one recorded now, it was then too.
+	start, err := procStart(p.PID)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stop pid %d: %w", p.PID, err)
+	}
+	if start != p.Start {
+		log.Warn("not stopping a process: its PID was reused", "pid", p.PID, "recorded_start", p.Start, "start", start)
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
 			return nil
 		}
+		return fmt.Errorf("stop pid %d: %w", p.PID, err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill pid %d: %w", pid, err)
+	if exited(fd, time.Second) {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill pid %d: %w", p.PID, err)
 	}
 	return nil
 }
 
-// AddPID records a process started inside lab so that Down stops it.
+// exited waits up to d for the process of pidfd fd to exit (the pidfd
+// becomes readable).
+func exited(fd int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return err == nil && n > 0
+	}
+}
+
+// AddPID records a process started inside lab so that Down stops it. It
+// records the process's start time with it, so Down never signals another
+// process that got the same PID later.
 func AddPID(lab string, pid int, opts Options) error {
+	start, err := procStart(pid)
+	if err != nil {
+		return fmt.Errorf("record pid %d in lab %s: %w", pid, lab, err)
+	}
+	unlock, err := lockDir(opts)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	rec, err := Load(lab, opts)
 	if err != nil {
 		return err
 	}
-	rec.PIDs = append(rec.PIDs, pid)
+	p := Proc{PID: pid, Start: start}
+	if slices.Contains(rec.Procs, p) {
+		return nil
+	}
+	rec.Procs = append(rec.Procs, p)
 	return writeRecord(opts, rec)
 }
 

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,5 +293,172 @@ func TestDownWithoutRecord(t *testing.T) {
 	}
 	if err := Down(context.Background(), lab, opts); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second down = %v, want ErrNotFound", err)
+	}
+}
+
+func TestParseStart(t *testing.T) {
+	// Field 2 may hold spaces and parentheses; starttime is field 22.
+	stat := "4242 (a b) (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615"
+	if got, err := parseStart(stat); err != nil || got != 987654 {
+		t.Errorf("parseStart = %d, %v; want 987654", got, err)
+	}
+	for _, bad := range []string{"", "1 (x", "1 (x) S 1 2 3", "1 (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 z 1"} {
+		if _, err := parseStart(bad); err == nil {
+			t.Errorf("parseStart(%q) had no error", bad)
+		}
+	}
+	if _, err := procStart(os.Getpid()); err != nil {
+		t.Errorf("procStart(self): %v", err)
+	}
+}
+
+// sleeper starts a process this test owns and stops it, by PID, at the end.
+func sleeper(t *testing.T) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return cmd, exited
+}
+
+// TestAddPIDConcurrent: concurrent AddPID calls lose no process.
+func TestAddPIDConcurrent(t *testing.T) {
+	opts := Options{StateDir: t.TempDir()}
+	name := fmt.Sprintf("srct-l%dpids", os.Getpid())
+	if err := writeRecord(opts, &Record{Name: name, Network: &state.Network{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 24
+	var pids []int
+	for range n {
+		cmd, _ := sleeper(t)
+		pids = append(pids, cmd.Process.Pid)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for _, pid := range pids {
+		wg.Go(func() { errs <- AddPID(name, pid, opts) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := Load(name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Procs) != n {
+		t.Errorf("record holds %d processes, want %d", len(rec.Procs), n)
+	}
+	// A process that is gone cannot be recorded.
+	if err := AddPID(name, 1<<22+1, opts); err == nil {
+		t.Error("AddPID of a process that does not exist succeeded")
+	}
+}
+
+// TestDownSparesReusedPID: Down signals a recorded PID only while it still
+// names the recorded process; one started later under the same PID (here:
+// a start time that does not match) is left alone.
+func TestDownSparesReusedPID(t *testing.T) {
+	opts := Options{StateDir: t.TempDir()}
+	name := fmt.Sprintf("srct-l%dreuse", os.Getpid())
+	other, otherExited := sleeper(t)
+	mine, mineExited := sleeper(t)
+	start, err := procStart(other.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &Record{Name: name, Network: &state.Network{Name: name}, LegacyPIDs: []int{other.Process.Pid},
+		Procs: []Proc{{PID: other.Process.Pid, Start: start + 1}}}
+	if err := writeRecord(opts, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddPID(name, mine.Process.Pid, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(context.Background(), name, opts); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-mineExited:
+	case <-time.After(5 * time.Second):
+		t.Error("recorded process still running after down")
+	}
+	select {
+	case <-otherExited:
+		t.Error("down stopped a process whose PID only matched")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestClaimConcurrent: of concurrent claims of one lab exactly one wins.
+func TestClaimConcurrent(t *testing.T) {
+	opts := Options{StateDir: t.TempDir()}
+	name := fmt.Sprintf("srct-l%dclaim", os.Getpid())
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs <- claim(opts, &Record{Name: name, Source: strconv.Itoa(i), Namespaces: map[string]string{}, Network: &state.Network{Name: name}})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	won := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, ErrExists):
+			t.Errorf("claim: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d claims won, want 1", won)
+	}
+	if names, _ := List(opts); len(names) != 1 {
+		t.Errorf("records after claims: %v", names)
+	}
+}
+
+// TestUpConcurrent: two `lab up` of one name: one builds the lab, the
+// other fails with ErrExists and leaves the winner's lab alone.
+func TestUpConcurrent(t *testing.T) {
+	requireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := Options{StateDir: t.TempDir()}
+	net := quickstart(t, "u")
+	cleanup(t, net, opts)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := Up(ctx, net, UpOptions{Options: opts})
+			errs <- err
+		}()
+	}
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) || !errors.Is(errors.Join(e1, e2), ErrExists) {
+		t.Fatalf("concurrent ups = %v, %v; want one success and one ErrExists", e1, e2)
+	}
+	sts, err := Status(ctx, net.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sts {
+		if !s.OK() {
+			t.Errorf("winner's lab broken at %s: %v", s.Node, s.Problems)
+		}
 	}
 }
