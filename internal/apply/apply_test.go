@@ -366,3 +366,70 @@ func TestApplyReplace(t *testing.T) {
 		t.Errorf("route not replaced:\n%s", out)
 	}
 }
+
+// TestApplyReplaceMetric: an existing route to the destination with a
+// metric other than the kernel's default is replaced in place (one route,
+// same metric, ours), a failed apply puts it back exactly, and a route like
+// ours that a lower-metric route shadows is not taken as applied.
+func TestApplyReplaceMetric(t *testing.T) {
+	a, _ := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := state.Node{Name: "r1", Interfaces: []state.Interface{{Name: "eth0", Addrs: []netip.Prefix{p("fc00:12::1/64"), p("10.0.12.1/24")}}}}
+	if err := Apply(ctx, a, base); err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{
+		{"ip", "-6", "route", "add", "fc00:2::/64", "via", "fc00:12::3", "metric", "100"},
+		{"ip", "-4", "route", "add", "10.0.2.0/24", "via", "10.0.12.3", "metric", "100"},
+	} {
+		if out, err := a.Run(ctx, argv[0], argv[1:]...); err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
+	before := snapshot(t, a)
+	enc := &state.SREncap{Mode: state.ModeEncap, Segments: []netip.Addr{ad("fc00:2::f1")}}
+	want := base
+	want.Routes = []state.Route{{Dst: p("fc00:2::/64"), Dev: "eth0", Encap: enc}, {Dst: p("10.0.2.0/24"), Dev: "eth0", Encap: enc}}
+	want.Programs = []state.Program{{Kind: "boom"}}
+	drivers := map[string]ProgramDriver{"boom": DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) {
+		return nil, errors.New("injected failure")
+	})}
+	if _, err := ApplyWith(ctx, a, want, Options{Drivers: drivers}); err == nil || strings.Contains(err.Error(), "roll back") {
+		t.Fatalf("apply with failing driver = %v, want the injected failure and a clean roll back", err)
+	}
+	if after := snapshot(t, a); after != before {
+		t.Errorf("replaced routes not restored:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	want.Programs = nil
+	res, err := ApplyWith(ctx, a, want, Options{})
+	if err != nil || res.Changes != 2 {
+		t.Fatalf("apply = %d changes, %v; want 2 replaces", res.Changes, err)
+	}
+	for _, fam := range []string{"-6", "-4"} {
+		dst := map[string]string{"-6": "fc00:2::/64", "-4": "10.0.2.0/24"}[fam]
+		out, _ := a.Run(ctx, "ip", fam, "route", "show", dst)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 1 || !strings.Contains(out, "encap seg6") || !strings.Contains(out, "metric 100") {
+			t.Errorf("%s: want one seg6 route with metric 100, got:\n%s", dst, out)
+		}
+	}
+	if res, err := ApplyWith(ctx, a, want, Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply = %d changes, %v; want none", res.Changes, err)
+	}
+
+	// Our route, shadowed by a lower metric: not applied.
+	if out, err := a.Run(ctx, "ip", "-6", "route", "add", "fc00:2::/64", "via", "fc00:12::3", "metric", "50"); err != nil {
+		t.Fatalf("add shadowing route: %v\n%s", err, out)
+	}
+	if pending, err := Check(ctx, a, want); err != nil || len(pending) != 1 {
+		t.Errorf("check with a shadowing route = %v, %v; want one pending replace", pending, err)
+	}
+	if res, err := ApplyWith(ctx, a, want, Options{}); err != nil || res.Changes != 1 {
+		t.Errorf("apply over a shadowing route = %d changes, %v; want 1", res.Changes, err)
+	}
+	out, _ := a.Run(ctx, "ip", "-6", "route", "get", "fc00:2::1")
+	if !strings.Contains(out, "encap seg6") {
+		t.Errorf("traffic does not follow srchain's route:\n%s", out)
+	}
+}

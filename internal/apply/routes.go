@@ -226,9 +226,13 @@ func sameDst(want, have *netlink.Route) bool {
 }
 
 // RouteMatches reports whether have already is want. Fields want leaves
-// unset (gateway, device) are not compared: the kernel fills them in.
+// unset (gateway, device, metric) are not compared: the kernel fills them
+// in.
 func RouteMatches(want, have *netlink.Route) bool {
 	if !sameDst(want, have) {
+		return false
+	}
+	if want.Priority != 0 && want.Priority != have.Priority {
 		return false
 	}
 	if want.Gw != nil && !want.Gw.Equal(have.Gw) {
@@ -243,6 +247,18 @@ func RouteMatches(want, have *netlink.Route) bool {
 	return encapSig(want.Encap) == encapSig(have.Encap)
 }
 
+// preferred returns the route to want's destination in want's table that
+// the kernel uses: the one with the lowest metric (nil if there is none).
+func preferred(want *netlink.Route, have []netlink.Route) *netlink.Route {
+	var best *netlink.Route
+	for i := range have {
+		if sameDst(want, &have[i]) && (best == nil || have[i].Priority < best.Priority) {
+			best = &have[i]
+		}
+	}
+	return best
+}
+
 // ListRoutes lists the routes of one family in every table of the namespace.
 func listRoutes(h *netlink.Handle, fam int) ([]netlink.Route, error) {
 	rs, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
@@ -252,35 +268,57 @@ func listRoutes(h *netlink.Handle, fam int) ([]netlink.Route, error) {
 	return rs, nil
 }
 
-// ensureRoute adds want, or replaces a different route to the same
-// destination, journaling the inverse.
+// ensureRoute adds want, or replaces the route to the same destination
+// that the kernel uses, journaling the inverse. A route like want that a
+// route with a lower metric shadows does not count: traffic follows the
+// other one.
 func (a *applier) ensureRoute(what string, want *netlink.Route) error {
 	h := a.ns.Netlink()
 	have, err := listRoutes(h, want.Family)
 	if err != nil {
 		return err
 	}
-	var old *netlink.Route
-	for i := range have {
-		if !sameDst(want, &have[i]) {
-			continue
-		}
-		if RouteMatches(want, &have[i]) {
-			return nil
-		}
-		if old == nil {
-			old = &have[i]
-		}
-	}
+	old := preferred(want, have)
 	if old == nil {
 		return a.change("add "+what,
 			func() error { return wrap(h.RouteAdd(want), "add %s", what) },
 			func() error { return h.RouteDel(want) })
 	}
-	prev := *old
+	if RouteMatches(want, old) {
+		return nil
+	}
+	// The kernel replaces the route with the same metric (IPv6) or the
+	// same tos and priority (IPv4); with any other metric it would add a
+	// second route next to prev and traffic would keep following prev.
+	// So the new route takes prev's metric, and undo puts prev back in
+	// its place.
+	prev := restorable(*old)
+	repl := *want
+	repl.Priority = prev.Priority
 	return a.change("replace "+what,
-		func() error { return wrap(h.RouteReplace(want), "replace %s", what) },
+		func() error { return wrap(h.RouteReplace(&repl), "replace %s", what) },
 		func() error { return h.RouteReplace(&prev) })
+}
+
+// kernelFlags are next-hop flags the kernel reports but refuses in a
+// request (IPv4 answers EINVAL to DEAD and LINKDOWN).
+const kernelFlags = unix.RTNH_F_DEAD | unix.RTNH_F_LINKDOWN | unix.RTNH_F_OFFLOAD | unix.RTNH_F_TRAP | unix.RTNH_F_UNRESOLVED
+
+// restorable makes a route read from the kernel fit to be written back:
+// without the flags only the kernel sets (a route whose device has no
+// carrier is reported "linkdown").
+func restorable(r netlink.Route) netlink.Route {
+	r.Flags &^= kernelFlags
+	if len(r.MultiPath) > 0 {
+		mp := make([]*netlink.NexthopInfo, len(r.MultiPath))
+		for i, nh := range r.MultiPath {
+			c := *nh
+			c.Flags &^= kernelFlags
+			mp[i] = &c
+		}
+		r.MultiPath = mp
+	}
+	return r
 }
 
 func (a *applier) routes() error {
