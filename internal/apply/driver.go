@@ -3,6 +3,7 @@ package apply
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/srchain/srchain/internal/netns"
@@ -26,22 +27,51 @@ type ProgramChecker interface {
 	Check(ns *netns.NS, node state.Node, p state.Program) (missing []string, err error)
 }
 
+// ProgramNamer is implemented by drivers that can say which program (its
+// kernel name, at most 15 characters) they attach to the tcx ingress of
+// p.Interfaces, so that CheckPrograms requires that program and not just
+// any.
+type ProgramNamer interface {
+	ProgramName(p state.Program) string
+}
+
 // CheckPrograms reports the node's programs that are not attached to the
-// tcx ingress of their interfaces, and what their drivers find missing.
+// tcx ingress of their interfaces (the driver's ProgramName there; any
+// program when the driver does not name one), and what their drivers find
+// missing.
 func CheckPrograms(ns *netns.NS, node state.Node) ([]string, error) {
-	ds := registered()
+	return checkPrograms(ns, node, registered())
+}
+
+// CheckProgramsWith is CheckPrograms with the given drivers (nil: the
+// registered ones), as Options.Drivers for Apply.
+func CheckProgramsWith(ns *netns.NS, node state.Node, drivers map[string]ProgramDriver) ([]string, error) {
+	if drivers == nil {
+		drivers = registered()
+	}
+	return checkPrograms(ns, node, drivers)
+}
+
+func checkPrograms(ns *netns.NS, node state.Node, ds map[string]ProgramDriver) ([]string, error) {
 	var missing []string
 	for _, p := range node.Programs {
+		d, ok := ds[p.Kind]
+		want := ""
+		if n, isNamer := d.(ProgramNamer); ok && isNamer {
+			want = n.ProgramName(p)
+		}
 		for _, ifn := range p.Interfaces {
 			names, err := IngressPrograms(ns, ifn)
 			if err != nil {
 				return missing, err
 			}
-			if len(names) == 0 {
+			switch {
+			case want == "" && len(names) == 0:
 				missing = append(missing, fmt.Sprintf("program %s not attached on %s", p.Kind, ifn))
+			case want != "" && !slices.Contains(names, want):
+				missing = append(missing, fmt.Sprintf("program %s (%s) not attached on %s", p.Kind, want, ifn))
 			}
 		}
-		d, ok := ds[p.Kind]
 		if !ok {
 			missing = append(missing, fmt.Sprintf("program %s: %v", p.Kind, ErrNoDriver))
 			continue

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
 	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
@@ -22,16 +25,26 @@ func (endDriver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() e
 	return applyEnd(ns, node, p)
 }
 
-// Check reports the node's eBPF SIDs missing from the pinned SID map. It
-// never creates pins: a node without them is reported, not repaired.
+// ProgramName is the kernel name of the End program (bpf/end.c), what
+// CheckPrograms requires on the tcx ingress of the program's interfaces.
+func (endDriver) ProgramName(state.Program) string { return endProgName }
+
+const endProgName = "srchain_end"
+
+// endSIDMapPin is the pinned SID map of datapath.End under a pin dir.
+const endSIDMapPin = "sids"
+
+// Check reports the node's eBPF SIDs that the pinned SID map lacks or holds
+// with another entry, and interfaces where an srchain_end program runs
+// that is not the one serving this node's pinned SID map. (An interface
+// without any srchain_end program is reported by CheckPrograms.) It never
+// creates pins: a node without them is reported, not repaired.
 func (endDriver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
-	var want []netip.Addr
-	for _, s := range node.SIDs {
-		if s.Datapath == state.EBPF {
-			want = append(want, s.SID.Addr())
-		}
+	sids, err := ebpfSIDs(ns, node)
+	if err != nil {
+		return nil, err
 	}
-	if len(want) == 0 {
+	if len(sids) == 0 {
 		return nil, nil
 	}
 	pin := PinDir(ns)
@@ -43,19 +56,37 @@ func (endDriver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string
 		return nil, err
 	}
 	defer end.Close()
-	have := end.SIDs()
 	var missing []string
-	for _, w := range want {
-		if !slices.Contains(have, w) {
-			missing = append(missing, "sid "+w.String()+" missing from the end program's map")
+	for _, name := range p.Interfaces {
+		l, err := ns.Netlink().LinkByName(name)
+		if err != nil {
+			continue // reported by CheckPrograms
+		}
+		st, err := endAttachment(ns, end, pin, l.Attrs().Index)
+		if err != nil {
+			return missing, err
+		}
+		if st == endForeign {
+			missing = append(missing, "end program on "+name+" is not the one serving this node's pinned SID map")
+		}
+	}
+	for _, s := range sids {
+		have, found, err := end.SID(s.sid)
+		if err != nil {
+			return missing, err
+		}
+		switch {
+		case !found:
+			missing = append(missing, "sid "+s.sid.String()+" missing from the end program's map")
+		case !s.matches(have):
+			missing = append(missing, fmt.Sprintf("sid %s in the end program's map is %s, want %s", s.sid, describeEntry(have), s.describe()))
 		}
 	}
 	return missing, nil
 }
 
 // endLinkPin is where datapath.End pins the tcx link of ifindex (see
-// datapath.End.Attach); knowing it lets a re-apply see that the program is
-// already attached and change nothing.
+// datapath.End.Attach).
 func endLinkPin(pin string, ifindex int) string {
 	return filepath.Join(pin, fmt.Sprintf("tcx_ingress_%d", ifindex))
 }
@@ -67,11 +98,36 @@ type ebpfSID struct {
 	nh6 netip.Addr
 }
 
-// applyEnd serves the node's "ebpf" SIDs with srchain's tc End program
-// (internal/datapath): attach it to p.Interfaces and fill its SID map. Maps
-// and links are pinned under PinDir(ns) so they outlive this process.
-func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
-	h := ns.Netlink()
+// entry is s as the program's SID map holds it (SetSID ignores oif and
+// nh6 for End).
+func (s ebpfSID) entry() datapath.SIDEntry {
+	e := datapath.SIDEntry{Behavior: s.b}
+	if s.b == datapath.BehaviorEndX {
+		e.OIF, e.NH6 = s.oif, s.nh6
+	}
+	return e
+}
+
+func (s ebpfSID) matches(have datapath.SIDEntry) bool {
+	want := s.entry()
+	return have.Behavior == want.Behavior && have.OIF == want.OIF && have.NH6 == want.NH6
+}
+
+func (s ebpfSID) describe() string { return describeEntry(s.entry()) }
+
+func describeEntry(e datapath.SIDEntry) string {
+	out := e.Behavior.String()
+	if e.OIF != 0 {
+		out += fmt.Sprintf(" oif %d", e.OIF)
+	}
+	if e.NH6.IsValid() {
+		out += " nh6 " + e.NH6.String()
+	}
+	return out
+}
+
+// ebpfSIDs returns the node's SIDs served by the End program.
+func ebpfSIDs(ns *netns.NS, node state.Node) ([]ebpfSID, error) {
 	var sids []ebpfSID
 	for _, s := range node.SIDs {
 		if s.Datapath != state.EBPF {
@@ -83,13 +139,198 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		}
 		e := ebpfSID{sid: s.SID.Addr(), b: b, nh6: s.NH6}
 		if s.OIF != "" {
-			l, err := h.LinkByName(s.OIF)
+			l, err := ns.Netlink().LinkByName(s.OIF)
 			if err != nil {
 				return nil, fmt.Errorf("find interface %s: %w: %w", s.OIF, ErrNoInterface, err)
 			}
 			e.oif = l.Attrs().Index
 		}
 		sids = append(sids, e)
+	}
+	return sids, nil
+}
+
+type endAttach int
+
+const (
+	endAbsent  endAttach = iota // no srchain_end program on the interface
+	endForeign                  // one that does not serve the pinned SID map, or a stale pin
+	endOurs                     // the program serving the pinned SID map
+)
+
+// endAttachment tells whether the End program serving the node's pinned
+// SID map really runs on the tcx ingress of ifindex, asking the kernel: it
+// is end's own program, or the program of the link pinned for ifindex (by
+// an earlier apply, maybe in another process) when that link is attached
+// to ifindex in this namespace, is srchain_end with the same code (tag) as
+// end's, and uses the pinned SID map. A pin file alone proves nothing: the
+// namespace or the interface may have been recreated and the ifindex
+// reused.
+func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (endAttach, error) {
+	st := endAbsent
+	err := ns.Do(func() error {
+		if ok, err := end.Attached(ifindex); err != nil {
+			return err
+		} else if ok {
+			st = endOurs
+			return nil
+		}
+		res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			return fmt.Errorf("query tcx ingress of ifindex %d: %w", ifindex, err)
+		}
+		pinnedLink := pinnedLinkID(endLinkPin(pin, ifindex))
+		for _, ap := range res.Programs {
+			info, err := programInfo(ap.ID)
+			if err != nil {
+				return err
+			}
+			if info.Name != endProgName {
+				continue
+			}
+			st = endForeign
+			if id, ok := ap.LinkID(); !ok || id != pinnedLink || pinnedLink == 0 {
+				continue
+			}
+			if ours, err := end.Program().Info(); err != nil || ours.Tag != info.Tag {
+				continue
+			}
+			sidMap, err := pinnedMapID(filepath.Join(pin, endSIDMapPin))
+			if err != nil {
+				continue
+			}
+			if ids, ok := info.MapIDs(); ok && slices.Contains(ids, sidMap) {
+				st = endOurs
+				return nil
+			}
+		}
+		return nil
+	})
+	return st, err
+}
+
+func programInfo(id ebpf.ProgramID) (*ebpf.ProgramInfo, error) {
+	prog, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return nil, fmt.Errorf("open program %d: %w", id, err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return nil, fmt.Errorf("read program %d info: %w", id, err)
+	}
+	return info, nil
+}
+
+func pinnedMapID(path string) (ebpf.MapID, error) {
+	m, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	info, err := m.Info()
+	if err != nil {
+		return 0, err
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, fmt.Errorf("map %s has no id", path)
+	}
+	return id, nil
+}
+
+// endUndo is what one applyEnd did, to undo it from the pins alone: the
+// End handle is closed when applyEnd succeeds, and undo opens it again.
+type endUndo struct {
+	pin        string
+	pinExisted bool
+	attached   []int // ifindexes whose link this apply created
+	sids       []sidUndo
+}
+
+type sidUndo struct {
+	sid   netip.Addr
+	prev  datapath.SIDEntry
+	found bool // else the SID was added and goes again
+}
+
+// run undoes, with end if it is still open (nil: reopen from the pins);
+// it closes end.
+func (u *endUndo) run(end *datapath.End) error {
+	var errs []error
+	if u.pinExisted && len(u.sids) > 0 {
+		if end == nil {
+			var err error
+			if end, err = datapath.LoadEnd(datapath.EndOptions{PinPath: u.pin}); err != nil {
+				return fmt.Errorf("reopen end program: %w", err)
+			}
+		}
+		for _, s := range slices.Backward(u.sids) {
+			if s.found {
+				errs = append(errs, end.SetSID(s.sid, s.prev.Behavior, s.prev.OIF, s.prev.NH6))
+			} else {
+				errs = append(errs, end.DeleteSID(s.sid))
+			}
+		}
+	}
+	// Detach explicitly: a link whose last pin goes is only released
+	// after an RCU grace period, and the program would run on until then.
+	for _, idx := range slices.Backward(u.attached) {
+		errs = append(errs, detachPinnedLink(endLinkPin(u.pin, idx)))
+	}
+	if end != nil {
+		errs = append(errs, end.Close())
+	}
+	if !u.pinExisted {
+		// Everything under the pin dir is this apply's.
+		errs = append(errs, os.RemoveAll(u.pin))
+	}
+	return errors.Join(errs...)
+}
+
+// pinnedLinkID is the id of the link pinned at path (0: none).
+func pinnedLinkID(path string) link.ID {
+	l, err := link.LoadPinnedLink(path, nil)
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		return 0
+	}
+	return info.ID
+}
+
+// detachPinnedLink detaches the link pinned at path from its interface
+// and removes the pin.
+func detachPinnedLink(path string) error {
+	l, err := link.LoadPinnedLink(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open link pin %s: %w", path, err)
+	}
+	defer l.Close()
+	if err := l.Detach(); err != nil {
+		return fmt.Errorf("detach link %s: %w", path, err)
+	}
+	return l.Unpin()
+}
+
+// applyEnd serves the node's "ebpf" SIDs with srchain's tc End program
+// (internal/datapath): attach it to p.Interfaces and fill its SID map. Maps
+// and links are pinned under PinDir(ns) so they outlive this process, and
+// the handle is closed before it returns. An interface where the program
+// does not really run (see endAttachment) gets it attached, a stale pin
+// replaced; a SID whose entry differs is rewritten and its old entry
+// journaled, so undo restores it.
+func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	h := ns.Netlink()
+	sids, err := ebpfSIDs(ns, node)
+	if err != nil {
+		return nil, err
 	}
 	var ifindexes []int
 	for _, name := range p.Interfaces {
@@ -102,53 +343,60 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 
 	pin := PinDir(ns)
 	_, statErr := os.Stat(pin)
-	pinExisted := statErr == nil
+	u := &endUndo{pin: pin, pinExisted: statErr == nil}
 	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
 	if err != nil {
-		if !pinExisted {
+		if !u.pinExisted {
 			// LoadEnd creates the directory before it can fail.
 			err = errors.Join(err, os.RemoveAll(pin))
 		}
 		return nil, err
 	}
-	have := end.SIDs()
-
-	var undo []func() error
-	rollback := func() error {
-		var errs []error
-		for _, u := range slices.Backward(undo) {
-			errs = append(errs, u())
-		}
-		errs = append(errs, end.Close())
-		if !pinExisted {
-			errs = append(errs, os.RemoveAll(pin))
-		}
-		return errors.Join(errs...)
-	}
+	changed := false
+	fail := func(err error) (func() error, error) { return nil, errors.Join(err, u.run(end)) }
 	for _, idx := range ifindexes {
-		if _, err := os.Stat(endLinkPin(pin, idx)); err == nil {
+		st, err := endAttachment(ns, end, pin, idx)
+		if err != nil {
+			return fail(err)
+		}
+		if st == endOurs {
 			continue // attached by an earlier apply
 		}
+		before := pinnedLinkID(endLinkPin(pin, idx))
 		if err := ns.Do(func() error { return end.Attach(idx) }); err != nil {
-			return nil, errors.Join(err, rollback())
+			return fail(err)
 		}
-		undo = append(undo, func() error { return end.Detach(idx) })
+		changed = true
+		if pinnedLinkID(endLinkPin(pin, idx)) != before {
+			// A new link (none was pinned, or a stale pin was
+			// replaced): undo detaches it.
+			u.attached = append(u.attached, idx)
+		}
+		// Else Attach took over the live pinned link and updated it to
+		// this program (an older End's); undo leaves an End attached, as
+		// one was before.
 	}
 	for _, s := range sids {
-		// Re-setting an existing SID only rewrites its entry; it is not
-		// counted as a change so that a re-apply stays a no-op.
-		existed := slices.Contains(have, s.sid)
+		prev, found, err := end.SID(s.sid)
+		if err != nil {
+			return fail(err)
+		}
+		if found && s.matches(prev) {
+			continue
+		}
 		if err := end.SetSID(s.sid, s.b, s.oif, s.nh6); err != nil {
-			return nil, errors.Join(err, rollback())
+			return fail(err)
 		}
-		if !existed {
-			undo = append(undo, func() error { return end.DeleteSID(s.sid) })
-		}
+		changed = true
+		u.sids = append(u.sids, sidUndo{sid: s.sid, prev: prev, found: found})
 	}
-	if len(undo) == 0 {
-		return nil, end.Close()
+	// The pins keep program, maps and links alive; the handle is not
+	// needed any more (undo reopens it from the pins).
+	if err := end.Close(); err != nil {
+		return nil, errors.Join(fmt.Errorf("close end program: %w", err), u.run(nil))
 	}
-	// The pins keep program, maps and links alive; the Go handles are only
-	// needed again by undo.
-	return rollback, nil
+	if !changed {
+		return nil, nil
+	}
+	return func() error { return u.run(nil) }, nil
 }

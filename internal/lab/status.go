@@ -25,6 +25,9 @@ type NodeStatus struct {
 	// Pending is what `apply` would still change (empty: as desired).
 	Pending []string `json:"pending,omitempty"`
 	// Programs maps interface -> program names attached at tcx ingress.
+	// A node is OK only with the program its driver names (srchain_end
+	// for "end") on each of the program's interfaces, and with every SID
+	// the driver serves in its map.
 	Programs map[string][]string `json:"programs,omitempty"`
 	// Problems says what is broken, in words.
 	Problems []string `json:"problems,omitempty"`
@@ -83,7 +86,7 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 				st.Programs[ifn] = names
 			}
 		}
-		missing, err := apply.CheckPrograms(ns, n)
+		missing, err := apply.CheckProgramsWith(ns, n, opts.Drivers)
 		if err != nil {
 			st.Problems = append(st.Problems, "check programs: "+err.Error())
 		}

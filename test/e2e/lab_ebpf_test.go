@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/compile"
@@ -102,6 +105,41 @@ func TestLabEBPFEnd(t *testing.T) {
 		}
 		if missing, err := apply.CheckPrograms(ns, n); err != nil || len(missing) != 0 {
 			t.Errorf("check after re-apply = %v, %v", missing, err)
+		}
+
+		// The program leaves eth0 while its link pin stays (as after the
+		// interface was recreated): status reports it, re-apply attaches
+		// it again.
+		l, err := ns.Netlink().LinkByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := link.LoadPinnedLink(filepath.Join(apply.PinDir(ns), fmt.Sprintf("tcx_ingress_%d", l.Attrs().Index)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pl.Detach(); err != nil {
+			t.Fatal(err)
+		}
+		pl.Close()
+		sts, err := lab.Status(ctx, net.Name, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if st.Node == "r2" && (st.OK() || !strings.Contains(strings.Join(st.Problems, ";"), "srchain_end")) {
+				t.Errorf("status of r2 with its End detached from eth0: %v", st.Problems)
+			}
+		}
+		changes, err := lab.Reapply(ctx, net.Name, opts)
+		if err != nil || changes["r2"] == 0 {
+			t.Errorf("reapply = %v, %v; want r2 repaired", changes, err)
+		}
+		sts, _ = lab.Status(ctx, net.Name, opts)
+		for _, st := range sts {
+			if !st.OK() {
+				t.Errorf("status %s after reapply: %v", st.Node, st.Problems)
+			}
 		}
 	}
 

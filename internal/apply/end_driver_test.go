@@ -1,0 +1,195 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/srchain/srchain/internal/datapath"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+func endNode() state.Node {
+	return state.Node{
+		Name:       "r2",
+		Interfaces: []state.Interface{{Name: "eth0", Addrs: []netip.Prefix{p("fc00:12::2/64")}}},
+		SIDs: []state.LocalSID{
+			{SID: p("fc00:2::f1/128"), Behavior: state.End, Datapath: state.EBPF},
+			{SID: p("fc00:2::f2/128"), Behavior: state.EndX, NH6: ad("fc00:12::1"), OIF: "eth0", Datapath: state.EBPF},
+		},
+		Programs: []state.Program{{Kind: "end", Interfaces: []string{"eth0"}}},
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestApplyEndStalePin: a link pin whose link no longer runs on the
+// interface does not count as attached: re-apply attaches the program.
+// Apply holds no End handle (file descriptors) once it returned.
+func TestApplyEndStalePin(t *testing.T) {
+	a, _ := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Cleanup(func() { _ = os.RemoveAll(PinDir(a)) })
+	node := endNode()
+	if err := Apply(ctx, a, node); err != nil { // pins exist from here on
+		t.Fatal(err)
+	}
+	fds := openFDs(t)
+	if res, err := ApplyWith(ctx, a, node, Options{}); err != nil || res.Changes != 0 {
+		t.Fatalf("re-apply = %d changes, %v", res.Changes, err)
+	}
+	l, _ := a.Netlink().LinkByName("eth0")
+	pin := endLinkPin(PinDir(a), l.Attrs().Index)
+	// Sever the link from the interface; its pin stays.
+	pl, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Detach(); err != nil {
+		t.Fatalf("detach pinned link: %v", err)
+	}
+	pl.Close()
+	if names, _ := IngressPrograms(a, "eth0"); len(names) != 0 {
+		t.Fatalf("programs after detach: %v", names)
+	}
+	if missing, err := CheckPrograms(a, node); err != nil || len(missing) == 0 {
+		t.Errorf("check with a stale pin = %v, %v; want the program reported", missing, err)
+	}
+	res, err := ApplyWith(ctx, a, node, Options{})
+	if err != nil || res.Changes == 0 {
+		t.Fatalf("apply over a stale pin = %d changes, %v; want the program attached again", res.Changes, err)
+	}
+	if names, _ := IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
+		t.Errorf("ingress programs = %v, want [srchain_end]", names)
+	}
+	if missing, err := CheckPrograms(a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check after re-attach = %v, %v", missing, err)
+	}
+	if res, err := ApplyWith(ctx, a, node, Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply = %d changes, %v; want 0", res.Changes, err)
+	}
+	if now := openFDs(t); now > fds {
+		t.Errorf("%d file descriptors open after three applies, %d before: the End handle is kept", now, fds)
+	}
+}
+
+// TestApplyEndSIDUndo: a SID whose entry differs is rewritten, and a failed
+// apply restores the old entry; Check reports the difference.
+func TestApplyEndSIDUndo(t *testing.T) {
+	a, _ := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Cleanup(func() { _ = os.RemoveAll(PinDir(a)) })
+	node := endNode()
+	if err := Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	sid := ad("fc00:2::f2")
+	other := ad("fc00:12::9")
+	setSID := func(b datapath.Behavior, oif int, nh6 netip.Addr) {
+		t.Helper()
+		end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: PinDir(a)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer end.Close()
+		if err := end.SetSID(sid, b, oif, nh6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getSID := func() datapath.SIDEntry {
+		t.Helper()
+		end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: PinDir(a)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer end.Close()
+		e, ok, err := end.SID(sid)
+		if err != nil || !ok {
+			t.Fatalf("sid %s: %v, %v", sid, ok, err)
+		}
+		return e
+	}
+	l, _ := a.Netlink().LinkByName("eth0")
+	setSID(datapath.BehaviorEndX, l.Attrs().Index, other)
+	changed := getSID()
+	missing, err := CheckPrograms(a, node)
+	if err != nil || len(missing) != 1 || !strings.Contains(missing[0], "want End.X") {
+		t.Errorf("check with a changed sid = %q, %v", missing, err)
+	}
+
+	failing := node
+	failing.Programs = append(slices.Clone(node.Programs), state.Program{Kind: "boom"})
+	drivers := registered()
+	drivers["boom"] = DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) {
+		return nil, errors.New("injected failure")
+	})
+	if _, err := ApplyWith(ctx, a, failing, Options{Drivers: drivers}); err == nil || strings.Contains(err.Error(), "roll back") {
+		t.Fatalf("apply with failing driver = %v, want the injected failure and a clean roll back", err)
+	}
+	if got := getSID(); got != changed {
+		t.Errorf("sid after a failed apply = %+v, want the old entry %+v", got, changed)
+	}
+	if names, _ := IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
+		t.Errorf("ingress programs after a failed re-apply = %v", names)
+	}
+	res, err := ApplyWith(ctx, a, node, Options{})
+	if err != nil || res.Changes != 1 {
+		t.Fatalf("apply = %d changes, %v; want 1 (the sid)", res.Changes, err)
+	}
+	if got := getSID(); got.NH6 != ad("fc00:12::1") {
+		t.Errorf("sid after apply = %+v", got)
+	}
+	if missing, err := CheckPrograms(a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check after apply = %v, %v", missing, err)
+	}
+}
+
+// TestCheckProgramsByName: another program on the interface is not the
+// End program.
+func TestCheckProgramsByName(t *testing.T) {
+	a, _ := pair(t)
+	node := state.Node{Name: "r2", Programs: []state.Program{{Kind: "end", Interfaces: []string{"eth0"}}}}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "decoy", Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}}) // TCX_NEXT
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	l, _ := a.Netlink().LinkByName("eth0")
+	var tl link.Link
+	if err := a.Do(func() (err error) {
+		tl, err = link.AttachTCX(link.TCXOptions{Interface: l.Attrs().Index, Program: prog, Attach: ebpf.AttachTCXIngress})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	missing, err := checkPrograms(a, node, map[string]ProgramDriver{"end": endDriver{}})
+	if err != nil || !slices.Contains(missing, "program end (srchain_end) not attached on eth0") {
+		t.Errorf("check with only a decoy attached = %q, %v", missing, err)
+	}
+	// A driver that names no program: any program counts.
+	missing, _ = checkPrograms(a, node, map[string]ProgramDriver{"end": DriverFunc(nil)})
+	if len(missing) != 0 {
+		t.Errorf("check for an unnamed program = %q", missing)
+	}
+}
