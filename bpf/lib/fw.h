@@ -29,12 +29,12 @@
  */
 enum {
 	FW_F_SRC, FW_F_DST, FW_F_INNER_SRC, FW_F_INNER_DST, FW_F_PSID, FW_F_NSID,
-	FW_F_LSID, FW_F_IIF, FW_F_OIF,
+	FW_F_LSID, FW_F_IIF, FW_F_OIF, FW_F_ASID,
 	FW_F_PROTO, FW_F_SPORT, FW_F_DPORT, FW_F_SRH, FW_F_NEXTHDR, FW_F_HDRLEN,
 	FW_F_SEGS, FW_F_LAST, FW_F_TAG,
 	FW_NFIELDS,
 };
-#define FW_NADDR (FW_F_OIF + 1)
+#define FW_NADDR (FW_F_ASID + 1)
 #define FW_NINT (FW_NFIELDS - FW_NADDR)
 
 /* fw_idx layout: for each integer field, Domain()+1 slots (the last is
@@ -309,6 +309,7 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 			if (reason)
 				return reason;
 			fp->sr = 1;
+			fw_set_addr(v, FW_F_ASID, &ip6->daddr);
 			v->val[FW_F_SRH - FW_NADDR] = 1;
 			v->val[FW_F_NEXTHDR - FW_NADDR] = srh->nexthdr;
 			v->val[FW_F_HDRLEN - FW_NADDR] = srh->hdrlen;

@@ -73,6 +73,7 @@ func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 				return v, si, r
 			}
 			si = SRInfo{SR: true, SRHOff: rtoff, SL: h[3], Last: h[4]}
+			v.SetAddr(FActiveSID, addr16(pkt[24:40]))
 			v.Set(FSRH, 1)
 			v.Set(FNextHdr, uint32(h[0]))
 			v.Set(FHdrLen, uint32(h[1]))

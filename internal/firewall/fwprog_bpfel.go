@@ -55,17 +55,17 @@ type fwProgFwRule struct {
 
 type fwProgFwView struct {
 	_    structs.HostLayout
-	Addr [9]struct {
+	Addr [10]struct {
 		_    structs.HostLayout
 		In6U struct {
 			_       structs.HostLayout
 			U6Addr8 [16]uint8
 		}
 	}
-	Present [9]uint8
-	_       [3]byte
+	Present [10]uint8
+	_       [2]byte
 	Val     [9]uint32
-	Uids    [18]uint32
+	Uids    [19]uint32
 }
 
 type fwProgSidCounter struct {

@@ -253,6 +253,7 @@ func canonical(s string) string {
 var srhAddrOpts = map[string]Field{
 	"--inner-src": FInnerSrc, "--inner-dst": FInnerDst,
 	"--srh-psid": FPSID, "--srh-nsid": FNSID, "--srh-lsid": FLSID,
+	"--sid": FActiveSID,
 }
 
 var srhIntOpts = map[string]Field{

@@ -49,6 +49,7 @@ const (
 	FLSID                   // --srh-lsid: segment[0], the last SID
 	FIIF                    // -i: ingress ifindex
 	FOIF                    // -o: egress ifindex (FIB lookup of the destination)
+	FActiveSID              // --sid: the active SID (destination of an SR packet): per-SID rule sets
 	FProto                  // -p
 	FSPort                  // --sport
 	FDPort                  // --dport
@@ -62,10 +63,10 @@ const (
 )
 
 // NumAddrFields is how many fields are prefix fields.
-const NumAddrFields = int(FOIF) + 1
+const NumAddrFields = int(FActiveSID) + 1
 
 var fieldNames = [NumFields]string{
-	"src", "dst", "inner-src", "inner-dst", "psid", "nsid", "lsid", "iif", "oif",
+	"src", "dst", "inner-src", "inner-dst", "psid", "nsid", "lsid", "iif", "oif", "sid",
 	"proto", "sport", "dport", "srh", "srh-next-hdr", "srh-len", "srh-segs", "srh-last", "srh-tag",
 }
 
@@ -171,7 +172,7 @@ type Rule struct {
 // UsesSRH reports whether the rule needs an SR packet.
 func (r Rule) UsesSRH() bool {
 	for _, c := range r.Conds {
-		if c.Field >= FSRH || (c.Field >= FInnerSrc && c.Field <= FLSID) {
+		if c.Field >= FSRH || (c.Field >= FInnerSrc && c.Field <= FLSID) || c.Field == FActiveSID {
 			return true
 		}
 	}
