@@ -16,7 +16,7 @@ import (
 )
 
 const (
-	tcActOK   = 0xffffffff // TC_ACT_UNSPEC: continue down the tcx chain
+	tcActOK       = 0xffffffff // TC_ACT_UNSPEC: continue down the tcx chain
 	tcActShot     = 2
 	tcActRedirect = 7
 )
