@@ -3,6 +3,8 @@ package firewall
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -472,4 +474,34 @@ func mutate(r *rand.Rand, base []byte) []byte {
 		binary.BigEndian.PutUint16(b[46:], uint16(r.IntN(3)))
 	}
 	return b
+}
+
+// TestUpdateCapacity: Update refuses a rule set its maps cannot hold and
+// leaves the loaded one working.
+func TestUpdateCapacity(t *testing.T) {
+	needRoot(t)
+	rules, err := Parse("-s fc00:1::1 -j DROP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := Load(Config{Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	var b bytes.Buffer
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&b, "-s fc00:1::%x -j DROP\n", i+2)
+	}
+	more, err := Parse(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Update(Config{Rules: more}); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("update: %v, want ErrCapacity", err)
+	}
+	p := testPkts(t)
+	if ret, _, _ := run(t, fw, p.plain6); ret != tcActShot {
+		t.Errorf("old rules no longer apply: ret %d", ret)
+	}
 }
