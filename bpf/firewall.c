@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* srchain SERA firewall in tc (tcx ingress), seed 000.
+/* srchain SERA firewall in tc (tcx ingress) and XDP, seed 000.
  *
  * Every IPv6 and IPv4 packet is classified by the rule set compiled into
  * the lib/fw.h maps (first match, iptables semantics) and the rule's
@@ -20,18 +20,17 @@
  * Malformed SRv6 packets (type 4 routing header failing validation) are
  * dropped by reason. The mode (basic / advanced) is read per packet from
  * fw_cfg, so switching it is a map update.
+ *
+ * srchain_fw_xdp is the same firewall at XDP (one object, shared maps and
+ * counters): ACCEPT and SR actions are XDP_PASS, drops XDP_DROP, the
+ * Parameter Problem leaves by XDP_TX. It filters what XDP sees (no
+ * multi-buffer frames: those pass to the tc program).
  */
 #include "common.h"
 #include "counters.h"
 #include "srh.h"
 #include "fib.h"
 #include "fw.h"
-
-static __always_inline int fw_drop(__u32 reason)
-{
-	count_drop(reason);
-	return TC_ACT_SHOT;
-}
 
 /* ICMPv6 error: 40-byte IPv6 header + 8-byte ICMPv6 header in front of as
  * much of the invoking packet as fits the IPv6 minimum MTU (RFC 4443 2.4).
@@ -40,39 +39,254 @@ static __always_inline int fw_drop(__u32 reason)
 #define FW_ICMP_QUOTE (1280 - FW_ICMP_HDRS)
 #define ICMPV6_PARAMPROB 4
 
-/* fw_param_problem turns the packet into an ICMPv6 Parameter Problem,
- * code 0 (erroneous header field), whose pointer is ptr (an offset in the
- * invoking packet), from the packet's destination (the firewall's SID) to
- * its source, and sends it back out of the interface it came in on. The
- * invoking packet is counted as dropped with DROP_FW_ARGS_UNKNOWN.
- * Errors are not rate limited (RFC 4443 2.4 (f)): the firewall answers
- * only packets that carry its own SID. A packet the sending host left in
- * CHECKSUM_PARTIAL (veth from a local stack) keeps that state: a device
- * completing the quoted transport checksum on transmit would invalidate
- * the ICMPv6 checksum (no helper resets it to CHECKSUM_NONE).
+/* What fw_decide wants done with a packet. */
+enum { FW_OUT_PASS, FW_OUT_DROP, FW_OUT_SEG6, FW_OUT_ICMP };
+
+struct fw_out {
+	__u32 kind;
+	__u32 reason;               /* FW_OUT_DROP */
+	__u32 ptr;                  /* FW_OUT_ICMP: Parameter Problem pointer */
+	struct fw_words before, after; /* FW_OUT_SEG6: rewritten words */
+};
+
+/* fw_decide extracts, classifies and applies the verdict's packet
+ * rewrite (SEG6 actions); the hook wrappers turn o into their return
+ * codes. ctx is the program context (for bpf_fib_lookup).
  */
-static __always_inline int fw_param_problem(struct __sk_buff *skb, __u32 ptr)
+static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u32 ifindex,
+				      __u32 len, struct fw_out *o)
 {
-	struct pkt p = { .l3off = sizeof(struct ethhdr) };
-	__u8 smac[ETH_ALEN], dmac[ETH_ALEN];
-	struct in6_addr src, dst;
+	struct fw_pkt fp = {};
+	struct fw_view *vp;
+	struct fw_config *cfg;
+	struct fw_rule *rule;
+	struct fw_count *cnt;
+	__u32 zero = 0, reason, verdict, slot;
+	int idx, f;
+
+	o->kind = FW_OUT_PASS;
+	cfg = bpf_map_lookup_elem(&fw_cfg, &zero);
+	vp = bpf_map_lookup_elem(&fw_scratch, &zero);
+	if (!cfg || !vp)
+		return;
+#pragma unroll
+	for (f = 0; f < FW_NADDR; f++)
+		vp->present[f] = 0;
+#pragma unroll
+	for (f = 0; f < FW_NINT; f++)
+		vp->val[f] = 256;
+	vp->val[FW_F_SPORT - FW_NADDR] = 65536;
+	vp->val[FW_F_DPORT - FW_NADDR] = 65536;
+	vp->val[FW_F_TAG - FW_NADDR] = 65536;
+	vp->val[FW_F_SRH - FW_NADDR] = 0;
+
+	if (proto == bpf_htons(ETH_P_IPV6))
+		reason = fw_extract6(p, cfg->mode, vp, &fp);
+	else
+		reason = fw_ip4(p, vp, p->l3off, FW_F_SRC, FW_F_DST, 1);
+	if (reason)
+		goto drop;
+
+	vp->addr[FW_F_IIF].in6_u.u6_addr32[0] = bpf_htonl(ifindex);
+	vp->present[FW_F_IIF] = 1;
+	if ((cfg->used & (1U << FW_F_OIF)) && proto == bpf_htons(ETH_P_IPV6)) {
+		/* -o: where the stack would send the packet now. Local SIDs
+		 * and unresolved routes leave it absent.
+		 */
+		struct bpf_fib_lookup params;
+		struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+
+		if (ip6 && fib_lookup_ip6(ctx, &params, ip6, ifindex) == BPF_FIB_LKUP_RET_SUCCESS) {
+			vp->addr[FW_F_OIF].in6_u.u6_addr32[0] = bpf_htonl(params.ifindex);
+			vp->present[FW_F_OIF] = 1;
+		}
+	}
+
+	idx = fw_classify(vp, cfg);
+	if (idx < 0) {
+		reason = DROP_UNSUPPORTED;
+		goto drop;
+	}
+	slot = idx;
+	if (slot > FW_MAX_RULES)
+		slot = FW_MAX_RULES;
+	cnt = bpf_map_lookup_elem(&fw_rule_counters, &slot);
+	if (cnt) {
+		cnt->packets += 1;
+		cnt->bytes += len;
+	}
+	rule = bpf_map_lookup_elem(&fw_rules, &slot);
+	verdict = rule ? rule->verdict : FW_ACT_ACCEPT;
+
+	if (verdict == FW_ACT_EVAL_ARGS) {
+		struct ipv6hdr *ip6;
+
+		reason = DROP_FW_PRECOND;
+		if (!fp.sr)
+			goto drop;
+		reason = DROP_PKT_TRUNCATED;
+		ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+		if (!ip6)
+			goto drop;
+		verdict = fw_args_verdict(&ip6->daddr, cfg->args_bits);
+		if (!verdict) {
+			/* Seed 000 V.B: Parameter Problem pointing at the active
+			 * SID, segment[SL] of the SRH.
+			 */
+			o->kind = FW_OUT_ICMP;
+			o->ptr = fp.si.srhoff - fp.si.ip6off + 8 + 16 * (__u32)fp.si.sl;
+			return;
+		}
+	}
+
+	switch (verdict) {
+	case FW_ACT_ACCEPT:
+		return;
+	case FW_ACT_GO_NEXT:
+	case FW_ACT_SKIP_NEXT:
+	case FW_ACT_GO_LAST:
+		reason = DROP_PKT_TRUNCATED;
+		if (fp.sr && fw_words_read(p, &fp.si, &o->before))
+			goto drop;
+		reason = fw_seg6(p, &fp, verdict);
+		if (reason)
+			goto drop;
+		reason = DROP_PKT_TRUNCATED;
+		if (fw_words_read(p, &fp.si, &o->after))
+			goto drop;
+		o->kind = FW_OUT_SEG6;
+		return;
+	default:
+		reason = DROP_FW_RULE;
+	}
+drop:
+	o->kind = FW_OUT_DROP;
+	o->reason = reason;
+}
+
+/* fw_icmp_fill writes an ICMPv6 Parameter Problem, code 0 (erroneous
+ * header field), pointer ptr, into a packet whose first 14 + 48 bytes
+ * were made room for and whose next quote bytes are the invoking packet:
+ * Ethernet back to the sender (MACs swapped), IPv6 from the invoking
+ * destination (the firewall's SID) to its source, hop limit 64, and the
+ * checksum (RFC 4443 2.3; the one's-complement sum of 32-bit words is
+ * byte-order neutral). Returns 0, or -1 if the packet is shorter.
+ */
+static __always_inline int fw_icmp_fill(struct pkt *p, const __u8 *smac, const __u8 *dmac,
+					const struct in6_addr *src, const struct in6_addr *dst,
+					__u32 quote, __u32 ptr)
+{
 	struct ipv6hdr *ip6;
 	struct ethhdr *eth;
-	__u32 quote, i, off;
+	__u32 i, off, end;
 	__u64 sum = 0;
 	__u8 *icmp;
 
-	p.data = (void *)(long)skb->data;
-	p.data_end = (void *)(long)skb->data_end;
-	eth = pkt_ptr(&p, 0, sizeof(*eth));
-	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
-	if (!eth || !ip6)
-		return fw_drop(DROP_PKT_TRUNCATED);
-	__builtin_memcpy(smac, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(dmac, eth->h_dest, ETH_ALEN);
-	ipv6_addr_copy(&src, &ip6->saddr);
-	ipv6_addr_copy(&dst, &ip6->daddr);
+	eth = pkt_ptr(p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+	icmp = pkt_ptr(p, p->l3off + sizeof(*ip6), 8);
+	if (!eth || !ip6 || !icmp)
+		return -1;
+	__builtin_memcpy(eth->h_dest, smac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, dmac, ETH_ALEN);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	ip6->payload_len = bpf_htons(8 + quote);
+	ip6->nexthdr = IPPROTO_ICMPV6;
+	ip6->hop_limit = 64;
+	ipv6_addr_copy(&ip6->saddr, dst);
+	ipv6_addr_copy(&ip6->daddr, src);
+	icmp[0] = ICMPV6_PARAMPROB;
+	icmp[1] = 0;
+	*(__u16 *)&icmp[2] = 0;
+	*(__be32 *)&icmp[4] = bpf_htonl(ptr);
 
+	for (i = 0; i < 4; i++)
+		sum += dst->in6_u.u6_addr32[i] + (__u64)src->in6_u.u6_addr32[i];
+	sum += bpf_htonl(8 + quote) + (__u64)bpf_htonl(IPPROTO_ICMPV6);
+	off = p->l3off + sizeof(*ip6);
+	end = off + 8 + quote;
+	for (i = 0; i < (8 + FW_ICMP_QUOTE) / 4; i++) {
+		__be32 *w;
+		__u8 *b;
+
+		if (off + 4 <= end) {
+			w = pkt_ptr(p, off & 0x7ff, 4);
+			if (!w)
+				break;
+			sum += *w;
+			off += 4;
+			continue;
+		}
+		/* 1..3 trailing bytes, zero padded. */
+		b = pkt_ptr(p, off & 0x7ff, 1);
+		if (b && off < end) {
+			__u8 tail[4] = {};
+			__u32 n = end - off;
+
+			tail[0] = b[0];
+			if (n > 1 && (b = pkt_ptr(p, (off + 1) & 0x7ff, 1)))
+				tail[1] = b[0];
+			if (n > 2 && (b = pkt_ptr(p, (off + 2) & 0x7ff, 1)))
+				tail[2] = b[0];
+			sum += *(__u32 *)tail;
+		}
+		break;
+	}
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	icmp = pkt_ptr(p, p->l3off + sizeof(*ip6), 8);
+	if (!icmp)
+		return -1;
+	*(__u16 *)&icmp[2] = ~(__u16)sum;
+	return 0;
+}
+
+/* The invoking packet's MACs and addresses, saved before the rewrite. */
+struct fw_icmp_src {
+	__u8 smac[ETH_ALEN], dmac[ETH_ALEN];
+	struct in6_addr src, dst;
+};
+
+static __always_inline int fw_icmp_save(const struct pkt *p, struct fw_icmp_src *s)
+{
+	struct ethhdr *eth = pkt_ptr(p, 0, sizeof(*eth));
+	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+
+	if (!eth || !ip6)
+		return -1;
+	__builtin_memcpy(s->smac, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(s->dmac, eth->h_dest, ETH_ALEN);
+	ipv6_addr_copy(&s->src, &ip6->saddr);
+	ipv6_addr_copy(&s->dst, &ip6->daddr);
+	return 0;
+}
+
+static __always_inline int fw_drop(__u32 reason)
+{
+	count_drop(reason);
+	return TC_ACT_SHOT;
+}
+
+/* fw_param_problem (tc) turns the packet into the Parameter Problem and
+ * sends it back out of the interface it came in on; the invoking packet
+ * is counted as dropped with DROP_FW_ARGS_UNKNOWN. Errors are not rate
+ * limited (RFC 4443 2.4 (f)): the firewall answers only packets carrying
+ * its own SID. A packet the sending host left in CHECKSUM_PARTIAL (veth
+ * from a local stack) keeps that state: a device completing the quoted
+ * transport checksum on transmit would invalidate the ICMPv6 checksum (no
+ * helper resets it to CHECKSUM_NONE).
+ */
+static __always_inline int fw_param_problem(struct __sk_buff *skb, struct pkt *p, __u32 ptr)
+{
+	struct fw_icmp_src s;
+	__u32 quote;
+
+	if (fw_icmp_save(p, &s))
+		return fw_drop(DROP_PKT_TRUNCATED);
 	quote = skb->len - sizeof(struct ethhdr);
 	if (quote > FW_ICMP_QUOTE)
 		quote = FW_ICMP_QUOTE;
@@ -87,70 +301,10 @@ static __always_inline int fw_param_problem(struct __sk_buff *skb, __u32 ptr)
 		return fw_drop(DROP_ADJUST_ROOM);
 	/* The old checksum state no longer describes the packet. */
 	bpf_csum_level(skb, BPF_CSUM_LEVEL_RESET);
-
-	p.data = (void *)(long)skb->data;
-	p.data_end = (void *)(long)skb->data_end;
-	eth = pkt_ptr(&p, 0, sizeof(*eth));
-	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
-	icmp = pkt_ptr(&p, p.l3off + sizeof(*ip6), 8);
-	if (!eth || !ip6 || !icmp)
+	p->data = (void *)(long)skb->data;
+	p->data_end = (void *)(long)skb->data_end;
+	if (fw_icmp_fill(p, s.smac, s.dmac, &s.src, &s.dst, quote, ptr))
 		return fw_drop(DROP_PKT_TRUNCATED);
-	__builtin_memcpy(eth->h_dest, smac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, dmac, ETH_ALEN);
-	*(__be32 *)ip6 = bpf_htonl(0x60000000);
-	ip6->payload_len = bpf_htons(8 + quote);
-	ip6->nexthdr = IPPROTO_ICMPV6;
-	ip6->hop_limit = 64;
-	ipv6_addr_copy(&ip6->saddr, &dst);
-	ipv6_addr_copy(&ip6->daddr, &src);
-	icmp[0] = ICMPV6_PARAMPROB;
-	icmp[1] = 0;
-	*(__u16 *)&icmp[2] = 0;
-	*(__be32 *)&icmp[4] = bpf_htonl(ptr);
-
-	/* Checksum (RFC 4443 2.3): pseudo-header, then the ICMPv6 message
-	 * as 32-bit words; the one's-complement sum is byte-order neutral.
-	 */
-	for (i = 0; i < 4; i++)
-		sum += dst.in6_u.u6_addr32[i] + (__u64)src.in6_u.u6_addr32[i];
-	sum += bpf_htonl(8 + quote) + (__u64)bpf_htonl(IPPROTO_ICMPV6);
-	off = p.l3off + sizeof(*ip6);
-	for (i = 0; i < (8 + FW_ICMP_QUOTE) / 4; i++) {
-		__be32 *w;
-		__u8 *b;
-
-		if (off + 4 <= p.l3off + sizeof(*ip6) + 8 + quote) {
-			w = pkt_ptr(&p, off & 0x7ff, 4);
-			if (!w)
-				break;
-			sum += *w;
-			off += 4;
-			continue;
-		}
-		/* 1..3 trailing bytes, zero padded. */
-		b = pkt_ptr(&p, off & 0x7ff, 1);
-		if (b && off < p.l3off + sizeof(*ip6) + 8 + quote) {
-			__u8 tail[4] = {};
-			__u32 n = p.l3off + sizeof(*ip6) + 8 + quote - off;
-
-			tail[0] = b[0];
-			if (n > 1 && (b = pkt_ptr(&p, (off + 1) & 0x7ff, 1)))
-				tail[1] = b[0];
-			if (n > 2 && (b = pkt_ptr(&p, (off + 2) & 0x7ff, 1)))
-				tail[2] = b[0];
-			sum += *(__u32 *)tail;
-		}
-		break;
-	}
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	icmp = pkt_ptr(&p, p.l3off + sizeof(*ip6), 8);
-	if (!icmp)
-		return fw_drop(DROP_PKT_TRUNCATED);
-	*(__u16 *)&icmp[2] = ~(__u16)sum;
 	count_drop(DROP_FW_ARGS_UNKNOWN);
 	return bpf_redirect(skb->ingress_ifindex, 0);
 }
@@ -159,18 +313,9 @@ SEC("tc")
 int srchain_fw(struct __sk_buff *skb)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
-	struct fw_view *vp;
-	struct fw_pkt fp = {};
-	struct fw_config *cfg;
-	struct fw_rule *rule;
-	struct fw_count *cnt;
-	__u32 zero = 0, reason, verdict, slot;
-	int idx, f;
+	struct fw_out o = {};
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6) && skb->protocol != bpf_htons(ETH_P_IP))
-		return TC_ACT_UNSPEC;
-	cfg = bpf_map_lookup_elem(&fw_cfg, &zero);
-	if (!cfg)
 		return TC_ACT_UNSPEC;
 	/* Headers may lie beyond the linear head (GRO): pull once. */
 	if (skb->data_end - skb->data < skb->len && bpf_skb_pull_data(skb, 0))
@@ -178,94 +323,61 @@ int srchain_fw(struct __sk_buff *skb)
 	p.data = (void *)(long)skb->data;
 	p.data_end = (void *)(long)skb->data_end;
 
-	vp = bpf_map_lookup_elem(&fw_scratch, &zero);
-	if (!vp)
+	fw_decide(skb, &p, skb->protocol, skb->ingress_ifindex, skb->len, &o);
+	switch (o.kind) {
+	case FW_OUT_DROP:
+		return fw_drop(o.reason);
+	case FW_OUT_ICMP:
+		return fw_param_problem(skb, &p, o.ptr);
+	case FW_OUT_SEG6:
+		bpf_csum_update(skb, bpf_csum_diff((__be32 *)&o.before, sizeof(o.before),
+						   (__be32 *)&o.after, sizeof(o.after), 0));
 		return TC_ACT_UNSPEC;
-#pragma unroll
-	for (f = 0; f < FW_NADDR; f++)
-		vp->present[f] = 0;
-#pragma unroll
-	for (f = 0; f < FW_NINT; f++)
-		vp->val[f] = 256;
-	vp->val[FW_F_SPORT - FW_NADDR] = 65536;
-	vp->val[FW_F_DPORT - FW_NADDR] = 65536;
-	vp->val[FW_F_TAG - FW_NADDR] = 65536;
-	vp->val[FW_F_SRH - FW_NADDR] = 0;
+	}
+	return TC_ACT_UNSPEC;
+}
 
-	if (skb->protocol == bpf_htons(ETH_P_IPV6))
-		reason = fw_extract6(&p, cfg->mode, vp, &fp);
-	else
-		reason = fw_ip4(&p, vp, p.l3off, FW_F_SRC, FW_F_DST, 1);
-	if (reason)
-		return fw_drop(reason);
+SEC("xdp")
+int srchain_fw_xdp(struct xdp_md *ctx)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct fw_icmp_src s;
+	struct fw_out o = {};
+	struct ethhdr *eth;
+	__u32 l3len, quote;
 
-	vp->addr[FW_F_IIF].in6_u.u6_addr32[0] = bpf_htonl(skb->ingress_ifindex);
-	vp->present[FW_F_IIF] = 1;
-	if ((cfg->used & (1U << FW_F_OIF)) && skb->protocol == bpf_htons(ETH_P_IPV6)) {
-		/* -o: where the stack would send the packet now. Local SIDs
-		 * and unresolved routes leave it absent.
-		 */
-		struct bpf_fib_lookup params;
-		struct ipv6hdr *ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
-
-		if (ip6 && fib_lookup_ip6(skb, &params, ip6, skb->ingress_ifindex) == BPF_FIB_LKUP_RET_SUCCESS) {
-			vp->addr[FW_F_OIF].in6_u.u6_addr32[0] = bpf_htonl(params.ifindex);
-			vp->present[FW_F_OIF] = 1;
+	p.data = (void *)(long)ctx->data;
+	p.data_end = (void *)(long)ctx->data_end;
+	eth = pkt_ptr(&p, 0, sizeof(*eth));
+	if (!eth || (eth->h_proto != bpf_htons(ETH_P_IPV6) && eth->h_proto != bpf_htons(ETH_P_IP)))
+		return XDP_PASS;
+	fw_decide(ctx, &p, eth->h_proto, ctx->ingress_ifindex, p.data_end - p.data, &o);
+	switch (o.kind) {
+	case FW_OUT_DROP:
+		count_drop(o.reason);
+		return XDP_DROP;
+	case FW_OUT_ICMP:
+		if (fw_icmp_save(&p, &s)) {
+			count_drop(DROP_PKT_TRUNCATED);
+			return XDP_DROP;
 		}
-	}
-
-	idx = fw_classify(vp, cfg);
-	if (idx < 0)
-		return fw_drop(DROP_UNSUPPORTED);
-	slot = idx;
-	if (slot > FW_MAX_RULES)
-		slot = FW_MAX_RULES;
-	cnt = bpf_map_lookup_elem(&fw_rule_counters, &slot);
-	if (cnt) {
-		cnt->packets += 1;
-		cnt->bytes += skb->len;
-	}
-	rule = bpf_map_lookup_elem(&fw_rules, &slot);
-	verdict = rule ? rule->verdict : FW_ACT_ACCEPT;
-
-	if (verdict == FW_ACT_EVAL_ARGS) {
-		struct ipv6hdr *ip6;
-
-		if (!fp.sr)
-			return fw_drop(DROP_FW_PRECOND);
-		ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
-		if (!ip6)
-			return fw_drop(DROP_PKT_TRUNCATED);
-		verdict = fw_args_verdict(&ip6->daddr, cfg->args_bits);
-		if (!verdict) {
-			/* Seed 000 V.B: Parameter Problem pointing at the active
-			 * SID, segment[SL] of the SRH.
-			 */
-			return fw_param_problem(skb, fp.si.srhoff - fp.si.ip6off + 8 + 16 * (__u32)fp.si.sl);
+		l3len = p.data_end - p.data - sizeof(struct ethhdr);
+		quote = l3len > FW_ICMP_QUOTE ? FW_ICMP_QUOTE : l3len;
+		if ((quote < l3len && bpf_xdp_adjust_tail(ctx, -(int)(l3len - quote))) ||
+		    bpf_xdp_adjust_head(ctx, -FW_ICMP_HDRS)) {
+			count_drop(DROP_ADJUST_ROOM);
+			return XDP_DROP;
 		}
+		p.data = (void *)(long)ctx->data;
+		p.data_end = (void *)(long)ctx->data_end;
+		if (fw_icmp_fill(&p, s.smac, s.dmac, &s.src, &s.dst, quote, o.ptr)) {
+			count_drop(DROP_PKT_TRUNCATED);
+			return XDP_DROP;
+		}
+		count_drop(DROP_FW_ARGS_UNKNOWN);
+		return XDP_TX;
 	}
-
-	switch (verdict) {
-	case FW_ACT_ACCEPT:
-		return TC_ACT_UNSPEC;
-	case FW_ACT_GO_NEXT:
-	case FW_ACT_SKIP_NEXT:
-	case FW_ACT_GO_LAST: {
-		struct fw_words before, after;
-
-		if (fp.sr && fw_words_read(&p, &fp.si, &before))
-			return fw_drop(DROP_PKT_TRUNCATED);
-		reason = fw_seg6(&p, &fp, verdict);
-		if (reason)
-			return fw_drop(reason);
-		if (fw_words_read(&p, &fp.si, &after) == 0)
-			bpf_csum_update(skb, bpf_csum_diff((__be32 *)&before, sizeof(before),
-							   (__be32 *)&after, sizeof(after), 0));
-		return TC_ACT_UNSPEC;
-	}
-	default:
-		return fw_drop(DROP_FW_RULE);
-	}
+	return XDP_PASS;
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

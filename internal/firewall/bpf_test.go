@@ -30,6 +30,32 @@ type skbCtx struct {
 	IngressIfindex, Ifindex                                                               uint32
 }
 
+// xdpCtx is struct xdp_md (test runs may set ingress_ifindex).
+type xdpCtx struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+const (
+	xdpDrop = 1
+	xdpPass = 2
+	xdpTX   = 3
+)
+
+// runXDP makes run use the XDP twin (TestXDPTables).
+var runXDP bool
+
+// TestXDPTables runs every BPF table through the XDP program: same
+// verdicts, bytes, drop reasons and counters as the tc program.
+func TestXDPTables(t *testing.T) {
+	needRoot(t)
+	runXDP = true
+	defer func() { runXDP = false }()
+	t.Run("match", TestBPFMatchTable)
+	t.Run("actions", TestBPFActions)
+	t.Run("malformed", TestBPFMalformed)
+	t.Run("random", TestBPFRandomVsModel)
+}
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -91,9 +117,18 @@ func run(t *testing.T, fw *Firewall, l3 []byte) (uint32, []byte, drop.Reason) {
 	frame := etherFrame(l3)
 	out := make([]byte, len(frame)+64)
 	opts := &ebpf.RunOptions{Data: frame, DataOut: out, Context: skbCtx{IngressIfindex: 1, Ifindex: 1}}
-	ret, err := fw.Program().Run(opts)
+	prog := fw.Program()
+	if runXDP {
+		prog = fw.XDPProgram()
+		opts.Context = xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: 1}
+	}
+	ret, err := prog.Run(opts)
 	if err != nil {
 		t.Fatalf("test run: %v", err)
+	}
+	if runXDP {
+		// Map XDP verdicts onto the tc ones the tables expect.
+		ret = map[uint32]uint32{xdpPass: tcActOK, xdpDrop: tcActShot, xdpTX: tcActRedirect}[ret]
 	}
 	after, err := fw.DropCounts()
 	if err != nil {

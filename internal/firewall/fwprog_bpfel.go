@@ -91,6 +91,7 @@ const (
 	fwProgMapFwScratch      = "fw_scratch"
 	fwProgMapSidCounters    = "sid_counters"
 	fwProgProgSrchainFw     = "srchain_fw"
+	fwProgProgSrchainFwXdp  = "srchain_fw_xdp"
 )
 
 // loadFwProg returns the embedded CollectionSpec for fwProg.
@@ -135,7 +136,8 @@ type fwProgSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fwProgProgramSpecs struct {
-	SrchainFw *ebpf.ProgramSpec `ebpf:"srchain_fw"`
+	SrchainFw    *ebpf.ProgramSpec `ebpf:"srchain_fw"`
+	SrchainFwXdp *ebpf.ProgramSpec `ebpf:"srchain_fw_xdp"`
 }
 
 // fwProgMapSpecs contains maps before they are loaded into the kernel.
@@ -223,12 +225,14 @@ type fwProgVariables struct {
 //
 // It can be passed to loadFwProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fwProgPrograms struct {
-	SrchainFw *ebpf.Program `ebpf:"srchain_fw"`
+	SrchainFw    *ebpf.Program `ebpf:"srchain_fw"`
+	SrchainFwXdp *ebpf.Program `ebpf:"srchain_fw_xdp"`
 }
 
 func (p *fwProgPrograms) Close() error {
 	return _FwProgClose(
 		p.SrchainFw,
+		p.SrchainFwXdp,
 	)
 }
 

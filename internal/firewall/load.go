@@ -282,6 +282,28 @@ func (fw *Firewall) Classifier() *Classifier { return fw.cls }
 // Program returns the tc program.
 func (fw *Firewall) Program() *ebpf.Program { return fw.objs.SrchainFw }
 
+// XDPProgram returns the XDP twin (same maps and counters).
+func (fw *Firewall) XDPProgram() *ebpf.Program { return fw.objs.SrchainFwXdp }
+
+// AttachXDP attaches the XDP twin to ifindex in the current network
+// namespace (native mode where the driver has it). The tc program should
+// stay attached too: it filters what XDP does not see (multi-buffer
+// frames, locally generated GSO packets).
+func (fw *Firewall) AttachXDP(ifindex int) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	key := -ifindex // links map: negative keys are XDP links
+	if _, ok := fw.links[key]; ok {
+		return nil
+	}
+	l, err := link.AttachXDP(link.XDPOptions{Program: fw.objs.SrchainFwXdp, Interface: ifindex})
+	if err != nil {
+		return fmt.Errorf("attach firewall xdp to ifindex %d: %w", ifindex, err)
+	}
+	fw.links[key] = l
+	return nil
+}
+
 // Attach attaches the program at the head of ifindex's tcx ingress in the
 // current network namespace (call it inside netns.NS.Do), so it filters
 // before srchain's End program; passed packets continue down the chain.
@@ -306,7 +328,11 @@ func (fw *Firewall) Pin(dir string) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	for ifindex, l := range fw.links {
-		if err := l.Pin(fmt.Sprintf("%s/fw_tcx_ingress_%d", dir, ifindex)); err != nil {
+		name := fmt.Sprintf("%s/fw_tcx_ingress_%d", dir, ifindex)
+		if ifindex < 0 {
+			name = fmt.Sprintf("%s/fw_xdp_%d", dir, -ifindex)
+		}
+		if err := l.Pin(name); err != nil {
 			return fmt.Errorf("pin firewall link: %w", err)
 		}
 	}
