@@ -286,9 +286,10 @@ func (fw *Firewall) Program() *ebpf.Program { return fw.objs.SrchainFw }
 func (fw *Firewall) XDPProgram() *ebpf.Program { return fw.objs.SrchainFwXdp }
 
 // AttachXDP attaches the XDP twin to ifindex in the current network
-// namespace (native mode where the driver has it). The tc program should
-// stay attached too: it filters what XDP does not see (multi-buffer
-// frames, locally generated GSO packets).
+// namespace (native mode where the driver has it). Attach either the XDP
+// or the tc program to an interface, not both: a packet XDP passed would
+// be classified again by tc (and an SR action applied twice). XDP does
+// not see multi-buffer frames (they pass unfiltered).
 func (fw *Firewall) AttachXDP(ifindex int) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
