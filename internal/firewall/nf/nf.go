@@ -323,3 +323,42 @@ func (driver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() erro
 	}
 	return undo, nil
 }
+
+// ProgramName is the kernel name of the tc program the driver attaches
+// (apply.ProgramNamer), so status requires this program on p.Interfaces.
+func (driver) ProgramName(state.Program) string { return "srchain_fw" }
+
+// Check reports what of the firewall is missing on the node without
+// changing anything (apply.ProgramChecker): its pins, a link per
+// interface, and a rule count that differs from the desired rules.
+func (driver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	name := p.Params["nf"]
+	pin := PinDir(ns, name)
+	if _, err := os.Stat(pin); err != nil {
+		return []string{"firewall " + name + " not pinned at " + pin}, nil
+	}
+	var missing []string
+	for _, ifn := range p.Interfaces {
+		l, err := ns.Netlink().LinkByName(ifn)
+		if err != nil {
+			missing = append(missing, "firewall "+name+": no interface "+ifn)
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("%s/fw_tcx_ingress_%d", pin, l.Attrs().Index)); err != nil {
+			missing = append(missing, "firewall "+name+": no link on "+ifn)
+		}
+	}
+	pm, err := firewall.OpenPinned(pin)
+	if err != nil {
+		return append(missing, "firewall "+name+": "+err.Error()), nil
+	}
+	defer pm.Close()
+	_, n, err := pm.Mode()
+	if err != nil {
+		return nil, err
+	}
+	if cfg, err := ConfigFromParams(p.Params, func(string) (uint32, error) { return 1, nil }); err == nil && len(cfg.Rules) != n {
+		missing = append(missing, fmt.Sprintf("firewall %s: %d rules loaded, %d desired", name, n, len(cfg.Rules)))
+	}
+	return missing, nil
+}
