@@ -169,6 +169,7 @@ struct fw_view {
 	__u8 present[FW_NADDR];
 	__u32 val[FW_NINT]; /* absent: the field's domain size */
 	__u32 uids[FW_NFIELDS]; /* classify: bitmap id of each field */
+	__u32 tmp;              /* fw_forget */
 };
 
 /* Per-CPU scratch for the view: it does not fit the 512-byte stack next
@@ -257,6 +258,75 @@ static __always_inline __u32 fw_ip4(const struct pkt *p, struct fw_view *v, __u3
 	return DROP_NONE;
 }
 
+#ifndef IPPROTO_AH
+#define IPPROTO_AH 51
+#endif
+
+/* fw_forget returns x through map memory, so the verifier knows nothing
+ * of it: the states of the header walk's paths (different offsets) become
+ * equal after the caller's bound check and are pruned, instead of
+ * multiplying with every later loop.
+ */
+static __always_inline __u32 fw_forget(struct fw_view *v, __u32 x)
+{
+	*(volatile __u32 *)&v->tmp = x;
+	return *(volatile __u32 *)&v->tmp;
+}
+
+/* fw_walk skips the IPv6 extension headers starting at *off (next header
+ * *nh) as ip6tables' ipv6_find_hdr does for the transport: Hop-by-Hop,
+ * Destination Options, Routing, Fragment and AH, at most FW_MAX_EXT of
+ * them. A first fragment (offset 0) goes on to its transport; a non-first
+ * fragment stops at its fragment header: *nh is the protocol it carries,
+ * *nonfirst is set (no ports). rtoff (may be NULL) receives the offset of
+ * the first routing header. A header whose first 2 bytes (8 for a
+ * fragment header) are cut is DROP_PKT_TRUNCATED. Used for the outer and the inner IPv6 header.
+ */
+static __always_inline __u32 fw_walk(const struct pkt *p, struct fw_view *v, __u8 *nhp, __u32 *offp,
+				     __u32 *rtoff, int *nonfirst)
+{
+	__u32 off = *offp;
+	__u8 nh = *nhp;
+	int i;
+
+	for (i = 0; i < FW_MAX_EXT; i++) {
+		__u8 *h;
+
+		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_DSTOPTS && nh != IPPROTO_ROUTING &&
+		    nh != IPPROTO_FRAGMENT && nh != IPPROTO_AH)
+			break;
+		off = fw_forget(v, off);
+		if (off > FW_MAX_OFF)
+			return DROP_PKT_TRUNCATED;
+		h = pkt_ptr(p, off, 2);
+		if (!h)
+			return DROP_PKT_TRUNCATED;
+		if (nh == IPPROTO_ROUTING && rtoff && !*rtoff)
+			*rtoff = off;
+		if (nh == IPPROTO_FRAGMENT) {
+			h = pkt_ptr(p, off, 8);
+			if (!h)
+				return DROP_PKT_TRUNCATED;
+			nh = h[0];
+			off += 8;
+			/* Fragment offset (13 bits) != 0: no transport here. */
+			if ((((__u32)h[2] << 8) | h[3]) & 0xfff8) {
+				*nonfirst = 1;
+				break;
+			}
+			continue;
+		}
+		if (nh == IPPROTO_AH)
+			off += ((__u32)h[1] + 2) * 4;
+		else
+			off += ((__u32)h[1] + 1) * 8;
+		nh = h[0];
+	}
+	*nhp = nh;
+	*offp = fw_forget(v, off);
+	return DROP_NONE;
+}
+
 /* fw_extract fills v (and fp) for the IPv6 packet at p->l3off.
  * Returns a drop reason for malformed packets (a routing header of type 4
  * that fails srh_validate / srh_validate_tlvs, truncated headers).
@@ -268,28 +338,16 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 	struct srh_fixed *srh;
 	struct in6_addr *seg;
 	__u32 off, rtoff = 0, reason;
+	int nonfirst = 0;
 	__u8 nh;
-	int i;
 
 	if (!ip6)
 		return DROP_PKT_TRUNCATED;
 	nh = ip6->nexthdr;
 	off = p->l3off + sizeof(*ip6);
-	for (i = 0; i < FW_MAX_EXT; i++) {
-		__u8 *h;
-
-		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_DSTOPTS && nh != IPPROTO_ROUTING)
-			break;
-		if (off > FW_MAX_OFF)
-			return DROP_PKT_TRUNCATED;
-		h = pkt_ptr(p, off, 2);
-		if (!h)
-			return DROP_PKT_TRUNCATED;
-		if (nh == IPPROTO_ROUTING && !rtoff)
-			rtoff = off;
-		nh = h[0];
-		off += ((__u32)h[1] + 1) * 8;
-	}
+	reason = fw_walk(p, v, &nh, &off, &rtoff, &nonfirst);
+	if (reason)
+		return reason;
 
 	fw_set_addr(v, FW_F_SRC, &ip6->saddr);
 	fw_set_addr(v, FW_F_DST, &ip6->daddr);
@@ -332,7 +390,7 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 		}
 	}
 
-	fp->encap = fp->sr && (nh == IPPROTO_IPV6 || nh == IPPROTO_IPIP);
+	fp->encap = fp->sr && !nonfirst && (nh == IPPROTO_IPV6 || nh == IPPROTO_IPIP);
 	if (fp->encap) {
 		int basic = mode == FW_MODE_BASIC;
 
@@ -342,6 +400,9 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 				return reason;
 		} else {
 			struct ipv6hdr *in6;
+			__u32 ioff = off + sizeof(*in6);
+			int infrag = 0;
+			__u8 inh;
 
 			if (off > FW_MAX_OFF)
 				return DROP_PKT_TRUNCATED;
@@ -350,8 +411,13 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 				return DROP_PKT_TRUNCATED;
 			fw_set_addr(v, FW_F_INNER_SRC, &in6->saddr);
 			fw_set_addr(v, FW_F_INNER_DST, &in6->daddr);
-			if (basic)
-				fw_ports(p, v, in6->nexthdr, off + sizeof(*in6));
+			if (basic) {
+				inh = in6->nexthdr;
+				reason = fw_walk(p, v, &inh, &ioff, NULL, &infrag);
+				if (reason)
+					return reason;
+				fw_ports(p, v, inh, infrag ? FW_MAX_OFF + 1 : ioff);
+			}
 		}
 		if (basic) {
 			/* Legacy rules see the original packet (seed 000 IV.A). */
@@ -363,7 +429,7 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 		/* Insert mode: the original destination is segment[0]. */
 		ipv6_addr_copy(&v->addr[FW_F_DST], &v->addr[FW_F_LSID]);
 	}
-	fw_ports(p, v, nh, off);
+	fw_ports(p, v, nh, nonfirst ? FW_MAX_OFF + 1 : off);
 	return DROP_NONE;
 }
 

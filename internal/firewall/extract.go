@@ -23,7 +23,10 @@ const (
 	protoIPv6    = 41
 	protoRouting = 43
 	protoDstOpts = 60
-	maxExt       = 6 // FW_MAX_EXT
+	protoFrag    = 44
+	protoAH      = 51
+	maxExt       = 6    // FW_MAX_EXT
+	maxOff       = 2048 // FW_MAX_OFF
 	maxSegs      = 16
 )
 
@@ -45,21 +48,10 @@ func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	if len(pkt) < 40 {
 		return v, si, drop.PktTruncated
 	}
-	nh := pkt[6]
-	off := 40
 	rtoff := 0
-	for i := 0; i < maxExt; i++ {
-		if nh != protoHopOpts && nh != protoDstOpts && nh != protoRouting {
-			break
-		}
-		if off+2 > len(pkt) {
-			return v, si, drop.PktTruncated
-		}
-		if nh == protoRouting && rtoff == 0 {
-			rtoff = off
-		}
-		nh = pkt[off]
-		off += (int(pkt[off+1]) + 1) * 8
+	nh, off, nonfirst, r := walkExt(pkt, pkt[6], 40, &rtoff)
+	if r != drop.None {
+		return v, si, r
 	}
 	v.SetAddr(FSrc, addr16(pkt[8:24]))
 	v.SetAddr(FDst, addr16(pkt[24:40]))
@@ -90,7 +82,7 @@ func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 			}
 		}
 	}
-	si.Encap = si.SR && (nh == protoIPv6 || nh == protoIPIP)
+	si.Encap = si.SR && !nonfirst && (nh == protoIPv6 || nh == protoIPIP)
 	if si.Encap {
 		basic := mode == Basic
 		if nh == protoIPIP {
@@ -105,7 +97,14 @@ func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 			v.SetAddr(FInnerSrc, addr16(in[8:24]))
 			v.SetAddr(FInnerDst, addr16(in[24:40]))
 			if basic {
-				ports(pkt, &v, in[6], off+40)
+				inh, ioff, infrag, r := walkExt(pkt, in[6], off+40, nil)
+				if r != drop.None {
+					return v, si, r
+				}
+				if infrag {
+					ioff = len(pkt)
+				}
+				ports(pkt, &v, inh, ioff)
 			}
 		}
 		if basic {
@@ -115,8 +114,46 @@ func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	} else if si.SR && mode == Basic {
 		v.Addr[FDst] = v.Addr[FLSID]
 	}
+	if nonfirst {
+		off = len(pkt)
+	}
 	ports(pkt, &v, nh, off)
 	return v, si, drop.None
+}
+
+// walkExt mirrors fw_walk (bpf/lib/fw.h): it skips Hop-by-Hop,
+// Destination Options, Routing, Fragment and AH headers (at most maxExt)
+// from off, as ip6tables' ipv6_find_hdr. A non-first fragment stops at
+// its fragment header (nonfirst: protocol known, no ports). rtoff, if not
+// nil, receives the first routing header's offset.
+func walkExt(pkt []byte, nh uint8, off int, rtoff *int) (uint8, int, bool, drop.Reason) {
+	for i := 0; i < maxExt; i++ {
+		if nh != protoHopOpts && nh != protoDstOpts && nh != protoRouting && nh != protoFrag && nh != protoAH {
+			break
+		}
+		if off > maxOff || off+2 > len(pkt) || (nh == protoFrag && off+8 > len(pkt)) {
+			return nh, off, false, drop.PktTruncated
+		}
+		h := pkt[off:]
+		if nh == protoRouting && rtoff != nil && *rtoff == 0 {
+			*rtoff = off
+		}
+		if nh == protoFrag {
+			nh = h[0]
+			off += 8
+			if binary.BigEndian.Uint16(h[2:4])&0xfff8 != 0 {
+				return nh, off, true, drop.None
+			}
+			continue
+		}
+		if nh == protoAH {
+			off += (int(h[1]) + 2) * 4
+		} else {
+			off += (int(h[1]) + 1) * 8
+		}
+		nh = h[0]
+	}
+	return nh, off, false, drop.None
 }
 
 func addr16(b []byte) netip.Addr { return netip.AddrFrom16([16]byte(b[:16])) }

@@ -66,6 +66,7 @@ type fwProgFwView struct {
 	_       [2]byte
 	Val     [9]uint32
 	Uids    [19]uint32
+	Tmp     uint32
 }
 
 type fwProgSidCounter struct {
