@@ -86,6 +86,8 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 		reason = fw_ip4(p, vp, p->l3off, FW_F_SRC, FW_F_DST, 1);
 	if (reason)
 		goto drop;
+	if (fp.sr && fp.si.sl > fp.si.last_entry)
+		fw_srh_absent(vp);
 
 	vp->addr[FW_F_IIF].in6_u.u6_addr32[0] = bpf_htonl(ifindex);
 	vp->present[FW_F_IIF] = 1;
@@ -131,10 +133,13 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 		verdict = fw_args_verdict(&ip6->daddr, cfg->args_bits);
 		if (!verdict) {
 			/* Seed 000 V.B: Parameter Problem pointing at the active
-			 * SID, segment[SL] of the SRH.
+			 * SID, segment[SL] of the SRH; with SL = last entry + 1
+			 * it is only in the destination address (offset 24).
 			 */
 			o->kind = FW_OUT_ICMP;
 			o->ptr = fp.si.srhoff - fp.si.ip6off + 8 + 16 * (__u32)fp.si.sl;
+			if (fp.si.sl > fp.si.last_entry)
+				o->ptr = 24;
 			return;
 		}
 	}

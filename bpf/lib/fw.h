@@ -433,6 +433,28 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 	return DROP_NONE;
 }
 
+/* fw_srh_absent: SL = last entry + 1 is a valid SRH (RFC 8986 4.1 S09,
+ * srh_validate) whose active SID is only in the destination, but the
+ * kernel's ip6t_srh does not match it at all (segments_left >
+ * first_segment -> false): -m srh is false and every SRH field absent.
+ * The SR actions still see the SRH (fp).
+ */
+static __always_inline void fw_srh_absent(struct fw_view *v)
+{
+	v->present[FW_F_PSID] = 0;
+	v->present[FW_F_NSID] = 0;
+	v->present[FW_F_LSID] = 0;
+	v->present[FW_F_ASID] = 0;
+	v->present[FW_F_INNER_SRC] = 0;
+	v->present[FW_F_INNER_DST] = 0;
+	v->val[FW_F_SRH - FW_NADDR] = 0;
+	v->val[FW_F_NEXTHDR - FW_NADDR] = 256;
+	v->val[FW_F_HDRLEN - FW_NADDR] = 256;
+	v->val[FW_F_SEGS - FW_NADDR] = 256;
+	v->val[FW_F_LAST - FW_NADDR] = 256;
+	v->val[FW_F_TAG - FW_NADDR] = 65536;
+}
+
 /* fw_addr_id looks prefix field f (< FW_NADDR) up in fw_lpm. */
 static __always_inline __u32 fw_addr_id(const struct fw_view *v, __u32 f)
 {

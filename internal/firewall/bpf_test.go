@@ -413,6 +413,9 @@ func TestBPFMalformed(t *testing.T) {
 		reason drop.Reason
 	}{
 		{"sl over last", mod(func(b []byte) []byte { b[43] = 5; return b }), tcActShot, drop.SRHSLOverLast},
+		{"sl over last+1", mod(func(b []byte) []byte { b[43] = 3; return b }), tcActShot, drop.SRHSLOverLast},
+		// SL = last entry + 1 is valid (RFC 8986 4.1 S09).
+		{"sl = last+1", mod(func(b []byte) []byte { b[43] = 2; return b }), tcActOK, drop.None},
 		{"bad len", mod(func(b []byte) []byte { b[41] = 2; return b }), tcActShot, drop.SRHBadLen},
 		{"too many segs", mod(func(b []byte) []byte { b[44] = 20; return b }), tcActShot, drop.SRHTooManySegs},
 		{"truncated srh", mod(func(b []byte) []byte { b[41] = 200; return b }), tcActShot, drop.SRHTruncated},
@@ -505,7 +508,7 @@ func mutate(r *rand.Rand, base []byte) []byte {
 		b[39] = byte(r.IntN(6))
 	}
 	if b[6] == protoRouting && r.IntN(2) == 0 {
-		b[43] = byte(r.IntN(int(b[44]) + 1)) // SL
+		b[43] = byte(r.IntN(int(b[44]) + 2)) // SL, up to last entry + 1
 		binary.BigEndian.PutUint16(b[46:], uint16(r.IntN(3)))
 	}
 	return b

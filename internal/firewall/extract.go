@@ -34,6 +34,23 @@ const (
 // header) exactly as bpf/lib/fw.h does; it is the Go model the datapath
 // is tested against. A non-None reason means the datapath drops it.
 func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
+	v, si, r := extract(pkt, mode, iif)
+	if r == drop.None && si.SR && si.SL > si.Last {
+		// SL = last entry + 1: valid (RFC 8986 4.1 S09) but ip6t_srh
+		// does not match it: -m srh false, every SRH field absent
+		// (fw_srh_absent).
+		for _, f := range []Field{FPSID, FNSID, FLSID, FActiveSID, FInnerSrc, FInnerDst} {
+			v.Addr[f] = netip.Addr{}
+		}
+		v.Set(FSRH, 0)
+		for _, f := range []Field{FNextHdr, FHdrLen, FSegsLeft, FLastEntry, FTag} {
+			v.Set(f, f.Domain())
+		}
+	}
+	return v, si, r
+}
+
+func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	v := NewView()
 	v.Set(FSRH, 0)
 	v.SetIface(FIIF, iif)
@@ -203,7 +220,7 @@ func validateSRH(pkt []byte, off int) drop.Reason {
 	if int(h[1])*8 < seglen {
 		return drop.SRHBadLen
 	}
-	if h[3] > h[4] {
+	if int(h[3]) > int(h[4])+1 { // SL = last entry + 1 is valid (srh_validate)
 		return drop.SRHSLOverLast
 	}
 	end, t := off+n, off+8+seglen
@@ -310,7 +327,11 @@ func Decide(pkt []byte, cfg Config, iif uint32) Outcome {
 		if !ok {
 			// Seed 000 V.B: Parameter Problem pointing at the active SID.
 			o.Drop, o.ICMP = drop.FWArgsUnknown, true
-			o.Out = ParamProblem(pkt, uint32(si.SRHOff+8+16*int(si.SL)))
+			ptr := uint32(si.SRHOff + 8 + 16*int(si.SL))
+			if si.SL > si.Last {
+				ptr = 24 // the active SID is only in the destination
+			}
+			o.Out = ParamProblem(pkt, ptr)
 			return o
 		}
 		o.Verdict = vd

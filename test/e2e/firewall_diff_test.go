@@ -122,7 +122,7 @@ func fwDiffRule(r *rand.Rand) string {
 }
 
 // fwDiffPacket is a random valid SRv6 packet (encap IPv6/IPv4 or insert
-// TCP/UDP, 1-4 SIDs, any SL, tag) whose flow label carries id.
+// TCP/UDP, 1-4 SIDs, any SL up to last entry + 1, tag) whose flow label carries id.
 func fwDiffPacket(r *rand.Rand, id uint32) []byte {
 	sid := func() netip.Addr { return netip.MustParseAddr(fwDiffSIDs[r.IntN(len(fwDiffSIDs))]) }
 	travel := make([]netip.Addr, 1+r.IntN(4))
@@ -147,10 +147,10 @@ func fwDiffPacket(r *rand.Rand, id uint32) []byte {
 		panic(err) // fixtures from valid inputs
 	}
 	last := int(b[44])
-	sl := r.IntN(last + 1)
+	sl := r.IntN(last + 2) // SL = last entry + 1: ip6t_srh matches nothing
 	b[43] = byte(sl)
 	binary.BigEndian.PutUint16(b[46:], []uint16{0, 1, 256}[r.IntN(3)])
-	if r.IntN(4) != 0 {
+	if r.IntN(4) != 0 && sl <= last {
 		copy(b[24:40], b[48+16*sl:64+16*sl]) // DA = active SID
 	} else {
 		copy(b[24:40], sid().AsSlice())
