@@ -69,6 +69,10 @@ scenario's baseline measured in the same run. Needs root.`,
 			if o.Sizes, err = parseSizes(sizes); err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("layout") {
+				// pdr in layout one equals the max rate by construction.
+				o.Layout = bench.DefaultLayout(o.Mode)
+			}
 			if out == "" {
 				out = filepath.Join("bench-results", sc.Name+"-"+time.Now().UTC().Format("20060102T150405Z"))
 			}
@@ -86,7 +90,12 @@ scenario's baseline measured in the same run. Needs root.`,
 				return err
 			}
 			slog.Info("results written", "dir", out)
-			return bench.WriteMarkdown(cmd.OutOrStdout(), res)
+			if err := bench.WriteMarkdown(cmd.OutOrStdout(), res); err != nil {
+				return err
+			}
+			// Results are written either way; any failed case or round
+			// makes the command fail.
+			return res.Err()
 		},
 	}
 	f := cmd.Flags()
@@ -97,7 +106,7 @@ scenario's baseline measured in the same run. Needs root.`,
 	f.BoolVar(&o.IMIX, "imix", false, "IMIX 192/576/1500 at 7:4:1 (seed 001 Table 2) instead of --sizes")
 	f.IntVar(&o.Flows, "flows", o.Flows, "vary source/destination over this many flows")
 	f.StringVar(&o.Mode, "mode", o.Mode, "max | pdr | latency")
-	f.StringVar(&o.Layout, "layout", o.Layout, "one (generator and DUT share CPU 0) | two (DUT receive on CPU 1 via RPS)")
+	f.StringVar(&o.Layout, "layout", o.Layout, "one (generator and DUT share CPU 0) | two (DUT receive on CPU 1 via RPS); default one, two for --mode pdr")
 	f.Float64Var(&o.Threshold, "loss", o.Threshold, "pdr mode: acceptable loss fraction")
 	f.Float64Var(&o.LatencyRate, "latency-rate", o.LatencyRate, "latency mode: offered pps")
 	f.StringVar(&cases, "cases", "", "comma-separated subset of the scenario's cases (baseline always kept)")

@@ -9,9 +9,27 @@ import (
 // ErrBadSearch is returned for search parameters that cannot converge.
 var ErrBadSearch = errors.New("bad search parameters")
 
-// Trial offers traffic at rate (packets per second) for one trial and
-// returns the fraction of offered packets that were lost (0..1).
-type Trial func(ctx context.Context, rate float64) (loss float64, err error)
+// ErrNoPass is returned when no trial of a PDR search stayed within the
+// loss threshold.
+var ErrNoPass = errors.New("no passing rate")
+
+// ShortfallTolerance is how far below its target rate a trial may offer
+// and still count: a trial whose generator achieved less than
+// (1 - ShortfallTolerance) x target did not test the target rate, so it
+// is marked Short and does not pass.
+const ShortfallTolerance = 0.05
+
+// TrialResult is what one trial measured.
+type TrialResult struct {
+	// Offered is the rate the generator actually achieved (pps).
+	Offered float64
+	// Loss is the fraction of offered packets lost (0..1).
+	Loss float64
+}
+
+// Trial offers traffic at target rate (packets per second) for one trial
+// and returns the rate actually offered and the loss.
+type Trial func(ctx context.Context, rate float64) (TrialResult, error)
 
 // SearchParams bound an RFC 2544 throughput search.
 type SearchParams struct {
@@ -29,16 +47,23 @@ type SearchParams struct {
 
 // SearchStep is one trial of the search.
 type SearchStep struct {
-	Rate float64 `json:"rate"`
-	Loss float64 `json:"loss"`
-	Pass bool    `json:"pass"`
+	// Target is the rate asked of the generator, Rate the offered rate it
+	// achieved (what the trial measured).
+	Target float64 `json:"target"`
+	Rate   float64 `json:"rate"`
+	Loss   float64 `json:"loss"`
+	Pass   bool    `json:"pass"`
+	// Short marks a trial whose generator fell more than
+	// ShortfallTolerance below Target; it never passes.
+	Short bool `json:"short,omitempty"`
 }
 
 // SearchPDR finds the highest offered rate whose loss stays within the
-// threshold by binary search (RFC 2544 section 26.1; RFC 1242 section 3.17
-// defines throughput as the highest rate with no loss, seed 001 relaxes it
-// to a partial drop rate). It first tries Max; if that passes, Max is the
-// answer. It returns the best passing rate (0 if none) and the trials.
+// threshold by binary search on the target rate (RFC 2544 section 26.1;
+// RFC 1242 section 3.17 defines throughput as the highest rate with no
+// loss, seed 001 relaxes it to a partial drop rate). It first tries Max;
+// if that passes, the search ends. It returns the best passing step's
+// achieved rate (0 if none passed) and the trials.
 func SearchPDR(ctx context.Context, p SearchParams, trial Trial) (float64, []SearchStep, error) {
 	if p.Max <= 0 || p.Threshold < 0 || p.Threshold >= 1 || p.Resolution <= 0 {
 		return 0, nil, fmt.Errorf("search pdr: %w", ErrBadSearch)
@@ -47,20 +72,21 @@ func SearchPDR(ctx context.Context, p SearchParams, trial Trial) (float64, []Sea
 		p.MaxTrials = 20
 	}
 	var steps []SearchStep
-	lo, hi, best := 0.0, p.Max, 0.0
+	lo, hi := 0.0, p.Max
 	rate := p.Max
 	for len(steps) < p.MaxTrials {
 		if err := ctx.Err(); err != nil {
-			return best, steps, fmt.Errorf("search pdr: %w", err)
+			return bestRate(steps), steps, fmt.Errorf("search pdr: %w", err)
 		}
-		loss, err := trial(ctx, rate)
+		tr, err := trial(ctx, rate)
 		if err != nil {
-			return best, steps, fmt.Errorf("search pdr at %.0f pps: %w", rate, err)
+			return bestRate(steps), steps, fmt.Errorf("search pdr at %.0f pps: %w", rate, err)
 		}
-		pass := loss <= p.Threshold
-		steps = append(steps, SearchStep{Rate: rate, Loss: loss, Pass: pass})
+		short := tr.Offered < rate*(1-ShortfallTolerance)
+		pass := !short && tr.Loss <= p.Threshold
+		steps = append(steps, SearchStep{Target: rate, Rate: tr.Offered, Loss: tr.Loss, Pass: pass, Short: short})
 		if pass {
-			best, lo = rate, rate
+			lo = rate
 			if rate == p.Max {
 				break
 			}
@@ -72,5 +98,24 @@ func SearchPDR(ctx context.Context, p SearchParams, trial Trial) (float64, []Sea
 		}
 		rate = (lo + hi) / 2
 	}
-	return best, steps, nil
+	return bestRate(steps), steps, nil
+}
+
+// BestStep returns the index of the passing step with the highest
+// achieved rate, -1 if none passed.
+func BestStep(steps []SearchStep) int {
+	best := -1
+	for i, s := range steps {
+		if s.Pass && (best < 0 || s.Rate > steps[best].Rate) {
+			best = i
+		}
+	}
+	return best
+}
+
+func bestRate(steps []SearchStep) float64 {
+	if i := BestStep(steps); i >= 0 {
+		return steps[i].Rate
+	}
+	return 0
 }

@@ -11,12 +11,12 @@ import (
 // (rate - capacity) / rate above capacity, 0 below, the textbook
 // single-queue overload the RFC 2544 search is meant to find.
 func simDUT(capacity float64, trials *int) Trial {
-	return func(_ context.Context, rate float64) (float64, error) {
+	return func(_ context.Context, rate float64) (TrialResult, error) {
 		*trials++
 		if rate <= capacity {
-			return 0, nil
+			return TrialResult{Offered: rate}, nil
 		}
-		return (rate - capacity) / rate, nil
+		return TrialResult{Offered: rate, Loss: (rate - capacity) / rate}, nil
 	}
 }
 
@@ -85,7 +85,7 @@ func TestSearchPDRErrors(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	_, _, err := SearchPDR(context.Background(), SearchParams{Max: 1, Resolution: 0.1},
-		func(context.Context, float64) (float64, error) { return 0, boom })
+		func(context.Context, float64) (TrialResult, error) { return TrialResult{}, boom })
 	if !errors.Is(err, boom) {
 		t.Errorf("trial error not wrapped: %v", err)
 	}
@@ -93,5 +93,72 @@ func TestSearchPDRErrors(t *testing.T) {
 	cancel()
 	if _, _, err := SearchPDR(ctx, SearchParams{Max: 1, Resolution: 0.1}, simDUT(1, &n)); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled search err = %v", err)
+	}
+}
+
+// A generator that cannot reach the target: every step records the rate
+// achieved, not the one asked for; a step well below its target never
+// passes (it did not test that rate), one just below does, and the
+// result is an achieved rate.
+func TestSearchPDRAchievedRate(t *testing.T) {
+	const genTop, capacity = 600e3, 500e3
+	var trials int
+	dut := simDUT(capacity, &trials)
+	gen := func(ctx context.Context, rate float64) (TrialResult, error) {
+		// The generator loses 2% to pacing and tops out at genTop.
+		tr, err := dut(ctx, min(rate*0.98, genTop))
+		return tr, err
+	}
+	best, steps, err := SearchPDR(context.Background(), SearchParams{Max: 1e6, Threshold: 0.005, Resolution: 1e3, MaxTrials: 40}, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) == 0 || !steps[0].Short || steps[0].Pass || steps[0].Target != 1e6 || steps[0].Rate != genTop {
+		t.Fatalf("first step %+v: want target 1e6, achieved %v, short, not passing", steps, genTop)
+	}
+	bi := BestStep(steps)
+	if bi < 0 || steps[bi].Rate != best {
+		t.Fatalf("BestStep = %d, best %v, steps %+v", bi, best, steps)
+	}
+	want := capacity / (1 - 0.005)
+	if best > want+1e-6 || want-best > 2e3 {
+		t.Errorf("PDR = %.0f, want an achieved rate just below %.0f (steps %+v)", best, want, steps)
+	}
+	for _, s := range steps {
+		if s.Short != (s.Rate < s.Target*(1-ShortfallTolerance)) || (s.Short && s.Pass) {
+			t.Errorf("step %+v: short flag wrong", s)
+		}
+		if s.Rate != min(s.Target*0.98, genTop) {
+			t.Errorf("step %+v: rate is not the achieved one", s)
+		}
+	}
+	if BestStep([]SearchStep{{Rate: 1}, {Rate: 2, Short: true}}) != -1 {
+		t.Errorf("BestStep found a pass among failures")
+	}
+}
+
+// The pdr round carries the best passing trial's counters (loss, wall
+// rate), its achieved rate as the value, and the max-rate trial's rate.
+func TestPDRRound(t *testing.T) {
+	top := Round{OfferedPPS: 900e3, PPS: 700e3, Loss: 0.2}
+	trials := []Round{
+		{OfferedPPS: 880e3, PPS: 700e3, Loss: 0.2},
+		{OfferedPPS: 450e3, PPS: 449e3, Loss: 0.001},
+		{OfferedPPS: 670e3, PPS: 660e3, Loss: 0.01},
+	}
+	steps := []SearchStep{
+		{Target: 900e3, Rate: 880e3, Loss: 0.2},
+		{Target: 450e3, Rate: 450e3, Loss: 0.001, Pass: true},
+		{Target: 675e3, Rate: 670e3, Loss: 0.01},
+	}
+	rd, err := pdrRound(top, trials, steps, 0.005)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd.Value != 450e3 || rd.Loss != 0.001 || rd.PPS != 449e3 || rd.MaxOfferedPPS != 900e3 || len(rd.Steps) != 3 {
+		t.Errorf("pdr round %+v", rd)
+	}
+	if _, err := pdrRound(top, trials[:1], steps[:1], 0.005); !errors.Is(err, ErrNoPass) {
+		t.Errorf("no passing step: err = %v", err)
 	}
 }

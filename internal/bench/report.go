@@ -150,6 +150,19 @@ func unit(res *Result) (name string, scale float64, digits int) {
 	return "forwarded (Mpps)", 1e-6, 3
 }
 
+// partial notes, next to a median, that some rounds of the point failed:
+// " (n/rounds; errors)", empty when every round was measured.
+func partial(res *Result, p Point) string {
+	if p.Summary.N >= res.Options.Rounds && p.Err == "" {
+		return ""
+	}
+	note := fmt.Sprintf(" (%d/%d rounds", p.Summary.N, res.Options.Rounds)
+	if p.Err != "" {
+		note += "; " + strings.ReplaceAll(p.Err, "|", "/")
+	}
+	return note + ")"
+}
+
 // WriteMarkdown writes the result as a markdown table.
 func WriteMarkdown(w io.Writer, res *Result) error {
 	name, scale, dig := unit(res)
@@ -189,8 +202,8 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 		l, _ := Summarize(losses)
 		wl, _ := Summarize(wall)
 		sh, _ := Summarize(share)
-		fmt.Fprintf(&b, "| %s | %s | %.*f | %.*f | %.*f | %.2f (%.2f-%.2f) | %.3f | %.2f%% | %.3f | %.2f |", p.Case, frameBytes(p),
-			dig, p.Summary.Median*scale, dig, p.Summary.Min*scale, dig, p.Summary.Max*scale,
+		fmt.Fprintf(&b, "| %s | %s | %.*f%s | %.*f | %.*f | %.2f (%.2f-%.2f) | %.3f | %.2f%% | %.3f | %.2f |", p.Case, frameBytes(p),
+			dig, p.Summary.Median*scale, partial(res, p), dig, p.Summary.Min*scale, dig, p.Summary.Max*scale,
 			p.Ratio, p.RatioMin, p.RatioMax, p.SinkOverDUT, 100*l.Median, wl.Median/1e6, sh.Median)
 		if lat {
 			a, _ := Summarize(avg)

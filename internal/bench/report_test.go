@@ -27,6 +27,9 @@ func fakeResult() *Result {
 	add("nft-1", "nft forward", 1, 750e3, 740e3, 760e3)
 	add("nft-64", "nft forward", 64, 240e3, 230e3, 250e3)
 	add("nft-512", "nft forward", 512, 38e3, 37e3, 39e3)
+	add("flaky", "", 0, 500e3, 520e3)
+	res.Points[len(res.Points)-1].Err = "round 1: read | counters"
+	res.Points[len(res.Points)-1].RoundErrors = []RoundError{{Round: 1, Err: "read | counters"}}
 	res.Points = append(res.Points, Point{Case: "broken", Err: "set up: nope | really"})
 	Finish(res)
 	return res
@@ -90,9 +93,25 @@ func TestWriteMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := b.String()
-	for _, want := range []string{"| plain | 82 | 0.860 |", "| nft-64 | 82 | 0.240 | 0.230 | 0.250 | 0.28 (0.27-0.29)", "failed: set up: nope / really"} {
+	for _, want := range []string{"| plain | 82 | 0.860 |", "| nft-64 | 82 | 0.240 | 0.230 | 0.250 | 0.28 (0.27-0.29)", "failed: set up: nope / really",
+		"| flaky | 82 | 0.510 (2/3 rounds; round 1: read / counters) | 0.500 | 0.520 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// Result.Err names every failed point (set-up failures and failed rounds)
+// so the command can exit non-zero; nil when everything was measured.
+func TestResultErr(t *testing.T) {
+	res := fakeResult()
+	err := res.Err()
+	if err == nil || !strings.Contains(err.Error(), "2 of 6 points failed") ||
+		!strings.Contains(err.Error(), "case broken") || !strings.Contains(err.Error(), "case flaky (size 0): 2/3 rounds: round 1") {
+		t.Errorf("Err() = %v", err)
+	}
+	ok := &Result{Scenario: "x", Options: DefaultOptions(), Points: []Point{{Case: "plain", Rounds: make([]Round, 3)}}}
+	if err := ok.Err(); err != nil {
+		t.Errorf("Err() of a clean run = %v", err)
 	}
 }

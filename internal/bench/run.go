@@ -79,6 +79,27 @@ func (o *Options) check() error {
 		return fmt.Errorf("check options: latency rate: %w", ErrBadOptions)
 	case o.Prefix == "":
 		return fmt.Errorf("check options: empty namespace prefix: %w", ErrBadOptions)
+	case o.Flows < 1:
+		return fmt.Errorf("check options: flows %d: want at least 1: %w", o.Flows, ErrBadOptions)
+	}
+	// Every template the generator cycles through is one size x one flow;
+	// refuse what BuildTemplates would refuse before anything is built.
+	perFlow := 1
+	if o.IMIX {
+		perFlow = len(imixSeq)
+	}
+	if perFlow*o.Flows > MaxTemplates {
+		what := fmt.Sprintf("%d flows", o.Flows)
+		if o.IMIX {
+			what = fmt.Sprintf("imix (%d frames) x %d flows", perFlow, o.Flows)
+		}
+		return fmt.Errorf("check options: %s = %d templates > %d (at most %d flows): %w",
+			what, perFlow*o.Flows, MaxTemplates, MaxTemplates/perFlow, ErrBadOptions)
+	}
+	for _, sz := range o.Sizes {
+		if sz < 0 || sz > MaxFrame+fcsLen {
+			return fmt.Errorf("check options: size %d: want 0..%d: %w", sz, MaxFrame+fcsLen, ErrBadOptions)
+		}
 	}
 	if len(o.Sizes) == 0 {
 		o.Sizes = []int{0}
@@ -89,27 +110,44 @@ func (o *Options) check() error {
 	return nil
 }
 
+// DefaultLayout is the layout a mode uses when none is asked for: pdr
+// needs the DUT on its own CPU (in layout one the DUT runs inline with
+// the generator, so the PDR equals the max rate by construction); the
+// other modes use layout one.
+func DefaultLayout(mode string) string {
+	if mode == ModePDR {
+		return LayoutTwo
+	}
+	return LayoutOne
+}
+
 // Round is one measurement of one case at one size.
 type Round struct {
 	Round   int     `json:"round"`
 	Seconds float64 `json:"seconds"`
 	// Value is what the mode measures: forwarded pps (max; per CPU
-	// second of the generator thread in the one-CPU layout, PPSPerCPU),
-	// the PDR rate (pdr) or the p50 latency in microseconds (latency).
+	// second in the one-CPU layout, PPSPerCPU), the PDR (pdr: the offered
+	// rate the best passing trial achieved) or the p50 latency in
+	// microseconds (latency). In pdr mode every other field of the round
+	// describes that trial, and MaxOfferedPPS the max-rate trial that
+	// bounded the search.
 	Value      float64 `json:"value"`
 	PPS        float64 `json:"pps"` // DUT egress tx rate
 	OfferedPPS float64 `json:"offered_pps"`
 	SinkPPS    float64 `json:"sink_pps"`
-	// PPSPerCPU is DUT tx per CPU-second of the generator thread, which
-	// in the one-CPU layout also carries the DUT's and sink's softirq
-	// work (see Generator.CPUTime): the rate one whole core would
-	// reach, insensitive to other load on the machine. CPUShare is the
-	// fraction of the wall time that thread got.
+	// PPSPerCPU is DUT tx per CPU-second of the generator thread plus
+	// ksoftirqd/0: in the one-CPU layout the thread also carries the
+	// DUT's and sink's softirq work (see Generator.CPUTime) and
+	// ksoftirqd/0 whatever NET_RX work the kernel deferred from it, so
+	// this is the rate one whole core would reach, insensitive to other
+	// load on the machine. CPUSeconds is the generator thread's time
+	// alone; CPUShare is the fraction of the wall time it got.
 	PPSPerCPU  float64 `json:"pps_per_cpu"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	CPUShare   float64 `json:"cpu_share"`
 	// KsoftirqdSeconds is ksoftirqd/0's CPU time in the window: work
-	// not charged to the generator thread (should be near 0).
+	// not charged to the generator thread (~0.5% of it in practice),
+	// counted in PPSPerCPU's denominator.
 	KsoftirqdSeconds float64 `json:"ksoftirqd_seconds"`
 	Offered          uint64  `json:"offered"`
 	DUTRx            uint64  `json:"dut_rx"`
@@ -118,12 +156,14 @@ type Round struct {
 	DUTTxDrop        uint64  `json:"dut_tx_drop"`
 	Sink             uint64  `json:"sink"`
 	// Loss is 1 - sink/offered.
-	Loss   float64      `json:"loss"`
-	Steps  []SearchStep `json:"pdr_steps,omitempty"`
-	LatN   int          `json:"lat_n,omitempty"`
-	LatAvg float64      `json:"lat_mean_us,omitempty"`
-	LatP50 float64      `json:"lat_p50_us,omitempty"`
-	LatP99 float64      `json:"lat_p99_us,omitempty"`
+	Loss  float64      `json:"loss"`
+	Steps []SearchStep `json:"pdr_steps,omitempty"`
+	// MaxOfferedPPS is the offered rate of the pdr mode's max-rate trial.
+	MaxOfferedPPS float64 `json:"pdr_max_offered_pps,omitempty"`
+	LatN          int     `json:"lat_n,omitempty"`
+	LatAvg        float64 `json:"lat_mean_us,omitempty"`
+	LatP50        float64 `json:"lat_p50_us,omitempty"`
+	LatP99        float64 `json:"lat_p99_us,omitempty"`
 }
 
 // Point is one case at one size with its rounds and their summary.
@@ -144,7 +184,17 @@ type Point struct {
 	// SinkOverDUT is the median ratio of sink count to DUT tx count, the
 	// cross-check (about 1 when both agree).
 	SinkOverDUT float64 `json:"sink_over_dut"`
-	Err         string  `json:"error,omitempty"`
+	// Err is the set-up error (no rounds at all) or the rounds' errors,
+	// "round N: ..." joined by "; ". A round that fails does not stop
+	// the case: later rounds are still measured (see RoundErrors).
+	Err         string       `json:"error,omitempty"`
+	RoundErrors []RoundError `json:"round_errors,omitempty"`
+}
+
+// RoundError is one failed round of a point.
+type RoundError struct {
+	Round int    `json:"round"`
+	Err   string `json:"error"`
 }
 
 // Machine describes where a run happened.
@@ -167,6 +217,22 @@ type Result struct {
 	Start    time.Time `json:"start"`
 	End      time.Time `json:"end"`
 	Points   []Point   `json:"points"`
+}
+
+// Err returns an error naming every point that failed (set-up failure or
+// any failed round), nil when all were measured in every round.
+func (res *Result) Err() error {
+	var errs []error
+	for _, p := range res.Points {
+		if p.Err == "" {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("case %s (size %d): %d/%d rounds: %s", p.Case, p.Size, len(p.Rounds), res.Options.Rounds, p.Err))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("run %s: %d of %d points failed: %w", res.Scenario, len(errs), len(res.Points), errors.Join(errs...))
 }
 
 // rig is one case's line with its generator and sink.
@@ -260,17 +326,23 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 		for si, size := range o.Sizes {
 			for ci, r := range rigs {
 				p := pts[key{ci, si}]
-				if p.Err != "" {
-					continue
+				if r.err != nil {
+					continue // never set up
 				}
 				rd, fb, err := r.measure(ctx, o, size)
 				if ctx.Err() != nil {
 					return nil, fmt.Errorf("run %s: %w", sc.Name, ctx.Err())
 				}
 				if err != nil {
-					// A broken case must not sink the others: record it.
-					slog.Warn("case failed", "case", r.c.Name, "size", size, "err", err)
-					p.Err = err.Error()
+					// A broken round must not sink the others, nor the
+					// case's later rounds: record it and go on.
+					slog.Warn("round failed", "case", r.c.Name, "size", size, "round", round, "err", err)
+					p.RoundErrors = append(p.RoundErrors, RoundError{Round: round, Err: err.Error()})
+					msg := fmt.Sprintf("round %d: %v", round, err)
+					if p.Err != "" {
+						msg = p.Err + "; " + msg
+					}
+					p.Err = msg
 					continue
 				}
 				rd.Round = round
@@ -399,9 +471,12 @@ func delta(a, b counters) Round {
 		Sink:      b.sink.Packets - a.sink.Packets,
 	}
 	rd.CPUSeconds = (b.cpu - a.cpu).Seconds()
-	rd.KsoftirqdSeconds = (b.ksirq - a.ksirq).Seconds()
-	if rd.CPUSeconds > 0 {
-		rd.PPSPerCPU = float64(rd.DUTTx) / rd.CPUSeconds
+	rd.KsoftirqdSeconds = max(0, (b.ksirq - a.ksirq).Seconds())
+	// NET_RX work the kernel deferred to ksoftirqd/0 belongs to the
+	// packets too: count it, so the per-core rate does not rise when
+	// work escapes the generator thread.
+	if cpu := rd.CPUSeconds + rd.KsoftirqdSeconds; rd.CPUSeconds > 0 {
+		rd.PPSPerCPU = float64(rd.DUTTx) / cpu
 	}
 	if secs > 0 {
 		rd.CPUShare = rd.CPUSeconds / secs
@@ -444,32 +519,70 @@ func (r *rig) measure(ctx context.Context, o Options, size int) (Round, []int, e
 		// The generator's own top rate bounds the search; 1% resolution
 		// keeps it to about 7 trials.
 		maxRate := top.OfferedPPS
-		best, steps, err := SearchPDR(ctx, SearchParams{Max: maxRate, Threshold: o.Threshold,
+		var trials []Round
+		_, steps, err := SearchPDR(ctx, SearchParams{Max: maxRate, Threshold: o.Threshold,
 			Resolution: maxRate / 100, MaxTrials: 12},
-			func(ctx context.Context, rate float64) (float64, error) {
+			func(ctx context.Context, rate float64) (TrialResult, error) {
 				rd, err := r.trial(ctx, o, rate, min(o.Warmup, 500*time.Millisecond), o.Duration, false)
-				return rd.Loss, err
+				if err != nil {
+					return TrialResult{}, err
+				}
+				trials = append(trials, rd)
+				return TrialResult{Offered: rd.OfferedPPS, Loss: rd.Loss}, nil
 			})
 		if err != nil {
 			return Round{}, nil, err
 		}
-		top.Value, top.Steps = best, steps
-		return top, fb, nil
+		rd, err := pdrRound(top, trials, steps, o.Threshold)
+		return rd, fb, err
 	default:
 		rd, err := r.trial(ctx, o, 0, o.Warmup, o.Duration, false)
 		return rd, fb, err
 	}
 }
 
+// pdrRound is a pdr round: the best passing trial's counters (its loss,
+// wall rate and CPU share, not the max-rate trial's), its achieved offered
+// rate as the value, the search steps, and the max-rate trial's offered
+// rate. trials[i] is the trial of steps[i].
+func pdrRound(top Round, trials []Round, steps []SearchStep, threshold float64) (Round, error) {
+	best := BestStep(steps)
+	if best < 0 || best >= len(trials) {
+		low := ""
+		if n := len(steps); n > 0 {
+			low = fmt.Sprintf(" (last trial: %.0f pps offered, loss %.4f)", steps[n-1].Rate, steps[n-1].Loss)
+		}
+		return Round{}, fmt.Errorf("search pdr: no trial within loss %v%s: %w", threshold, low, ErrNoPass)
+	}
+	rd := trials[best]
+	rd.Value = steps[best].Rate
+	rd.Steps = steps
+	rd.MaxOfferedPPS = top.OfferedPPS
+	return rd, nil
+}
+
 // trial sends at rate (0 = full speed) for warmup+dur and measures the
 // last dur.
 func (r *rig) trial(ctx context.Context, o Options, rate float64, warmup, dur time.Duration, lat bool) (Round, error) {
 	stop := make(chan struct{})
+	started := make(chan struct{})
 	errc := make(chan error, 1)
-	go func() { errc <- r.gen.Blast(ctx, stop, rate, 0) }()
+	go func() { errc <- r.gen.Blast(ctx, stop, rate, 0, started) }()
 	finish := func() error {
 		close(stop)
 		return <-errc
+	}
+	// The first snapshot needs the generator thread (its CPU time): wait
+	// until Blast runs, also with no warm-up.
+	select {
+	case <-started:
+	case err := <-errc:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return Round{}, fmt.Errorf("start generator: %w", err)
+	case <-ctx.Done():
+		return Round{}, errors.Join(finish(), ctx.Err())
 	}
 	if !sleepCtx(ctx, warmup) {
 		return Round{}, errors.Join(finish(), ctx.Err())

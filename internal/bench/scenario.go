@@ -14,6 +14,9 @@ import (
 // ErrUnknownScenario is returned for a scenario name not in the registry.
 var ErrUnknownScenario = errors.New("unknown scenario")
 
+// ErrUnknownCase is returned for a case name not in the scenario.
+var ErrUnknownCase = errors.New("unknown case")
+
 // Case is one DUT configuration and the frames sent through it. Adding a
 // case is a struct literal: a name, the frames, and the DUT commands.
 type Case struct {
@@ -152,7 +155,11 @@ func (s *Scenario) Select(names []string) (*Scenario, error) {
 	}
 	for _, n := range names {
 		if !slices.ContainsFunc(c.Cases, func(k Case) bool { return k.Name == n }) {
-			return nil, fmt.Errorf("select case %q of %s: %w", n, s.Name, ErrUnknownScenario)
+			valid := make([]string, 0, len(s.Cases))
+			for _, k := range s.Cases {
+				valid = append(valid, k.Name)
+			}
+			return nil, fmt.Errorf("select case %q of scenario %s: %w (valid: %s)", n, s.Name, ErrUnknownCase, strings.Join(valid, ", "))
 		}
 	}
 	return &c, nil

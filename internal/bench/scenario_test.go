@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -32,8 +33,10 @@ func TestRegistry(t *testing.T) {
 	if err != nil || len(sel.Cases) != 2 || sel.Cases[0].Name != "plain" {
 		t.Errorf("Select(end) = %+v, %v; want plain (baseline) and end", sel, err)
 	}
-	if _, err := b.Select([]string{"nope"}); !errors.Is(err, ErrUnknownScenario) {
-		t.Errorf("Select(nope) err = %v", err)
+	_, err = b.Select([]string{"nope"})
+	if !errors.Is(err, ErrUnknownCase) || errors.Is(err, ErrUnknownScenario) ||
+		!strings.Contains(err.Error(), "unknown case") || !strings.Contains(err.Error(), "valid: plain, end,") {
+		t.Errorf("Select(nope) err = %v, want unknown case with the valid ones", err)
 	}
 }
 
@@ -53,5 +56,49 @@ func TestNftForwardShape(t *testing.T) {
 	}
 	if strings.Count(nftForward(1, "x accept"), "drop") != 0 {
 		t.Errorf("n=1 has non-matching rules")
+	}
+}
+
+// Options that cannot run are refused before any namespace is built.
+func TestRunRefusesBadOptions(t *testing.T) {
+	sc, err := Lookup("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, mod := range map[string]func(*Options){
+		"imix x 6 flows": func(o *Options) { o.IMIX, o.Flows = true, 6 },
+		"65 flows":       func(o *Options) { o.Flows = 65 },
+		"0 flows":        func(o *Options) { o.Flows = 0 },
+		"negative flows": func(o *Options) { o.Flows = -1 },
+		"huge size":      func(o *Options) { o.Sizes = []int{0, 9000} },
+		"bad mode":       func(o *Options) { o.Mode = "fast" },
+	} {
+		o := DefaultOptions()
+		o.Prefix = "srct-b-never"
+		mod(&o)
+		res, err := Run(context.Background(), sc, o)
+		if !errors.Is(err, ErrBadOptions) || res != nil {
+			t.Errorf("%s: Run = %v, %v; want ErrBadOptions", name, res, err)
+		}
+	}
+	for name, mod := range map[string]func(*Options){
+		"imix x 5 flows": func(o *Options) { o.IMIX, o.Flows = true, 5 },
+		"64 flows":       func(o *Options) { o.Flows = 64 },
+		"warmup 0":       func(o *Options) { o.Warmup = 0 },
+		"sweep":          func(o *Options) { o.Sizes = SweepSizes() },
+	} {
+		o := DefaultOptions()
+		mod(&o)
+		if err := o.check(); err != nil {
+			t.Errorf("%s: check = %v", name, err)
+		}
+	}
+}
+
+func TestDefaultLayout(t *testing.T) {
+	for mode, want := range map[string]string{ModeMax: LayoutOne, ModeLatency: LayoutOne, ModePDR: LayoutTwo} {
+		if got := DefaultLayout(mode); got != want {
+			t.Errorf("DefaultLayout(%s) = %s, want %s", mode, got, want)
+		}
 	}
 }

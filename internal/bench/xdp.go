@@ -153,26 +153,43 @@ func (g *Generator) Sent() (uint64, error) {
 	return n, nil
 }
 
+// LowRate is the highest paced rate (pps) sent with a batch of one run per
+// BPF_PROG_RUN batch: the kernel flushes redirected frames once per batch,
+// so with the full batch of 64 a stamped frame would wait for the 63 runs
+// after it (spins when paced) before it leaves. Latency mode (10 kpps by
+// default) and low PDR steps fall below it; faster rates keep 64 so the
+// generator is not the limit.
+const LowRate = 100e3
+
+// pacing returns the generator's interval between frames (0 = full speed)
+// and the BPF_PROG_RUN batch size for rate pps (0 = as fast as possible).
+func pacing(rate float64) (interval uint64, batch uint32) {
+	if rate <= 0 {
+		return 0, 64
+	}
+	interval = uint64(1e9 / rate)
+	if rate <= LowRate {
+		return interval, 1
+	}
+	return interval, 64
+}
+
 // Blast sends until ctx is done or stop is closed, at rate pps (0 = as
 // fast as possible), from a thread inside the generator's namespace (the
 // redirect ifindex is resolved there) pinned to cpu (-1 = not pinned).
+// It closes started (if not nil) once that thread is known, so CPUTime
+// reads it, and before it enters the long BPF_PROG_RUN call; CPUTime
+// fails again once Blast has returned.
 //
 // It makes one long BPF_PROG_RUN call (each call costs a fixed ~10 ms of
 // page-pool set-up, see bpf/xdpgen.c) and ends it by signalling the
 // thread: the kernel's test-run loop returns EINTR on a pending signal.
 // cilium/ebpf's Program.Run would retry on EINTR, hence the raw syscall.
-func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float64, cpu int) error {
+func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float64, cpu int, started chan<- struct{}) error {
 	if g.tmpl == nil {
 		return fmt.Errorf("blast: no templates: %w", ErrFrame)
 	}
-	interval, batch := uint64(0), uint32(64)
-	if rate > 0 {
-		interval = uint64(1e9 / rate)
-		if rate <= 0 {
-			// Low rates are for latency: flush every frame at once.
-			batch = 1
-		}
-	}
+	interval, batch := pacing(rate)
 	if err := g.objs.IntervalNs.Set(interval); err != nil {
 		return fmt.Errorf("set pacing: %w", err)
 	}
@@ -212,6 +229,9 @@ func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float6
 	return g.ns.Do(func() error {
 		tid := unix.Gettid()
 		g.tid.Store(int64(tid))
+		// A later Blast runs on another thread: never let a reader mix
+		// this thread's CPU time with the next one's.
+		defer g.tid.Store(0)
 		tidc <- tid
 		if cpu >= 0 {
 			var old, set unix.CPUSet
@@ -222,6 +242,9 @@ func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float6
 					defer unix.SchedSetaffinity(0, &old)
 				}
 			}
+		}
+		if started != nil {
+			close(started)
 		}
 		for {
 			select {
