@@ -425,9 +425,18 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 			ipv6_addr_copy(&v->addr[FW_F_DST], &v->addr[FW_F_INNER_DST]);
 			return DROP_NONE;
 		}
-	} else if (fp->sr && mode == FW_MODE_BASIC && v->present[FW_F_LSID]) {
-		/* Insert mode: the original destination is segment[0]. */
-		ipv6_addr_copy(&v->addr[FW_F_DST], &v->addr[FW_F_LSID]);
+	} else if (fp->sr) {
+		/* Insert mode: the original packet goes from the outer source
+		 * to segment[0] (seed 000 IV.B, V.A): those are its inner
+		 * addresses in both modes, and -d in basic mode.
+		 */
+		fw_set_addr(v, FW_F_INNER_SRC, &ip6->saddr);
+		if (v->present[FW_F_LSID]) {
+			ipv6_addr_copy(&v->addr[FW_F_INNER_DST], &v->addr[FW_F_LSID]);
+			v->present[FW_F_INNER_DST] = 1;
+			if (mode == FW_MODE_BASIC)
+				ipv6_addr_copy(&v->addr[FW_F_DST], &v->addr[FW_F_LSID]);
+		}
 	}
 	fw_ports(p, v, nh, nonfirst ? FW_MAX_OFF + 1 : off);
 	return DROP_NONE;

@@ -235,8 +235,10 @@ func TestBPFMatchTable(t *testing.T) {
 		{"-m srh --srh-nsid fc00:3::d6", []string{"encap6", "encap4", "encap3", "insert"}, []string{"encap6", "encap4", "encap3", "insert"}, nil},
 		{"-m srh --srh-nsid fc00:3::/64", []string{"encap6", "encap4", "encap3", "insert"}, []string{"encap6", "encap4", "encap3", "insert"}, nil},
 		{"-m srh --srh-lsid fc00:3::/64", []string{"encap6", "encap4", "encap3"}, []string{"encap6", "encap4", "encap3"}, []string{"insert", "encapSL0"}},
-		{"-m srh --inner-src fc00:1::1", []string{"encap6", "encap3", "encapSL0"}, []string{"encap6", "encap3", "encapSL0"}, []string{"encap4"}},
-		{"-m srh --inner-dst 10.0.1.1", []string{"encap4"}, []string{"encap4"}, []string{"encap6", "encap3", "encapSL0"}},
+		// Insert mode: the inner packet is outer source -> segment[0].
+		{"-m srh --inner-src fc00:1::1", []string{"encap6", "encap3", "insert", "encapSL0"}, []string{"encap6", "encap3", "insert", "encapSL0"}, []string{"encap4"}},
+		{"-m srh --inner-dst 10.0.1.1", []string{"encap4"}, []string{"encap4"}, []string{"encap6", "encap3", "insert", "encapSL0"}},
+		{"-m srh --inner-dst fc00:d2::1", []string{"insert"}, []string{"insert"}, []string{"encap6", "encap4", "encap3", "encapSL0"}},
 		// --sid: the active SID (all SR test packets are at fc00:2::f1:0).
 		{"-m srh --sid fc00:2::f1:0/112", []string{"encap6", "encap4", "encap3", "insert", "encapSL0"}, []string{"encap6", "encap4", "encap3", "insert", "encapSL0"}, nil},
 		{"-p 41", nil, []string{"encap6", "encap3", "encapSL0"}, nil},

@@ -128,8 +128,13 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 			v.Addr[FSrc], v.Addr[FDst] = v.Addr[FInnerSrc], v.Addr[FInnerDst]
 			return v, si, drop.None
 		}
-	} else if si.SR && mode == Basic {
-		v.Addr[FDst] = v.Addr[FLSID]
+	} else if si.SR {
+		// Insert mode: the original packet is outer source -> segment[0]
+		// (seed 000 IV.B, V.A), its inner addresses in both modes.
+		v.Addr[FInnerSrc], v.Addr[FInnerDst] = v.Addr[FSrc], v.Addr[FLSID]
+		if mode == Basic {
+			v.Addr[FDst] = v.Addr[FLSID]
+		}
 	}
 	if nonfirst {
 		off = len(pkt)
