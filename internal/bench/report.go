@@ -187,7 +187,11 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 	b.WriteString("\n")
 	for _, p := range res.Points {
 		if p.Summary.N == 0 {
-			fmt.Fprintf(&b, "| %s | %s | failed: %s | | | | | | | |\n", p.Case, frameBytes(p), strings.ReplaceAll(p.Err, "|", "/"))
+			rounds := ""
+			if len(p.RoundErrors) > 0 {
+				rounds = fmt.Sprintf(" (0/%d rounds)", res.Options.Rounds)
+			}
+			fmt.Fprintf(&b, "| %s | %s | failed%s: %s | | | | | | | |\n", p.Case, frameBytes(p), rounds, strings.ReplaceAll(p.Err, "|", "/"))
 			continue
 		}
 		var losses []float64

@@ -31,6 +31,8 @@ func fakeResult() *Result {
 	res.Points[len(res.Points)-1].Err = "round 1: read | counters"
 	res.Points[len(res.Points)-1].RoundErrors = []RoundError{{Round: 1, Err: "read | counters"}}
 	res.Points = append(res.Points, Point{Case: "broken", Err: "set up: nope | really"})
+	res.Points = append(res.Points, Point{Case: "dead", Err: "round 0: x; round 1: x; round 2: x",
+		RoundErrors: []RoundError{{0, "x"}, {1, "x"}, {2, "x"}}})
 	Finish(res)
 	return res
 }
@@ -94,7 +96,8 @@ func TestWriteMarkdown(t *testing.T) {
 	}
 	md := b.String()
 	for _, want := range []string{"| plain | 82 | 0.860 |", "| nft-64 | 82 | 0.240 | 0.230 | 0.250 | 0.28 (0.27-0.29)", "failed: set up: nope / really",
-		"| flaky | 82 | 0.510 (2/3 rounds; round 1: read / counters) | 0.500 | 0.520 |"} {
+		"| flaky | 82 | 0.510 (2/3 rounds; round 1: read / counters) | 0.500 | 0.520 |",
+		"| dead |  | failed (0/3 rounds): round 0: x; round 1: x; round 2: x |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -106,7 +109,7 @@ func TestWriteMarkdown(t *testing.T) {
 func TestResultErr(t *testing.T) {
 	res := fakeResult()
 	err := res.Err()
-	if err == nil || !strings.Contains(err.Error(), "2 of 6 points failed") ||
+	if err == nil || !strings.Contains(err.Error(), "3 of 7 points failed") ||
 		!strings.Contains(err.Error(), "case broken") || !strings.Contains(err.Error(), "case flaky (size 0): 2/3 rounds: round 1") {
 		t.Errorf("Err() = %v", err)
 	}

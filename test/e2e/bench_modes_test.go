@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,39 @@ func TestBenchPDR(t *testing.T) {
 		if st.Target <= 0 || st.Rate <= 0 {
 			t.Errorf("step %+v: target and achieved rate must be recorded", st)
 		}
+	}
+}
+
+// TestBenchRoundFailure: a case whose rounds fail (here its frame cannot
+// be built) is still attempted in every round, each failure recorded,
+// while the other cases are measured; Result.Err reports it.
+func TestBenchRoundFailure(t *testing.T) {
+	benchSkipUnlessRoot(t)
+	sc, err := bench.Lookup("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := benchPrefix(t, "f")
+	t.Cleanup(func() { benchNoLeftovers(t, prefix) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bad := *sc
+	bad.Cases = append(append([]bench.Case(nil), sc.Cases[:1]...), bench.Case{Name: "bad-frame",
+		Frame: bench.FrameSpec{Inner4: true}}) // IPv4 without encap: not buildable
+	o := bench.DefaultOptions()
+	o.Rounds, o.Warmup, o.Duration, o.Prefix = 2, 0, 200*time.Millisecond, prefix
+	res, err := bench.Run(ctx, &bad, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Points[0]; len(p.Rounds) != 2 || p.Err != "" {
+		t.Errorf("%s: %d rounds, error %q", p.Case, len(p.Rounds), p.Err)
+	}
+	p := res.Points[1]
+	if len(p.Rounds) != 0 || len(p.RoundErrors) != 2 || p.RoundErrors[1].Round != 1 {
+		t.Errorf("bad-frame: %d rounds, round errors %+v: want both rounds attempted and failed", len(p.Rounds), p.RoundErrors)
+	}
+	if err := res.Err(); err == nil || !strings.Contains(err.Error(), "bad-frame") {
+		t.Errorf("Result.Err() = %v", err)
 	}
 }
