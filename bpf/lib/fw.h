@@ -32,6 +32,8 @@ enum {
 	FW_F_LSID, FW_F_IIF, FW_F_OIF, FW_F_ASID,
 	FW_F_PROTO, FW_F_SPORT, FW_F_DPORT, FW_F_SRH, FW_F_NEXTHDR, FW_F_HDRLEN,
 	FW_F_SEGS, FW_F_LAST, FW_F_TAG,
+	FW_F_FAM,  /* 4 or 6: the family of the packet -s/-d are read from */
+	FW_F_IFAM, /* 4 or 6: the family of the inner (original) packet */
 	FW_NFIELDS,
 };
 #define FW_NADDR (FW_F_ASID + 1)
@@ -51,7 +53,9 @@ enum {
 #define FW_IDX_SEGS (FW_IDX_HDRLEN + FW_D8)
 #define FW_IDX_LAST (FW_IDX_SEGS + FW_D8)
 #define FW_IDX_TAG (FW_IDX_LAST + FW_D8)
-#define FW_IDX_SIZE (FW_IDX_TAG + FW_D16)
+#define FW_IDX_FAM (FW_IDX_TAG + FW_D16)
+#define FW_IDX_IFAM (FW_IDX_FAM + FW_D8)
+#define FW_IDX_SIZE (FW_IDX_IFAM + FW_D8)
 
 /* Verdicts: internal/firewall Verdict. */
 #define FW_ACT_ACCEPT 1
@@ -90,7 +94,7 @@ struct fw_config {
 	__u32 nrules;    /* rules loaded; slot nrules of fw_rules is the policy */
 	__u32 args_bits; /* eval-args: low bits of the active SID (0..64) */
 	__u32 nused;     /* number of used fields, listed in fields[] */
-	__u8 fields[20]; /* the used fields' ids, in order (FW_NFIELDS used) */
+	__u8 fields[24]; /* the used fields' ids, in order (FW_NFIELDS used) */
 };
 
 struct fw_rule {
@@ -245,6 +249,10 @@ static __always_inline __u32 fw_ip4(const struct pkt *p, struct fw_view *v, __u3
 		return DROP_PKT_TRUNCATED;
 	fw_addr_v4(&v->addr[fsrc], ip4->saddr);
 	v->present[fsrc] = 1;
+	/* IPv4 addresses are kept IPv4-mapped; the family field keeps IPv4
+	 * and IPv6 rules apart (an IPv6 prefix never matches IPv4).
+	 */
+	v->val[(fsrc == FW_F_SRC ? FW_F_FAM : FW_F_IFAM) - FW_NADDR] = 4;
 	fw_addr_v4(&v->addr[fdst], ip4->daddr);
 	v->present[fdst] = 1;
 	if (transport) {
@@ -351,6 +359,7 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 
 	fw_set_addr(v, FW_F_SRC, &ip6->saddr);
 	fw_set_addr(v, FW_F_DST, &ip6->daddr);
+	v->val[FW_F_FAM - FW_NADDR] = 6;
 	v->val[FW_F_SRH - FW_NADDR] = 0;
 
 	if (rtoff && rtoff <= FW_MAX_OFF) {
@@ -411,6 +420,7 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 				return DROP_PKT_TRUNCATED;
 			fw_set_addr(v, FW_F_INNER_SRC, &in6->saddr);
 			fw_set_addr(v, FW_F_INNER_DST, &in6->daddr);
+			v->val[FW_F_IFAM - FW_NADDR] = 6;
 			if (basic) {
 				inh = in6->nexthdr;
 				reason = fw_walk(p, v, &inh, &ioff, NULL, &infrag);
@@ -423,6 +433,7 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 			/* Legacy rules see the original packet (seed 000 IV.A). */
 			ipv6_addr_copy(&v->addr[FW_F_SRC], &v->addr[FW_F_INNER_SRC]);
 			ipv6_addr_copy(&v->addr[FW_F_DST], &v->addr[FW_F_INNER_DST]);
+			v->val[FW_F_FAM - FW_NADDR] = v->val[FW_F_IFAM - FW_NADDR];
 			return DROP_NONE;
 		}
 	} else if (fp->sr) {
@@ -431,6 +442,7 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 		 * addresses in both modes, and -d in basic mode.
 		 */
 		fw_set_addr(v, FW_F_INNER_SRC, &ip6->saddr);
+		v->val[FW_F_IFAM - FW_NADDR] = 6;
 		if (v->present[FW_F_LSID]) {
 			ipv6_addr_copy(&v->addr[FW_F_INNER_DST], &v->addr[FW_F_LSID]);
 			v->present[FW_F_INNER_DST] = 1;
@@ -456,6 +468,7 @@ static __always_inline void fw_srh_absent(struct fw_view *v)
 	v->present[FW_F_ASID] = 0;
 	v->present[FW_F_INNER_SRC] = 0;
 	v->present[FW_F_INNER_DST] = 0;
+	v->val[FW_F_IFAM - FW_NADDR] = 256;
 	v->val[FW_F_SRH - FW_NADDR] = 0;
 	v->val[FW_F_NEXTHDR - FW_NADDR] = 256;
 	v->val[FW_F_HDRLEN - FW_NADDR] = 256;
@@ -491,9 +504,9 @@ static __always_inline __u32 fw_addr_id(const struct fw_view *v, __u32 f)
 /* Where each integer field's slots start in fw_idx, and its domain. */
 static const __u32 fw_int_base[FW_NINT] = {
 	FW_IDX_PROTO, FW_IDX_SPORT, FW_IDX_DPORT, FW_IDX_SRH, FW_IDX_NEXTHDR,
-	FW_IDX_HDRLEN, FW_IDX_SEGS, FW_IDX_LAST, FW_IDX_TAG,
+	FW_IDX_HDRLEN, FW_IDX_SEGS, FW_IDX_LAST, FW_IDX_TAG, FW_IDX_FAM, FW_IDX_IFAM,
 };
-static const __u32 fw_int_dom[FW_NINT] = { 256, 65536, 65536, 2, 256, 256, 256, 256, 65536 };
+static const __u32 fw_int_dom[FW_NINT] = { 256, 65536, 65536, 2, 256, 256, 256, 256, 65536, 256, 256 };
 
 /* fw_int_id looks integer field number j (f - FW_NADDR) up in fw_idx. */
 static __always_inline __u32 fw_int_id(const struct fw_view *v, __u32 j)

@@ -205,10 +205,16 @@ func TestBPFMatchTable(t *testing.T) {
 		basic, advanc []string
 		negBasic      []string // packets the negated rule drops in basic mode
 	}{
-		{"-s fc00:1::/64", []string{"plain6", "encap6", "encap3", "insert", "encapSL0"}, []string{"plain6", "insert"}, []string{"plain4", "encap4"}},
-		{"-s 10.0.0.0/24", []string{"plain4", "encap4"}, []string{"plain4"}, []string{"plain6", "encap6", "encap3", "insert", "encapSL0"}},
-		{"-d fc00:d2::1", []string{"insert"}, nil, []string{"plain6", "plain4", "encap6", "encap4", "encap3", "encapSL0"}},
-		{"-d 10.0.1.0/255.255.255.0", []string{"plain4", "encap4"}, []string{"plain4"}, []string{"plain6", "encap6", "encap3", "insert", "encapSL0"}},
+		// Addresses: IPv6 rules never match IPv4 packets (and the reverse),
+		// negated or not.
+		{"-s fc00:1::/64", []string{"plain6", "encap6", "encap3", "insert", "encapSL0"}, []string{"plain6", "insert"}, []string{}},
+		{"-s fc00::/16", []string{"plain6", "encap6", "encap3", "insert", "encapSL0"}, []string{"plain6", "encap6", "encap4", "encap3", "insert", "encapSL0"}, []string{}},
+		{"-d ::/0", []string{"plain6", "encap6", "encap3", "insert", "encapSL0"}, []string{"plain6", "encap6", "encap4", "encap3", "insert", "encapSL0"}, []string{}},
+		{"-s ::ffff:10.0.0.0/104", nil, nil, []string{"plain6", "encap6", "encap3", "insert", "encapSL0"}},
+		{"-s 10.0.0.0/24", []string{"plain4", "encap4"}, []string{"plain4"}, []string{}},
+		{"-s 10.9.0.0/16", nil, nil, []string{"plain4", "encap4"}},
+		{"-d fc00:d2::1", []string{"insert"}, nil, []string{"plain6", "encap6", "encap3", "encapSL0"}},
+		{"-d 10.0.1.0/255.255.255.0", []string{"plain4", "encap4"}, []string{"plain4"}, []string{}},
 		{"-p udp", []string{"plain6", "plain4", "encap6", "encap4", "encap3", "encapSL0"}, []string{"plain6", "plain4"}, []string{"insert"}},
 		{"-p tcp --dport 22", []string{"insert"}, []string{"insert"}, nil},
 		{"-p udp --dport 70:90", []string{"plain6", "plain4", "encap6", "encap4", "encap3", "encapSL0"}, []string{"plain6", "plain4"}, nil},
@@ -236,9 +242,10 @@ func TestBPFMatchTable(t *testing.T) {
 		{"-m srh --srh-nsid fc00:3::/64", []string{"encap6", "encap4", "encap3", "insert"}, []string{"encap6", "encap4", "encap3", "insert"}, nil},
 		{"-m srh --srh-lsid fc00:3::/64", []string{"encap6", "encap4", "encap3"}, []string{"encap6", "encap4", "encap3"}, []string{"insert", "encapSL0"}},
 		// Insert mode: the inner packet is outer source -> segment[0].
-		{"-m srh --inner-src fc00:1::1", []string{"encap6", "encap3", "insert", "encapSL0"}, []string{"encap6", "encap3", "insert", "encapSL0"}, []string{"encap4"}},
-		{"-m srh --inner-dst 10.0.1.1", []string{"encap4"}, []string{"encap4"}, []string{"encap6", "encap3", "insert", "encapSL0"}},
-		{"-m srh --inner-dst fc00:d2::1", []string{"insert"}, []string{"insert"}, []string{"encap6", "encap4", "encap3", "encapSL0"}},
+		{"-m srh --inner-src fc00:1::1", []string{"encap6", "encap3", "insert", "encapSL0"}, []string{"encap6", "encap3", "insert", "encapSL0"}, []string{}},
+		{"-m srh --inner-dst 10.0.1.1", []string{"encap4"}, []string{"encap4"}, []string{}},
+		{"-m srh --inner-dst 10.0.9.1", nil, nil, []string{"encap4"}},
+		{"-m srh --inner-dst fc00:d2::1", []string{"insert"}, []string{"insert"}, []string{"encap6", "encap3", "encapSL0"}},
 		// --sid: the active SID (all SR test packets are at fc00:2::f1:0).
 		{"-m srh --sid fc00:2::f1:0/112", []string{"encap6", "encap4", "encap3", "insert", "encapSL0"}, []string{"encap6", "encap4", "encap3", "insert", "encapSL0"}, nil},
 		{"-p 41", nil, []string{"encap6", "encap3", "encapSL0"}, nil},

@@ -43,7 +43,7 @@ func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 			v.Addr[f] = netip.Addr{}
 		}
 		v.Set(FSRH, 0)
-		for _, f := range []Field{FNextHdr, FHdrLen, FSegsLeft, FLastEntry, FTag} {
+		for _, f := range []Field{FNextHdr, FHdrLen, FSegsLeft, FLastEntry, FTag, FInnerFamily} {
 			v.Set(f, f.Domain())
 		}
 	}
@@ -72,6 +72,7 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	}
 	v.SetAddr(FSrc, addr16(pkt[8:24]))
 	v.SetAddr(FDst, addr16(pkt[24:40]))
+	v.Set(FFamily, 6)
 	if rtoff != 0 {
 		if rtoff+8 > len(pkt) {
 			return v, si, drop.SRHTruncated
@@ -113,6 +114,7 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 			in := pkt[off:]
 			v.SetAddr(FInnerSrc, addr16(in[8:24]))
 			v.SetAddr(FInnerDst, addr16(in[24:40]))
+			v.Set(FInnerFamily, 6)
 			if basic {
 				inh, ioff, infrag, r := walkExt(pkt, in[6], off+40, nil)
 				if r != drop.None {
@@ -126,12 +128,14 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 		}
 		if basic {
 			v.Addr[FSrc], v.Addr[FDst] = v.Addr[FInnerSrc], v.Addr[FInnerDst]
+			v.Set(FFamily, v.Get(FInnerFamily))
 			return v, si, drop.None
 		}
 	} else if si.SR {
 		// Insert mode: the original packet is outer source -> segment[0]
 		// (seed 000 IV.B, V.A), its inner addresses in both modes.
 		v.Addr[FInnerSrc], v.Addr[FInnerDst] = v.Addr[FSrc], v.Addr[FLSID]
+		v.Set(FInnerFamily, 6)
 		if mode == Basic {
 			v.Addr[FDst] = v.Addr[FLSID]
 		}
@@ -200,6 +204,11 @@ func extract4(pkt []byte, off int, v *View, fsrc, fdst Field, transport bool) dr
 	}
 	h := pkt[off:]
 	v.SetAddr(fsrc, netip.AddrFrom4([4]byte(h[12:16])))
+	if fsrc == FSrc {
+		v.Set(FFamily, 4)
+	} else {
+		v.Set(FInnerFamily, 4)
+	}
 	v.SetAddr(fdst, netip.AddrFrom4([4]byte(h[16:20])))
 	if transport {
 		l4 := off + int(h[0]&0xf)*4

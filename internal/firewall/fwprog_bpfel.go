@@ -26,7 +26,7 @@ type fwProgFwConfig struct {
 	Nrules   uint32
 	ArgsBits uint32
 	Nused    uint32
-	Fields   [20]uint8
+	Fields   [24]uint8
 }
 
 type fwProgFwCount struct {
@@ -64,8 +64,8 @@ type fwProgFwView struct {
 	}
 	Present [10]uint8
 	_       [2]byte
-	Val     [9]uint32
-	Uids    [19]uint32
+	Val     [11]uint32
+	Uids    [21]uint32
 	Tmp     uint32
 }
 

@@ -280,7 +280,41 @@ func (p *ruleParser) addr(opt token, neg bool, f Field) error {
 	if perr != nil {
 		return errAt(a, "expected addr[/mask] after %s: %v", opt.s, perr)
 	}
+	addrS, _, _ := strings.Cut(a.s, "/")
+	fam := uint32(6)
+	if ip, err := netip.ParseAddr(addrS); err == nil && ip.Is4() {
+		fam = 4
+	}
+	// IPv4 and IPv6 addresses live in one space (IPv4-mapped), so every
+	// rule with addresses carries an implicit family condition: an IPv4
+	// rule matches only IPv4 packets, an IPv6 rule only IPv6 ones, negated
+	// or not (iptables and ip6tables are separate tables).
 	p.r.Conds = append(p.r.Conds, Cond{Field: f, Neg: neg, Prefix: pfx})
+	var ff Field
+	switch f {
+	case FSrc, FDst:
+		ff = FFamily
+	case FInnerSrc, FInnerDst:
+		ff = FInnerFamily
+	default:
+		if fam == 4 {
+			return errAt(a, "expected an IPv6 address after %s (SIDs are IPv6), got %q", opt.s, a.s)
+		}
+	}
+	if ff != 0 {
+		dup := false
+		for _, c := range p.r.Conds {
+			if c.Field == ff {
+				if c.Lo != fam {
+					return errAt(a, "%s mixes IPv4 and IPv6 addresses in one rule", opt.s)
+				}
+				dup = true
+			}
+		}
+		if !dup {
+			p.r.Conds = append(p.r.Conds, Cond{Field: ff, Lo: fam, Hi: fam})
+		}
+	}
 	return nil
 }
 
@@ -336,8 +370,9 @@ func maskLen(b []byte) (int, bool) {
 	return n, true
 }
 
-// normAddr maps IPv4 addresses into IPv4-mapped IPv6 (::ffff:a.b.c.d) so
-// IPv4 and IPv6 rules share one address space, as the datapath does.
+// normAddr maps IPv4 addresses into IPv4-mapped IPv6 (::ffff:a.b.c.d), the
+// form the datapath keys them in; the family fields (FFamily,
+// FInnerFamily) keep IPv4 and IPv6 rules apart.
 func normAddr(a netip.Addr) netip.Addr {
 	if a.Is4() {
 		return netip.AddrFrom16(a.As16())

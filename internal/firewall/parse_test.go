@@ -14,7 +14,7 @@ ip6tables -A INPUT -s fc00:1::/64 -d fc00:d1::1 -p tcp --dport 1000:2000 -j DROP
 ! -s 10.0.0.0/255.0.0.0 -j REJECT
 -m srh --srh-next-hdr 41 ! --srh-len-eq 4 --srh-segs-gt 1 --srh-last-lt 3 \
    --srh-tag 7 --srh-psid fc00:1::/ffff:ffff:: ! --srh-nsid fc00:3::d6/128 \
-   --srh-lsid fc00:3::/64 --inner-src fc00:a::/32 ! --inner-dst 1.2.3.4 -j SEG6 --seg6-action seg6-skip-next
+   --srh-lsid fc00:3::/64 --inner-src 10.0.0.0/8 ! --inner-dst 1.2.3.4 -j SEG6 --seg6-action seg6-skip-next
 -m srh --srh-hdr-len-gt 2 ! --srh-segs-left-lt 1 --srh-last-entry-eq 1 -j SEG6
 -j SEG6 --seg6-action eval-args
 `
@@ -38,7 +38,7 @@ ip6tables -A INPUT -s fc00:1::/64 -d fc00:d1::1 -p tcp --dport 1000:2000 -j DROP
 		t.Errorf("rule 4 line %d text %q", rules[3].Line, rules[3].Text)
 	}
 	r0 := rules[0].Conds
-	if r0[0].Prefix != netip.MustParsePrefix("fc00:1::/64") || r0[3].Field != FDPort || r0[3].Lo != 1000 || r0[3].Hi != 2000 {
+	if r0[0].Prefix != netip.MustParsePrefix("fc00:1::/64") || r0[4].Field != FDPort || r0[4].Lo != 1000 || r0[4].Hi != 2000 || r0[1].Field != FFamily || r0[1].Lo != 6 {
 		t.Errorf("rule 1 conds %+v", r0)
 	}
 	if c := rules[2].Conds[0]; !c.Neg || c.Prefix != netip.MustParsePrefix("::ffff:10.0.0.0/104") {
@@ -65,7 +65,7 @@ ip6tables -A INPUT -s fc00:1::/64 -d fc00:d1::1 -p tcp --dport 1000:2000 -j DROP
 	if c := byField[FNSID]; !c.Neg {
 		t.Errorf("nsid not negated")
 	}
-	if c := byField[FInnerDst]; c.Prefix != netip.MustParsePrefix("::ffff:1.2.3.4/128") || !c.Neg {
+	if c := byField[FInnerDst]; c.Prefix != netip.MustParsePrefix("::ffff:1.2.3.4/128") || !c.Neg || byField[FInnerFamily].Lo != 4 {
 		t.Errorf("inner-dst %+v", c)
 	}
 }
@@ -89,6 +89,8 @@ func TestParseErrors(t *testing.T) {
 		{"\n\n  -x -j DROP", "3:3: unknown option"},
 		{"-j DROP !", "1:10: expected an option after '!'"},
 		{"-i eth+ -j DROP", "1:4: expected an interface name"},
+		{"-s 10.0.0.1 -d fc00::1 -j DROP", "1:16: -d mixes IPv4 and IPv6"},
+		{"-m srh --srh-psid 10.0.0.1 -j DROP", "1:19: expected an IPv6 address"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.src)

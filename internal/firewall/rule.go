@@ -40,25 +40,27 @@ type Field uint8
 // The first NumAddrFields are prefix fields (looked up in an LPM trie), the
 // rest are small integer domains (looked up in arrays).
 const (
-	FSrc       Field = iota // -s: basic mode the original source, advanced the outer one
-	FDst                    // -d: basic mode the original destination, advanced the outer one
-	FInnerSrc               // --inner-src: source of the encapsulated packet
-	FInnerDst               // --inner-dst
-	FPSID                   // --srh-psid: segment[SL+1], the SID visited before
-	FNSID                   // --srh-nsid: segment[SL-1], the next SID
-	FLSID                   // --srh-lsid: segment[0], the last SID
-	FIIF                    // -i: ingress ifindex
-	FOIF                    // -o: egress ifindex (FIB lookup of the destination)
-	FActiveSID              // --sid: the active SID (destination of an SR packet): per-SID rule sets
-	FProto                  // -p
-	FSPort                  // --sport
-	FDPort                  // --dport
-	FSRH                    // -m srh: 1 when a valid SRH is present
-	FNextHdr                // --srh-next-hdr
-	FHdrLen                 // --srh-len-*
-	FSegsLeft               // --srh-segs-*
-	FLastEntry              // --srh-last-*
-	FTag                    // --srh-tag
+	FSrc         Field = iota // -s: basic mode the original source, advanced the outer one
+	FDst                      // -d: basic mode the original destination, advanced the outer one
+	FInnerSrc                 // --inner-src: source of the encapsulated packet
+	FInnerDst                 // --inner-dst
+	FPSID                     // --srh-psid: segment[SL+1], the SID visited before
+	FNSID                     // --srh-nsid: segment[SL-1], the next SID
+	FLSID                     // --srh-lsid: segment[0], the last SID
+	FIIF                      // -i: ingress ifindex
+	FOIF                      // -o: egress ifindex (FIB lookup of the destination)
+	FActiveSID                // --sid: the active SID (destination of an SR packet): per-SID rule sets
+	FProto                    // -p
+	FSPort                    // --sport
+	FDPort                    // --dport
+	FSRH                      // -m srh: 1 when a valid SRH is present
+	FNextHdr                  // --srh-next-hdr
+	FHdrLen                   // --srh-len-*
+	FSegsLeft                 // --srh-segs-*
+	FLastEntry                // --srh-last-*
+	FTag                      // --srh-tag
+	FFamily                   // 4 or 6: the family -s/-d are read from (implicit in rules with -s/-d)
+	FInnerFamily              // 4 or 6: the inner packet's family (implicit with --inner-src/--inner-dst)
 	NumFields
 )
 
@@ -68,6 +70,7 @@ const NumAddrFields = int(FActiveSID) + 1
 var fieldNames = [NumFields]string{
 	"src", "dst", "inner-src", "inner-dst", "psid", "nsid", "lsid", "iif", "oif", "sid",
 	"proto", "sport", "dport", "srh", "srh-next-hdr", "srh-len", "srh-segs", "srh-last", "srh-tag",
+	"family", "inner-family",
 }
 
 func (f Field) String() string {
@@ -172,7 +175,7 @@ type Rule struct {
 // UsesSRH reports whether the rule needs an SR packet.
 func (r Rule) UsesSRH() bool {
 	for _, c := range r.Conds {
-		if c.Field >= FSRH || (c.Field >= FInnerSrc && c.Field <= FLSID) || c.Field == FActiveSID {
+		if (c.Field >= FSRH && c.Field <= FTag) || c.Field == FInnerFamily || (c.Field >= FInnerSrc && c.Field <= FLSID) || c.Field == FActiveSID {
 			return true
 		}
 	}
