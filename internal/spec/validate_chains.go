@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 )
 
 // Chain, classifier, path/MTU and probe checks.
@@ -16,6 +17,7 @@ func (v *validator) chains() {
 		dst     netip.Prefix
 	}
 	steered := map[steer]string{}
+	sids := s.SIDs()
 	for i := range s.Chains {
 		c := &s.Chains[i]
 		p := fmt.Sprintf("chains[%d]", i)
@@ -27,6 +29,9 @@ func (v *validator) chains() {
 		egOK := v.router(p+".egress", "egress", c.Egress)
 		fam := v.match(p+".match", c)
 		nfsOK := true
+		if len(c.NFs) == 0 {
+			v.add(p+".nfs", "a chain needs at least one NF (in every mode): with none there is no NF SID to steer through")
+		}
 		for k, name := range c.NFs {
 			if s.NF(name) == nil {
 				v.add(fmt.Sprintf("%s.nfs[%d]", p, k), "unknown NF %q", name)
@@ -64,9 +69,6 @@ func (v *validator) chains() {
 			if fam == 4 {
 				v.add(p+".mode", "insert mode carries IPv6 only (the SRH goes into the original IPv6 header), but the chain matches IPv4")
 			}
-			if len(c.NFs) == 0 {
-				v.add(p+".nfs", "insert mode needs at least one NF")
-			}
 			if c.EgressBehavior != "" {
 				v.add(p+".egress_behavior", "egress_behavior is not used in insert mode")
 			}
@@ -81,8 +83,12 @@ func (v *validator) chains() {
 			// toward the ingress's own decapsulation SID.
 			v.add(p+".egress", "egress must differ from the ingress in encap mode")
 		}
+		if fam != 0 {
+			v.broadDst(p+".match", c, v.matchOverlaps(p+".match", c, sids))
+		}
 		if inOK && egOK && nfsOK {
 			v.path(p, c)
+			v.segments(p, c)
 		}
 		if inOK && fam != 0 && !c.Match.HasFiveTuple() {
 			for k, d := range c.Match.Dst {
@@ -243,5 +249,179 @@ func (v *validator) probeMatches(p string, t Probe, c *Chain) {
 	}
 	if !m.SPort.IsZero() {
 		v.add(p+".expect", "chain %q matches source ports, which a probe cannot choose", c.Name)
+	}
+}
+
+// matchOverlaps rejects IPv6 classifier prefixes that overlap a locator
+// or a SID: the ingress would steer the chain's own SRv6 packets (whose
+// outer destination is a SID) into the policy again, re-encapsulating
+// them (lwtunnel recursion).
+// It returns the indexes of the destinations it reported.
+func (v *validator) matchOverlaps(p string, c *Chain, sids SIDPlan) map[int]bool {
+	s := v.s
+	check := func(path string, q netip.Prefix) bool {
+		if !q.IsValid() || !q.Addr().Is6() || q.Addr().Is4In6() {
+			return false
+		}
+		for i, n := range s.Nodes {
+			if n.Locator.IsValid() && n.Locator.Overlaps(q) {
+				v.add(path, "%s overlaps locator %s of node %q (nodes[%d]): the ingress would steer the chain's own SRv6 packets (addressed to SIDs) into the policy again; match only prefixes outside every locator", q, n.Locator, n.Name, i)
+				return true
+			}
+		}
+		for _, nf := range s.NFs {
+			if sid, ok := sids.NF[nf.Name]; ok && sid.Masked().Overlaps(q) {
+				v.add(path, "%s overlaps SID %s of NF %q: the ingress would steer SRv6 packets addressed to it into the policy again", q, sid.Masked(), nf.Name)
+				return true
+			}
+		}
+		for _, o := range s.Chains {
+			if sid, ok := sids.Egress[o.Name]; ok && sid.Masked().Overlaps(q) {
+				v.add(path, "%s overlaps egress SID %s of chain %q: the ingress would steer SRv6 packets addressed to it into the policy again", q, sid.Masked(), o.Name)
+				return true
+			}
+		}
+		return false
+	}
+	bad := map[int]bool{}
+	for k, q := range c.Match.Dst {
+		if check(fmt.Sprintf("%s.dst[%d]", p, k), q) {
+			bad[k] = true
+		}
+	}
+	for k, q := range c.Match.Src {
+		check(fmt.Sprintf("%s.src[%d]", p, k), q)
+	}
+	return bad
+}
+
+// broadDst rejects a destination that strictly contains a link subnet:
+// the ingress routes those more specifically (connected or
+// shortest-path routes), and the longest prefix wins, so traffic to them
+// would never meet the chain's policy (which replaces only the route to
+// the very same prefix). Such traffic is silently not steered.
+// Destinations in skip were reported already.
+func (v *validator) broadDst(p string, c *Chain, skip map[int]bool) {
+	s := v.s
+	// Locators are not listed: matchOverlaps rejects any overlap with one.
+	var routed []netip.Prefix
+	for _, l := range s.Links {
+		for _, e := range l.Endpoints {
+			for _, a := range e.Addresses {
+				if a.IsValid() && !slices.Contains(routed, a.Masked()) {
+					routed = append(routed, a.Masked())
+				}
+			}
+		}
+	}
+	slices.SortFunc(routed, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	for k, d := range c.Match.Dst {
+		if !d.IsValid() || d != d.Masked() || skip[k] {
+			continue
+		}
+		var inside []string
+		for _, q := range routed {
+			if family(q.Addr()) == family(d.Addr()) && q.Bits() > d.Bits() && d.Contains(q.Addr()) {
+				inside = append(inside, q.String())
+			}
+		}
+		if len(inside) == 0 {
+			continue
+		}
+		more := ""
+		if len(inside) > 3 {
+			more = fmt.Sprintf(" and %d more", len(inside)-3)
+			inside = inside[:3]
+		}
+		v.add(fmt.Sprintf("%s.dst[%d]", p, k),
+			"%s contains link subnet(s) %s%s, to which ingress %q has more specific routes (the longest prefix wins, the policy replaces only the route to %s itself), so traffic to them would not be steered; list the destination subnets themselves (e.g. dst: [%s]) or prefixes inside one",
+			d, strings.Join(inside, ", "), more, c.Ingress, d, inside[0])
+	}
+}
+
+// Segment limits, measured on Linux 6.18 (docs/spec.md):
+const (
+	// MaxSRHSegments is the most segments the kernel accepts in a seg6
+	// encap route (encap and inline): 127 is accepted, 128 fails with
+	// EINVAL (the SRH header length is 8-bit, in 8-octet units).
+	MaxSRHSegments = 127
+	// MaxEBPFSegments is SRCHAIN_MAX_SEGS (bpf/lib/common.h): srchain's
+	// eBPF programs drop an SRH whose last entry is >= 16.
+	MaxEBPFSegments = 16
+	// MaxLocalSIDs is how many SIDs the kernel runs back to back on one
+	// node: each seg6local SID whose next segment is local again nests
+	// one lwtunnel_input call; the 9th hits "lwtunnel_input(): recursion
+	// limit reached on datapath" and the packet is dropped.
+	MaxLocalSIDs = 8
+)
+
+// SRHSegments is how many segments the chain's SRH holds: the NF SIDs
+// plus the egress SID (encap) or the original destination (insert).
+func (c *Chain) SRHSegments() int { return len(c.NFs) + 1 }
+
+// segments checks the segment-list limits: the kernel's, srchain's eBPF
+// programs' when a node on the path runs them, and the number of SIDs in
+// a row the kernel runs on one node.
+func (v *validator) segments(p string, c *Chain) {
+	s := v.s
+	n := c.SRHSegments()
+	if n > MaxSRHSegments {
+		v.add(p+".nfs", "the chain's SRH would hold %d segments (%d NFs + 1), but the kernel accepts at most %d in a seg6 route (EINVAL); use at most %d NFs",
+			n, len(c.NFs), MaxSRHSegments, MaxSRHSegments-1)
+		return
+	}
+	if n > MaxEBPFSegments {
+		hops, err := s.ChainPath(c)
+		if err == nil {
+			if c.Mode == ModeInsert && len(c.Match.Dst) > 0 && c.Match.Dst[0].IsValid() {
+				hops = append(hops, s.pathToward(c.Egress, c.Match.Dst[0])...)
+			}
+			nodes := []string{c.Ingress}
+			for _, h := range hops {
+				nodes = append(nodes, h.To)
+			}
+			for _, name := range nodes {
+				if nd := s.Node(name); nd != nil && nd.Role == RoleRouter && nd.Datapath == DatapathEBPF {
+					v.add(p+".nfs", "the chain's SRH would hold %d segments (%d NFs + 1), but node %q on its path runs srchain's eBPF datapath, which handles at most %d (SRCHAIN_MAX_SEGS); use at most %d NFs or datapath: kernel",
+						n, len(c.NFs), name, MaxEBPFSegments, MaxEBPFSegments-1)
+					break
+				}
+			}
+		}
+	}
+	// Runs of SIDs the kernel executes back to back on one node.
+	runNode, run := "", 0
+	count := func(node, path, what string, kernel, leaves bool) {
+		if !kernel {
+			runNode, run = "", 0
+			return
+		}
+		if node != runNode {
+			runNode, run = node, 0
+		}
+		run++
+		if run == MaxLocalSIDs+1 {
+			v.add(path, "%s is SID %d in a row on node %q; the kernel runs at most %d consecutive seg6local SIDs on one node (more are dropped: lwtunnel_input recursion limit); move an NF to another node or use datapath: ebpf",
+				what, run, node, MaxLocalSIDs)
+		}
+		if leaves {
+			runNode, run = "", 0
+		}
+	}
+	for k, name := range c.NFs {
+		nf := s.NF(name)
+		if nf == nil || s.Node(nf.Node) == nil {
+			return
+		}
+		nd := s.Node(nf.Node)
+		count(nf.Node, fmt.Sprintf("%s.nfs[%d]", p, k), fmt.Sprintf("NF %q", name), nd.Datapath == DatapathKernel, nf.Behavior == BehaviorEndX)
+	}
+	if c.Mode == ModeEncap {
+		count(c.Egress, p+".egress", "the egress SID", true, true)
 	}
 }

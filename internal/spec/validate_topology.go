@@ -105,6 +105,9 @@ func (v *validator) links() {
 				if prev, ok := subnets[a.Masked()]; ok && prev.link != i {
 					v.add(ap, "subnet %s is also used by links[%d]; each link needs its own subnet", a.Masked(), prev.link)
 				} else if !ok {
+					if q, prev, found := overlapping(subnets, a.Masked(), i); found {
+						v.add(ap, "subnet %s overlaps subnet %s of links[%d]; link subnets must not overlap", a.Masked(), q, prev.link)
+					}
 					subnets[a.Masked()] = addrRef{ap, e.Node, i}
 				}
 				for ni, n := range s.Nodes {
@@ -118,6 +121,16 @@ func (v *validator) links() {
 			a, b := l.Endpoints[0], l.Endpoints[1]
 			if a.Node != "" && a.Node == b.Node {
 				v.add(p+".endpoints", "both endpoints are on node %q", a.Node)
+			}
+			na, nb := s.Node(a.Node), s.Node(b.Node)
+			if na != nil && nb != nil && na.Role == RoleRouter && nb.Role == RoleRouter && a.Node != b.Node {
+				// Routes and SR paths are computed over links regardless
+				// of family: every router-router link must carry IPv6.
+				for k, e := range l.Endpoints {
+					if _, ok := firstAddr(e.Addresses, 6); !ok {
+						v.add(fmt.Sprintf("%s.endpoints[%d].addresses", p, k), "interface %s of router %q has no IPv6 address; a link between two routers needs IPv6 on both ends (SRv6 paths and IPv6 routes cross every router-router link)", e.Interface, e.Node)
+					}
+				}
 			}
 			for _, fam := range []int{4, 6} {
 				pa, okA := firstPrefix(a.Addresses, fam)
@@ -208,4 +221,19 @@ func (v *validator) nodeHasIf(node, ifname string) bool {
 		}
 	}
 	return false
+}
+
+// overlapping finds a subnet of another link than link that overlaps q,
+// the smallest in address order so that the report is deterministic.
+func overlapping(subnets map[netip.Prefix]addrRef, q netip.Prefix, link int) (netip.Prefix, addrRef, bool) {
+	var best netip.Prefix
+	for o, r := range subnets {
+		if r.link != link && o.Overlaps(q) && (!best.IsValid() || o.Addr().Less(best.Addr()) || (o.Addr() == best.Addr() && o.Bits() < best.Bits())) {
+			best = o
+		}
+	}
+	if !best.IsValid() {
+		return netip.Prefix{}, addrRef{}, false
+	}
+	return best, subnets[best], true
 }
