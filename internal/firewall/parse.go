@@ -162,7 +162,8 @@ func (p *ruleParser) option() error {
 		t = p.toks[p.i]
 	}
 	name := canonical(t.s)
-	if p.seen[name] {
+	// -m may repeat (one match module each time: module checks that).
+	if p.seen[name] && name != "-m" {
 		return errAt(t, "option %s given twice", t.s)
 	}
 	p.seen[name] = true
@@ -515,12 +516,24 @@ func (p *ruleParser) module(opt token) error {
 	if err != nil {
 		return err
 	}
-	switch a.s {
+	name := a.s
+	if name == "icmpv6" {
+		name = "icmp6"
+	}
+	if p.modules[name] {
+		return errAt(a, "match module %s given twice", a.s)
+	}
+	switch name {
 	case "srh":
 		p.modules["srh"] = true
 		p.r.Conds = append(p.r.Conds, Cond{Field: FSRH, Lo: 1, Hi: 1})
-	case "tcp", "udp", "icmp", "icmp6", "icmpv6":
-		p.modules[a.s] = true
+	case "tcp", "udp", "icmp", "icmp6":
+		// iptables loads -m tcp only for -p tcp (and so on).
+		want := map[string]int{"tcp": 6, "udp": 17, "icmp": 1, "icmp6": 58}[name]
+		if p.proto != want {
+			return errAt(a, "expected -p %s before -m %s", name, a.s)
+		}
+		p.modules[name] = true
 	default:
 		return errAt(a, "expected module srh, tcp, udp, icmp or icmp6, got %q", a.s)
 	}

@@ -70,6 +70,25 @@ ip6tables -A INPUT -s fc00:1::/64 -d fc00:d1::1 -p tcp --dport 1000:2000 -j DROP
 	}
 }
 
+// TestParseModules: -m may appear once per module (iptables' own order
+// -p tcp -m tcp --dport 22 -m srh ...).
+func TestParseModules(t *testing.T) {
+	for _, src := range []string{
+		"-p tcp -m tcp --dport 22 -m srh --srh-tag 1 -j DROP",
+		"-m srh --srh-tag 1 -p udp -m udp --sport 53 -j ACCEPT",
+		"-p icmpv6 -m icmp6 -m srh -j ACCEPT",
+	} {
+		rules, err := Parse(src)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", src, err)
+			continue
+		}
+		if !rules[0].UsesSRH() {
+			t.Errorf("Parse(%q): no srh condition", src)
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	cases := []struct{ src, want string }{
 		{"-s fc00::/129 -j DROP", "1:4: expected addr[/mask]"},
@@ -91,6 +110,9 @@ func TestParseErrors(t *testing.T) {
 		{"-i eth+ -j DROP", "1:4: expected an interface name"},
 		{"-s 10.0.0.1 -d fc00::1 -j DROP", "1:16: -d mixes IPv4 and IPv6"},
 		{"-m srh --srh-psid 10.0.0.1 -j DROP", "1:19: expected an IPv6 address"},
+		{"-m srh -m srh -j DROP", "1:11: match module srh given twice"},
+		{"-m tcp --dport 22 -j DROP", "1:4: expected -p tcp before -m tcp"},
+		{"-p udp -m tcp -j DROP", "1:11: expected -p tcp before -m tcp"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.src)
