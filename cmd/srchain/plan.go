@@ -27,8 +27,7 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, net, err := loadAndCompile(args[0])
 			if err != nil {
-				printProblems(cmd, err)
-				return errInvalidSpec
+				return specProblems(cmd, err)
 			}
 			out := cmd.OutOrStdout()
 			if node != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/spf13/cobra"
 
@@ -24,18 +25,29 @@ func init() {
 			"exits 1 if there is any.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			bad := 0
+			bad, unreadable := 0, 0
 			for _, f := range args {
 				s, _, err := loadAndCompile(f)
+				if err != nil && isReadError(err) && len(args) == 1 {
+					return err
+				}
 				if err != nil {
 					bad++
+					if isReadError(err) {
+						unreadable++
+					}
 					printProblems(cmd, err)
 					continue
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d nodes, %d links, %d NFs, %d chains)\n",
 					f, len(s.Nodes), len(s.Links), len(s.NFs), len(s.Chains))
 			}
-			if bad > 0 {
+			switch {
+			case bad > 0 && bad == unreadable:
+				return fmt.Errorf("%d of %d specs could not be read", bad, len(args))
+			case unreadable > 0:
+				return fmt.Errorf("%d of %d specs could not be read; %d of %d: %w", unreadable, len(args), bad-unreadable, len(args), errInvalidSpec)
+			case bad > 0:
 				return fmt.Errorf("%d of %d specs: %w", bad, len(args), errInvalidSpec)
 			}
 			return nil
@@ -54,6 +66,25 @@ func loadAndCompile(path string) (*spec.Spec, *state.Network, error) {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, net, nil
+}
+
+// isReadError reports whether err is about reading the spec file (missing,
+// unreadable, a directory) rather than about its content.
+func isReadError(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe)
+}
+
+// specProblems is how a command that needs one valid spec reports a load
+// or compile failure: a file that cannot be read is returned as is
+// ("read spec /x.yaml: no such file or directory"); spec problems are
+// printed one per line and summarized as errInvalidSpec.
+func specProblems(cmd *cobra.Command, err error) error {
+	if isReadError(err) {
+		return err
+	}
+	printProblems(cmd, err)
+	return errInvalidSpec
 }
 
 // printProblems writes one line per spec problem to stderr.

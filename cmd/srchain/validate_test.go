@@ -40,6 +40,25 @@ func TestValidateCommand(t *testing.T) {
 	}
 }
 
+// TestMissingSpecFile: a file that cannot be read is reported as such,
+// not as an invalid spec.
+func TestMissingSpecFile(t *testing.T) {
+	const want = "read spec /nonexistent.yaml: no such file or directory"
+	for _, args := range [][]string{
+		{"plan", "/nonexistent.yaml"},
+		{"validate", "/nonexistent.yaml"},
+	} {
+		_, stderr, err := runCLI(t, args...)
+		if err == nil || err.Error() != want || errors.Is(err, errInvalidSpec) || stderr != "" {
+			t.Errorf("srchain %s: err %v, stderr %q; want only %q", strings.Join(args, " "), err, stderr, want)
+		}
+	}
+	_, stderr, err := runCLI(t, "validate", "/nonexistent.yaml", "../../examples/quickstart.yaml", "../../examples/bad/empty-chain.yaml")
+	if err == nil || err.Error() != "1 of 3 specs could not be read; 1 of 3: invalid spec" || !strings.Contains(stderr, want) {
+		t.Errorf("validate with a missing file: err %v, stderr %q", err, stderr)
+	}
+}
+
 func TestPlanCommand(t *testing.T) {
 	out, _, err := runCLI(t, "plan", "../../examples/quickstart.yaml", "--node", "r1")
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
 	"os"
 	"reflect"
@@ -27,7 +28,13 @@ const maxNodes = 200_000
 func Load(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+		// "read spec /x.yaml: no such file or directory", still an
+		// *fs.PathError (callers tell it from an invalid spec).
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, &fs.PathError{Op: "read spec", Path: path, Err: pe.Err}
+		}
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
 	}
 	return Check(data, path)
 }
