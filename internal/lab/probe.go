@@ -241,18 +241,27 @@ func (p *Prober) judge(r *ProbeResult) {
 	}
 }
 
-// served returns, in order, the SIDs the packet reached, carrying an SRH,
-// at the node that owns them. A router in between that forwards the packet
-// while an NF's SID is active has not served that SID.
+// served returns, in order, the SIDs the nodes that own them consumed: the
+// segments each node moved the SRH's segments left past (trace.Consumed),
+// whether the node's arrival was captured with the SID active or it ran the
+// SID locally (an NF on the ingress, several NF SIDs of one node in a row).
+// A router in between that forwards the packet while an NF's SID is active,
+// or one that removes the SRH before an NF's SID was served, has not served
+// that SID.
 func (p *Prober) served(hops []trace.Hop) []netip.Addr {
 	var out []netip.Addr
-	for _, h := range hops {
-		e := h.Arrive
-		if e == nil || !e.HasSRH {
-			continue
-		}
-		if _, ok := sidAt(p.net, h.Node, e.OuterDst); ok {
-			out = append(out, e.OuterDst)
+	for _, s := range p.services(hops) {
+		out = append(out, s.SID)
+	}
+	return out
+}
+
+// services returns the consumed segments whose SID the consuming node owns.
+func (p *Prober) services(hops []trace.Hop) []trace.Service {
+	var out []trace.Service
+	for _, s := range trace.Consumed(hops) {
+		if _, ok := sidAt(p.net, s.Node, s.SID); ok {
+			out = append(out, s)
 		}
 	}
 	return out
@@ -277,20 +286,25 @@ func sidAt(net *state.Network, node string, addr netip.Addr) (state.LocalSID, bo
 // "v4: h1 -> r1 [H.Encaps] -> r2 SL=1 DA=fc00:2::1:0 [End fw] -> ... OK (chain web4)".
 func (p *Prober) Summary(r ProbeResult) string {
 	var parts []string
-	for _, h := range r.Hops {
+	svc := p.services(r.Hops)
+	for i, h := range r.Hops {
 		s := h.Node
 		if d := h.Arrive.Describe(); d != "" {
 			s += " " + d
 		}
-		switch {
-		case (h.Arrive == nil || !h.Arrive.HasSRH) && h.Leave != nil && h.Leave.HasSRH:
+		if (h.Arrive == nil || !h.Arrive.HasSRH) && h.Leave != nil && h.Leave.HasSRH {
 			if h.Leave.Encapsulated {
 				s += " [H.Encaps]"
 			} else {
 				s += " [H.Insert]"
 			}
-		case h.Arrive != nil && h.Arrive.HasSRH:
-			if sid, ok := sidAt(p.net, h.Node, h.Arrive.OuterDst); ok {
+		}
+		// Every SID the node served on this visit, in order.
+		for _, v := range svc {
+			if v.Hop != i {
+				continue
+			}
+			if sid, ok := sidAt(p.net, h.Node, v.SID); ok {
 				s += " [" + strings.TrimSpace(string(sid.Behavior)+" "+sid.NF) + "]"
 			}
 		}

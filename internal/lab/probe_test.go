@@ -21,10 +21,15 @@ func featuresPath(skipIDS bool) []trace.Event {
 	ad := netip.MustParseAddr
 	dst := ad("10.0.6.2")
 	fw, ids, dx4 := ad("fc00:2::1:0"), ad("fc00:3::1:0"), ad("fc00:4::1:0")
+	segs := []netip.Addr{fw, ids, dx4}
 	var out []trace.Event
 	add := func(node string, dir trace.Direction, srh bool, da netip.Addr, sl uint8) {
-		out = append(out, trace.Event{Node: node, Dir: dir, Time: t0.Add(time.Duration(len(out)) * time.Millisecond),
-			HasSRH: srh, Encapsulated: srh, OuterDst: da, SL: sl, InnerDst: dst, Proto: srv6.ProtoTCP, DstPort: 80})
+		e := trace.Event{Node: node, Dir: dir, Time: t0.Add(time.Duration(len(out)) * time.Millisecond),
+			HasSRH: srh, Encapsulated: srh, OuterDst: da, SL: sl, InnerDst: dst, Proto: srv6.ProtoTCP, DstPort: 80}
+		if srh {
+			e.Segments = segs
+		}
+		out = append(out, e)
 	}
 	add("h1", trace.Out, false, dst, 0)
 	add("r1", trace.In, false, dst, 0)
@@ -78,5 +83,122 @@ func TestProbeFeaturesWeb(t *testing.T) {
 	p.judge(&res)
 	if res.OK || !strings.Contains(res.Why, "want NF SIDs") {
 		t.Errorf("probe that never reached r3 judged OK=%v (%s):\n%s", res.OK, res.Why, p.Summary(res))
+	}
+}
+
+// localSpec has an NF on the ingress (fa on r1) and two NFs on one node
+// (fb, fc on r2): c1 = [fa, fb], c2 = [fb, fc], c3 = [fa, fc, fc] (insert).
+const localSpec = `name: lnf
+nodes:
+  - {name: h1, role: host}
+  - {name: r1, role: router, locator: "fc00:1::/64"}
+  - {name: r2, role: router, locator: "fc00:2::/64"}
+  - {name: r3, role: router, locator: "fc00:3::/64"}
+  - {name: h2, role: host}
+links:
+  - endpoints:
+      - {node: h1, interface: eth0, addresses: ["fc00:a1::1/64", "10.0.1.1/24"]}
+      - {node: r1, interface: eth0, addresses: ["fc00:a1::2/64", "10.0.1.2/24"]}
+  - endpoints:
+      - {node: r1, interface: eth1, addresses: ["fc00:a2::1/64", "10.0.2.1/24"]}
+      - {node: r2, interface: eth0, addresses: ["fc00:a2::2/64", "10.0.2.2/24"]}
+  - endpoints:
+      - {node: r2, interface: eth1, addresses: ["fc00:a3::1/64", "10.0.3.1/24"]}
+      - {node: r3, interface: eth0, addresses: ["fc00:a3::2/64", "10.0.3.2/24"]}
+  - endpoints:
+      - {node: r3, interface: eth1, addresses: ["fc00:a4::1/64", "10.0.4.1/24"]}
+      - {node: h2, interface: eth0, addresses: ["fc00:a4::2/64", "10.0.4.2/24"]}
+nfs:
+  - {name: fa, node: r1}
+  - {name: fb, node: r2}
+  - {name: fc, node: r2}
+chains:
+  - {name: c1, ingress: r1, egress: r3, match: {dst: ["10.0.4.0/24"]}, nfs: [fa, fb]}
+  - {name: c2, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"]}, nfs: [fb, fc]}
+  - {name: c3, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"], proto: udp, dport: 7}, mode: insert, nfs: [fa, fc, fc]}
+`
+
+// TestProbeLocalNFs: SIDs a node serves without a captured arrival under
+// them (an NF on the ingress, consecutive NFs on one node, the same NF
+// twice) count, as the lab captures them (segments left drops by more than
+// one at a node); wrong expectations still fail.
+func TestProbeLocalNFs(t *testing.T) {
+	s, err := spec.Check([]byte(localSpec), "local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := compile.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Prober{net: net}
+	ad := netip.MustParseAddr
+	fa, fb, fc := ad("fc00:1::1:0"), ad("fc00:2::1:0"), ad("fc00:2::2:0")
+	dx4, dt6 := ad("fc00:3::1:0"), ad("fc00:3::2:0")
+	// path builds a probe's frames h1 -> r1 -> r2 -> r3 -> h2 with the SL
+	// each router sends (-1: no SRH).
+	path := func(dst netip.Addr, proto uint8, segs []netip.Addr, encap bool, sl1, sl2, sl3 int) []trace.Event {
+		var out []trace.Event
+		add := func(node string, dir trace.Direction, sl int) {
+			e := trace.Event{Node: node, Dir: dir, Time: time.Unix(0, int64(len(out))), OuterDst: dst, InnerDst: dst,
+				Proto: proto, ICMPType: 8, DstPort: 7}
+			if proto == srv6.ProtoICMPv6 {
+				e.ICMPType = 128
+			}
+			if sl >= 0 {
+				e.HasSRH, e.SL, e.Segments, e.Encapsulated = true, uint8(sl), segs, encap
+				e.OuterDst = segs[len(segs)-1-sl]
+			}
+			out = append(out, e)
+		}
+		add("h1", trace.Out, -1)
+		add("r1", trace.In, -1)
+		add("r1", trace.Out, sl1)
+		add("r2", trace.In, sl1)
+		add("r2", trace.Out, sl2)
+		add("r3", trace.In, sl2)
+		add("r3", trace.Out, sl3)
+		add("h2", trace.In, sl3)
+		return out
+	}
+	v4, v6 := ad("10.0.4.2"), ad("fc00:a4::2")
+	for _, c := range []struct {
+		pr     Probe
+		events []trace.Event
+		ok     bool
+		sum    string
+	}{
+		{Probe{Name: "v4", To: v4, Proto: "icmp", Expect: "c1"},
+			path(v4, srv6.ProtoICMP, []netip.Addr{fa, fb, dx4}, true, 1, 0, -1), true,
+			"v4: h1 -> r1 [H.Encaps] [End fa] -> r2 SL=1 DA=fc00:2::1:0 [End fb] -> r3 SL=0 DA=fc00:3::1:0 [End.DX4] -> h2  OK (chain c1)"},
+		{Probe{Name: "v6", To: v6, Proto: "icmp", Expect: "c2"},
+			path(v6, srv6.ProtoICMPv6, []netip.Addr{fb, fc, dt6}, true, 2, 0, -1), true,
+			"v6: h1 -> r1 [H.Encaps] -> r2 SL=2 DA=fc00:2::1:0 [End fb] [End fc] -> r3 SL=0 DA=fc00:3::2:0 [End.DT6] -> h2  OK (chain c2)"},
+		{Probe{Name: "udp", To: v6, Proto: "udp", DPort: 7, Expect: "c3"},
+			path(v6, srv6.ProtoUDP, []netip.Addr{fa, fc, fc, v6}, false, 2, 0, 0), true,
+			"udp: h1 -> r1 [H.Insert] [End fa] -> r2 SL=2 DA=fc00:2::2:0 [End fc] [End fc] -> r3 SL=0 DA=fc00:a4::2 -> h2 SL=0 DA=fc00:a4::2  OK (chain c3)"},
+		// Wrong expectations.
+		{Probe{Name: "v6", To: v6, Proto: "icmp", Expect: "c3"},
+			path(v6, srv6.ProtoICMPv6, []netip.Addr{fb, fc, dt6}, true, 2, 0, -1), false, "want NF SIDs"},
+		{Probe{Name: "udp", To: v6, Proto: "udp", DPort: 7, Expect: "c2"},
+			path(v6, srv6.ProtoUDP, []netip.Addr{fa, fc, fc, v6}, false, 2, 0, 0), false, "want NF SIDs"},
+		{Probe{Name: "v4", To: v4, Proto: "icmp", Expect: ExpectNone},
+			path(v4, srv6.ProtoICMP, []netip.Addr{fa, fb, dx4}, true, 1, 0, -1), false, "steered"},
+		// fc served once where the chain needs it twice: r2 sends the
+		// packet on with fc still active and r3, which does not own fc,
+		// removes the SRH.
+		{Probe{Name: "udp", To: v6, Proto: "udp", DPort: 7, Expect: "c3"},
+			path(v6, srv6.ProtoUDP, []netip.Addr{fa, fc, fc, v6}, false, 2, 1, -1), false, "want NF SIDs"},
+		// The ingress sent the packet with fa still active: not served.
+		{Probe{Name: "v4", To: v4, Proto: "icmp", Expect: "c1"},
+			path(v4, srv6.ProtoICMP, []netip.Addr{fa, fb, dx4}, true, 2, 0, -1), false, "want NF SIDs"},
+	} {
+		m := trace.Match{Dst: c.pr.To}
+		res := ProbeResult{Probe: c.pr, Hops: trace.Path(c.events, m)}
+		p.judge(&res)
+		sum := p.Summary(res)
+		if res.OK != c.ok || !strings.Contains(sum, c.sum) {
+			t.Errorf("%s expect %s: OK=%v, want %v; summary:\n%s\nwant it to contain\n%s", c.pr.Name, c.pr.Expect, res.OK, c.ok, sum, c.sum)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -94,6 +95,66 @@ func Traversed(hops []Hop) []netip.Addr {
 	for _, h := range hops {
 		if e := h.Arrive; e != nil && e.HasSRH {
 			out = append(out, e.OuterDst)
+		}
+	}
+	return out
+}
+
+// Service is one segment an SRH's segments left went past while the packet
+// was at a node: the node consumed (served) that SID, whether its arrival
+// was captured with the SID active or the node ran it locally (an NF on the
+// ingress, several SIDs of one node in a row).
+type Service struct {
+	// Hop is the index of the visit in the hops given to Consumed.
+	Hop  int
+	Node string
+	SID  netip.Addr
+}
+
+// Consumed infers, in order, which node consumed each segment of the
+// packet's SRH. Every captured SRH carries the whole segment list, so the
+// segments whose index lies between two consecutive observed segments left
+// values were consumed by the node that held the packet in between (the
+// node of the earlier observation); those before the active one when an SRH
+// is first seen, by the node that added it; and those left when the SRH
+// disappears (decapsulation), by the node that removed it. A router that
+// only forwards the packet changes no segments left and consumes nothing.
+// Hops must be in path order (Path).
+func Consumed(hops []Hop) []Service {
+	var out []Service
+	var segs []netip.Addr
+	next := 0 // travel index of the first segment not consumed yet
+	at := -1  // hop that holds the packet since the last observation
+	take := func(hop, upto int) {
+		for ; next < upto && next < len(segs); next++ {
+			if hop >= 0 {
+				out = append(out, Service{Hop: hop, Node: hops[hop].Node, SID: segs[next]})
+			}
+		}
+	}
+	for i, h := range hops {
+		for _, e := range []*Event{h.Arrive, h.Leave} {
+			if e == nil {
+				continue
+			}
+			switch {
+			case !e.HasSRH:
+				if segs != nil {
+					take(at, len(segs)) // removed: the rest was served there
+					segs = nil
+				}
+			case int(e.SL) < len(e.Segments):
+				if !slices.Equal(segs, e.Segments) {
+					// A new SRH, added where the packet was (the sender
+					// when it is the first node).
+					segs, next = e.Segments, 0
+					if at < 0 {
+						at = i
+					}
+				}
+				take(at, len(segs)-1-int(e.SL))
+			}
+			at = i
 		}
 	}
 	return out
