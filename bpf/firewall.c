@@ -61,11 +61,14 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 	struct fw_config *cfg;
 	struct fw_rule *rule;
 	struct fw_count *cnt;
-	__u32 zero = 0, reason, verdict, slot;
+	__u32 zero = 0, reason, verdict, slot, gen, *genp;
 	int idx, f;
 
 	o->kind = FW_OUT_PASS;
-	cfg = bpf_map_lookup_elem(&fw_cfg, &zero);
+	/* One read of the generation word: the whole packet uses it. */
+	genp = bpf_map_lookup_elem(&fw_gen, &zero);
+	gen = genp ? (*genp & 1) : 0;
+	cfg = bpf_map_lookup_elem(&fw_cfg, &gen);
 	vp = bpf_map_lookup_elem(&fw_scratch, &zero);
 	if (!cfg || !vp)
 		return;
@@ -112,6 +115,7 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 	slot = idx;
 	if (slot > FW_MAX_RULES)
 		slot = FW_MAX_RULES;
+	slot += (cfg->gen & 1) * FW_RULE_SLOTS;
 	cnt = bpf_map_lookup_elem(&fw_rule_counters, &slot);
 	if (cnt) {
 		cnt->packets += 1;
@@ -130,7 +134,7 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 		ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
 		if (!ip6)
 			goto drop;
-		verdict = fw_args_verdict(&ip6->daddr, cfg->args_bits);
+		verdict = fw_args_verdict(&ip6->daddr, cfg->args_bits, cfg->gen);
 		if (!verdict) {
 			/* Seed 000 V.B: Parameter Problem pointing at the active
 			 * SID, segment[SL] of the SRH; with SL = last entry + 1

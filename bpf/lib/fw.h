@@ -88,13 +88,29 @@ struct fw_fdef {
 	__u32 absent;
 };
 
+/* Double buffering: every table holds two generations (fw_cfg slots 0
+ * and 1, keys offset by the generation); fw_gen says which one packets
+ * use. The loader fills the idle generation and flips fw_gen (one word):
+ * a packet sees one whole rule set, old or new, never a mix.
+ */
+#define FW_GENS 2
+#define FW_LPM_GEN 16 /* fw_lpm field byte: field + 16 * generation */
+#define FW_RULE_SLOTS (FW_MAX_RULES + 1)
+
 struct fw_config {
+	__u32 gen;       /* this slot's generation (0 or 1): key offsets */
 	__u32 mode;      /* FW_MODE_* */
 	__u32 used;      /* bit f: some rule tests field f */
 	__u32 nrules;    /* rules loaded; slot nrules of fw_rules is the policy */
 	__u32 args_bits; /* eval-args: low bits of the active SID (0..64) */
 	__u32 nused;     /* number of used fields, listed in fields[] */
 	__u8 fields[24]; /* the used fields' ids, in order (FW_NFIELDS used) */
+};
+
+/* eval-args key: ARGS value of one generation. */
+struct fw_args_key {
+	__u64 args;
+	__u64 gen;
 };
 
 struct fw_rule {
@@ -126,35 +142,44 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FW_IDX_SIZE);
+	__uint(max_entries, FW_GENS * FW_IDX_SIZE);
 	__type(key, __u32);
 	__type(value, __u32);
 } fw_idx SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FW_NADDR);
+	__uint(max_entries, FW_GENS * FW_NADDR);
 	__type(key, __u32);
 	__type(value, struct fw_fdef);
 } fw_fdef SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, FW_GENS);
 	__type(key, __u32);
 	__type(value, struct fw_config);
 } fw_cfg SEC(".maps");
 
+/* The generation packets use (0 or 1). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FW_MAX_RULES + 1);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fw_gen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_GENS * FW_RULE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct fw_rule);
 } fw_rules SEC(".maps");
 
+/* Per generation: a new rule set starts from zero. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FW_MAX_RULES + 1);
+	__uint(max_entries, FW_GENS * FW_RULE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct fw_count);
 } fw_rule_counters SEC(".maps");
@@ -162,8 +187,8 @@ struct {
 /* eval-args: ARGS value -> FW_ACT_* (never EVAL_ARGS). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u64);
+	__uint(max_entries, FW_GENS * 256);
+	__type(key, struct fw_args_key);
 	__type(value, __u32);
 } fw_args SEC(".maps");
 
@@ -478,11 +503,11 @@ static __always_inline void fw_srh_absent(struct fw_view *v)
 }
 
 /* fw_addr_id looks prefix field f (< FW_NADDR) up in fw_lpm. */
-static __always_inline __u32 fw_addr_id(const struct fw_view *v, __u32 f)
+static __always_inline __u32 fw_addr_id(const struct fw_view *v, __u32 f, __u32 gen)
 {
 	struct fw_lpm_key k = {};
 	struct fw_fdef *d;
-	__u32 key = f, *id;
+	__u32 key = f + gen * FW_NADDR, *id;
 
 	if (f >= FW_NADDR)
 		return 0;
@@ -493,7 +518,7 @@ static __always_inline __u32 fw_addr_id(const struct fw_view *v, __u32 f)
 		return 0;
 	if (!v->present[f])
 		return d->absent;
-	k.field = f;
+	k.field = f + gen * FW_LPM_GEN;
 	__builtin_memcpy(k.addr, &v->addr[f], 16);
 	/* Interfaces are 4-byte keys (the rest of addr is zero). */
 	k.prefixlen = (f == FW_F_IIF || f == FW_F_OIF) ? 8 + 32 : 8 + 128;
@@ -509,7 +534,7 @@ static const __u32 fw_int_base[FW_NINT] = {
 static const __u32 fw_int_dom[FW_NINT] = { 256, 65536, 65536, 2, 256, 256, 256, 256, 65536, 256, 256 };
 
 /* fw_int_id looks integer field number j (f - FW_NADDR) up in fw_idx. */
-static __always_inline __u32 fw_int_id(const struct fw_view *v, __u32 j)
+static __always_inline __u32 fw_int_id(const struct fw_view *v, __u32 j, __u32 gen)
 {
 	__u32 x, dom, *id;
 
@@ -519,7 +544,7 @@ static __always_inline __u32 fw_int_id(const struct fw_view *v, __u32 j)
 	dom = fw_int_dom[j];
 	if (x > dom)
 		x = dom;
-	x += fw_int_base[j];
+	x += fw_int_base[j] + gen * FW_IDX_SIZE;
 	id = bpf_map_lookup_elem(&fw_idx, &x);
 	return id ? *id : 0;
 }
@@ -610,7 +635,7 @@ __attribute__((noinline)) int fw_classify(struct fw_view *v, const struct fw_con
 {
 	__u64 sum0 = ~0ULL, sum1 = ~0ULL, sum2 = ~0ULL;
 	struct fw_search search;
-	__u32 n, k;
+	__u32 n, k, gen;
 
 	/* A global function: verified once, whatever path led here. Its
 	 * loop bound n comes from map memory, so the verifier walks the
@@ -619,6 +644,7 @@ __attribute__((noinline)) int fw_classify(struct fw_view *v, const struct fw_con
 	if (!v || !cfg)
 		return -1;
 	n = cfg->nused;
+	gen = cfg->gen & 1;
 
 #pragma clang loop unroll(disable)
 	for (k = 0; k < FW_NFIELDS && k < n; k++) {
@@ -627,7 +653,7 @@ __attribute__((noinline)) int fw_classify(struct fw_view *v, const struct fw_con
 
 		if (f >= FW_NFIELDS)
 			return -1;
-		id = f < FW_NADDR ? fw_addr_id(v, f) : fw_int_id(v, f - FW_NADDR);
+		id = f < FW_NADDR ? fw_addr_id(v, f, gen) : fw_int_id(v, f - FW_NADDR, gen);
 		v->uids[k] = id;
 		bm = bpf_map_lookup_elem(&fw_bitmaps, &id);
 		if (!bm)
@@ -714,14 +740,17 @@ static __always_inline __u32 fw_seg6(const struct pkt *p, const struct fw_pkt *f
  * destination address) select the action in fw_args (seed 000 V.B,
  * sysctl ip6t_seg6_args). Returns 0 for an unknown value.
  */
-static __always_inline __u32 fw_args_verdict(const struct in6_addr *da, __u32 bits)
+static __always_inline __u32 fw_args_verdict(const struct in6_addr *da, __u32 bits, __u32 gen)
 {
 	__u64 lo = ((__u64)bpf_ntohl(da->in6_u.u6_addr32[2]) << 32) | bpf_ntohl(da->in6_u.u6_addr32[3]);
+	struct fw_args_key k;
 	__u32 *act;
 
 	if (bits < 64)
 		lo &= (1ULL << bits) - 1;
-	act = bpf_map_lookup_elem(&fw_args, &lo);
+	k.args = lo;
+	k.gen = gen & 1;
+	act = bpf_map_lookup_elem(&fw_args, &k);
 	if (!act || *act == FW_ACT_EVAL_ARGS || *act == 0)
 		return 0;
 	return *act;

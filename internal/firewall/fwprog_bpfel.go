@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type fwProgFwArgsKey struct {
+	_    structs.HostLayout
+	Args uint64
+	Gen  uint64
+}
+
 type fwProgFwBitmap struct {
 	_   structs.HostLayout
 	Sum [3]uint64
@@ -21,6 +27,7 @@ type fwProgFwBitmap struct {
 
 type fwProgFwConfig struct {
 	_        structs.HostLayout
+	Gen      uint32
 	Mode     uint32
 	Used     uint32
 	Nrules   uint32
@@ -85,6 +92,7 @@ const (
 	fwProgMapFwBitmaps      = "fw_bitmaps"
 	fwProgMapFwCfg          = "fw_cfg"
 	fwProgMapFwFdef         = "fw_fdef"
+	fwProgMapFwGen          = "fw_gen"
 	fwProgMapFwIdx          = "fw_idx"
 	fwProgMapFwLpm          = "fw_lpm"
 	fwProgMapFwRuleCounters = "fw_rule_counters"
@@ -151,6 +159,7 @@ type fwProgMapSpecs struct {
 	FwBitmaps      *ebpf.MapSpec `ebpf:"fw_bitmaps"`
 	FwCfg          *ebpf.MapSpec `ebpf:"fw_cfg"`
 	FwFdef         *ebpf.MapSpec `ebpf:"fw_fdef"`
+	FwGen          *ebpf.MapSpec `ebpf:"fw_gen"`
 	FwIdx          *ebpf.MapSpec `ebpf:"fw_idx"`
 	FwLpm          *ebpf.MapSpec `ebpf:"fw_lpm"`
 	FwRuleCounters *ebpf.MapSpec `ebpf:"fw_rule_counters"`
@@ -191,6 +200,7 @@ type fwProgMaps struct {
 	FwBitmaps      *ebpf.Map `ebpf:"fw_bitmaps"`
 	FwCfg          *ebpf.Map `ebpf:"fw_cfg"`
 	FwFdef         *ebpf.Map `ebpf:"fw_fdef"`
+	FwGen          *ebpf.Map `ebpf:"fw_gen"`
 	FwIdx          *ebpf.Map `ebpf:"fw_idx"`
 	FwLpm          *ebpf.Map `ebpf:"fw_lpm"`
 	FwRuleCounters *ebpf.Map `ebpf:"fw_rule_counters"`
@@ -207,6 +217,7 @@ func (m *fwProgMaps) Close() error {
 		m.FwBitmaps,
 		m.FwCfg,
 		m.FwFdef,
+		m.FwGen,
 		m.FwIdx,
 		m.FwLpm,
 		m.FwRuleCounters,

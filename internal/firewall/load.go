@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -36,11 +37,34 @@ var DefaultArgs = map[uint64]Verdict{0: GoNext, 1: SkipNext, 2: GoLast, 3: Drop,
 type Firewall struct {
 	mu    sync.Mutex
 	objs  fwProgObjects
-	cls   *Classifier
+	cls   *Classifier // the active generation's
 	cfg   Config
 	links map[int]link.Link
 	log   *slog.Logger
+	// Double buffering (bpf/lib/fw.h FW_GENS): gen is the generation
+	// packets use; gens holds what each generation's tables contain.
+	gen     int
+	gens    [2]generation
+	flipped time.Time
+	bmCap   uint32 // bitmaps per generation
 }
+
+type generation struct {
+	cls *Classifier
+	cfg Config
+}
+
+const (
+	numGens   = 2
+	lpmGen    = 16 // FW_LPM_GEN
+	ruleSlots = MaxRules + 1
+	// graceFlip is how long a generation stays untouched after packets
+	// stopped being steered to it: a program run that read the old
+	// generation word before the flip finishes in microseconds (tc and
+	// XDP run to completion in softirq), so the idle tables are rewritten
+	// only once no packet can still be reading them.
+	graceFlip = 5 * time.Millisecond
+)
 
 // idxBase mirrors FW_IDX_* of bpf/lib/fw.h: where each integer field's
 // slots start in fw_idx.
@@ -110,9 +134,11 @@ func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load firewall spec: %w", err)
 	}
-	spec.Maps[fwProgMapFwBitmaps].MaxEntries = uint32(max(len(cls.Bitmaps), capy.Bitmaps))
-	spec.Maps[fwProgMapFwLpm].MaxEntries = uint32(max(prefixCount(cls), capy.Prefixes, 1))
-	fw := &Firewall{cls: cls, cfg: cfg, links: map[int]link.Link{}, log: slog.Default()}
+	bmCap := uint32(max(len(cls.Bitmaps), capy.Bitmaps))
+	spec.Maps[fwProgMapFwBitmaps].MaxEntries = numGens * bmCap
+	spec.Maps[fwProgMapFwLpm].MaxEntries = numGens * uint32(max(prefixCount(cls), capy.Prefixes, 1))
+	fw := &Firewall{cls: cls, cfg: cfg, links: map[int]link.Link{}, log: slog.Default(), bmCap: bmCap}
+	fw.gens[0] = generation{cls: cls, cfg: cfg}
 	if err := spec.LoadAndAssign(&fw.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -120,7 +146,7 @@ func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
 		}
 		return nil, fmt.Errorf("load firewall program: %w", err)
 	}
-	if err := fw.fill(); err != nil {
+	if err := fw.fill(0, cls, cfg); err != nil {
 		fw.objs.Close()
 		return nil, err
 	}
@@ -128,10 +154,11 @@ func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
 }
 
 // Update replaces the rule set and settings of a loaded firewall without
-// reloading or detaching the program. The tables are rewritten in place,
-// the config (used fields, rule count, mode) last; packets classified
-// during the rewrite may see a mix of old and new tables. Rule counters
-// keep counting by slot.
+// reloading or detaching the program, atomically: the new tables go into
+// the idle generation, then one word (fw_gen) steers packets to it. A
+// packet is classified by the old or the new rule set, never a mix; on an
+// error the old generation stays active. The new rule set's counters
+// start from zero.
 func (fw *Firewall) Update(cfg Config) error {
 	if err := checkConfig(&cfg); err != nil {
 		return fmt.Errorf("update firewall: %w", err)
@@ -140,27 +167,39 @@ func (fw *Firewall) Update(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("update firewall: %w", err)
 	}
-	if uint32(len(cls.Bitmaps)) > fw.objs.FwBitmaps.MaxEntries() || uint32(prefixCount(cls)) > fw.objs.FwLpm.MaxEntries() {
+	if uint32(len(cls.Bitmaps)) > fw.bmCap || uint32(prefixCount(cls)) > fw.objs.FwLpm.MaxEntries()/numGens {
 		return fmt.Errorf("update firewall: %w", ErrCapacity)
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	// Drop the old prefixes (the LPM trie keeps whatever is not deleted).
-	for f, t := range fw.cls.Fields {
-		for _, p := range t.Prefixes {
-			k := lpmKey(Field(f), p.Prefix)
-			if err := fw.objs.FwLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return fmt.Errorf("update firewall: delete prefix %v: %w", p.Prefix, err)
+	g := 1 - fw.gen
+	if d := graceFlip - time.Since(fw.flipped); d > 0 {
+		time.Sleep(d)
+	}
+	// Clear what the idle generation held (the LPM trie and the args
+	// hash keep whatever is not deleted).
+	if old := fw.gens[g]; old.cls != nil {
+		for f, t := range old.cls.Fields {
+			for _, p := range t.Prefixes {
+				k := lpmKey(Field(f)+Field(lpmGen*g), p.Prefix)
+				if err := fw.objs.FwLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return fmt.Errorf("update firewall: delete prefix %v: %w", p.Prefix, err)
+				}
 			}
 		}
-	}
-	for k := range fw.cfg.Args {
-		if _, keep := cfg.Args[k]; !keep {
-			_ = fw.objs.FwArgs.Delete(k)
+		for k := range old.cfg.Args {
+			_ = fw.objs.FwArgs.Delete(fwProgFwArgsKey{Args: k, Gen: uint64(g)})
 		}
 	}
-	fw.cls, fw.cfg = cls, cfg
-	return fw.fill()
+	fw.gens[g] = generation{cls: cls, cfg: cfg}
+	if err := fw.fill(g, cls, cfg); err != nil {
+		return fmt.Errorf("update firewall: %w", err)
+	}
+	if err := fw.objs.FwGen.Put(uint32(0), uint32(g)); err != nil {
+		return fmt.Errorf("update firewall: flip generation: %w", err)
+	}
+	fw.gen, fw.cls, fw.cfg, fw.flipped = g, cls, cfg, time.Now()
+	return nil
 }
 
 func lpmKey(f Field, p netip.Prefix) [21]byte {
@@ -171,14 +210,18 @@ func lpmKey(f Field, p netip.Prefix) [21]byte {
 	return key
 }
 
-// fill writes the compiled tables into the maps.
-func (fw *Firewall) fill() error {
-	c, cfg := fw.cls, fw.cfg
+// fill writes the compiled tables into generation g of the maps (not
+// the one packets use, except at Load) and zeroes its rule counters.
+func (fw *Firewall) fill(g int, c *Classifier, cfg Config) error {
+	bmOff := uint32(g) * fw.bmCap
+	_, idxSize := idxBase()
+	idxOff := uint32(g) * idxSize
+	ruleOff := uint32(g) * ruleSlots
 	// Bitmaps, with their summaries.
 	keys := make([]uint32, len(c.Bitmaps))
 	vals := make([]fwProgFwBitmap, len(c.Bitmaps))
 	for i, b := range c.Bitmaps {
-		keys[i] = uint32(i)
+		keys[i] = bmOff + uint32(i)
 		for w, x := range b {
 			vals[i].W[w] = x
 			if x != 0 {
@@ -200,11 +243,11 @@ func (fw *Firewall) fill() error {
 		if !f.IsAddr() {
 			continue
 		}
-		if err := fw.objs.FwFdef.Put(uint32(f), fwProgFwFdef{Nomatch: t.NoMatch, Absent: t.Absent}); err != nil {
+		if err := fw.objs.FwFdef.Put(uint32(f)+uint32(g*NumAddrFields), fwProgFwFdef{Nomatch: bmOff + t.NoMatch, Absent: bmOff + t.Absent}); err != nil {
 			return fmt.Errorf("fill field %v defaults: %w", f, err)
 		}
 		for _, p := range t.Prefixes {
-			if err := fw.objs.FwLpm.Put(lpmKey(f, p.Prefix), p.Bitmap); err != nil {
+			if err := fw.objs.FwLpm.Put(lpmKey(f+Field(lpmGen*g), p.Prefix), bmOff+p.Bitmap); err != nil {
 				return fmt.Errorf("fill field %v prefix %v: %w", f, p.Prefix, err)
 			}
 		}
@@ -220,12 +263,12 @@ func (fw *Firewall) fill() error {
 		}
 		for _, in := range t.Intervals {
 			for x := in.Lo; x <= in.Hi; x++ {
-				ik = append(ik, base[f]+x)
-				iv = append(iv, in.Bitmap)
+				ik = append(ik, idxOff+base[f]+x)
+				iv = append(iv, bmOff+in.Bitmap)
 			}
 		}
-		ik = append(ik, base[f]+f.Domain())
-		iv = append(iv, t.Absent)
+		ik = append(ik, idxOff+base[f]+f.Domain())
+		iv = append(iv, bmOff+t.Absent)
 	}
 	if len(ik) > 0 {
 		if _, err := fw.objs.FwIdx.BatchUpdate(ik, iv, nil); err != nil {
@@ -233,28 +276,40 @@ func (fw *Firewall) fill() error {
 		}
 	}
 	// Verdicts, the policy in slot nrules.
+	rk := make([]uint32, 0, len(cfg.Rules)+1)
+	rv := make([]fwProgFwRule, 0, len(cfg.Rules)+1)
 	for i, r := range cfg.Rules {
-		if err := fw.objs.FwRules.Put(uint32(i), fwProgFwRule{Verdict: uint32(r.Verdict)}); err != nil {
-			return fmt.Errorf("fill rule %d: %w", i, err)
-		}
+		rk = append(rk, ruleOff+uint32(i))
+		rv = append(rv, fwProgFwRule{Verdict: uint32(r.Verdict)})
 	}
-	if err := fw.objs.FwRules.Put(uint32(len(cfg.Rules)), fwProgFwRule{Verdict: uint32(cfg.Policy)}); err != nil {
-		return fmt.Errorf("fill policy: %w", err)
+	rk = append(rk, ruleOff+uint32(len(cfg.Rules))) // the policy
+	rv = append(rv, fwProgFwRule{Verdict: uint32(cfg.Policy)})
+	if _, err := fw.objs.FwRules.BatchUpdate(rk, rv, nil); err != nil {
+		return fmt.Errorf("fill rules: %w", err)
+	}
+	// Counters of this generation start from zero.
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("fill counters: %w", err)
+	}
+	zeros := make([]fwProgFwCount, len(rk)*ncpu)
+	if _, err := fw.objs.FwRuleCounters.BatchUpdate(rk, zeros, nil); err != nil {
+		return fmt.Errorf("zero counters: %w", err)
 	}
 	for k, v := range cfg.Args {
-		if err := fw.objs.FwArgs.Put(k, uint32(v)); err != nil {
+		if err := fw.objs.FwArgs.Put(fwProgFwArgsKey{Args: k, Gen: uint64(g)}, uint32(v)); err != nil {
 			return fmt.Errorf("fill args %d: %w", k, err)
 		}
 	}
 	// The config last: the tables it points into are complete by now.
-	conf := fwProgFwConfig{Mode: uint32(cfg.Mode), Used: used, Nrules: uint32(len(cfg.Rules)), ArgsBits: uint32(cfg.ArgsBits)}
+	conf := fwProgFwConfig{Gen: uint32(g), Mode: uint32(cfg.Mode), Used: used, Nrules: uint32(len(cfg.Rules)), ArgsBits: uint32(cfg.ArgsBits)}
 	for f := Field(0); f < NumFields; f++ {
 		if used&(1<<f) != 0 {
 			conf.Fields[conf.Nused] = uint8(f)
 			conf.Nused++
 		}
 	}
-	if err := fw.objs.FwCfg.Put(uint32(0), conf); err != nil {
+	if err := fw.objs.FwCfg.Put(uint32(g), conf); err != nil {
 		return fmt.Errorf("fill config: %w", err)
 	}
 	return nil
@@ -264,15 +319,28 @@ func (fw *Firewall) fill() error {
 func (fw *Firewall) SetMode(m Mode) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	var conf fwProgFwConfig
-	if err := fw.objs.FwCfg.Lookup(uint32(0), &conf); err != nil {
-		return fmt.Errorf("read config: %w", err)
-	}
-	conf.Mode = uint32(m)
-	if err := fw.objs.FwCfg.Put(uint32(0), conf); err != nil {
-		return fmt.Errorf("set mode: %w", err)
+	if err := setMode(fw.objs.FwCfg, m); err != nil {
+		return err
 	}
 	fw.cfg.Mode = m
+	for g := range fw.gens {
+		fw.gens[g].cfg.Mode = m
+	}
+	return nil
+}
+
+// setMode writes the mode into both generations' configs.
+func setMode(cfgMap *ebpf.Map, m Mode) error {
+	for g := uint32(0); g < numGens; g++ {
+		var conf fwProgFwConfig
+		if err := cfgMap.Lookup(g, &conf); err != nil {
+			return fmt.Errorf("read firewall config: %w", err)
+		}
+		conf.Mode = uint32(m)
+		if err := cfgMap.Put(g, conf); err != nil {
+			return fmt.Errorf("set firewall mode: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -337,7 +405,7 @@ func (fw *Firewall) Pin(dir string) error {
 			return fmt.Errorf("pin firewall link: %w", err)
 		}
 	}
-	for name, m := range map[string]*ebpf.Map{"fw_rule_counters": fw.objs.FwRuleCounters, "fw_drop_counters": fw.objs.DropCounters, "fw_cfg": fw.objs.FwCfg} {
+	for name, m := range map[string]*ebpf.Map{"fw_rule_counters": fw.objs.FwRuleCounters, "fw_drop_counters": fw.objs.DropCounters, "fw_cfg": fw.objs.FwCfg, "fw_gen": fw.objs.FwGen} {
 		if err := m.Pin(dir + "/" + name); err != nil {
 			return fmt.Errorf("pin firewall map %s: %w", name, err)
 		}
@@ -369,15 +437,22 @@ type RuleCount struct {
 // RuleCounts reads the per-rule counters (summed over CPUs), rules in
 // order, then the policy.
 func (fw *Firewall) RuleCounts() ([]RuleCount, error) {
-	return ReadRuleCounts(fw.objs.FwRuleCounters, fw.cfg.Rules)
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return readRuleCounts(fw.objs.FwRuleCounters, fw.cfg.Rules, fw.gen)
 }
 
-// ReadRuleCounts reads a (possibly pinned) fw_rule_counters map.
+// ReadRuleCounts reads generation 0 of a (possibly pinned)
+// fw_rule_counters map.
 func ReadRuleCounts(m *ebpf.Map, rules []Rule) ([]RuleCount, error) {
+	return readRuleCounts(m, rules, 0)
+}
+
+func readRuleCounts(m *ebpf.Map, rules []Rule, gen int) ([]RuleCount, error) {
 	out := make([]RuleCount, 0, len(rules)+1)
 	for i := 0; i <= len(rules); i++ {
 		var per []fwProgFwCount
-		if err := m.Lookup(uint32(i), &per); err != nil {
+		if err := m.Lookup(uint32(gen*ruleSlots+i), &per); err != nil {
 			return nil, fmt.Errorf("read rule counter %d: %w", i, err)
 		}
 		rc := RuleCount{Rule: i}
@@ -426,13 +501,13 @@ func sortedArgs(m map[uint64]Verdict) []uint64 {
 // Pinned is a firewall that a driver pinned (see Firewall.Pin): what the
 // CLI reads and changes without the process that loaded it.
 type Pinned struct {
-	counters, drops, cfg *ebpf.Map
+	counters, drops, cfg, gen *ebpf.Map
 }
 
 // OpenPinned opens the maps pinned under dir.
 func OpenPinned(dir string) (*Pinned, error) {
 	var p Pinned
-	for name, m := range map[string]**ebpf.Map{"fw_rule_counters": &p.counters, "fw_drop_counters": &p.drops, "fw_cfg": &p.cfg} {
+	for name, m := range map[string]**ebpf.Map{"fw_rule_counters": &p.counters, "fw_drop_counters": &p.drops, "fw_cfg": &p.cfg, "fw_gen": &p.gen} {
 		var err error
 		if *m, err = ebpf.LoadPinnedMap(dir+"/"+name, nil); err != nil {
 			p.Close()
@@ -444,7 +519,7 @@ func OpenPinned(dir string) (*Pinned, error) {
 
 // Close releases the maps (the pins stay).
 func (p *Pinned) Close() {
-	for _, m := range []*ebpf.Map{p.counters, p.drops, p.cfg} {
+	for _, m := range []*ebpf.Map{p.counters, p.drops, p.cfg, p.gen} {
 		if m != nil {
 			m.Close()
 		}
@@ -453,25 +528,27 @@ func (p *Pinned) Close() {
 
 // Mode returns the running mode and rule count.
 func (p *Pinned) Mode() (Mode, int, error) {
+	g, err := p.activeGen()
+	if err != nil {
+		return 0, 0, err
+	}
 	var conf fwProgFwConfig
-	if err := p.cfg.Lookup(uint32(0), &conf); err != nil {
+	if err := p.cfg.Lookup(uint32(g), &conf); err != nil {
 		return 0, 0, fmt.Errorf("read firewall config: %w", err)
 	}
 	return Mode(conf.Mode), int(conf.Nrules), nil
 }
 
-// SetMode switches basic/advanced (one map update, no reload).
-func (p *Pinned) SetMode(m Mode) error {
-	var conf fwProgFwConfig
-	if err := p.cfg.Lookup(uint32(0), &conf); err != nil {
-		return fmt.Errorf("read firewall config: %w", err)
+func (p *Pinned) activeGen() (int, error) {
+	var g uint32
+	if err := p.gen.Lookup(uint32(0), &g); err != nil {
+		return 0, fmt.Errorf("read firewall generation: %w", err)
 	}
-	conf.Mode = uint32(m)
-	if err := p.cfg.Put(uint32(0), conf); err != nil {
-		return fmt.Errorf("set firewall mode: %w", err)
-	}
-	return nil
+	return int(g & 1), nil
 }
+
+// SetMode switches basic/advanced (map updates, no reload).
+func (p *Pinned) SetMode(m Mode) error { return setMode(p.cfg, m) }
 
 // RuleCounts reads the per-rule counters; rules label them (may be nil).
 func (p *Pinned) RuleCounts(rules []Rule) ([]RuleCount, error) {
@@ -482,7 +559,11 @@ func (p *Pinned) RuleCounts(rules []Rule) ([]RuleCount, error) {
 	if rules == nil || len(rules) != n {
 		rules = make([]Rule, n)
 	}
-	return ReadRuleCounts(p.counters, rules)
+	g, err := p.activeGen()
+	if err != nil {
+		return nil, err
+	}
+	return readRuleCounts(p.counters, rules, g)
 }
 
 // DropCounts reads the drop counters by reason.
