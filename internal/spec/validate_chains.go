@@ -295,11 +295,13 @@ func (v *validator) matchOverlaps(p string, c *Chain, sids SIDPlan) map[int]bool
 	return bad
 }
 
-// broadDst rejects a destination that strictly contains a link subnet:
-// the ingress routes those more specifically (connected or
-// shortest-path routes), and the longest prefix wins, so traffic to them
-// would never meet the chain's policy (which replaces only the route to
-// the very same prefix). Such traffic is silently not steered.
+// broadDst rejects a destination-only chain's destination that strictly
+// contains a link subnet: the ingress routes those more specifically
+// (connected or shortest-path routes), and the longest prefix wins, so
+// traffic to them would never meet the chain's policy (which replaces
+// only the route to the very same prefix): it would silently not be
+// steered. A 5-tuple chain's policy has a table of its own, so there only
+// an End.DX4/End.DX6 egress matters (one cross-connect next hop).
 // Destinations in skip were reported already.
 func (v *validator) broadDst(p string, c *Chain, skip map[int]bool) {
 	s := v.s
@@ -331,6 +333,31 @@ func (v *validator) broadDst(p string, c *Chain, skip map[int]bool) {
 			}
 		}
 		if len(inside) == 0 {
+			continue
+		}
+		if c.Match.HasFiveTuple() {
+			// The policy sits alone in the chain's own table, chosen by
+			// an ip rule before the main table: no more specific route
+			// competes. Only a cross-connecting egress goes wrong: every
+			// decapsulated packet goes to the one next hop toward the
+			// chain's first destination.
+			if c.Mode != ModeEncap || (c.EgressBehavior != EgressDX4 && c.EgressBehavior != EgressDX6) || !c.Match.Dst[0].IsValid() {
+				continue
+			}
+			fam := family(d.Addr())
+			nh, ok := s.NextHopToward(c.Egress, c.Match.Dst[0], fam)
+			if !ok {
+				continue // reported by chains()
+			}
+			for _, q := range inside {
+				qp := netip.MustParsePrefix(q)
+				if other, ok := s.NextHopToward(c.Egress, qp, fam); ok && other != nh {
+					v.add(fmt.Sprintf("%s.dst[%d]", p, k),
+						"%s contains link subnet %s, which egress %q reaches via %s, but %s cross-connects every decapsulated packet of the chain to %s (its next hop toward %s); use End.DT6 (IPv6), narrower prefixes, or one chain per direction",
+						d, qp, c.Egress, other, c.EgressBehavior, nh, c.Match.Dst[0])
+					break
+				}
+			}
 			continue
 		}
 		more := ""
