@@ -86,13 +86,24 @@ func init() {
 	labCmd.AddCommand(&cobra.Command{
 		Use:   "down NAME|FILE",
 		Short: "Remove a lab and everything it made",
-		Args:  cobra.ExactArgs(1),
+		Long: "down removes everything the lab's record names (processes it started, BPF pins,\n" +
+			"namespaces and their veths), then the record. Without a record it still removes\n" +
+			"the src-<lab>-* namespaces no other lab's record claims. A lab that is already\n" +
+			"gone is not an error: down says so and succeeds.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := labName(args[0])
 			if err != nil {
 				return err
 			}
-			if err := lab.Down(context.Background(), name, labOpts()); err != nil {
+			err = lab.Down(context.Background(), name, labOpts())
+			if errors.Is(err, lab.ErrNotFound) {
+				// Down after a crash or a partial cleanup is normal:
+				// nothing left is the state asked for.
+				fmt.Fprintf(cmd.OutOrStdout(), "lab %s: no such lab, nothing to remove\n", name)
+				return nil
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lab %s down\n", name)
@@ -104,12 +115,18 @@ func init() {
 	status := &cobra.Command{
 		Use:   "status [NAME|FILE]",
 		Short: "Compare every node of a lab with its desired state (no NAME: list labs)",
-		Args:  cobra.MaximumNArgs(1),
+		Long: "status NAME compares every node of the lab with its desired state and exits\n" +
+			"non-zero if one differs. Without NAME it lists the labs, one name a line, or\n" +
+			"says \"no labs\" (on stderr) when there are none.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				names, err := lab.List(labOpts())
 				if err != nil {
 					return err
+				}
+				if len(names) == 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "no labs")
 				}
 				for _, n := range names {
 					fmt.Fprintln(cmd.OutOrStdout(), n)
@@ -144,13 +161,24 @@ func init() {
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	labCmd.AddCommand(status)
 
-	labCmd.AddCommand(&cobra.Command{
-		Use:   "exec NAME NODE -- CMD [ARG...]",
+	execCmd := &cobra.Command{
+		Use:   "exec NAME NODE [--] CMD [ARG...]",
 		Short: "Run a command inside a node's namespace",
-		Args:  cobra.MinimumNArgs(3),
+		Long: "exec runs CMD with its arguments inside NODE's namespace and exits with its status.\n" +
+			"Everything after NODE belongs to CMD, flags included, so `--` is optional:\n" +
+			"`lab exec quickstart h1 ip -br a` and `lab exec quickstart h1 -- ip -br a` are the\n" +
+			"same. srchain's own flags (--state-dir) go before NAME.",
+		Example: "  srchain lab exec quickstart h1 ping -c1 10.0.4.2\n" +
+			"  srchain lab exec quickstart r1 -- ip -6 route",
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 2 && cmd.ArgsLenAtDash() != -1 {
-				return fmt.Errorf("usage: srchain lab exec NAME NODE -- CMD [ARG...]")
+			// Flag parsing stops at NAME, so a `--` after NODE arrives
+			// as an argument.
+			if len(args) > 2 && args[2] == "--" {
+				args = append(args[:2:2], args[3:]...)
+			}
+			if len(args) < 3 {
+				return fmt.Errorf("usage: srchain lab exec NAME NODE [--] CMD [ARG...]: no command")
 			}
 			name, err := labName(args[0])
 			if err != nil {
@@ -164,6 +192,9 @@ func init() {
 			}
 			return err
 		},
-	})
+	}
+	// Stop at the first argument (NAME): CMD's flags are CMD's.
+	execCmd.Flags().SetInterspersed(false)
+	labCmd.AddCommand(execCmd)
 	rootCmd.AddCommand(labCmd)
 }

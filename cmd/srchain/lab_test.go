@@ -13,8 +13,11 @@ func TestLabCLIErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"lab", "status", "--state-dir", dir, "nosuch"}, "no such lab"},
-		{[]string{"lab", "down", "--state-dir", dir, "nosuch"}, "no such lab"},
 		{[]string{"lab", "exec", "--state-dir", dir, "nosuch", "h1", "--", "true"}, "no such lab"},
+		// CMD's flags are CMD's, with or without `--`.
+		{[]string{"lab", "exec", "--state-dir", dir, "nosuch", "h1", "ip", "-br", "a"}, "no such lab"},
+		{[]string{"lab", "exec", "--state-dir", dir, "nosuch", "h1", "ping", "--help"}, "no such lab"},
+		{[]string{"lab", "exec", "--state-dir", dir, "nosuch", "h1", "--"}, "no command"},
 		{[]string{"lab", "status", "--state-dir", dir, "../x"}, "bad lab or node name"},
 		{[]string{"lab", "trace", "--state-dir", dir, "nosuch"}, "no such lab"},
 		{[]string{"lab", "up", "--state-dir", dir, "/nonexistent.yaml"}, "invalid spec"},
@@ -25,18 +28,34 @@ func TestLabCLIErrors(t *testing.T) {
 			t.Errorf("srchain %s: error %v, want %q (output %q %q)", strings.Join(c.args, " "), err, c.want, out, errOut)
 		}
 	}
-	out, _, err := runCLI(t, "lab", "status", "--state-dir", dir)
-	if err != nil || out != "" {
-		t.Errorf("lab status with no labs = %q, %v", out, err)
+	// No labs: said on stderr, so that stdout stays a list of names.
+	out, errOut, err := runCLI(t, "lab", "status", "--state-dir", dir)
+	if err != nil || out != "" || errOut != "no labs\n" {
+		t.Errorf("lab status with no labs = %q %q, %v", out, errOut, err)
+	}
+	// Down of a lab that is gone succeeds and says so (idempotent).
+	for i := 0; i < 2; i++ {
+		out, _, err = runCLI(t, "lab", "down", "--state-dir", dir, "nosuch")
+		if err != nil || !strings.Contains(out, "lab nosuch: no such lab, nothing to remove") {
+			t.Errorf("lab down nosuch = %q, %v", out, err)
+		}
+	}
+	// A bad name is still an error.
+	if _, _, err := runCLI(t, "lab", "down", "--state-dir", dir, "../x"); err == nil || !strings.Contains(err.Error(), "bad lab or node name") {
+		t.Errorf("lab down ../x: %v", err)
 	}
 }
 
-func TestLabNameFromFile(t *testing.T) {
-	name, err := labName("../../examples/quickstart.yaml")
-	if err != nil || name != "quickstart" {
-		t.Errorf("labName(quickstart.yaml) = %q, %v", name, err)
+// TestLabExecArgs: everything after NAME is left to exec, flags included.
+func TestLabExecArgs(t *testing.T) {
+	sub, _, err := labCmd.Find([]string{"exec"})
+	if err != nil || sub.Name() != "exec" {
+		t.Fatalf("find exec: %v", err)
 	}
-	if name, _ := labName("mylab"); name != "mylab" {
-		t.Errorf("labName(mylab) = %q", name)
+	if err := sub.ParseFlags([]string{"q", "h1", "ip", "-br", "a"}); err != nil {
+		t.Fatalf("parse exec q h1 ip -br a: %v", err)
+	}
+	if got := strings.Join(sub.Flags().Args(), " "); got != "q h1 ip -br a" {
+		t.Errorf("exec args = %q", got)
 	}
 }
