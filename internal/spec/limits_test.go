@@ -65,7 +65,11 @@ func TestSegmentLimits(t *testing.T) {
 		{"kernel 8 in a row + egress", 8, on("r3"), "kernel", "encap", []string{"chains[0].egress"}, "the egress SID is SID 9 in a row"},
 		{"kernel 8 in a row insert", 8, on("r3"), "kernel", "insert", nil, ""},
 		{"ebpf 12 in a row", 12, on("r2"), "ebpf", "encap", nil, ""},
-		{"kernel 17 in a row", 17, on("r2"), "kernel", "encap", []string{"chains[0].nfs[8]"}, "at most 8 consecutive"},
+		{"kernel 17 in a row", 17, on("r2"), "kernel", "encap", []string{"chains[0].nfs[8]"}, "at most 8 seg6 steps in a row"},
+		// At the ingress the SR policy is the first step: 7 SIDs follow.
+		{"ingress 7 in a row", 7, on("r1"), "kernel", "encap", nil, ""},
+		{"ingress 8 in a row", 8, on("r1"), "kernel", "encap", []string{"chains[0].nfs[7]"}, `NF "n7" is SID 8 in a row on ingress "r1" after its SR policy (seg6 step 9 there)`},
+		{"ingress 8 in a row insert", 8, on("r1"), "kernel", "insert", []string{"chains[0].nfs[7]"}, "after its SR policy"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Check([]byte(limitsSpec(c.nfs, c.place, c.dp, c.mode)), "lim.yaml")

@@ -380,10 +380,14 @@ const (
 	// MaxEBPFSegments is SRCHAIN_MAX_SEGS (bpf/lib/common.h): srchain's
 	// eBPF programs drop an SRH whose last entry is >= 16.
 	MaxEBPFSegments = 16
-	// MaxLocalSIDs is how many SIDs the kernel runs back to back on one
-	// node: each seg6local SID whose next segment is local again nests
-	// one lwtunnel_input call; the 9th hits "lwtunnel_input(): recursion
-	// limit reached on datapath" and the packet is dropped.
+	// MaxLocalSIDs is how many seg6 steps the kernel runs back to back
+	// on one node for one received packet: each seg6local SID whose next
+	// segment is local again (and, at the ingress, the SR policy itself,
+	// an lwtunnel on input) nests one lwtunnel_input call; the 9th hits
+	// "lwtunnel_input(): recursion limit reached on datapath" and the
+	// packet is dropped. Measured: 8 End SIDs in a row on a transit node
+	// deliver, 9 drop; at the ingress 7 after the encap policy deliver,
+	// 8 drop.
 	MaxLocalSIDs = 8
 )
 
@@ -421,23 +425,28 @@ func (v *validator) segments(p string, c *Chain) {
 			}
 		}
 	}
-	// Runs of SIDs the kernel executes back to back on one node.
-	runNode, run := "", 0
+	// Runs of seg6 steps the kernel executes back to back on one node,
+	// starting with the SR policy at the ingress.
+	runNode, run, policy := c.Ingress, 1, true
 	count := func(node, path, what string, kernel, leaves bool) {
 		if !kernel {
-			runNode, run = "", 0
+			runNode, run, policy = "", 0, false
 			return
 		}
 		if node != runNode {
-			runNode, run = node, 0
+			runNode, run, policy = node, 0, false
 		}
 		run++
 		if run == MaxLocalSIDs+1 {
-			v.add(path, "%s is SID %d in a row on node %q; the kernel runs at most %d consecutive seg6local SIDs on one node (more are dropped: lwtunnel_input recursion limit); move an NF to another node or use datapath: ebpf",
-				what, run, node, MaxLocalSIDs)
+			where := fmt.Sprintf("SID %d in a row on node %q", run, node)
+			if policy {
+				where = fmt.Sprintf("SID %d in a row on ingress %q after its SR policy (seg6 step %d there)", run-1, node, run)
+			}
+			v.add(path, "%s is %s; the kernel runs at most %d seg6 steps in a row on one node (SIDs, and at the ingress the SR policy; more are dropped: lwtunnel_input recursion limit); move an NF to another node or use datapath: ebpf",
+				what, where, MaxLocalSIDs)
 		}
 		if leaves {
-			runNode, run = "", 0
+			runNode, run, policy = "", 0, false
 		}
 	}
 	for k, name := range c.NFs {
@@ -452,3 +461,4 @@ func (v *validator) segments(p string, c *Chain) {
 		count(c.Egress, p+".egress", "the egress SID", true, true)
 	}
 }
+
