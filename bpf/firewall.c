@@ -124,6 +124,17 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 	rule = bpf_map_lookup_elem(&fw_rules, &slot);
 	verdict = rule ? rule->verdict : FW_ACT_ACCEPT;
 
+	if (verdict >= FW_ACT_GO_NEXT && verdict <= FW_ACT_EVAL_ARGS) {
+		struct ipv6hdr *ip6 = NULL;
+
+		/* SR actions are for packets addressed to this NF's SID;
+		 * others are accepted (routing forwards them).
+		 */
+		if (proto == bpf_htons(ETH_P_IPV6))
+			ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+		if (cfg->sid_len <= 128 && (!ip6 || !fw_in_sid(&ip6->daddr, cfg)))
+			return;
+	}
 	if (verdict == FW_ACT_EVAL_ARGS) {
 		struct ipv6hdr *ip6;
 
@@ -140,6 +151,9 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 			 * SID, segment[SL] of the SRH; with SL = last entry + 1
 			 * it is only in the destination address (offset 24).
 			 */
+			reason = DROP_FW_ARGS_UNKNOWN;
+			if (fp.icmp_err || !fw_icmp_allow(cfg->icmp_rate))
+				goto drop; /* RFC 4443 2.4 (e), (f): no error sent */
 			o->kind = FW_OUT_ICMP;
 			o->ptr = fp.si.srhoff - fp.si.ip6off + 8 + 16 * (__u32)fp.si.sl;
 			if (fp.si.sl > fp.si.last_entry)
@@ -219,25 +233,38 @@ static __always_inline int fw_icmp_fill(struct pkt *p, const __u8 *smac, const _
 		__be32 *w;
 		__u8 *b;
 
+		/* A word that cannot be read would make a wrong checksum:
+		 * the error is not sent (-1, the caller drops).
+		 */
 		if (off + 4 <= end) {
 			w = pkt_ptr(p, off & 0x7ff, 4);
 			if (!w)
-				break;
+				return -1;
 			sum += *w;
 			off += 4;
 			continue;
 		}
 		/* 1..3 trailing bytes, zero padded. */
-		b = pkt_ptr(p, off & 0x7ff, 1);
-		if (b && off < end) {
+		if (off < end) {
 			__u8 tail[4] = {};
 			__u32 n = end - off;
 
+			b = pkt_ptr(p, off & 0x7ff, 1);
+			if (!b)
+				return -1;
 			tail[0] = b[0];
-			if (n > 1 && (b = pkt_ptr(p, (off + 1) & 0x7ff, 1)))
+			if (n > 1) {
+				b = pkt_ptr(p, (off + 1) & 0x7ff, 1);
+				if (!b)
+					return -1;
 				tail[1] = b[0];
-			if (n > 2 && (b = pkt_ptr(p, (off + 2) & 0x7ff, 1)))
+			}
+			if (n > 2) {
+				b = pkt_ptr(p, (off + 2) & 0x7ff, 1);
+				if (!b)
+					return -1;
 				tail[2] = b[0];
+			}
 			sum += *(__u32 *)tail;
 		}
 		break;

@@ -105,7 +105,26 @@ struct fw_config {
 	__u32 args_bits; /* eval-args: low bits of the active SID (0..64) */
 	__u32 nused;     /* number of used fields, listed in fields[] */
 	__u8 fields[24]; /* the used fields' ids, in order (FW_NFIELDS used) */
+	/* SR actions apply only to packets addressed to the NF's SID prefix
+	 * (sid/sid_len; sid_len 255: any destination). Others are accepted.
+	 */
+	struct in6_addr sid;
+	__u32 sid_len;
+	__u32 icmp_rate; /* Parameter Problems per second and CPU (burst the same) */
 };
+
+/* Token bucket of the ICMPv6 errors (RFC 4443 2.4 (f)), per CPU. */
+struct fw_bucket {
+	__u64 tokens;
+	__u64 last; /* ns */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fw_bucket);
+} fw_icmp_bucket SEC(".maps");
 
 /* eval-args key: ARGS value of one generation. */
 struct fw_args_key {
@@ -216,6 +235,7 @@ struct fw_pkt {
 	struct srh_info si;
 	int sr;    /* a valid SRH (routing type 4) was found */
 	int encap; /* the SRH is followed by an IPv4/IPv6 packet */
+	int icmp_err; /* the packet is an ICMPv6 error message */
 };
 
 #define FW_MAX_EXT 6     /* extension headers walked before the transport */
@@ -382,6 +402,14 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 	if (reason)
 		return reason;
 
+	/* An ICMPv6 error (type < 128) is never answered with one (RFC
+	 * 4443 2.4 (e)).
+	 */
+	if (nh == IPPROTO_ICMPV6 && !nonfirst && off <= FW_MAX_OFF) {
+		__u8 *it = pkt_ptr(p, off, 1);
+
+		fp->icmp_err = !it || it[0] < 128;
+	}
 	fw_set_addr(v, FW_F_SRC, &ip6->saddr);
 	fw_set_addr(v, FW_F_DST, &ip6->daddr);
 	v->val[FW_F_FAM - FW_NADDR] = 6;
@@ -734,6 +762,58 @@ static __always_inline __u32 fw_seg6(const struct pkt *p, const struct fw_pkt *f
 	srh->segments_left = sl;
 	ipv6_addr_copy(&ip6->daddr, seg);
 	return DROP_NONE;
+}
+
+/* fw_in_sid reports whether da lies in the NF's SID prefix. */
+static __always_inline int fw_in_sid(const struct in6_addr *da, const struct fw_config *cfg)
+{
+	__u32 len = cfg->sid_len, i;
+
+	if (len > 128)
+		return 1;
+#pragma unroll
+	for (i = 0; i < 4; i++) {
+		__u32 bits = len > 32 * i ? len - 32 * i : 0, mask;
+
+		if (bits > 32)
+			bits = 32;
+		mask = bits ? ~0U << (32 - bits) : 0;
+		if ((bpf_ntohl(da->in6_u.u6_addr32[i]) ^ bpf_ntohl(cfg->sid.in6_u.u6_addr32[i])) & mask)
+			return 0;
+	}
+	return 1;
+}
+
+/* fw_icmp_allow takes a token from this CPU's bucket: rate per second,
+ * burst rate. Returns 0 when the error must not be sent.
+ */
+static __always_inline int fw_icmp_allow(__u32 rate)
+{
+	struct fw_bucket *b;
+	__u32 zero = 0;
+	__u64 now, el, add;
+
+	b = bpf_map_lookup_elem(&fw_icmp_bucket, &zero);
+	if (!b)
+		return 0;
+	now = bpf_ktime_get_ns();
+	el = now - b->last;
+	if (el >= 1000000000ULL) {
+		b->tokens = rate;
+		b->last = now;
+	} else {
+		add = el * rate / 1000000000ULL;
+		if (add) {
+			b->tokens += add;
+			if (b->tokens > rate)
+				b->tokens = rate;
+			b->last = now;
+		}
+	}
+	if (!b->tokens)
+		return 0;
+	b->tokens -= 1;
+	return 1;
 }
 
 /* fw_args_verdict: eval-args. The low args_bits of the active SID (the

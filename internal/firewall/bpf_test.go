@@ -465,7 +465,7 @@ func TestBPFRandomVsModel(t *testing.T) {
 		for i := range rules {
 			rules[i].Conds = dropIface(rules[i].Conds)
 		}
-		cfg := Config{Mode: Mode(round % 2), Rules: rules, ArgsBits: 16}
+		cfg := Config{Mode: Mode(round % 2), Rules: rules, ArgsBits: 16, ICMPRate: 1 << 30}
 		fw := loadRules(t, "", cfg)
 		for k := 0; k < 300; k++ {
 			pkt := mutate(r, bases[r.IntN(len(bases))])

@@ -13,6 +13,7 @@ type SRInfo struct {
 	Encap    bool // the SRH is followed by an IPv4/IPv6 packet
 	SRHOff   int  // offset of the SRH from the IPv6 header
 	SL, Last uint8
+	ICMPErr  bool // an ICMPv6 error message: never answered with one
 }
 
 const (
@@ -24,6 +25,7 @@ const (
 	protoRouting = 43
 	protoDstOpts = 60
 	protoFrag    = 44
+	protoICMPv6  = 58
 	protoAH      = 51
 	maxExt       = 6    // FW_MAX_EXT
 	maxOff       = 2048 // FW_MAX_OFF
@@ -70,6 +72,7 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	if r != drop.None {
 		return v, si, r
 	}
+	icmpErr := nh == protoICMPv6 && !nonfirst && off <= maxOff && (off >= len(pkt) || pkt[off] < 128)
 	v.SetAddr(FSrc, addr16(pkt[8:24]))
 	v.SetAddr(FDst, addr16(pkt[24:40]))
 	v.Set(FFamily, 6)
@@ -100,6 +103,7 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 			}
 		}
 	}
+	si.ICMPErr = icmpErr
 	si.Encap = si.SR && !nonfirst && (nh == protoIPv6 || nh == protoIPIP)
 	if si.Encap {
 		basic := mode == Basic
@@ -324,6 +328,12 @@ func Decide(pkt []byte, cfg Config, iif uint32) Outcome {
 			o.Verdict = Accept
 		}
 	}
+	if o.Verdict >= GoNext && o.Verdict <= EvalArgs && cfg.SID.IsValid() {
+		// SR actions only for packets addressed to the NF's SID.
+		if pkt[0]>>4 != 6 || !cfg.SID.Contains(addr16(pkt[24:40])) {
+			return o
+		}
+	}
 	if o.Verdict == EvalArgs {
 		if !si.SR {
 			o.Drop = drop.FWPrecond
@@ -339,8 +349,14 @@ func Decide(pkt []byte, cfg Config, iif uint32) Outcome {
 		}
 		vd, ok := table[args]
 		if !ok {
-			// Seed 000 V.B: Parameter Problem pointing at the active SID.
-			o.Drop, o.ICMP = drop.FWArgsUnknown, true
+			// Seed 000 V.B: Parameter Problem pointing at the active SID;
+			// never in reply to an ICMPv6 error (RFC 4443 2.4 (e)). The
+			// datapath's rate limit (2.4 (f)) is not modelled.
+			o.Drop = drop.FWArgsUnknown
+			if si.ICMPErr {
+				return o
+			}
+			o.ICMP = true
 			ptr := uint32(si.SRHOff + 8 + 16*int(si.SL))
 			if si.SL > si.Last {
 				ptr = 24 // the active SID is only in the destination

@@ -25,6 +25,12 @@ type fwProgFwBitmap struct {
 	W   [160]uint64
 }
 
+type fwProgFwBucket struct {
+	_      structs.HostLayout
+	Tokens uint64
+	Last   uint64
+}
+
 type fwProgFwConfig struct {
 	_        structs.HostLayout
 	Gen      uint32
@@ -34,6 +40,15 @@ type fwProgFwConfig struct {
 	ArgsBits uint32
 	Nused    uint32
 	Fields   [24]uint8
+	Sid      struct {
+		_    structs.HostLayout
+		In6U struct {
+			_       structs.HostLayout
+			U6Addr8 [16]uint8
+		}
+	}
+	SidLen   uint32
+	IcmpRate uint32
 }
 
 type fwProgFwCount struct {
@@ -93,6 +108,7 @@ const (
 	fwProgMapFwCfg          = "fw_cfg"
 	fwProgMapFwFdef         = "fw_fdef"
 	fwProgMapFwGen          = "fw_gen"
+	fwProgMapFwIcmpBucket   = "fw_icmp_bucket"
 	fwProgMapFwIdx          = "fw_idx"
 	fwProgMapFwLpm          = "fw_lpm"
 	fwProgMapFwRuleCounters = "fw_rule_counters"
@@ -160,6 +176,7 @@ type fwProgMapSpecs struct {
 	FwCfg          *ebpf.MapSpec `ebpf:"fw_cfg"`
 	FwFdef         *ebpf.MapSpec `ebpf:"fw_fdef"`
 	FwGen          *ebpf.MapSpec `ebpf:"fw_gen"`
+	FwIcmpBucket   *ebpf.MapSpec `ebpf:"fw_icmp_bucket"`
 	FwIdx          *ebpf.MapSpec `ebpf:"fw_idx"`
 	FwLpm          *ebpf.MapSpec `ebpf:"fw_lpm"`
 	FwRuleCounters *ebpf.MapSpec `ebpf:"fw_rule_counters"`
@@ -201,6 +218,7 @@ type fwProgMaps struct {
 	FwCfg          *ebpf.Map `ebpf:"fw_cfg"`
 	FwFdef         *ebpf.Map `ebpf:"fw_fdef"`
 	FwGen          *ebpf.Map `ebpf:"fw_gen"`
+	FwIcmpBucket   *ebpf.Map `ebpf:"fw_icmp_bucket"`
 	FwIdx          *ebpf.Map `ebpf:"fw_idx"`
 	FwLpm          *ebpf.Map `ebpf:"fw_lpm"`
 	FwRuleCounters *ebpf.Map `ebpf:"fw_rule_counters"`
@@ -218,6 +236,7 @@ func (m *fwProgMaps) Close() error {
 		m.FwCfg,
 		m.FwFdef,
 		m.FwGen,
+		m.FwIcmpBucket,
 		m.FwIdx,
 		m.FwLpm,
 		m.FwRuleCounters,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"sort"
 	"sync"
@@ -28,7 +29,17 @@ type Config struct {
 	ArgsBits int
 	// Args maps ARGS values to verdicts; nil means DefaultArgs.
 	Args map[uint64]Verdict
+	// SID is the NF's SID prefix (the SID without its ARGS): SR actions
+	// (SEG6 targets, eval-args) apply only to packets addressed inside
+	// it; others are accepted. Zero: any destination.
+	SID netip.Prefix
+	// ICMPRate limits the Parameter Problems eval-args sends, per second
+	// and CPU (burst the same); 0 means DefaultICMPRate.
+	ICMPRate int
 }
+
+// DefaultICMPRate is Config.ICMPRate's default.
+const DefaultICMPRate = 1000
 
 // DefaultArgs is the eval-args table when a config gives none.
 var DefaultArgs = map[uint64]Verdict{0: GoNext, 1: SkipNext, 2: GoLast, 3: Drop, 4: Accept}
@@ -99,7 +110,16 @@ func checkConfig(cfg *Config) error {
 		return fmt.Errorf("policy eval-args: %w", ErrUnsupported)
 	}
 	if cfg.Args == nil {
-		cfg.Args = DefaultArgs
+		cfg.Args = maps.Clone(DefaultArgs)
+	}
+	if cfg.ICMPRate == 0 {
+		cfg.ICMPRate = DefaultICMPRate
+	}
+	if cfg.ICMPRate < 0 {
+		return fmt.Errorf("icmp rate %d: %w", cfg.ICMPRate, ErrSyntax)
+	}
+	if cfg.SID.IsValid() && !cfg.SID.Addr().Is6() {
+		return fmt.Errorf("sid %v is not IPv6: %w", cfg.SID, ErrSyntax)
 	}
 	for k, v := range cfg.Args {
 		if v == EvalArgs || v == 0 || v > EvalArgs {
@@ -296,13 +316,21 @@ func (fw *Firewall) fill(g int, c *Classifier, cfg Config) error {
 	if _, err := fw.objs.FwRuleCounters.BatchUpdate(rk, zeros, nil); err != nil {
 		return fmt.Errorf("zero counters: %w", err)
 	}
+	// A new rate starts with a full bucket (fw_icmp_allow).
+	if err := fw.objs.FwIcmpBucket.Put(uint32(0), make([]fwProgFwBucket, ncpu)); err != nil {
+		return fmt.Errorf("reset icmp rate limit: %w", err)
+	}
 	for k, v := range cfg.Args {
 		if err := fw.objs.FwArgs.Put(fwProgFwArgsKey{Args: k, Gen: uint64(g)}, uint32(v)); err != nil {
 			return fmt.Errorf("fill args %d: %w", k, err)
 		}
 	}
 	// The config last: the tables it points into are complete by now.
-	conf := fwProgFwConfig{Gen: uint32(g), Mode: uint32(cfg.Mode), Used: used, Nrules: uint32(len(cfg.Rules)), ArgsBits: uint32(cfg.ArgsBits)}
+	conf := fwProgFwConfig{Gen: uint32(g), Mode: uint32(cfg.Mode), Used: used, Nrules: uint32(len(cfg.Rules)), ArgsBits: uint32(cfg.ArgsBits), SidLen: 255, IcmpRate: uint32(cfg.ICMPRate)}
+	if cfg.SID.IsValid() {
+		conf.Sid.In6U.U6Addr8 = cfg.SID.Masked().Addr().As16()
+		conf.SidLen = uint32(cfg.SID.Bits())
+	}
 	for f := Field(0); f < NumFields; f++ {
 		if used&(1<<f) != 0 {
 			conf.Fields[conf.Nused] = uint8(f)

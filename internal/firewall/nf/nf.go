@@ -22,6 +22,7 @@ package nf
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -188,6 +189,11 @@ func compileNF(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node)
 		bits = *c.ArgsBits
 	}
 	params["args_bits"] = strconv.Itoa(bits)
+	if sid != nil && sid.SID.IsValid() {
+		// SR actions only for packets to the NF's SID (its prefix
+		// without the ARGS bits).
+		params["sid"] = sid.SID.Masked().String()
+	}
 	if len(c.Args) > 0 {
 		byVal := map[uint64]string{}
 		var keys []uint64
@@ -240,6 +246,11 @@ func ConfigFromParams(p map[string]string, ifindex func(string) (uint32, error))
 	if b := p["args_bits"]; b != "" {
 		if cfg.ArgsBits, err = strconv.Atoi(b); err != nil {
 			return cfg, fmt.Errorf("args_bits %q: %w", b, ErrBadParams)
+		}
+	}
+	if sp := p["sid"]; sp != "" {
+		if cfg.SID, err = netip.ParsePrefix(sp); err != nil {
+			return cfg, fmt.Errorf("sid %q: %w", sp, ErrBadParams)
 		}
 	}
 	if a := p["args"]; a != "" {
