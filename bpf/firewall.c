@@ -39,6 +39,12 @@
 #define FW_ICMP_QUOTE (1280 - FW_ICMP_HDRS)
 #define ICMPV6_PARAMPROB 4
 
+/* What the parser may read: extension headers start within FW_MAX_OFF,
+ * an SRH is at most 2048 bytes, then an inner header and ports; the
+ * Parameter Problem's quote (1232 bytes) is shorter.
+ */
+#define FW_PULL (14 + FW_MAX_OFF + 2048 + 64)
+
 /* What fw_decide wants done with a packet. */
 enum { FW_OUT_PASS, FW_OUT_DROP, FW_OUT_SEG6, FW_OUT_ICMP };
 
@@ -350,11 +356,15 @@ int srchain_fw(struct __sk_buff *skb)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
 	struct fw_out o = {};
+	__u32 need;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6) && skb->protocol != bpf_htons(ETH_P_IP))
 		return TC_ACT_UNSPEC;
-	/* Headers may lie beyond the linear head (GRO): pull once. */
-	if (skb->data_end - skb->data < skb->len && bpf_skb_pull_data(skb, 0))
+	/* Headers may lie beyond the linear head (GRO): pull once, only
+	 * what the parser can read (not the whole GRO payload).
+	 */
+	need = skb->len < FW_PULL ? skb->len : FW_PULL;
+	if (skb->data_end - skb->data < need && bpf_skb_pull_data(skb, need))
 		return fw_drop(DROP_PKT_TRUNCATED);
 	p.data = (void *)(long)skb->data;
 	p.data_end = (void *)(long)skb->data_end;
