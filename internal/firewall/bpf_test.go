@@ -163,7 +163,7 @@ func loadRules(t *testing.T, src string, cfg Config) *Firewall {
 	}
 	if shared == nil {
 		var err error
-		shared, err = LoadCapacity(cfg, Capacity{Bitmaps: 4096, Prefixes: 4096})
+		shared, err = LoadCapacity(cfg, Capacity{Bitmaps: 4096, Prefixes: 4096, XDP: true})
 		if err != nil {
 			t.Fatal(err)
 		}

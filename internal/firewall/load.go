@@ -97,6 +97,10 @@ var ErrCapacity = errors.New("rule set exceeds table capacity")
 // set needs".
 type Capacity struct {
 	Bitmaps, Prefixes int
+	// XDP loads (and verifies) the XDP twin as well as the tc program;
+	// without it only the tc program is loaded (half the load time) and
+	// AttachXDP fails.
+	XDP bool
 }
 
 func checkConfig(cfg *Config) error {
@@ -159,7 +163,19 @@ func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
 	spec.Maps[fwProgMapFwLpm].MaxEntries = numGens * uint32(max(prefixCount(cls), capy.Prefixes, 1))
 	fw := &Firewall{cls: cls, cfg: cfg, links: map[int]link.Link{}, log: slog.Default(), bmCap: bmCap}
 	fw.gens[0] = generation{cls: cls, cfg: cfg}
-	if err := spec.LoadAndAssign(&fw.objs, nil); err != nil {
+	// Load only the programs asked for: each one is verified on load.
+	if capy.XDP {
+		err = spec.LoadAndAssign(&fw.objs, nil)
+	} else {
+		var tc struct {
+			fwProgMaps
+			SrchainFw *ebpf.Program `ebpf:"srchain_fw"`
+		}
+		if err = spec.LoadAndAssign(&tc, nil); err == nil {
+			fw.objs.fwProgMaps, fw.objs.SrchainFw = tc.fwProgMaps, tc.SrchainFw
+		}
+	}
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load firewall program: %+v", ve)
@@ -389,6 +405,9 @@ func (fw *Firewall) XDPProgram() *ebpf.Program { return fw.objs.SrchainFwXdp }
 func (fw *Firewall) AttachXDP(ifindex int) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	if fw.objs.SrchainFwXdp == nil {
+		return fmt.Errorf("attach firewall xdp: loaded without Capacity.XDP: %w", ErrUnsupported)
+	}
 	key := -ifindex // links map: negative keys are XDP links
 	if _, ok := fw.links[key]; ok {
 		return nil

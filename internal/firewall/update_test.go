@@ -97,3 +97,20 @@ func TestUpdateAtomic(t *testing.T) {
 		t.Errorf("rule 1 counted %d packets, want 1 (counters not reset)", counts[0].Packets)
 	}
 }
+
+// TestLoadTCOnly: Load verifies only the tc program unless the XDP twin
+// is asked for.
+func TestLoadTCOnly(t *testing.T) {
+	needRoot(t)
+	fw, err := Load(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	if fw.Program() == nil || fw.XDPProgram() != nil {
+		t.Fatalf("tc %v xdp %v, want tc only", fw.Program(), fw.XDPProgram())
+	}
+	if err := fw.AttachXDP(1); err == nil {
+		t.Fatal("AttachXDP without the XDP program succeeded")
+	}
+}
