@@ -22,8 +22,11 @@ func init() {
 			"lab, traces every node, sends each probe of the spec's traffic: section and prints the\n" +
 			"nodes that saw it in order, with the SRH's segments left (SL) and the destination (DA)\n" +
 			"on arrival, then every frame of it each node saw. A probe passes when it reached its\n" +
-			"destination and, if it expects a chain, crossed that chain's NF SIDs in order (or, for\n" +
-			"expect: none, never carried an SRH). The lab is removed at the end unless --keep.\n" +
+			"destination and, if it expects a chain, every NF SID of that chain was served in order\n" +
+			"by the node that owns it (or, for expect: none, it never carried an SRH). Served SIDs\n" +
+			"are read from the SRH's segments left as the packet goes, so SIDs a node runs locally\n" +
+			"(an NF on the ingress, several NFs on one node) count. The lab is removed at the end\n" +
+			"unless --keep. " +
 			"Exits non-zero if any probe failed.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

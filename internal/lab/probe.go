@@ -234,7 +234,7 @@ func (p *Prober) judge(r *ProbeResult) {
 		case len(r.Want) == 0:
 			r.Why = fmt.Sprintf("chain %q has no NF SIDs in the lab's state", r.Probe.Expect)
 		case !trace.ContainsInOrder(got, r.Want):
-			r.Why = fmt.Sprintf("crossed %v, want NF SIDs %v in order", got, r.Want)
+			r.Why = fmt.Sprintf("served %v, want NF SIDs %v in order", got, r.Want)
 		default:
 			r.OK = true
 		}
