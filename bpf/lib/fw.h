@@ -111,6 +111,7 @@ struct fw_config {
 	struct in6_addr sid;
 	__u32 sid_len;
 	__u32 icmp_rate; /* Parameter Problems per second and CPU (burst the same) */
+	__u8 hash[32];   /* SHA-256 of the rule set and settings (Config.Hash) */
 };
 
 /* Token bucket of the ICMPv6 errors (RFC 4443 2.4 (f)), per CPU. */

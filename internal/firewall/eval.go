@@ -1,6 +1,9 @@
 package firewall
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // Mode selects how a packet's fields map onto rule fields (seed 000 IV).
 type Mode uint32
@@ -34,7 +37,7 @@ func ParseMode(s string) (Mode, error) {
 	case "advanced":
 		return Advanced, nil
 	}
-	return 0, ErrSyntax
+	return 0, fmt.Errorf("parse mode %q: %w", s, ErrSyntax)
 }
 
 // View is a packet as the rules see it: one value per field, or absent.

@@ -49,6 +49,7 @@ type fwProgFwConfig struct {
 	}
 	SidLen   uint32
 	IcmpRate uint32
+	Hash     [32]uint8
 }
 
 type fwProgFwCount struct {

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,6 +41,38 @@ type Config struct {
 
 // DefaultICMPRate is Config.ICMPRate's default.
 const DefaultICMPRate = 1000
+
+// MaxArgs is how many eval-args values a config may map (fw_args holds
+// 256 per generation).
+const MaxArgs = 256
+
+// Hash identifies a rule set and its settings (everything but the mode,
+// which is switched at run time): the loader stores it with the tables,
+// so a driver can tell whether what runs is what is desired.
+func (cfg Config) Hash() ([32]byte, error) {
+	if err := checkConfig(&cfg); err != nil {
+		return [32]byte{}, fmt.Errorf("hash firewall config: %w", err)
+	}
+	return cfg.hash(), nil
+}
+
+func (cfg *Config) hash() [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "policy %v args_bits %d sid %v icmp_rate %d\n", cfg.Policy, cfg.ArgsBits, cfg.SID, cfg.ICMPRate)
+	for _, k := range sortedArgs(cfg.Args) {
+		fmt.Fprintf(h, "args %d %v\n", k, cfg.Args[k])
+	}
+	for _, r := range cfg.Rules {
+		fmt.Fprintf(h, "rule %v", r.Verdict)
+		for _, c := range r.Conds {
+			fmt.Fprintf(h, " %v %v %v %d %d", c.Field, c.Neg, c.Prefix, c.Lo, c.Hi)
+		}
+		h.Write([]byte("\n"))
+	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
 
 // DefaultArgs is the eval-args table when a config gives none.
 var DefaultArgs = map[uint64]Verdict{0: GoNext, 1: SkipNext, 2: GoLast, 3: Drop, 4: Accept}
@@ -115,6 +148,9 @@ func checkConfig(cfg *Config) error {
 	}
 	if cfg.Args == nil {
 		cfg.Args = maps.Clone(DefaultArgs)
+	}
+	if len(cfg.Args) > MaxArgs {
+		return fmt.Errorf("%d args values, at most %d: %w", len(cfg.Args), MaxArgs, ErrUnsupported)
 	}
 	if cfg.ICMPRate == 0 {
 		cfg.ICMPRate = DefaultICMPRate
@@ -214,7 +250,11 @@ func (fw *Firewall) Update(cfg Config) error {
 	}
 	// Clear what the idle generation held (the LPM trie and the args
 	// hash keep whatever is not deleted).
-	if old := fw.gens[g]; old.cls != nil {
+	if old := fw.gens[g]; old.cls == nil {
+		if err := fw.clearGen(g); err != nil {
+			return fmt.Errorf("update firewall: %w", err)
+		}
+	} else {
 		for f, t := range old.cls.Fields {
 			for _, p := range t.Prefixes {
 				k := lpmKey(Field(f)+Field(lpmGen*g), p.Prefix)
@@ -236,6 +276,83 @@ func (fw *Firewall) Update(cfg Config) error {
 	}
 	fw.gen, fw.cls, fw.cfg, fw.flipped = g, cls, cfg, time.Now()
 	return nil
+}
+
+// clearGen deletes generation g's prefixes and args by walking the maps
+// (a firewall opened from its pins does not know what they hold).
+func (fw *Firewall) clearGen(g int) error {
+	var lk [21]byte
+	var lv uint32
+	var stale [][21]byte
+	it := fw.objs.FwLpm.Iterate()
+	for it.Next(&lk, &lv) {
+		if int(lk[4])/lpmGen == g {
+			stale = append(stale, lk)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list prefixes: %w", err)
+	}
+	for _, k := range stale {
+		if err := fw.objs.FwLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete prefix: %w", err)
+		}
+	}
+	var ak fwProgFwArgsKey
+	var av uint32
+	var staleArgs []fwProgFwArgsKey
+	ai := fw.objs.FwArgs.Iterate()
+	for ai.Next(&ak, &av) {
+		if int(ak.Gen) == g {
+			staleArgs = append(staleArgs, ak)
+		}
+	}
+	if err := ai.Err(); err != nil {
+		return fmt.Errorf("list args: %w", err)
+	}
+	for _, k := range staleArgs {
+		_ = fw.objs.FwArgs.Delete(k)
+	}
+	return nil
+}
+
+// pinnedMaps names the maps Pin pins: enough for OpenPinned (counters,
+// mode) and OpenPinnedFirewall (Update).
+func (fw *Firewall) pinnedMaps() map[string]**ebpf.Map {
+	o := &fw.objs
+	return map[string]**ebpf.Map{
+		"fw_rule_counters": &o.FwRuleCounters, "fw_drop_counters": &o.DropCounters, "fw_cfg": &o.FwCfg,
+		"fw_gen": &o.FwGen, "fw_bitmaps": &o.FwBitmaps, "fw_lpm": &o.FwLpm, "fw_idx": &o.FwIdx,
+		"fw_fdef": &o.FwFdef, "fw_rules": &o.FwRules, "fw_args": &o.FwArgs, "fw_icmp_bucket": &o.FwIcmpBucket,
+	}
+}
+
+// OpenPinnedFirewall opens the tables a driver pinned under dir (Pin) as
+// a Firewall whose Update rewrites the running program's rule set
+// atomically. It has no program (Attach fails); Close releases the maps.
+func OpenPinnedFirewall(dir string, rules []Rule) (*Firewall, error) {
+	fw := &Firewall{links: map[int]link.Link{}, log: slog.Default(), flipped: time.Now()}
+	for name, m := range fw.pinnedMaps() {
+		var err error
+		if *m, err = ebpf.LoadPinnedMap(dir+"/"+name, nil); err != nil {
+			fw.objs.Close()
+			return nil, fmt.Errorf("open pinned firewall map %s: %w", name, err)
+		}
+	}
+	var g uint32
+	if err := fw.objs.FwGen.Lookup(uint32(0), &g); err != nil {
+		fw.objs.Close()
+		return nil, fmt.Errorf("read firewall generation: %w", err)
+	}
+	fw.gen = int(g & 1)
+	fw.bmCap = fw.objs.FwBitmaps.MaxEntries() / numGens
+	var conf fwProgFwConfig
+	if err := fw.objs.FwCfg.Lookup(uint32(fw.gen), &conf); err != nil {
+		fw.objs.Close()
+		return nil, fmt.Errorf("read firewall config: %w", err)
+	}
+	fw.cfg = Config{Mode: Mode(conf.Mode), Rules: rules}
+	return fw, nil
 }
 
 func lpmKey(f Field, p netip.Prefix) [21]byte {
@@ -347,6 +464,7 @@ func (fw *Firewall) fill(g int, c *Classifier, cfg Config) error {
 		conf.Sid.In6U.U6Addr8 = cfg.SID.Masked().Addr().As16()
 		conf.SidLen = uint32(cfg.SID.Bits())
 	}
+	conf.Hash = cfg.hash()
 	for f := Field(0); f < NumFields; f++ {
 		if used&(1<<f) != 0 {
 			conf.Fields[conf.Nused] = uint8(f)
@@ -452,8 +570,8 @@ func (fw *Firewall) Pin(dir string) error {
 			return fmt.Errorf("pin firewall link: %w", err)
 		}
 	}
-	for name, m := range map[string]*ebpf.Map{"fw_rule_counters": fw.objs.FwRuleCounters, "fw_drop_counters": fw.objs.DropCounters, "fw_cfg": fw.objs.FwCfg, "fw_gen": fw.objs.FwGen} {
-		if err := m.Pin(dir + "/" + name); err != nil {
+	for name, m := range fw.pinnedMaps() {
+		if err := (*m).Pin(dir + "/" + name); err != nil {
 			return fmt.Errorf("pin firewall map %s: %w", name, err)
 		}
 	}
@@ -571,6 +689,19 @@ func (p *Pinned) Close() {
 			m.Close()
 		}
 	}
+}
+
+// Hash returns the running rule set's Config.Hash.
+func (p *Pinned) Hash() ([32]byte, error) {
+	g, err := p.activeGen()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	var conf fwProgFwConfig
+	if err := p.cfg.Lookup(uint32(g), &conf); err != nil {
+		return [32]byte{}, fmt.Errorf("read firewall config: %w", err)
+	}
+	return conf.Hash, nil
 }
 
 // Mode returns the running mode and rule count.

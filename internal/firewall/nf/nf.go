@@ -109,6 +109,32 @@ func check(s *spec.Spec, nf *spec.NF, path string) []error {
 			errs = append(errs, s.ErrorAt(path+".args."+k, valueNode(node, "args"), "args %s: %q is not accept, drop, reject, go-next, skip-next or go-last", k, v))
 		}
 	}
+	if len(c.Args) > firewall.MaxArgs {
+		errs = append(errs, s.ErrorAt(path+".args", valueNode(node, "args"), "%d args values: at most %d", len(c.Args), firewall.MaxArgs))
+	}
+	bits := s.SIDFormat.ArgsBits
+	if c.ArgsBits != nil {
+		bits = *c.ArgsBits
+	}
+	evalArgs := func(rules []firewall.Rule) bool {
+		for _, r := range rules {
+			if r.Verdict == firewall.EvalArgs {
+				return true
+			}
+		}
+		return false
+	}
+	evalAt := ""
+	if rn := valueNode(node, "rules"); rn != nil {
+		for i, item := range rn.Content {
+			if rs, err := firewall.Parse(item.Value); err == nil && evalArgs(rs) && evalAt == "" {
+				evalAt = fmt.Sprintf("%s.rules[%d]", path, i)
+			}
+		}
+	}
+	if evalAt != "" && bits == 0 {
+		errs = append(errs, s.ErrorAt(evalAt, valueNode(node, "rules"), "eval-args with args_bits 0: the SID has no ARGS (set args_bits or sid_format.args_bits)"))
+	}
 	if rn := valueNode(node, "rules"); rn != nil {
 		for i, item := range rn.Content {
 			if _, err := firewall.Parse(item.Value); err != nil {
@@ -123,10 +149,12 @@ func check(s *spec.Spec, nf *spec.NF, path string) []error {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			errs = append(errs, s.ErrorAt(path+".rules_file", valueNode(node, "rules_file"), "read rules file: %v", err))
-		} else if _, err := firewall.Parse(string(b)); err != nil {
+		} else if rs, err := firewall.Parse(string(b)); err != nil {
 			for _, e := range unjoin(err) {
 				errs = append(errs, s.ErrorAt(path+".rules_file", valueNode(node, "rules_file"), "%s:%v", p, e))
 			}
+		} else if evalAt == "" && bits == 0 && evalArgs(rs) {
+			errs = append(errs, s.ErrorAt(path+".rules_file", valueNode(node, "rules_file"), "%s: eval-args with args_bits 0: the SID has no ARGS", p))
 		}
 	}
 	return errs
@@ -297,20 +325,18 @@ func (driver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() erro
 		return nil, fmt.Errorf("program without nf name: %w", ErrBadParams)
 	}
 	pin := PinDir(ns, name)
-	if _, err := os.Stat(pin); err == nil {
-		return nil, nil
-	}
-	cfg, err := ConfigFromParams(p.Params, func(n string) (uint32, error) {
-		l, err := ns.Netlink().LinkByName(n)
-		if err != nil {
-			return 0, err
-		}
-		return uint32(l.Attrs().Index), nil
-	})
+	cfg, err := ConfigFromParams(p.Params, nsIfindex(ns))
 	if err != nil {
 		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
-	fw, err := firewall.Load(cfg)
+	if _, err := os.Stat(pin); err == nil {
+		// Already applied: update the rule set in place (atomically)
+		// if it changed.
+		return nil, updatePinned(pin, name, cfg)
+	}
+	// Room for later rule sets (Update does not grow the maps).
+	room := 512 + 4*len(cfg.Rules)
+	fw, err := firewall.LoadCapacity(cfg, firewall.Capacity{Bitmaps: room, Prefixes: room})
 	if err != nil {
 		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
@@ -333,6 +359,47 @@ func (driver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() erro
 		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
 	}
 	return undo, nil
+}
+
+func nsIfindex(ns *netns.NS) func(string) (uint32, error) {
+	return func(n string) (uint32, error) {
+		l, err := ns.Netlink().LinkByName(n)
+		if err != nil {
+			return 0, err
+		}
+		return uint32(l.Attrs().Index), nil
+	}
+}
+
+// updatePinned replaces a pinned firewall's rule set with cfg unless its
+// hash shows it already runs; the mode switched at run time is kept.
+func updatePinned(pin, name string, cfg firewall.Config) error {
+	want, err := cfg.Hash()
+	if err != nil {
+		return fmt.Errorf("firewall %s: %w", name, err)
+	}
+	pm, err := firewall.OpenPinned(pin)
+	if err != nil {
+		return fmt.Errorf("firewall %s: %w", name, err)
+	}
+	have, herr := pm.Hash()
+	mode, _, merr := pm.Mode()
+	pm.Close()
+	if herr == nil && have == want {
+		return nil
+	}
+	if merr == nil {
+		cfg.Mode = mode
+	}
+	fw, err := firewall.OpenPinnedFirewall(pin, cfg.Rules)
+	if err != nil {
+		return fmt.Errorf("firewall %s: %w", name, err)
+	}
+	defer fw.Close()
+	if err := fw.Update(cfg); err != nil {
+		return fmt.Errorf("firewall %s: %w (remove the pins to reload)", name, err)
+	}
+	return nil
 }
 
 // ProgramName is the kernel name of the tc program the driver attaches
@@ -368,8 +435,16 @@ func (driver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	if cfg, err := ConfigFromParams(p.Params, func(string) (uint32, error) { return 1, nil }); err == nil && len(cfg.Rules) != n {
+	cfg, err := ConfigFromParams(p.Params, nsIfindex(ns))
+	if err != nil {
+		return append(missing, fmt.Sprintf("firewall %s: %v", name, err)), nil
+	}
+	if len(cfg.Rules) != n {
 		missing = append(missing, fmt.Sprintf("firewall %s: %d rules loaded, %d desired", name, n, len(cfg.Rules)))
+	} else if want, err := cfg.Hash(); err != nil {
+		missing = append(missing, fmt.Sprintf("firewall %s: %v", name, err))
+	} else if have, err := pm.Hash(); err != nil || have != want {
+		missing = append(missing, fmt.Sprintf("firewall %s: loaded rule set differs from the desired one", name))
 	}
 	return missing, nil
 }

@@ -1,14 +1,22 @@
 package nf
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/firewall"
 	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/srv6"
 )
 
 func writeSpec(t *testing.T, nfConfig string) string {
@@ -98,7 +106,130 @@ func TestCompileAndParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Mode != firewall.Advanced || cfg.Policy != firewall.Drop || cfg.ArgsBits != 16 || cfg.Args[16] != firewall.SkipNext || len(cfg.Rules) != 2 {
+	if cfg.Mode != firewall.Advanced || cfg.Policy != firewall.Drop || cfg.ArgsBits != 16 || cfg.Args[16] != firewall.SkipNext || len(cfg.Rules) != 2 ||
+		cfg.SID != netip.MustParsePrefix("fc00:2::f1:0/112") {
 		t.Errorf("config %+v", cfg)
+	}
+}
+
+func TestSpecArgsErrors(t *testing.T) {
+	var many strings.Builder
+	many.WriteString("{")
+	for i := 0; i < 257; i++ {
+		if i > 0 {
+			many.WriteString(", ")
+		}
+		many.WriteString(`"` + strconv.Itoa(i) + `": drop`)
+	}
+	many.WriteString("}")
+	p := writeSpec(t, `    config:
+      args_bits: 0
+      args: `+many.String()+`
+      rules:
+        - "-j SEG6 --seg6-action eval-args"
+`)
+	_, err := spec.Load(p)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"eval-args with args_bits 0", "257 args values: at most 256"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestParseModeWraps(t *testing.T) {
+	_, err := firewall.ParseMode("turbo")
+	if !errors.Is(err, firewall.ErrSyntax) || !strings.Contains(err.Error(), "turbo") {
+		t.Errorf("ParseMode: %v", err)
+	}
+}
+
+func TestDefaultArgsNotShared(t *testing.T) {
+	before := firewall.DefaultArgs[0]
+	cfg := firewall.Config{}
+	h1, err := cfg.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h1
+	if cfg.Args != nil {
+		t.Fatal("Hash changed its argument")
+	}
+	if firewall.DefaultArgs[0] != before {
+		t.Fatal("DefaultArgs changed")
+	}
+}
+
+// TestUpdatePinned: re-applying a changed rule set to a pinned firewall
+// updates it in place (the hash tells), an unchanged one is left alone.
+func TestUpdatePinned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (BPF)")
+	}
+	pin := fmt.Sprintf("/sys/fs/bpf/srct-f%d-nf", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	if err := os.MkdirAll(pin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(src string) firewall.Config {
+		rules, err := firewall.Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return firewall.Config{Rules: rules, ArgsBits: 16}
+	}
+	a, b := parse("-p udp -j DROP"), parse("-p tcp -j DROP\n-s fc00::/16 -j ACCEPT")
+	fw, err := firewall.LoadCapacity(a, firewall.Capacity{Bitmaps: 64, Prefixes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	if err := fw.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	hashOf := func() [32]byte {
+		pm, err := firewall.OpenPinned(pin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pm.Close()
+		h, err := pm.Hash()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	ha, _ := a.Hash()
+	hb, _ := b.Hash()
+	if hashOf() != ha || ha == hb {
+		t.Fatal("loaded hash is not the config's")
+	}
+	if err := updatePinned(pin, "t", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := updatePinned(pin, "t", b); err != nil {
+		t.Fatal(err)
+	}
+	if hashOf() != hb {
+		t.Fatal("changed rule set not applied")
+	}
+	// The running program uses the new rules: UDP passes now.
+	pkt := srv6.Ether(net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 1}, srv6.EtherTypeIPv6,
+		srv6.UDP6(netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2"), 1, 2, nil))
+	ret, err := fw.Program().Run(&ebpf.RunOptions{Data: pkt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ret == 2 {
+		t.Fatal("old rule set still drops UDP")
+	}
+	// And back (the other generation, cleared from the pins).
+	if err := updatePinned(pin, "t", a); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := fw.Program().Run(&ebpf.RunOptions{Data: pkt}); ret != 2 {
+		t.Fatal("UDP not dropped after re-applying the first rule set")
 	}
 }
