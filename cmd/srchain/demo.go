@@ -36,8 +36,7 @@ func init() {
 			}
 			s, net, err := loadAndCompile(file)
 			if err != nil {
-				printProblems(cmd, err)
-				return errInvalidSpec
+				return specProblems(cmd, err)
 			}
 			if len(s.Traffic) == 0 {
 				return fmt.Errorf("demo %s: the spec has no traffic: section to send", file)

@@ -68,8 +68,7 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, net, err := loadAndCompile(args[0])
 			if err != nil {
-				printProblems(cmd, err)
-				return errInvalidSpec
+				return specProblems(cmd, err)
 			}
 			ctx, cancel := signalContext()
 			defer cancel()

@@ -20,8 +20,8 @@ func TestLabCLIErrors(t *testing.T) {
 		{[]string{"lab", "exec", "--state-dir", dir, "nosuch", "h1", "--"}, "no command"},
 		{[]string{"lab", "status", "--state-dir", dir, "../x"}, "bad lab or node name"},
 		{[]string{"lab", "trace", "--state-dir", dir, "nosuch"}, "no such lab"},
-		{[]string{"lab", "up", "--state-dir", dir, "/nonexistent.yaml"}, "invalid spec"},
-		{[]string{"demo", "--state-dir", dir, "/nonexistent.yaml"}, "invalid spec"},
+		{[]string{"lab", "up", "--state-dir", dir, "/nonexistent.yaml"}, "read spec /nonexistent.yaml"},
+		{[]string{"demo", "--state-dir", dir, "/nonexistent.yaml"}, "read spec /nonexistent.yaml"},
 	} {
 		out, errOut, err := runCLI(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
