@@ -97,6 +97,15 @@ func fwDiffRule(r *rand.Rand) string {
 	} else if r.IntN(6) == 0 {
 		fmt.Fprintf(&b, "%s-p %d ", neg(), []int{41, 4}[r.IntN(2)])
 	}
+	if r.IntN(4) == 0 {
+		// No srh match: plain ip6tables options only (-p and ports see
+		// through extension headers, as ipv6_find_hdr).
+		if b.Len() == 0 {
+			fmt.Fprintf(&b, "%s-p %s ", neg(), []string{"tcp", "udp", "41", "4"}[r.IntN(4)])
+		}
+		b.WriteString([]string{"-j ACCEPT", "-j DROP"}[r.IntN(2)])
+		return b.String()
+	}
 	b.WriteString("-m srh ")
 	opts := []func(){
 		func() { fmt.Fprintf(&b, "%s--srh-next-hdr %d ", neg(), []int{41, 4, 6, 17}[r.IntN(4)]) },
@@ -133,13 +142,39 @@ func fwDiffPacket(r *rand.Rand, id uint32) []byte {
 	dport := uint16(60 + r.IntN(50))
 	var b []byte
 	var err error
+	// Destination options (Pad1 only), before a transport or an SRH.
+	dstopts := func(p []byte) []byte {
+		out := append(append([]byte(nil), p[:40]...), p[6], 0, 0, 0, 0, 0, 0, 0)
+		out = append(out, p[40:]...)
+		out[6] = 60
+		binary.BigEndian.PutUint16(out[4:], uint16(len(out)-40))
+		return out
+	}
+	if r.IntN(8) == 0 {
+		// Not SR traffic, sometimes behind destination options.
+		if r.IntN(2) == 0 {
+			b = srv6.UDP6(src, sid(), 1000, dport, []byte("plain"))
+		} else {
+			b = srv6.TCP6(src, sid(), 1000, dport, 0x02, nil)
+		}
+		if r.IntN(2) == 0 {
+			b = dstopts(b)
+		}
+		b[1] = b[1]&0xf0 | byte(id>>16)&0x0f
+		b[2], b[3] = byte(id>>8), byte(id)
+		return b
+	}
 	switch r.IntN(4) {
 	case 0:
 		b, err = srv6.Encap(src, travel, srv6.UDP6(sid(), sid(), 1000, dport, []byte("diff")))
 	case 1:
 		b, err = srv6.Encap(src, travel, srv6.UDP4(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.1.1"), 1000, dport, []byte("diff4")))
 	case 2:
-		b, err = srv6.Insert(srv6.TCP6(src, sid(), 1000, dport, 0x02, nil), travel)
+		inner := srv6.TCP6(src, sid(), 1000, dport, 0x02, nil)
+		if r.IntN(3) == 0 {
+			inner = dstopts(inner) // after the SRH once inserted
+		}
+		b, err = srv6.Insert(inner, travel)
 	default:
 		b, err = srv6.Insert(srv6.UDP6(src, sid(), 1000, dport, []byte("ins")), travel)
 	}
@@ -154,6 +189,9 @@ func fwDiffPacket(r *rand.Rand, id uint32) []byte {
 		copy(b[24:40], b[48+16*sl:64+16*sl]) // DA = active SID
 	} else {
 		copy(b[24:40], sid().AsSlice())
+	}
+	if r.IntN(5) == 0 {
+		b = dstopts(b) // before the SRH
 	}
 	b[1] = b[1]&0xf0 | byte(id>>16)&0x0f
 	b[2], b[3] = byte(id>>8), byte(id)
@@ -268,7 +306,9 @@ func TestFirewallVsIP6tables(t *testing.T) {
 				}
 				quiet = 0
 				f := buf[:n]
-				if n < 14+40 || binary.BigEndian.Uint16(f[12:]) != 0x86dd || f[14+6] != 43 {
+				// Ours: forwarded once (hop limit decremented), so not
+				// the namespace's own ND/MLD traffic.
+				if n < 14+40 || binary.BigEndian.Uint16(f[12:]) != 0x86dd || f[14+7] != srv6.DefaultHopLimit-1 {
 					continue
 				}
 				fl := binary.BigEndian.Uint32(f[14:]) & 0xfffff
@@ -322,6 +362,9 @@ func TestFirewallVsIP6tables(t *testing.T) {
 			}
 		}
 		t.Logf("round %d: %d packets, %d accepted by both, %d mismatches", round, perRound, accepted, mismatches)
+		if accepted == 0 || accepted == perRound {
+			t.Errorf("round %d: %d of %d accepted: the round does not test both verdicts", round, accepted, perRound)
+		}
 		if mismatches > 0 {
 			t.Logf("rules:\n%s", strings.Join(texts, "\n"))
 		}
