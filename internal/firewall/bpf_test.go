@@ -54,6 +54,9 @@ func TestXDPTables(t *testing.T) {
 	t.Run("actions", TestBPFActions)
 	t.Run("malformed", TestBPFMalformed)
 	t.Run("random", TestBPFRandomVsModel)
+	t.Run("ext", TestBPFExtHeaders)
+	t.Run("sl-past-last", TestBPFSLPastLast)
+	t.Run("sid-scope", TestBPFSIDScope)
 }
 
 func needRoot(t *testing.T) {
