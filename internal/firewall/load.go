@@ -552,7 +552,7 @@ func (fw *Firewall) Attach(ifindex int) error {
 		return fmt.Errorf("attach firewall to ifindex %d: %w", ifindex, err)
 	}
 	fw.links[ifindex] = l
-	fw.log.Info("firewall attached", "ifindex", ifindex, "rules", len(fw.cfg.Rules), "mode", fw.cfg.Mode)
+	fw.log.Debug("firewall attached", "ifindex", ifindex, "rules", len(fw.cfg.Rules), "mode", fw.cfg.Mode)
 	return nil
 }
 
