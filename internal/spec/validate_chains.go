@@ -461,4 +461,3 @@ func (v *validator) segments(p string, c *Chain) {
 		count(c.Egress, p+".egress", "the egress SID", true, true)
 	}
 }
-
