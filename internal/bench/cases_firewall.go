@@ -30,6 +30,29 @@ func fwRulesText(n int) string {
 	return b.String()
 }
 
+// setupFirewall does kernel End on the DUT (CaseEnd) and puts srchain's
+// firewall with the given rules on the DUT's ingress veth (tcx ingress).
+func setupFirewall(ctx context.Context, d *DUT, rulesText string, cfg firewall.Config) error {
+	if err := CaseEnd.Setup(ctx, d); err != nil {
+		return err
+	}
+	rules, err := firewall.Parse(rulesText)
+	if err != nil {
+		return err
+	}
+	cfg.Rules = rules
+	fw, err := firewall.Load(cfg)
+	if err != nil {
+		return err
+	}
+	d.Defer(fw.Close)
+	in, err := d.Index(ifDUTIn)
+	if err != nil {
+		return err
+	}
+	return d.NS.Do(func() error { return fw.Attach(in) })
+}
+
 // CaseSrchainFirewall is kernel End behind srchain's firewall (tc, tcx
 // ingress of the DUT's ingress veth, advanced mode) with n rules.
 func CaseSrchainFirewall(n int) Case {
@@ -37,23 +60,7 @@ func CaseSrchainFirewall(n int) Case {
 		Name: fmt.Sprintf("srchain-fw-%d", n), Desc: fmt.Sprintf("End + srchain SERA firewall (eBPF, bit-vector), %d rules", n),
 		Frame: CaseEnd.Frame, X: float64(n), Series: "srchain firewall",
 		Setup: func(ctx context.Context, d *DUT) error {
-			if err := CaseEnd.Setup(ctx, d); err != nil {
-				return err
-			}
-			rules, err := firewall.Parse(fwRulesText(n))
-			if err != nil {
-				return err
-			}
-			fw, err := firewall.Load(firewall.Config{Mode: firewall.Advanced, Rules: rules})
-			if err != nil {
-				return err
-			}
-			d.Defer(fw.Close)
-			in, err := d.Index(ifDUTIn)
-			if err != nil {
-				return err
-			}
-			return d.NS.Do(func() error { return fw.Attach(in) })
+			return setupFirewall(ctx, d, fwRulesText(n), firewall.Config{Mode: firewall.Advanced})
 		},
 	}
 }
@@ -67,28 +74,12 @@ func CaseSrchainFirewallAddr(n int) Case {
 		Name: fmt.Sprintf("srchain-fw-addr-%d", n), Desc: fmt.Sprintf("End + srchain SERA firewall, basic mode, inner -s/-d rules, %d rules", n),
 		Frame: CaseEnd.Frame, X: float64(n), Series: "srchain firewall (inner -s/-d)",
 		Setup: func(ctx context.Context, d *DUT) error {
-			if err := CaseEnd.Setup(ctx, d); err != nil {
-				return err
-			}
 			var b strings.Builder
 			for i := 1; i < n; i++ {
 				fmt.Fprintf(&b, "-s fc00:99::%x -d fc00:98::%x -j DROP\n", i, i)
 			}
 			fmt.Fprintf(&b, "-s %s/64 -d %s/64 -j ACCEPT\n", InnerSrc6, InnerDst6)
-			rules, err := firewall.Parse(b.String())
-			if err != nil {
-				return err
-			}
-			fw, err := firewall.Load(firewall.Config{Mode: firewall.Basic, Rules: rules, Policy: firewall.Drop})
-			if err != nil {
-				return err
-			}
-			d.Defer(fw.Close)
-			in, err := d.Index(ifDUTIn)
-			if err != nil {
-				return err
-			}
-			return d.NS.Do(func() error { return fw.Attach(in) })
+			return setupFirewall(ctx, d, b.String(), firewall.Config{Mode: firewall.Basic, Policy: firewall.Drop})
 		},
 	}
 }
@@ -103,9 +94,6 @@ func CaseSrchainFirewallWorst(n int) Case {
 		Name: fmt.Sprintf("srchain-fw-worst-%d", n), Desc: fmt.Sprintf("End + srchain SERA firewall, worst case for the bit vectors, %d rules", n),
 		Frame: CaseEnd.Frame, X: float64(n), Series: "srchain firewall (worst case)",
 		Setup: func(ctx context.Context, d *DUT) error {
-			if err := CaseEnd.Setup(ctx, d); err != nil {
-				return err
-			}
 			var b strings.Builder
 			for i := 1; i < n; i++ {
 				if i%2 == 0 {
@@ -115,20 +103,7 @@ func CaseSrchainFirewallWorst(n int) Case {
 				}
 			}
 			fmt.Fprintf(&b, "-s %s/64 -d %s/64 -j ACCEPT\n", InnerSrc6, InnerDst6)
-			rules, err := firewall.Parse(b.String())
-			if err != nil {
-				return err
-			}
-			fw, err := firewall.Load(firewall.Config{Mode: firewall.Basic, Rules: rules, Policy: firewall.Drop})
-			if err != nil {
-				return err
-			}
-			d.Defer(fw.Close)
-			in, err := d.Index(ifDUTIn)
-			if err != nil {
-				return err
-			}
-			return d.NS.Do(func() error { return fw.Attach(in) })
+			return setupFirewall(ctx, d, b.String(), firewall.Config{Mode: firewall.Basic, Policy: firewall.Drop})
 		},
 	}
 }
