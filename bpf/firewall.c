@@ -133,13 +133,16 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 	if (verdict >= FW_ACT_GO_NEXT && verdict <= FW_ACT_EVAL_ARGS) {
 		struct ipv6hdr *ip6 = NULL;
 
-		/* SR actions are for packets addressed to this NF's SID;
-		 * others are accepted (routing forwards them).
+		/* SR actions are for SR packets whose active SID is this
+		 * NF's; an SR packet for another node's SID is accepted
+		 * (routing forwards it). A non-SR packet (IPv4 included)
+		 * matching an SR action fails its precondition below.
 		 */
-		if (proto == bpf_htons(ETH_P_IPV6))
+		if (fp.sr && cfg->sid_len <= 128) {
 			ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
-		if (cfg->sid_len <= 128 && (!ip6 || !fw_in_sid(&ip6->daddr, cfg)))
-			return;
+			if (ip6 && !fw_in_sid(&ip6->daddr, cfg))
+				return;
+		}
 	}
 	if (verdict == FW_ACT_EVAL_ARGS) {
 		struct ipv6hdr *ip6;
@@ -315,9 +318,8 @@ static __always_inline int fw_drop(__u32 reason)
 
 /* fw_param_problem (tc) turns the packet into the Parameter Problem and
  * sends it back out of the interface it came in on; the invoking packet
- * is counted as dropped with DROP_FW_ARGS_UNKNOWN. Errors are not rate
- * limited (RFC 4443 2.4 (f)): the firewall answers only packets carrying
- * its own SID. A packet the sending host left in CHECKSUM_PARTIAL (veth
+ * is counted as dropped with DROP_FW_ARGS_UNKNOWN (the caller applied
+ * the RFC 4443 2.4 (e)/(f) checks, fw_icmp_allow). A packet the sending host left in CHECKSUM_PARTIAL (veth
  * from a local stack) keeps that state: a device completing the quoted
  * transport checksum on transmit would invalidate the ICMPv6 checksum (no
  * helper resets it to CHECKSUM_NONE).

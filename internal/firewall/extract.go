@@ -329,8 +329,10 @@ func Decide(pkt []byte, cfg Config, iif uint32) Outcome {
 		}
 	}
 	if o.Verdict >= GoNext && o.Verdict <= EvalArgs && cfg.SID.IsValid() {
-		// SR actions only for packets addressed to the NF's SID.
-		if pkt[0]>>4 != 6 || !cfg.SID.Contains(addr16(pkt[24:40])) {
+		// SR actions only for SR packets whose active SID is the NF's;
+		// other SR packets are accepted, non-SR ones fail the
+		// precondition below.
+		if si.SR && !cfg.SID.Contains(addr16(pkt[24:40])) {
 			return o
 		}
 	}

@@ -12,7 +12,8 @@ import (
 
 // TestBPFSIDScope: SR actions and eval-args apply only to packets
 // addressed to the NF's SID prefix; other SR packets are accepted
-// untouched. No Parameter Problem answers an ICMPv6 error, and the
+// untouched, non-SR packets (IPv6 or IPv4) matching an SR action are
+// dropped (DROP_FW_PRECOND) wherever they go. No Parameter Problem answers an ICMPv6 error, and the
 // errors are rate limited per CPU.
 func TestBPFSIDScope(t *testing.T) {
 	needRoot(t)
@@ -22,6 +23,8 @@ func TestBPFSIDScope(t *testing.T) {
 	copy(other[24:40], mustAddr("fc00:5::1").AsSlice()) // SR, another node's SID
 	unknown := bytes.Clone(p.encap6)
 	copy(unknown[24:40], mustAddr("fc00:2::f1:9").AsSlice()) // our SID, ARGS 9
+	plainOurs := bytes.Clone(p.plain6)
+	copy(plainOurs[24:40], mustAddr("fc00:2::f1:0").AsSlice()) // not SR, our SID
 	// An ICMPv6 error (destination unreachable) inserted into an SRH to
 	// our SID with unknown ARGS.
 	icmpErr := srv6.ICMP6Echo(mustAddr("fc00:1::1"), mustAddr("fc00:d2::1"), 1, 1)
@@ -38,8 +41,12 @@ func TestBPFSIDScope(t *testing.T) {
 		{"go-next to our SID", "-j SEG6 --seg6-action go-next", p.encap6, tcActOK, drop.None, true},
 		{"go-next to another SID", "-j SEG6 --seg6-action go-next", other, tcActOK, drop.None, false},
 		{"skip-next to another SID, precondition not checked", "-j SEG6 --seg6-action skip-next", other, tcActOK, drop.None, false},
-		{"go-next non-SR elsewhere", "-j SEG6 --seg6-action go-next", p.plain6, tcActOK, drop.None, false},
-		{"go-next IPv4", "-j SEG6 --seg6-action go-next", p.plain4, tcActOK, drop.None, false},
+		{"go-next non-SR IPv6 elsewhere", "-j SEG6 --seg6-action go-next", p.plain6, tcActShot, drop.FWPrecond, false},
+		{"go-next non-SR IPv6 to our SID", "-j SEG6 --seg6-action go-next", plainOurs, tcActShot, drop.FWPrecond, false},
+		{"go-next IPv4", "-j SEG6 --seg6-action go-next", p.plain4, tcActShot, drop.FWPrecond, false},
+		{"skip-next IPv4", "-j SEG6 --seg6-action skip-next", p.plain4, tcActShot, drop.FWPrecond, false},
+		{"eval-args non-SR IPv6 elsewhere", "-j SEG6 --seg6-action eval-args", p.plain6, tcActShot, drop.FWPrecond, false},
+		{"eval-args IPv4", "-j SEG6 --seg6-action eval-args", p.plain4, tcActShot, drop.FWPrecond, false},
 		{"eval-args unknown, our SID", "-j SEG6 --seg6-action eval-args", unknown, tcActRedirect, drop.FWArgsUnknown, true},
 		{"eval-args another SID", "-j SEG6 --seg6-action eval-args", other, tcActOK, drop.None, false},
 		{"eval-args on an ICMPv6 error", "-j SEG6 --seg6-action eval-args", icmpErr, tcActShot, drop.FWArgsUnknown, false},
