@@ -808,7 +808,10 @@ static __always_inline int fw_icmp_allow(__u32 rate)
 			b->tokens += add;
 			if (b->tokens > rate)
 				b->tokens = rate;
-			b->last = now;
+			/* Advance by the time the whole tokens took, not
+			 * to now: the fraction of a token carries over.
+			 */
+			b->last += add * 1000000000ULL / rate;
 		}
 	}
 	if (!b->tokens)

@@ -35,7 +35,8 @@ type Config struct {
 	// it; others are accepted. Zero: any destination.
 	SID netip.Prefix
 	// ICMPRate limits the Parameter Problems eval-args sends, per second
-	// and CPU (burst the same); 0 means DefaultICMPRate.
+	// and CPU (burst the same; the node's limit is ICMPRate x CPUs);
+	// 0 means DefaultICMPRate.
 	ICMPRate int
 }
 
