@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"os"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -92,6 +94,41 @@ type Firewall struct {
 	gens    [2]generation
 	flipped time.Time
 	bmCap   uint32 // bitmaps per generation
+	// dir is the pin directory (Pin, OpenPinnedFirewall): Update and
+	// SetMode hold an flock on it so processes sharing the pinned maps
+	// take turns (lockPins).
+	dir string
+	// pinned: opened from pins (OpenPinnedFirewall); Update keeps the
+	// running mode, read under the lock.
+	pinned bool
+}
+
+// lockPins takes an exclusive flock on the pin directory dir (bpffs
+// directories can be flocked; regular files cannot be created there) and
+// returns its release. No directory (a firewall never pinned): only the
+// in-process mutex serializes.
+func lockPins(dir string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock firewall pins: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock firewall pins: %w", err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 type generation struct {
@@ -231,7 +268,10 @@ func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
 // the idle generation, then one word (fw_gen) steers packets to it. A
 // packet is classified by the old or the new rule set, never a mix; on an
 // error the old generation stays active. The new rule set's counters
-// start from zero.
+// start from zero. A pinned firewall (Pin, OpenPinnedFirewall) holds an
+// flock on its pin directory meanwhile, so Updates, SetModes and
+// RevertPinned of different processes do not interleave; one opened by
+// OpenPinnedFirewall keeps the running mode (cfg.Mode is ignored).
 func (fw *Firewall) Update(cfg Config) error {
 	if err := checkConfig(&cfg); err != nil {
 		return fmt.Errorf("update firewall: %w", err)
@@ -245,6 +285,30 @@ func (fw *Firewall) Update(cfg Config) error {
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	unlock, err := lockPins(fw.dir)
+	if err != nil {
+		return fmt.Errorf("update firewall: %w", err)
+	}
+	defer unlock()
+	if fw.dir != "" {
+		// Pinned: another process may have updated, reverted
+		// (RevertPinned) or switched the mode since; start from what
+		// runs now, clear the idle generation by walking the maps, and
+		// count its grace period from now (its last flip is unknown).
+		var cur uint32
+		if err := fw.objs.FwGen.Lookup(uint32(0), &cur); err != nil {
+			return fmt.Errorf("update firewall: read generation: %w", err)
+		}
+		fw.gen, fw.flipped = int(cur&1), time.Now()
+		fw.gens = [numGens]generation{}
+	}
+	if fw.pinned {
+		var conf fwProgFwConfig
+		if err := fw.objs.FwCfg.Lookup(uint32(fw.gen), &conf); err != nil {
+			return fmt.Errorf("update firewall: read config: %w", err)
+		}
+		cfg.Mode = Mode(conf.Mode)
+	}
 	g := 1 - fw.gen
 	if d := graceFlip - time.Since(fw.flipped); d > 0 {
 		time.Sleep(d)
@@ -332,7 +396,7 @@ func (fw *Firewall) pinnedMaps() map[string]**ebpf.Map {
 // a Firewall whose Update rewrites the running program's rule set
 // atomically. It has no program (Attach fails); Close releases the maps.
 func OpenPinnedFirewall(dir string, rules []Rule) (*Firewall, error) {
-	fw := &Firewall{links: map[int]link.Link{}, log: slog.Default(), flipped: time.Now()}
+	fw := &Firewall{links: map[int]link.Link{}, log: slog.Default(), flipped: time.Now(), dir: dir, pinned: true}
 	for name, m := range fw.pinnedMaps() {
 		var err error
 		if *m, err = ebpf.LoadPinnedMap(dir+"/"+name, nil); err != nil {
@@ -482,6 +546,11 @@ func (fw *Firewall) fill(g int, c *Classifier, cfg Config) error {
 func (fw *Firewall) SetMode(m Mode) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	unlock, err := lockPins(fw.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := setMode(fw.objs.FwCfg, m); err != nil {
 		return err
 	}
@@ -492,7 +561,9 @@ func (fw *Firewall) SetMode(m Mode) error {
 	return nil
 }
 
-// setMode writes the mode into both generations' configs.
+// setMode writes the mode into both generations' configs: a
+// read-modify-write of each whole fw_cfg slot, so callers hold the pin
+// lock (lockPins), which every Update filling a slot holds too.
 func setMode(cfgMap *ebpf.Map, m Mode) error {
 	for g := uint32(0); g < numGens; g++ {
 		var conf fwProgFwConfig
@@ -576,6 +647,7 @@ func (fw *Firewall) Pin(dir string) error {
 			return fmt.Errorf("pin firewall map %s: %w", name, err)
 		}
 	}
+	fw.dir = dir
 	return nil
 }
 
@@ -668,11 +740,12 @@ func sortedArgs(m map[uint64]Verdict) []uint64 {
 // CLI reads and changes without the process that loaded it.
 type Pinned struct {
 	counters, drops, cfg, gen *ebpf.Map
+	dir                       string
 }
 
 // OpenPinned opens the maps pinned under dir.
 func OpenPinned(dir string) (*Pinned, error) {
-	var p Pinned
+	p := Pinned{dir: dir}
 	for name, m := range map[string]**ebpf.Map{"fw_rule_counters": &p.counters, "fw_drop_counters": &p.drops, "fw_cfg": &p.cfg, "fw_gen": &p.gen} {
 		var err error
 		if *m, err = ebpf.LoadPinnedMap(dir+"/"+name, nil); err != nil {
@@ -727,7 +800,58 @@ func (p *Pinned) activeGen() (int, error) {
 }
 
 // SetMode switches basic/advanced (map updates, no reload).
-func (p *Pinned) SetMode(m Mode) error { return setMode(p.cfg, m) }
+// It holds the pin lock, so it does not interleave with an Update of
+// another process rewriting a config slot.
+func (p *Pinned) SetMode(m Mode) error {
+	unlock, err := lockPins(p.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return setMode(p.cfg, m)
+}
+
+// Gen returns the generation packets use (0 or 1): after Update, the one
+// just filled.
+func (fw *Firewall) Gen() int {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.gen
+}
+
+// ErrStale: the pinned firewall changed since the generation to revert
+// was made active.
+var ErrStale = errors.New("firewall changed since")
+
+// RevertPinned undoes an Update of the firewall pinned under dir that
+// made generation gen active: it steers packets back to the other
+// generation, which still holds the previous rule set (an Update
+// rewrites only the idle generation, and nothing has since). If gen is
+// no longer the active one (another Update or revert came in between)
+// it returns ErrStale and changes nothing.
+func RevertPinned(dir string, gen int) error {
+	unlock, err := lockPins(dir)
+	if err != nil {
+		return fmt.Errorf("revert firewall: %w", err)
+	}
+	defer unlock()
+	m, err := ebpf.LoadPinnedMap(dir+"/fw_gen", nil)
+	if err != nil {
+		return fmt.Errorf("revert firewall: open fw_gen: %w", err)
+	}
+	defer m.Close()
+	var cur uint32
+	if err := m.Lookup(uint32(0), &cur); err != nil {
+		return fmt.Errorf("revert firewall: read generation: %w", err)
+	}
+	if int(cur&1) != gen {
+		return fmt.Errorf("revert firewall: generation %d active, not %d: %w", cur&1, gen, ErrStale)
+	}
+	if err := m.Put(uint32(0), uint32(1-gen)); err != nil {
+		return fmt.Errorf("revert firewall: flip generation: %w", err)
+	}
+	return nil
+}
 
 // RuleCounts reads the per-rule counters; rules label them (may be nil).
 func (p *Pinned) RuleCounts(rules []Rule) ([]RuleCount, error) {

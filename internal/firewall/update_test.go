@@ -2,10 +2,12 @@ package firewall
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -112,5 +114,78 @@ func TestLoadTCOnly(t *testing.T) {
 	}
 	if err := fw.AttachXDP(1); err == nil {
 		t.Fatal("AttachXDP without the XDP program succeeded")
+	}
+}
+
+// TestPinLock: SetMode and Update of a pinned firewall wait for the pin
+// directory's flock (another process's Update or SetMode), and an Update
+// through OpenPinnedFirewall keeps a mode switched after it was opened
+// and starts from the generation running now.
+func TestPinLock(t *testing.T) {
+	needRoot(t)
+	pin := fmt.Sprintf("/sys/fs/bpf/srct-lock%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	if err := os.MkdirAll(pin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ra, err := Parse("-p udp -j DROP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := Parse("-p tcp -j DROP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := LoadCapacity(Config{Rules: ra}, Capacity{Bitmaps: 64, Prefixes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	if err := fw.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
+	opened, err := OpenPinnedFirewall(pin, rb) // before the mode switch
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	p, err := OpenPinned(pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	unlock, err := lockPins(pin) // as another process would hold it
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.SetMode(Advanced) }()
+	select {
+	case err := <-done:
+		t.Fatalf("SetMode did not wait for the pin lock (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Another process updates (fw flips to generation 1), then opened
+	// updates: it must fill generation 0, not the running one.
+	if err := fw.Update(Config{Rules: ra, Mode: Advanced}); err != nil {
+		t.Fatal(err)
+	}
+	if err := opened.Update(Config{Rules: rb}); err != nil {
+		t.Fatal(err)
+	}
+	if g := opened.Gen(); g != 0 {
+		t.Fatalf("generation %d active, want 0", g)
+	}
+	m, n, err := p.Mode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m != Advanced || n != 1 {
+		t.Fatalf("mode %v rules %d, want advanced, 1", m, n)
 	}
 }
