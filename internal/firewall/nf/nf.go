@@ -331,8 +331,8 @@ func (driver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() erro
 	}
 	if _, err := os.Stat(pin); err == nil {
 		// Already applied: update the rule set in place (atomically)
-		// if it changed.
-		return nil, updatePinned(pin, name, cfg)
+		// if it changed; the undo steers back to the previous one.
+		return updatePinned(pin, name, cfg)
 	}
 	// Room for later rule sets (Update does not grow the maps).
 	room := 512 + 4*len(cfg.Rules)
@@ -372,34 +372,43 @@ func nsIfindex(ns *netns.NS) func(string) (uint32, error) {
 }
 
 // updatePinned replaces a pinned firewall's rule set with cfg unless its
-// hash shows it already runs; the mode switched at run time is kept.
-func updatePinned(pin, name string, cfg firewall.Config) error {
+// hash shows it already runs; the mode switched at run time is kept. The
+// undo (nil when nothing changed) flips fw_gen back to the previous rule
+// set, still intact in the other generation; it fails with
+// firewall.ErrStale if another Update came in between.
+func updatePinned(pin, name string, cfg firewall.Config) (func() error, error) {
 	want, err := cfg.Hash()
 	if err != nil {
-		return fmt.Errorf("firewall %s: %w", name, err)
+		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
 	pm, err := firewall.OpenPinned(pin)
 	if err != nil {
-		return fmt.Errorf("firewall %s: %w", name, err)
+		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
 	have, herr := pm.Hash()
 	mode, _, merr := pm.Mode()
 	pm.Close()
 	if herr == nil && have == want {
-		return nil
+		return nil, nil
 	}
 	if merr == nil {
 		cfg.Mode = mode
 	}
 	fw, err := firewall.OpenPinnedFirewall(pin, cfg.Rules)
 	if err != nil {
-		return fmt.Errorf("firewall %s: %w", name, err)
+		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
 	defer fw.Close()
 	if err := fw.Update(cfg); err != nil {
-		return fmt.Errorf("firewall %s: %w (remove the pins to reload)", name, err)
+		return nil, fmt.Errorf("firewall %s: %w (remove the pins to reload)", name, err)
 	}
-	return nil
+	gen := fw.Gen()
+	return func() error {
+		if err := firewall.RevertPinned(pin, gen); err != nil {
+			return fmt.Errorf("firewall %s: %w", name, err)
+		}
+		return nil
+	}, nil
 }
 
 // ProgramName is the kernel name of the tc program the driver attaches

@@ -206,11 +206,15 @@ func TestUpdatePinned(t *testing.T) {
 	if hashOf() != ha || ha == hb {
 		t.Fatal("loaded hash is not the config's")
 	}
-	if err := updatePinned(pin, "t", a); err != nil {
+	if undo, err := updatePinned(pin, "t", a); err != nil || undo != nil {
+		t.Fatalf("unchanged re-apply: undo %v, err %v", undo != nil, err)
+	}
+	undoB, err := updatePinned(pin, "t", b)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := updatePinned(pin, "t", b); err != nil {
-		t.Fatal(err)
+	if undoB == nil {
+		t.Fatal("in-place update returned no undo")
 	}
 	if hashOf() != hb {
 		t.Fatal("changed rule set not applied")
@@ -225,8 +229,29 @@ func TestUpdatePinned(t *testing.T) {
 	if ret == 2 {
 		t.Fatal("old rule set still drops UDP")
 	}
-	// And back (the other generation, cleared from the pins).
-	if err := updatePinned(pin, "t", a); err != nil {
+	// The undo restores the previous rule set (its generation is
+	// intact): UDP dropped again, a's hash; a second undo is stale.
+	if err := undoB(); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := fw.Program().Run(&ebpf.RunOptions{Data: pkt}); ret != 2 {
+		t.Fatal("UDP not dropped after undoing the update")
+	}
+	if hashOf() != ha {
+		t.Fatal("undo did not restore the previous rule set's hash")
+	}
+	if err := undoB(); !errors.Is(err, firewall.ErrStale) {
+		t.Fatalf("second undo: %v, want ErrStale", err)
+	}
+	// Forward again, then back by a re-apply (the other generation,
+	// cleared from the pins).
+	if _, err := updatePinned(pin, "t", b); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := fw.Program().Run(&ebpf.RunOptions{Data: pkt}); ret == 2 {
+		t.Fatal("UDP still dropped after re-applying the second rule set")
+	}
+	if _, err := updatePinned(pin, "t", a); err != nil {
 		t.Fatal(err)
 	}
 	if ret, _ := fw.Program().Run(&ebpf.RunOptions{Data: pkt}); ret != 2 {
