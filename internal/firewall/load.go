@@ -12,7 +12,6 @@ import (
 	"sort"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -90,10 +89,9 @@ type Firewall struct {
 	log   *slog.Logger
 	// Double buffering (bpf/lib/fw.h FW_GENS): gen is the generation
 	// packets use; gens holds what each generation's tables contain.
-	gen     int
-	gens    [2]generation
-	flipped time.Time
-	bmCap   uint32 // bitmaps per generation
+	gen   int
+	gens  [2]generation
+	bmCap uint32 // bitmaps per generation
 	// dir is the pin directory (Pin, OpenPinnedFirewall): Update and
 	// SetMode hold an flock on it so processes sharing the pinned maps
 	// take turns (lockPins).
@@ -140,13 +138,34 @@ const (
 	numGens   = 2
 	lpmGen    = 16 // FW_LPM_GEN
 	ruleSlots = MaxRules + 1
-	// graceFlip is how long a generation stays untouched after packets
-	// stopped being steered to it: a program run that read the old
-	// generation word before the flip finishes in microseconds (tc and
-	// XDP run to completion in softirq), so the idle tables are rewritten
-	// only once no packet can still be reading them.
-	graceFlip = 5 * time.Millisecond
 )
+
+// synchronizeRCU returns once every BPF program run that started before
+// the call has finished: updating an ARRAY_OF_MAPS slot makes the kernel
+// call synchronize_rcu() before the syscall returns
+// (maybe_wait_bpf_programs in kernel/bpf/syscall.c), and tc and XDP
+// programs run inside RCU read-side sections. A throwaway one-slot map
+// of maps, used by no program, is enough. This is the grace period
+// between steering packets away from a generation (fw_gen) and
+// rewriting its tables: a run that read the old generation word before
+// the flip has finished when it returns.
+func synchronizeRCU() error {
+	inner := &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
+	im, err := ebpf.NewMap(inner)
+	if err != nil {
+		return fmt.Errorf("wait for program runs: %w", err)
+	}
+	defer im.Close()
+	om, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: 1, InnerMap: inner})
+	if err != nil {
+		return fmt.Errorf("wait for program runs: %w", err)
+	}
+	defer om.Close()
+	if err := om.Put(uint32(0), im); err != nil {
+		return fmt.Errorf("wait for program runs: %w", err)
+	}
+	return nil
+}
 
 // idxBase mirrors FW_IDX_* of bpf/lib/fw.h: where each integer field's
 // slots start in fw_idx.
@@ -293,13 +312,12 @@ func (fw *Firewall) Update(cfg Config) error {
 	if fw.dir != "" {
 		// Pinned: another process may have updated, reverted
 		// (RevertPinned) or switched the mode since; start from what
-		// runs now, clear the idle generation by walking the maps, and
-		// count its grace period from now (its last flip is unknown).
+		// runs now and clear the idle generation by walking the maps.
 		var cur uint32
 		if err := fw.objs.FwGen.Lookup(uint32(0), &cur); err != nil {
 			return fmt.Errorf("update firewall: read generation: %w", err)
 		}
-		fw.gen, fw.flipped = int(cur&1), time.Now()
+		fw.gen = int(cur & 1)
 		fw.gens = [numGens]generation{}
 	}
 	if fw.pinned {
@@ -310,8 +328,10 @@ func (fw *Firewall) Update(cfg Config) error {
 		cfg.Mode = Mode(conf.Mode)
 	}
 	g := 1 - fw.gen
-	if d := graceFlip - time.Since(fw.flipped); d > 0 {
-		time.Sleep(d)
+	// Grace period: no program run still reads the idle generation
+	// (whoever flipped away from it, this process or another).
+	if err := synchronizeRCU(); err != nil {
+		return fmt.Errorf("update firewall: %w", err)
 	}
 	// Clear what the idle generation held (the LPM trie and the args
 	// hash keep whatever is not deleted).
@@ -339,7 +359,7 @@ func (fw *Firewall) Update(cfg Config) error {
 	if err := fw.objs.FwGen.Put(uint32(0), uint32(g)); err != nil {
 		return fmt.Errorf("update firewall: flip generation: %w", err)
 	}
-	fw.gen, fw.cls, fw.cfg, fw.flipped = g, cls, cfg, time.Now()
+	fw.gen, fw.cls, fw.cfg = g, cls, cfg
 	return nil
 }
 
@@ -396,7 +416,7 @@ func (fw *Firewall) pinnedMaps() map[string]**ebpf.Map {
 // a Firewall whose Update rewrites the running program's rule set
 // atomically. It has no program (Attach fails); Close releases the maps.
 func OpenPinnedFirewall(dir string, rules []Rule) (*Firewall, error) {
-	fw := &Firewall{links: map[int]link.Link{}, log: slog.Default(), flipped: time.Now(), dir: dir, pinned: true}
+	fw := &Firewall{links: map[int]link.Link{}, log: slog.Default(), dir: dir, pinned: true}
 	for name, m := range fw.pinnedMaps() {
 		var err error
 		if *m, err = ebpf.LoadPinnedMap(dir+"/"+name, nil); err != nil {
