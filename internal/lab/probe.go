@@ -235,6 +235,9 @@ func (p *Prober) judge(r *ProbeResult) {
 			r.Why = fmt.Sprintf("chain %q has no NF SIDs in the lab's state", r.Probe.Expect)
 		case !trace.ContainsInOrder(got, r.Want):
 			r.Why = fmt.Sprintf("served %v, want NF SIDs %v in order", got, r.Want)
+			if u := p.unproven(r.Hops); u != "" {
+				r.Why += "; " + u
+			}
 		default:
 			r.OK = true
 		}
@@ -251,12 +254,18 @@ func (p *Prober) judge(r *ProbeResult) {
 func (p *Prober) served(hops []trace.Hop) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range p.services(hops) {
-		out = append(out, s.SID)
+		if !s.Unproven {
+			out = append(out, s.SID)
+		}
 	}
 	return out
 }
 
-// services returns the consumed segments whose SID the consuming node owns.
+// services returns the consumed segments whose SID the consuming node owns,
+// including the Unproven ones (left when a node removed the SRH with
+// segments left > 0: it may have run them locally, or decapsulated with
+// the first of them, e.g. an NF SID set up as End.DX6). Those never count
+// as served: the verdict FAILs and names them.
 func (p *Prober) services(hops []trace.Hop) []trace.Service {
 	var out []trace.Service
 	for _, s := range trace.Consumed(hops) {
@@ -265,6 +274,20 @@ func (p *Prober) services(hops []trace.Hop) []trace.Service {
 		}
 	}
 	return out
+}
+
+// unproven says which owned SIDs could not be proven to have run, or "".
+func (p *Prober) unproven(hops []trace.Hop) string {
+	var parts []string
+	for _, s := range p.services(hops) {
+		if s.Unproven {
+			parts = append(parts, fmt.Sprintf("%s %s", s.Node, s.SID))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("not proven (SRH removed with segments left > 0, SIDs run locally or a direct decapsulation cannot be told apart): %s", strings.Join(parts, ", "))
 }
 
 // sidAt returns the local SID of node that addr hits, if any.
@@ -305,7 +328,11 @@ func (p *Prober) Summary(r ProbeResult) string {
 				continue
 			}
 			if sid, ok := sidAt(p.net, h.Node, v.SID); ok {
-				s += " [" + strings.TrimSpace(string(sid.Behavior)+" "+sid.NF) + "]"
+				q := ""
+				if v.Unproven {
+					q = "?"
+				}
+				s += " [" + strings.TrimSpace(string(sid.Behavior)+" "+sid.NF) + q + "]"
 			}
 		}
 		parts = append(parts, s)

@@ -189,6 +189,12 @@ func TestProbeLocalNFs(t *testing.T) {
 		// removes the SRH.
 		{Probe{Name: "udp", To: v6, Proto: "udp", DPort: 7, Expect: "c3"},
 			path(v6, srv6.ProtoUDP, []netip.Addr{fa, fc, fc, v6}, false, 2, 1, -1), false, "want NF SIDs"},
+		// r2 owns fb and fc but decapsulates as soon as it receives the
+		// packet with SL=2 (fb's SID set up as End.DX6): neither NF is
+		// proven to have run, the verdict FAILs and says so.
+		{Probe{Name: "v6", To: v6, Proto: "icmp", Expect: "c2"},
+			path(v6, srv6.ProtoICMPv6, []netip.Addr{fb, fc, dt6}, true, 2, -1, -1), false,
+			"r2 SL=2 DA=fc00:2::1:0 [End fb?] [End fc?] -> r3 -> h2  FAIL: served [], want NF SIDs [fc00:2::1:0 fc00:2::2:0] in order; not proven"},
 		// The ingress sent the packet with fa still active: not served.
 		{Probe{Name: "v4", To: v4, Proto: "icmp", Expect: "c1"},
 			path(v4, srv6.ProtoICMP, []netip.Addr{fa, fb, dx4}, true, 2, 0, -1), false, "want NF SIDs"},

@@ -109,6 +109,12 @@ type Service struct {
 	Hop  int
 	Node string
 	SID  netip.Addr
+	// Unproven marks a segment that was still ahead when the node removed
+	// the SRH with segments left > 0 at its last observation: the node may
+	// have run each of those SIDs locally before decapsulating, or
+	// decapsulated with the active SID (a SID misconfigured as End.DX*),
+	// skipping the rest. Captures cannot tell these apart.
+	Unproven bool
 }
 
 // Consumed infers, in order, which node consumed each segment of the
@@ -116,8 +122,12 @@ type Service struct {
 // segments whose index lies between two consecutive observed segments left
 // values were consumed by the node that held the packet in between (the
 // node of the earlier observation); those before the active one when an SRH
-// is first seen, by the node that added it; and those left when the SRH
-// disappears (decapsulation), by the node that removed it. A router that
+// is first seen, by the node that added it. When the SRH disappears
+// (decapsulation), a correct decapsulation has segments left 0 (RFC 8986
+// 4.4, End.DX*/End.DT*: the decapsulating SID is the last one), so the last
+// segment is credited to the node that removed it only when it was last
+// seen with segments left 0; if it was last seen with segments left > 0,
+// every segment from the active one on is returned Unproven. A router that
 // only forwards the packet changes no segments left and consumes nothing.
 // Hops must be in path order (Path).
 func Consumed(hops []Hop) []Service {
@@ -125,10 +135,10 @@ func Consumed(hops []Hop) []Service {
 	var segs []netip.Addr
 	next := 0 // travel index of the first segment not consumed yet
 	at := -1  // hop that holds the packet since the last observation
-	take := func(hop, upto int) {
+	take := func(hop, upto int, unproven bool) {
 		for ; next < upto && next < len(segs); next++ {
 			if hop >= 0 {
-				out = append(out, Service{Hop: hop, Node: hops[hop].Node, SID: segs[next]})
+				out = append(out, Service{Hop: hop, Node: hops[hop].Node, SID: segs[next], Unproven: unproven})
 			}
 		}
 	}
@@ -140,7 +150,10 @@ func Consumed(hops []Hop) []Service {
 			switch {
 			case !e.HasSRH:
 				if segs != nil {
-					take(at, len(segs)) // removed: the rest was served there
+					// Removed. With segments left 0 the active (last)
+					// SID decapsulated there; otherwise what ran there
+					// cannot be told from the captures.
+					take(at, len(segs), next < len(segs)-1)
 					segs = nil
 				}
 			case int(e.SL) < len(e.Segments):
@@ -152,7 +165,7 @@ func Consumed(hops []Hop) []Service {
 						at = i
 					}
 				}
-				take(at, len(segs)-1-int(e.SL))
+				take(at, len(segs)-1-int(e.SL), false)
 			}
 			at = i
 		}

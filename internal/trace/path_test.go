@@ -34,7 +34,11 @@ func hopsOf(ss []sighting) []Hop {
 func services(ss []Service) string {
 	var out []string
 	for _, s := range ss {
-		out = append(out, fmt.Sprintf("%d:%s:%s", s.Hop, s.Node, s.SID))
+		u := ""
+		if s.Unproven {
+			u = "?"
+		}
+		out = append(out, fmt.Sprintf("%d:%s:%s%s", s.Hop, s.Node, s.SID, u))
 	}
 	return strings.Join(out, " ")
 }
@@ -80,7 +84,18 @@ func TestConsumed(t *testing.T) {
 		{"forwarded with an NF SID active, then decapsulated", []sighting{
 			{"r1", Out, 1, []netip.Addr{b, e}},
 			{"r4", In, 1, []netip.Addr{b, e}}, {"r4", Out, -1, nil}, {"h2", In, -1, nil},
-		}, "1:r4:fc00:2::1:0 1:r4:fc00:3::1:0"},
+		}, "1:r4:fc00:2::1:0? 1:r4:fc00:3::1:0?"},
+		// N owns fw1 and fw2 but decapsulates on arrival with SL=2 (fw1's
+		// SID set up as End.DX6): neither NF is proven to have run.
+		{"decapsulated with SL 2 on the node of both NFs", []sighting{
+			{"r1", Out, 2, []netip.Addr{b, c, e}},
+			{"r2", In, 2, []netip.Addr{b, c, e}}, {"r2", Out, -1, nil}, {"h2", In, -1, nil},
+		}, "1:r2:fc00:2::1:0? 1:r2:fc00:2::2:0? 1:r2:fc00:3::1:0?"},
+		{"decapsulated with SL 0", []sighting{
+			{"r1", Out, 1, []netip.Addr{b, e}},
+			{"r2", In, 1, []netip.Addr{b, e}}, {"r2", Out, 0, []netip.Addr{b, e}},
+			{"r3", In, 0, []netip.Addr{b, e}}, {"r3", Out, -1, nil},
+		}, "1:r2:fc00:2::1:0 2:r3:fc00:3::1:0"},
 		{"not steered", []sighting{{"r1", In, -1, nil}, {"r1", Out, -1, nil}}, ""},
 	} {
 		if got := services(Consumed(hopsOf(tc.path))); got != tc.want {
