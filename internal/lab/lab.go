@@ -265,12 +265,17 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 		}
 		rec.Namespaces[n.Name] = NSName(net.Name, n.Name)
 	}
+	release, err := lockUp(opts.Options, net.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if err := claim(opts.Options, rec); err != nil {
 		return nil, err
 	}
 	// From here on the lab is ours: a failure removes what we made.
 	fail := func(err error) (*Record, error) {
-		if derr := Down(context.WithoutCancel(ctx), net.Name, opts.Options); derr != nil {
+		if derr := down(context.WithoutCancel(ctx), net.Name, opts.Options); derr != nil {
 			err = errors.Join(err, derr)
 		}
 		return nil, err
@@ -303,6 +308,70 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 	}
 	log.Debug("lab up", "nodes", len(net.Nodes), "links", len(net.Links))
 	return rec, nil
+}
+
+// ErrBusy: the lab is being created by a running Up.
+var ErrBusy = errors.New("lab is being created")
+
+func upLockPath(o Options, lab string) string { return filepath.Join(o.dir(), lab+".up.lock") }
+
+// lockUp takes the lab's Up lock (a flock on <dir>/<lab>.up.lock holding
+// the PID of the creator) for the whole of Up, so that Down refuses to
+// remove a lab while it is being made. The returned function removes the
+// file and releases the lock.
+func lockUp(o Options, lab string) (func(), error) {
+	if err := os.MkdirAll(o.dir(), 0o755); err != nil {
+		return nil, fmt.Errorf("create lab state dir: %w", err)
+	}
+	path := upLockPath(o, lab)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lab up %s: lock: %w", lab, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			// Another Up of this lab is running: it exists (being made).
+			return nil, fmt.Errorf("lab up %s: %w (%w)", lab, ErrExists, busy(path, lab))
+		}
+		return nil, fmt.Errorf("lab up %s: lock: %w", lab, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return func() {
+		os.Remove(path)
+		f.Close()
+	}, nil
+}
+
+// busy names the PID recorded in a held Up lock.
+func busy(path, lab string) error {
+	pid := "?"
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		pid = strings.TrimSpace(string(b))
+	}
+	return fmt.Errorf("lab %s is being created by pid %s: %w", lab, pid, ErrBusy)
+}
+
+// checkNotUp fails with ErrBusy while an Up of lab holds its Up lock.
+func checkNotUp(o Options, lab string) error {
+	path := upLockPath(o, lab)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lab down %s: check up lock: %w", lab, err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("lab down %s: %w", lab, busy(path, lab))
+		}
+		return fmt.Errorf("lab down %s: check up lock: %w", lab, err)
+	}
+	return nil
 }
 
 // claim checks that nothing of the lab exists yet and records it, under
@@ -355,10 +424,19 @@ func addLink(nss map[string]*netns.NS, l state.Link) error {
 // Down removes everything the lab's record names: processes it started,
 // BPF pins, namespaces (and with them the veths), then the record.
 // Missing pieces are not errors, so Down also finishes a crashed Up or Down.
+// While an Up of the lab is still running it refuses with ErrBusy.
 func Down(ctx context.Context, lab string, opts Options) error {
 	if !nameRE.MatchString(lab) {
 		return fmt.Errorf("lab down %q: %w", lab, ErrBadName)
 	}
+	if err := checkNotUp(opts, lab); err != nil {
+		return err
+	}
+	return down(ctx, lab, opts)
+}
+
+// down is Down without the Up check, for Up's own cleanup.
+func down(ctx context.Context, lab string, opts Options) error {
 	unlock, err := lockDir(opts)
 	if err != nil {
 		return err

@@ -462,3 +462,27 @@ func TestUpConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestDownRefusesDuringUp: while an Up of a lab holds its Up lock, Down of
+// that lab refuses and names the creating PID; a second Up refuses too;
+// once Up returns, Down goes ahead.
+func TestDownRefusesDuringUp(t *testing.T) {
+	opts := Options{StateDir: t.TempDir()}
+	name := fmt.Sprintf("srct-l%dbusy", os.Getpid())
+	release, err := lockUp(opts, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Down(context.Background(), name, opts)
+	want := fmt.Sprintf("lab %s is being created by pid %d", name, os.Getpid())
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Down during Up = %v, want ErrBusy %q", err, want)
+	}
+	if _, err := lockUp(opts, name); !errors.Is(err, ErrBusy) {
+		t.Errorf("second Up lock = %v, want ErrBusy", err)
+	}
+	release()
+	if err := Down(context.Background(), name, opts); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Down after Up = %v, want ErrNotFound", err)
+	}
+}
