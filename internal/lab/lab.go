@@ -81,7 +81,8 @@ type Record struct {
 	// process that was recorded.
 	Procs []Proc `json:"procs,omitempty"`
 	// LegacyPIDs are PIDs recorded without a start time by older
-	// versions; Down cannot tell them from a reused PID and leaves them.
+	// versions; Down cannot tell them from a reused PID: it never signals
+	// them and warns which are still running (PID and command line).
 	LegacyPIDs []int `json:"pids,omitempty"`
 	// Network is the desired state, for Status.
 	Network *state.Network `json:"network"`
@@ -453,9 +454,14 @@ func down(ctx context.Context, lab string, opts Options) error {
 	for _, p := range rec.Procs {
 		errs = append(errs, stopProc(p, opts.log()))
 	}
-	for _, pid := range rec.LegacyPIDs {
-		opts.log().Warn("not stopping a process recorded without its start time (its PID may name another process now)",
-			"lab", lab, "pid", pid)
+	// PIDs recorded without a start time (older records) may name another
+	// process by now, so Down never signals them: it lists those still
+	// running, with their command line, for the operator to check and
+	// stop by hand, before the record that names them goes away.
+	if left := legacyRunning(rec.LegacyPIDs); len(left) > 0 {
+		opts.log().Warn("left running: processes recorded by an older srchain without a start time "+
+			"(their PIDs may name other processes now); check and stop them by hand",
+			"lab", lab, "processes", strings.Join(left, "; "))
 	}
 	names := make([]string, 0, len(rec.Namespaces))
 	for _, ns := range rec.Namespaces {
@@ -476,6 +482,21 @@ func down(ctx context.Context, lab string, opts Options) error {
 	}
 	opts.log().Debug("lab down", "lab", lab)
 	return nil
+}
+
+// legacyRunning returns "PID (command line)" for each of pids that still
+// exists.
+func legacyRunning(pids []int) []string {
+	var out []string
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			continue // gone
+		}
+		cmd := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		out = append(out, fmt.Sprintf("%d (%s)", pid, cmd))
+	}
+	return out
 }
 
 // downOrphans removes namespaces named like lab's when its record is gone

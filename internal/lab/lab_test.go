@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -484,5 +485,37 @@ func TestDownRefusesDuringUp(t *testing.T) {
 	release()
 	if err := Down(context.Background(), name, opts); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Down after Up = %v, want ErrNotFound", err)
+	}
+}
+
+// TestDownReportsLegacyPIDs: PIDs of an old-format record are never
+// signalled, and Down names those still running, with their command line.
+func TestDownReportsLegacyPIDs(t *testing.T) {
+	var logs strings.Builder
+	opts := Options{StateDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	name := fmt.Sprintf("srct-l%dlegacy", os.Getpid())
+	old, oldExited := sleeper(t)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	rec := &Record{Name: name, Network: &state.Network{Name: name}, LegacyPIDs: []int{old.Process.Pid, gone.Process.Pid}}
+	if err := writeRecord(opts, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(context.Background(), name, opts); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d (sleep 300)", old.Process.Pid)
+	if !strings.Contains(logs.String(), "left running") || !strings.Contains(logs.String(), want) {
+		t.Errorf("down output lacks %q:\n%s", want, logs.String())
+	}
+	if strings.Contains(logs.String(), fmt.Sprintf("processes=\"%d ", gone.Process.Pid)) {
+		t.Errorf("down reported an exited PID:\n%s", logs.String())
+	}
+	select {
+	case <-oldExited:
+		t.Error("down stopped a process recorded without its start time")
+	case <-time.After(200 * time.Millisecond):
 	}
 }
