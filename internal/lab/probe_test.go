@@ -2,6 +2,7 @@ package lab
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -86,44 +87,16 @@ func TestProbeFeaturesWeb(t *testing.T) {
 	}
 }
 
-// localSpec has an NF on the ingress (fa on r1) and two NFs on one node
-// (fb, fc on r2): c1 = [fa, fb], c2 = [fb, fc], c3 = [fa, fc, fc] (insert).
-const localSpec = `name: lnf
-nodes:
-  - {name: h1, role: host}
-  - {name: r1, role: router, locator: "fc00:1::/64"}
-  - {name: r2, role: router, locator: "fc00:2::/64"}
-  - {name: r3, role: router, locator: "fc00:3::/64"}
-  - {name: h2, role: host}
-links:
-  - endpoints:
-      - {node: h1, interface: eth0, addresses: ["fc00:a1::1/64", "10.0.1.1/24"]}
-      - {node: r1, interface: eth0, addresses: ["fc00:a1::2/64", "10.0.1.2/24"]}
-  - endpoints:
-      - {node: r1, interface: eth1, addresses: ["fc00:a2::1/64", "10.0.2.1/24"]}
-      - {node: r2, interface: eth0, addresses: ["fc00:a2::2/64", "10.0.2.2/24"]}
-  - endpoints:
-      - {node: r2, interface: eth1, addresses: ["fc00:a3::1/64", "10.0.3.1/24"]}
-      - {node: r3, interface: eth0, addresses: ["fc00:a3::2/64", "10.0.3.2/24"]}
-  - endpoints:
-      - {node: r3, interface: eth1, addresses: ["fc00:a4::1/64", "10.0.4.1/24"]}
-      - {node: h2, interface: eth0, addresses: ["fc00:a4::2/64", "10.0.4.2/24"]}
-nfs:
-  - {name: fa, node: r1}
-  - {name: fb, node: r2}
-  - {name: fc, node: r2}
-chains:
-  - {name: c1, ingress: r1, egress: r3, match: {dst: ["10.0.4.0/24"]}, nfs: [fa, fb]}
-  - {name: c2, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"]}, nfs: [fb, fc]}
-  - {name: c3, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"], proto: udp, dport: 7}, mode: insert, nfs: [fa, fc, fc]}
-`
-
 // TestProbeLocalNFs: SIDs a node serves without a captured arrival under
 // them (an NF on the ingress, consecutive NFs on one node, the same NF
 // twice) count, as the lab captures them (segments left drops by more than
 // one at a node); wrong expectations still fail.
 func TestProbeLocalNFs(t *testing.T) {
-	s, err := spec.Check([]byte(localSpec), "local.yaml")
+	data, err := os.ReadFile("testdata/local-nfs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Check([]byte(strings.Replace(string(data), "name: NAME", "name: lnf", 1)), "local-nfs.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,44 +11,8 @@ import (
 	"github.com/srchain/srchain/internal/spec"
 )
 
-// localNFSpec puts an NF on the ingress (fa on r1) and two NFs on one node
-// (fb, fc on r2). Their Ends run inside one node without the packet
-// crossing a link under the SID: c1 = [fa, fb] (encap, IPv4), c2 = [fb, fc]
-// (encap, IPv6), c3 = [fa, fc, fc] (insert, UDP port 7 only).
-const localNFSpec = `name: NAME
-nodes:
-  - {name: h1, role: host}
-  - {name: r1, role: router, locator: "fc00:1::/64"}
-  - {name: r2, role: router, locator: "fc00:2::/64"}
-  - {name: r3, role: router, locator: "fc00:3::/64"}
-  - {name: h2, role: host}
-links:
-  - endpoints:
-      - {node: h1, interface: eth0, addresses: ["fc00:a1::1/64", "10.0.1.1/24"]}
-      - {node: r1, interface: eth0, addresses: ["fc00:a1::2/64", "10.0.1.2/24"]}
-  - endpoints:
-      - {node: r1, interface: eth1, addresses: ["fc00:a2::1/64", "10.0.2.1/24"]}
-      - {node: r2, interface: eth0, addresses: ["fc00:a2::2/64", "10.0.2.2/24"]}
-  - endpoints:
-      - {node: r2, interface: eth1, addresses: ["fc00:a3::1/64", "10.0.3.1/24"]}
-      - {node: r3, interface: eth0, addresses: ["fc00:a3::2/64", "10.0.3.2/24"]}
-  - endpoints:
-      - {node: r3, interface: eth1, addresses: ["fc00:a4::1/64", "10.0.4.1/24"]}
-      - {node: h2, interface: eth0, addresses: ["fc00:a4::2/64", "10.0.4.2/24"]}
-nfs:
-  - {name: fa, node: r1}
-  - {name: fb, node: r2}
-  - {name: fc, node: r2}
-chains:
-  - {name: c1, ingress: r1, egress: r3, match: {dst: ["10.0.4.0/24"]}, nfs: [fa, fb]}
-  - {name: c2, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"]}, nfs: [fb, fc]}
-  - {name: c3, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"], proto: udp, dport: 7}, mode: insert, nfs: [fa, fc, fc]}
-traffic:
-  - {name: v4, from: h1, to: "10.0.4.2", expect: c1}
-  - {name: v6, from: h1, to: "fc00:a4::2", expect: c2}
-  - {name: udp, from: h1, to: "fc00:a4::2", proto: udp, dport: 7, expect: c3}
-  - {name: plain, from: h1, to: "fc00:a3::2", expect: none}
-`
+// localNFSpec is the spec shared with internal/lab's probe test.
+const localNFSpec = "../../internal/lab/testdata/local-nfs.yaml"
 
 // TestLabLocalNFs deploys chains whose NFs run where no capture sees the
 // packet under their SID (an NF on the ingress, consecutive NFs on one node,
@@ -56,7 +21,11 @@ traffic:
 func TestLabLocalNFs(t *testing.T) {
 	requireRoot(t)
 	name := labName("f")
-	s, err := spec.Check([]byte(strings.Replace(localNFSpec, "NAME", name, 1)), "local-nfs.yaml")
+	data, err := os.ReadFile(localNFSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Check([]byte(strings.Replace(string(data), "name: NAME", "name: "+name, 1)), localNFSpec)
 	if err != nil {
 		t.Fatalf("spec: %v", err)
 	}
