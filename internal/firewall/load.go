@@ -8,15 +8,14 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"os"
 	"sort"
 	"sync"
-	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/flock"
 )
 
 // Config is a firewall instance's rule set and settings.
@@ -109,24 +108,11 @@ func lockPins(dir string) (func(), error) {
 	if dir == "" {
 		return func() {}, nil
 	}
-	f, err := os.Open(dir)
+	release, err := flock.Exclusive(dir)
 	if err != nil {
 		return nil, fmt.Errorf("lock firewall pins: %w", err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock firewall pins: %w", err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
+	return release, nil
 }
 
 type generation struct {

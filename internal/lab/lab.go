@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/flock"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -183,21 +184,11 @@ func lockDir(o Options) (func(), error) {
 	if err := os.MkdirAll(o.dir(), 0o755); err != nil {
 		return nil, fmt.Errorf("create lab state dir: %w", err)
 	}
-	f, err := os.Open(o.dir())
+	release, err := flock.Exclusive(o.dir())
 	if err != nil {
 		return nil, fmt.Errorf("lock lab state dir: %w", err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock lab state dir: %w", err)
-	}
-	return func() { f.Close() }, nil // closing releases the lock
+	return release, nil
 }
 
 // Load reads the record of lab.
