@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"net/netip"
 	"os"
 	"regexp"
@@ -66,9 +67,7 @@ func TestBadState(t *testing.T) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t)
 }
 
 // pair makes two namespaces joined by a veth (eth0 in both) and removes

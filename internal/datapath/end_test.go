@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"net"
 	"net/netip"
 	"os"
@@ -72,9 +73,7 @@ type testEnv struct {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF, network namespaces)")
-	}
+	testutil.RequireRoot(t)
 }
 
 func newTestEnv(t *testing.T) *testEnv {

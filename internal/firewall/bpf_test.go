@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -61,9 +62,7 @@ func TestXDPTables(t *testing.T) {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF)")
-	}
+	testutil.RequireRoot(t)
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -23,9 +24,7 @@ import (
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t)
 }
 
 // quickstart compiles the quickstart example under a lab name unique to

@@ -3,15 +3,14 @@ package netns
 import (
 	"context"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"os"
 	"strings"
 	"testing"
 )
 
 func TestCreateDoDelete(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t)
 	name := fmt.Sprintf("srct-ns-%d", os.Getpid())
 	ns, err := Create(name)
 	if err != nil {

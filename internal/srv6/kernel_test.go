@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"net"
 	"net/netip"
 	"os"
@@ -25,9 +26,7 @@ import (
 //	sender AF_PACKET on hin; sink AF_PACKET on hout.
 //	r: fc00:2::e End; fc00::/16 via hout.
 func TestMutateEndMatchesKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t)
 	lab := newEndLab(t)
 
 	sid := netip.MustParseAddr("fc00:2::e")
@@ -209,7 +208,7 @@ func newEndLab(t *testing.T) *endLab {
 		return err
 	})
 	if err != nil {
-		t.Skipf("AF_PACKET sockets: %v", err)
+		t.Fatalf("AF_PACKET sockets: %v", err)
 	}
 	t.Cleanup(func() { syscall.Close(lab.tx); syscall.Close(lab.rx) })
 	return lab
@@ -279,9 +278,7 @@ func (l *endLab) collect(t *testing.T, d time.Duration, enough int) map[uint32][
 // kernel's seg6 lwtunnel modes encap, encap.red and inline: the same inner
 // packet in, the same bytes out (after the router's hop limit decrement).
 func TestHeadEndMatchesKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t)
 	lab := newEndLab(t)
 	travel := []netip.Addr{netip.MustParseAddr("fc00:3::e"), netip.MustParseAddr("fc00:4::d6")}
 	flow := func(b []byte, tc uint8, fl uint32) []byte {
@@ -346,9 +343,7 @@ func TestHeadEndMatchesKernel(t *testing.T) {
 // TestMutateEndCSIDMatchesKernel compares MutateEndCSID with the kernel's
 // End with the NEXT-C-SID flavor (lblen 48, nflen 16).
 func TestMutateEndCSIDMatchesKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t)
 	lab := newEndLab(t)
 	block := netip.MustParsePrefix("fc00::/48")
 	c1, _ := CSIDContainer(block, 2, 3, 4) // this node, then 3 and 4

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/srchain/srchain/internal/testutil"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -24,7 +25,7 @@ const python = "/usr/bin/python3"
 func scapy(t *testing.T, mode string, stdin []byte) []byte {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
-		t.Skip("no " + python)
+		testutil.Unavailable(t, "no %s", python)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -34,7 +35,7 @@ func scapy(t *testing.T, mode string, stdin []byte) []byte {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
-		t.Skipf("scapy with IPv6ExtHdrSegmentRouting not importable: %s", stderr.String())
+		testutil.Unavailable(t, "scapy with IPv6ExtHdrSegmentRouting not importable: %s", stderr.String())
 	}
 	if err != nil {
 		t.Fatalf("scapy %s: %v: %s", mode, err, stderr.String())

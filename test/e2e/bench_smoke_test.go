@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"os"
 	"testing"
 	"time"
@@ -19,9 +20,7 @@ func benchPrefix(t *testing.T, tag string) string {
 
 func benchSkipUnlessRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, BPF)")
-	}
+	testutil.RequireRoot(t)
 }
 
 // benchNoLeftovers fails if any namespace with prefix survived.

@@ -10,6 +10,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,9 +61,7 @@ func TestMain(m *testing.M) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
+	testutil.RequireRoot(t)
 }
 
 // labName is this process's lab name for tag.
@@ -73,7 +72,7 @@ func example(t *testing.T, file, tag string) (*spec.Spec, *state.Network) {
 	t.Helper()
 	path := filepath.Join("..", "..", "examples", file)
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("example %s not present", file)
+		t.Fatalf("example %s: %v", file, err)
 	}
 	s, err := spec.Load(path)
 	if err != nil {
@@ -93,7 +92,7 @@ func renamedSpec(t *testing.T, file, tag string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
 	if err != nil {
-		t.Skipf("example %s not present", file)
+		t.Fatalf("example %s: %v", file, err)
 	}
 	re := regexp.MustCompile(`(?m)^name:.*$`)
 	out := re.ReplaceAll(b, []byte("name: "+labName(tag)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"net"
 	"net/netip"
 	"os"
@@ -54,9 +55,7 @@ type Addrs struct{ sIf, eIn, eOut, rIf net.HardwareAddr }
 
 func endRequireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, BPF)")
-	}
+	testutil.RequireRoot(t)
 }
 
 // newEndLine builds the line srct-e-<pid>-<tag>{s,e,r}. The endpoint

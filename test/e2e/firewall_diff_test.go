@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -26,9 +27,7 @@ func fwPrefix() string { return fmt.Sprintf("srct-f%d", os.Getpid()) }
 
 func fwNeedRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, BPF, ip6tables)")
-	}
+	testutil.RequireRoot(t)
 }
 
 // fwNS creates a namespace removed when the test ends, pass or fail.

@@ -109,7 +109,7 @@ func applyIdempotentAndUndo(t *testing.T, file, tag string) {
 func TestLabDownAfterCrash(t *testing.T) {
 	requireRoot(t)
 	if srchainBin == "" {
-		t.Skip("srchain binary not built")
+		t.Fatal("srchain binary not built (see the TestMain output)")
 	}
 	file := renamedSpec(t, "opot-testbed.yaml", "k")
 	name := labName("k")

@@ -18,7 +18,7 @@ import (
 func TestLabCLIMessages(t *testing.T) {
 	requireRoot(t)
 	if srchainBin == "" {
-		t.Skip("srchain binary not built")
+		t.Fatal("srchain binary not built (see the TestMain output)")
 	}
 	file := renamedSpec(t, "quickstart.yaml", "m")
 	name := labName("m")

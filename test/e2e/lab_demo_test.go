@@ -17,7 +17,7 @@ import (
 func TestDemoCLI(t *testing.T) {
 	requireRoot(t)
 	if srchainBin == "" {
-		t.Skip("srchain binary not built")
+		t.Fatal("srchain binary not built (see the TestMain output)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -3,6 +3,7 @@ package nf
 import (
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"net"
 	"net/netip"
 	"os"
@@ -165,9 +166,7 @@ func TestDefaultArgsNotShared(t *testing.T) {
 // TestUpdatePinned: re-applying a changed rule set to a pinned firewall
 // updates it in place (the hash tells), an unchanged one is left alone.
 func TestUpdatePinned(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF)")
-	}
+	testutil.RequireRoot(t)
 	pin := fmt.Sprintf("/sys/fs/bpf/srct-f%d-nf", os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(pin) })
 	if err := os.MkdirAll(pin, 0o700); err != nil {
