@@ -11,6 +11,11 @@
 //
 // Apply only adds and modifies; it never removes configuration it was not
 // asked about, because on a host that configuration belongs to someone else.
+// The one exception is Options.Prev: routes, SIDs and rules that the
+// previous desired state named and this one drops are removed.
+//
+// Apply is linear in the size of the state: it dumps the routes and rules
+// of each family once and diffs in memory (routes.go).
 package apply
 
 import (
@@ -18,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
@@ -84,6 +91,10 @@ type Options struct {
 	// DryRun changes nothing and reports what would change (programs
 	// are not checked).
 	DryRun bool
+	// Prev is the desired state this node was last applied with: what it
+	// has and node has not (routes, SIDs, rules) is removed. Nil removes
+	// nothing (see the package comment).
+	Prev *state.Node
 }
 
 // Apply makes node ns match node. See the package comment.
@@ -103,7 +114,8 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 	if drivers == nil {
 		drivers = registered()
 	}
-	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers, dry: opts.DryRun}
+	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers, dry: opts.DryRun,
+		prev: opts.Prev, wanted: map[routeKey]bool{}, wantedRules: map[string]bool{}}
 	stages := []struct {
 		name string
 		fn   func() error
@@ -116,6 +128,7 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		{"sids", a.sids},
 		{"rules", a.rules},
 		{"programs", a.programs},
+		{"prune", a.prune},
 	}
 	for _, s := range stages {
 		if err := ctx.Err(); err != nil {
@@ -152,6 +165,16 @@ type applier struct {
 	j       *journal
 	drivers map[string]ProgramDriver
 	dry     bool
+	prev    *state.Node
+
+	// What the node's namespace holds, read once per Apply (routes.go).
+	views     map[int]*routeView
+	ruleViews map[int]map[string]netlink.Rule
+	ifindexes map[string]int
+	// wanted and wantedRules are what this state asks for, so that
+	// prune keeps them.
+	wanted      map[routeKey]bool
+	wantedRules map[string]bool
 }
 
 // change runs do and journals undo; in a dry run it only records what.

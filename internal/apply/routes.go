@@ -63,10 +63,17 @@ func (a *applier) ifindex(name string) (int, error) {
 	if name == "" {
 		return 0, nil
 	}
+	if idx, ok := a.ifindexes[name]; ok {
+		return idx, nil
+	}
 	l, err := a.link(name)
 	if err != nil {
 		return 0, err
 	}
+	if a.ifindexes == nil {
+		a.ifindexes = map[string]int{}
+	}
+	a.ifindexes[name] = l.Attrs().Index
 	return l.Attrs().Index, nil
 }
 
@@ -247,19 +254,7 @@ func RouteMatches(want, have *netlink.Route) bool {
 	return encapSig(want.Encap) == encapSig(have.Encap)
 }
 
-// preferred returns the route to want's destination in want's table that
-// the kernel uses: the one with the lowest metric (nil if there is none).
-func preferred(want *netlink.Route, have []netlink.Route) *netlink.Route {
-	var best *netlink.Route
-	for i := range have {
-		if sameDst(want, &have[i]) && (best == nil || have[i].Priority < best.Priority) {
-			best = &have[i]
-		}
-	}
-	return best
-}
-
-// ListRoutes lists the routes of one family in every table of the namespace.
+// listRoutes lists the routes of one family in every table of the namespace.
 func listRoutes(h *netlink.Handle, fam int) ([]netlink.Route, error) {
 	rs, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	if err != nil {
@@ -268,23 +263,80 @@ func listRoutes(h *netlink.Handle, fam int) ([]netlink.Route, error) {
 	return rs, nil
 }
 
+// routeKey names the routes to one destination in one table.
+type routeKey struct {
+	fam, table int
+	dst        string
+}
+
+func keyOf(r *netlink.Route, fam int) routeKey {
+	return routeKey{fam, r.Table, prefixOf(r.Dst, fam)}
+}
+
+// routeView is the node's routes of one family, dumped once per Apply
+// (one RTM_GETROUTE dump over all tables) and kept up to date in memory
+// as Apply changes them: looking a route up is a map access, so applying
+// n routes costs one dump and n changes, not n dumps.
+type routeView struct {
+	// best is, per destination, the route the kernel uses (lowest metric).
+	best map[routeKey]netlink.Route
+	// all keeps every route per destination, for pruning.
+	all map[routeKey][]netlink.Route
+}
+
+func (a *applier) routeView(fam int) (*routeView, error) {
+	if v, ok := a.views[fam]; ok {
+		return v, nil
+	}
+	rs, err := listRoutes(a.ns.Netlink(), fam)
+	if err != nil {
+		return nil, err
+	}
+	v := &routeView{best: make(map[routeKey]netlink.Route, len(rs)), all: make(map[routeKey][]netlink.Route, len(rs))}
+	for _, r := range rs {
+		k := keyOf(&r, fam)
+		v.all[k] = append(v.all[k], r)
+		if b, ok := v.best[k]; !ok || r.Priority < b.Priority {
+			v.best[k] = r
+		}
+	}
+	if a.views == nil {
+		a.views = map[int]*routeView{}
+	}
+	a.views[fam] = v
+	return v, nil
+}
+
+// set records that r is now the route the kernel uses for its key.
+func (v *routeView) set(r netlink.Route, fam int) {
+	k := keyOf(&r, fam)
+	v.best[k] = r
+	v.all[k] = []netlink.Route{r}
+}
+
 // ensureRoute adds want, or replaces the route to the same destination
 // that the kernel uses, journaling the inverse. A route like want that a
 // route with a lower metric shadows does not count: traffic follows the
 // other one.
 func (a *applier) ensureRoute(what string, want *netlink.Route) error {
 	h := a.ns.Netlink()
-	have, err := listRoutes(h, want.Family)
+	v, err := a.routeView(want.Family)
 	if err != nil {
 		return err
 	}
-	old := preferred(want, have)
-	if old == nil {
-		return a.change("add "+what,
+	k := keyOf(want, want.Family)
+	a.wanted[k] = true
+	old, ok := v.best[k]
+	if !ok {
+		if err := a.change("add "+what,
 			func() error { return wrap(h.RouteAdd(want), "add %s", what) },
-			func() error { return h.RouteDel(want) })
+			func() error { return h.RouteDel(want) }); err != nil {
+			return err
+		}
+		v.set(*want, want.Family)
+		return nil
 	}
-	if RouteMatches(want, old) {
+	if RouteMatches(want, &old) {
 		return nil
 	}
 	// The kernel replaces the route with the same metric (IPv6) or the
@@ -292,12 +344,16 @@ func (a *applier) ensureRoute(what string, want *netlink.Route) error {
 	// second route next to prev and traffic would keep following prev.
 	// So the new route takes prev's metric, and undo puts prev back in
 	// its place.
-	prev := restorable(*old)
+	prev := restorable(old)
 	repl := *want
 	repl.Priority = prev.Priority
-	return a.change("replace "+what,
+	if err := a.change("replace "+what,
 		func() error { return wrap(h.RouteReplace(&repl), "replace %s", what) },
-		func() error { return h.RouteReplace(&prev) })
+		func() error { return h.RouteReplace(&prev) }); err != nil {
+		return err
+	}
+	v.set(repl, want.Family)
+	return nil
 }
 
 // kernelFlags are next-hop flags the kernel reports but refuses in a
@@ -436,6 +492,27 @@ func ruleSig(r *netlink.Rule) string {
 		r.Priority, ipn(r.Src), ipn(r.Dst), r.IPProto, port(r.Sport), port(r.Dport), r.IifName, r.Table)
 }
 
+// ruleView is the node's policy rules of one family by signature, dumped
+// once per Apply like routeView.
+func (a *applier) ruleView(fam int) (map[string]netlink.Rule, error) {
+	if v, ok := a.ruleViews[fam]; ok {
+		return v, nil
+	}
+	have, err := a.ns.Netlink().RuleList(fam)
+	if err != nil {
+		return nil, fmt.Errorf("list rules: %w", err)
+	}
+	v := make(map[string]netlink.Rule, len(have))
+	for _, r := range have {
+		v[ruleSig(&r)] = r
+	}
+	if a.ruleViews == nil {
+		a.ruleViews = map[int]map[string]netlink.Rule{}
+	}
+	a.ruleViews[fam] = v
+	return v, nil
+}
+
 func (a *applier) rules() error {
 	h := a.ns.Netlink()
 	for _, r := range a.node.Rules {
@@ -443,12 +520,13 @@ func (a *applier) rules() error {
 		if err != nil {
 			return err
 		}
-		have, err := h.RuleList(want.Family)
+		have, err := a.ruleView(want.Family)
 		if err != nil {
-			return fmt.Errorf("list rules: %w", err)
+			return err
 		}
 		sig := ruleSig(want)
-		if slices.ContainsFunc(have, func(x netlink.Rule) bool { return ruleSig(&x) == sig }) {
+		a.wantedRules[sig] = true
+		if _, ok := have[sig]; ok {
 			continue
 		}
 		if err := a.change("rule "+sig,
@@ -456,6 +534,99 @@ func (a *applier) rules() error {
 			func() error { return h.RuleDel(want) }); err != nil {
 			return err
 		}
+		have[sig] = *want
 	}
 	return nil
+}
+
+// prune removes what the previous desired state (Options.Prev) had and
+// this one has not: routes, seg6local SIDs and policy rules of chains and
+// NFs that were deleted or changed. It runs after everything desired is in
+// place, so traffic of a changed chain moves to its new policy before the
+// old one goes, and it touches only what the previous state named and the
+// kernel still holds as that state wrote it.
+func (a *applier) prune() error {
+	if a.prev == nil {
+		return nil
+	}
+	h := a.ns.Netlink()
+	for _, r := range a.prev.Rules {
+		old, err := RuleFor(r)
+		if err != nil {
+			return err
+		}
+		sig := ruleSig(old)
+		if a.wantedRules[sig] {
+			continue
+		}
+		have, err := a.ruleView(old.Family)
+		if err != nil {
+			return err
+		}
+		if _, ok := have[sig]; !ok {
+			continue
+		}
+		if err := a.change("delete rule "+sig,
+			func() error { return wrap(h.RuleDel(old), "delete rule %s", sig) },
+			func() error { return h.RuleAdd(old) }); err != nil {
+			return err
+		}
+		delete(have, sig)
+	}
+	var olds []*netlink.Route
+	for _, r := range a.prev.Routes {
+		nr, err := RouteFor(r, a.ifindexOrZero)
+		if err != nil {
+			return err
+		}
+		olds = append(olds, nr)
+	}
+	dev, _ := a.sidDev()
+	for _, s := range a.prev.SIDs {
+		if s.Datapath == state.EBPF {
+			continue
+		}
+		nr, err := SIDRoute(s, dev, a.ifindexOrZero)
+		if err != nil {
+			return err
+		}
+		olds = append(olds, nr)
+	}
+	for _, old := range olds {
+		k := keyOf(old, old.Family)
+		if a.wanted[k] {
+			continue
+		}
+		v, err := a.routeView(old.Family)
+		if err != nil {
+			return err
+		}
+		have, ok := v.best[k]
+		if !ok || !RouteMatches(old, &have) {
+			continue // gone already, or no longer ours
+		}
+		prev := restorable(have)
+		what := "route " + k.dst
+		if k.table != unix.RT_TABLE_MAIN {
+			what += fmt.Sprintf(" table %d", k.table)
+		}
+		if err := a.change("delete "+what,
+			func() error { return wrap(h.RouteDel(&prev), "delete %s", what) },
+			func() error { return h.RouteAdd(&prev) }); err != nil {
+			return err
+		}
+		delete(v.best, k)
+		delete(v.all, k)
+	}
+	return nil
+}
+
+// ifindexOrZero resolves an interface of the previous state; one that is
+// gone resolves to 0 (any device), which RouteMatches does not compare.
+func (a *applier) ifindexOrZero(name string) (int, error) {
+	idx, err := a.ifindex(name)
+	if err != nil {
+		return 0, nil
+	}
+	return idx, nil
 }

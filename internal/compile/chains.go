@@ -94,16 +94,20 @@ func (c *compiler) chain(i int) error {
 	}
 	table := 0
 	if ch.Match.HasFiveTuple() {
+		if i >= spec.MaxChains {
+			// Validate refuses this; the numbers below would run into
+			// the main rule's priority.
+			return fmt.Errorf("%s: %w: chain index %d, at most %d chains", where, ErrUnsupported, i, spec.MaxChains)
+		}
 		table = ChainTableBase + i
 		if err := c.rules(i, table); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 	}
 	for _, dst := range ch.Match.Dst {
-		// A policy replaces the plain route to the same prefix.
-		ingress.Routes = slices.DeleteFunc(ingress.Routes, func(r state.Route) bool {
-			return r.Table == table && r.Dst == dst && r.Encap == nil
-		})
+		// A policy replaces the plain route to the same prefix (sortNode
+		// drops that route once every chain is compiled: deleting it here
+		// would rescan the node's routes for every chain).
 		ingress.Routes = append(ingress.Routes, state.Route{
 			Table: table, Dst: dst, Dev: dev, Chain: ch.Name,
 			Encap: &state.SREncap{Mode: mode, Segments: slices.Clone(segs)},
@@ -209,8 +213,22 @@ func (c *compiler) programs() {
 	}
 }
 
-// sortNode puts every slice in the order state documents.
+// sortNode puts every slice in the order state documents, after dropping
+// the plain routes that a chain's policy to the same prefix replaces.
 func sortNode(n *state.Node) {
+	type dst struct {
+		table int
+		dst   netip.Prefix
+	}
+	policy := map[dst]bool{}
+	for _, r := range n.Routes {
+		if r.Encap != nil {
+			policy[dst{r.Table, r.Dst}] = true
+		}
+	}
+	n.Routes = slices.DeleteFunc(n.Routes, func(r state.Route) bool {
+		return r.Encap == nil && policy[dst{r.Table, r.Dst}]
+	})
 	slices.SortFunc(n.Interfaces, func(a, b state.Interface) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(n.Routes, func(a, b state.Route) int {
 		return cmp.Or(cmp.Compare(a.Table, b.Table), comparePrefix(a.Dst, b.Dst))

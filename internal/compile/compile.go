@@ -28,10 +28,13 @@ const (
 	// TableMain is the kernel's main table (RT_TABLE_MAIN).
 	TableMain = 254
 	// ChainTableBase + chain index is the table a 5-tuple classifier's
-	// rule points at; it holds only that chain's SR policy.
-	ChainTableBase = 100
+	// rule points at; it holds only that chain's SR policy. Above 255, so
+	// no chain can meet the kernel's reserved tables (252 compat, 253
+	// default, 254 main, 255 local); spec.MaxChains bounds the index.
+	ChainTableBase = 1000
 	// RulePriorityBase + chain index is the priority of its rules; below
-	// the main table's 32766 so classifiers are tried first.
+	// the main table's 32766 (for every index below spec.MaxChains) so
+	// classifiers are tried first.
 	RulePriorityBase = 1000
 )
 

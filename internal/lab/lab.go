@@ -97,11 +97,39 @@ type Proc struct {
 	Start uint64 `json:"start"`
 }
 
-// names must be usable in namespace names and file names.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
+// Names must be usable in namespace names and file names. A lab name has
+// no '.', which separates it from the node in namespace names (NSName).
+var (
+	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
+	labNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+)
 
-// NSName is the namespace of node in lab.
-func NSName(lab, node string) string { return "src-" + lab + "-" + node }
+// NSName is the namespace of node in lab: src-<lab>.<node>. Lab names hold
+// no '.', so the first '.' ends the lab name and no two (lab, node) pairs
+// share a namespace (with '-' as separator, lab "rela" node "z-x" and lab
+// "rela-z" node "x" both gave src-rela-z-x).
+func NSName(lab, node string) string { return "src-" + lab + "." + node }
+
+// maxEcho bounds how much of a name an error repeats: a name is refused
+// for being too long, and the error must not be as long as it.
+const maxEcho = 64
+
+// clip returns s, or its first maxEcho bytes and how much more there was,
+// quoted, for error messages.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:maxEcho], len(s))
+}
+
+// checkLabName returns ErrBadName, naming what was refused in bounded form.
+func checkLabName(verb, lab string) error {
+	if !labNameRE.MatchString(lab) {
+		return fmt.Errorf("%s %s: %w (want 1-32 letters, digits, '_' or '-')", verb, clip(lab), ErrBadName)
+	}
+	return nil
+}
 
 func recordPath(o Options, lab string) string { return filepath.Join(o.dir(), lab+".json") }
 
@@ -193,8 +221,8 @@ func lockDir(o Options) (func(), error) {
 
 // Load reads the record of lab.
 func Load(lab string, opts Options) (*Record, error) {
-	if !nameRE.MatchString(lab) {
-		return nil, fmt.Errorf("load lab %q: %w", lab, ErrBadName)
+	if err := checkLabName("load lab", lab); err != nil {
+		return nil, err
 	}
 	b, err := os.ReadFile(recordPath(opts, lab))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -246,14 +274,14 @@ type UpOptions struct {
 // On failure it removes what it made. A lab of the same name must not exist.
 func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error) {
 	log := opts.log().With("lab", net.Name)
-	if !nameRE.MatchString(net.Name) {
-		return nil, fmt.Errorf("lab up %q: %w", net.Name, ErrBadName)
+	if err := checkLabName("lab up", net.Name); err != nil {
+		return nil, err
 	}
 	rec := &Record{Name: net.Name, Source: opts.Source, Created: time.Now().UTC(),
 		Namespaces: map[string]string{}, Links: net.Links, Network: net}
 	for _, n := range net.Nodes {
 		if !nameRE.MatchString(n.Name) {
-			return nil, fmt.Errorf("lab up %s: node %q: %w", net.Name, n.Name, ErrBadName)
+			return nil, fmt.Errorf("lab up %s: node %s: %w", net.Name, clip(n.Name), ErrBadName)
 		}
 		rec.Namespaces[n.Name] = NSName(net.Name, n.Name)
 	}
@@ -311,57 +339,129 @@ func upLockPath(o Options, lab string) string { return filepath.Join(o.dir(), la
 // the PID of the creator) for the whole of Up, so that Down refuses to
 // remove a lab while it is being made. The returned function removes the
 // file and releases the lock.
+//
+// The state directory may be writable by others (--state-dir), so the
+// file is opened with O_NOFOLLOW and must be a regular file: a planted
+// symlink or FIFO is refused, never followed or truncated. A lock left by
+// an Up that was killed holds no flock: the next Up takes it over and the
+// next Down removes it (checkNotUp). Whoever removes the file holds its
+// flock, and whoever locks it checks afterwards that the path still names
+// the file it locked, so a lock is never taken on an unlinked file.
 func lockUp(o Options, lab string) (func(), error) {
 	if err := os.MkdirAll(o.dir(), 0o755); err != nil {
 		return nil, fmt.Errorf("create lab state dir: %w", err)
 	}
 	path := upLockPath(o, lab)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lab up %s: lock: %w", lab, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	for range 10 {
+		f, err := openLock(path, os.O_RDWR|os.O_CREATE)
+		if err != nil {
+			return nil, fmt.Errorf("lab up %s: lock: %w", lab, err)
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != nil && !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lab up %s: lock: %w", lab, err)
+		}
+		if !samePath(f, path) {
+			// Removed or replaced since we opened it: a Down cleaned a
+			// stale lock, or an Up finished. Try the new file.
+			f.Close()
+			continue
+		}
+		if err != nil {
+			f.Close()
 			// Another Up of this lab is running: it exists (being made).
 			return nil, fmt.Errorf("lab up %s: %w (%w)", lab, ErrExists, busy(path, lab))
 		}
-		return nil, fmt.Errorf("lab up %s: lock: %w", lab, err)
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		return func() {
+			os.Remove(path)
+			f.Close()
+		}, nil
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return nil, fmt.Errorf("lab up %s: lock %s keeps changing: %w", lab, path, ErrBusy)
+}
+
+// errNotRegular: a lock path names something else than a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// openLock opens a lock file without following a symlink and without
+// blocking on a FIFO, and refuses anything but a regular file.
+func openLock(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("open %s: is a symlink, refusing to follow it: %w", path, errNotRegular)
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return func() {
-		os.Remove(path)
+	fi, err := f.Stat()
+	if err != nil {
 		f.Close()
-	}, nil
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %s: %w", path, fi.Mode().Type(), errNotRegular)
+	}
+	return f, nil
+}
+
+// samePath reports whether path still names the file open as f.
+func samePath(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // busy names the PID recorded in a held Up lock.
 func busy(path, lab string) error {
 	pid := "?"
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		pid = strings.TrimSpace(string(b))
+	if f, err := openLock(path, os.O_RDONLY); err == nil {
+		b := make([]byte, 32)
+		n, _ := f.Read(b)
+		f.Close()
+		if p := strings.TrimSpace(string(b[:n])); p != "" {
+			pid = clip(p)
+		}
 	}
 	return fmt.Errorf("lab %s is being created by pid %s: %w", lab, pid, ErrBusy)
 }
 
-// checkNotUp fails with ErrBusy while an Up of lab holds its Up lock.
+// checkNotUp fails with ErrBusy while an Up of lab holds its Up lock, and
+// removes a stale lock (one nobody holds: its Up was killed).
 func checkNotUp(o Options, lab string) error {
 	path := upLockPath(o, lab)
-	f, err := os.Open(path)
+	f, err := openLock(path, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if errors.Is(err, errNotRegular) {
+		// Not ours (an Up refuses it too): leave it, it blocks nothing.
+		o.log().Warn("ignoring a lab up lock that is not a regular file", "path", path, "err", err)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("lab down %s: check up lock: %w", lab, err)
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
 			return fmt.Errorf("lab down %s: %w", lab, busy(path, lab))
 		}
 		return fmt.Errorf("lab down %s: check up lock: %w", lab, err)
+	}
+	if samePath(f, path) {
+		// Stale: remove it while holding its lock (see lockUp).
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("lab down %s: remove stale up lock: %w", lab, err)
+		}
+		o.log().Debug("removed a stale lab up lock", "path", path)
 	}
 	return nil
 }
@@ -418,8 +518,8 @@ func addLink(nss map[string]*netns.NS, l state.Link) error {
 // Missing pieces are not errors, so Down also finishes a crashed Up or Down.
 // While an Up of the lab is still running it refuses with ErrBusy.
 func Down(ctx context.Context, lab string, opts Options) error {
-	if !nameRE.MatchString(lab) {
-		return fmt.Errorf("lab down %q: %w", lab, ErrBadName)
+	if err := checkLabName("lab down", lab); err != nil {
+		return err
 	}
 	if err := checkNotUp(opts, lab); err != nil {
 		return err

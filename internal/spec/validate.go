@@ -28,7 +28,7 @@ const (
 
 var (
 	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
-	ifNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	ifNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
 type validator struct {
@@ -59,9 +59,9 @@ func (v *validator) name(path, kind, name string, max int) bool {
 	case name == "":
 		v.add(path, "%s name is required", kind)
 	case len(name) > max:
-		v.add(path, "%s name %q is longer than %d characters", kind, name, max)
+		v.add(path, "%s name %s is longer than %d characters", kind, clip(name), max)
 	case !nameRE.MatchString(name):
-		v.add(path, "%s name %q must be lower-case letters, digits and inner dashes", kind, name)
+		v.add(path, "%s name %s must be lower-case letters, digits and inner dashes", kind, clip(name))
 	default:
 		return true
 	}

@@ -9,15 +9,24 @@ import (
 
 // Chain, classifier, path/MTU and probe checks.
 
+// MaxChains bounds the chains of a spec: chain i of a 5-tuple classifier
+// gets policy table 1000+i and rule priority 1000+i (internal/compile),
+// which must stay clear of the kernel's reserved tables (252-255) and
+// below the main table's rule (priority 32766).
+const MaxChains = 20000
+
 func (v *validator) chains() {
 	s := v.s
+	if len(s.Chains) > MaxChains {
+		v.add("chains", "%d chains; at most %d (each 5-tuple chain needs its own policy table and rule priority)", len(s.Chains), MaxChains)
+	}
 	names := make([]string, len(s.Chains))
 	type steer struct {
 		ingress string
 		dst     netip.Prefix
 	}
 	steered := map[steer]string{}
-	sids := s.SIDs()
+	sids := newSIDIndex(s, s.SIDs())
 	for i := range s.Chains {
 		c := &s.Chains[i]
 		p := fmt.Sprintf("chains[%d]", i)
@@ -257,7 +266,7 @@ func (v *validator) probeMatches(p string, t Probe, c *Chain) {
 // outer destination is a SID) into the policy again, re-encapsulating
 // them (lwtunnel recursion).
 // It returns the indexes of the destinations it reported.
-func (v *validator) matchOverlaps(p string, c *Chain, sids SIDPlan) map[int]bool {
+func (v *validator) matchOverlaps(p string, c *Chain, sids *sidIndex) map[int]bool {
 	s := v.s
 	check := func(path string, q netip.Prefix) bool {
 		if !q.IsValid() || !q.Addr().Is6() || q.Addr().Is4In6() {
@@ -269,17 +278,13 @@ func (v *validator) matchOverlaps(p string, c *Chain, sids SIDPlan) map[int]bool
 				return true
 			}
 		}
-		for _, nf := range s.NFs {
-			if sid, ok := sids.NF[nf.Name]; ok && sid.Masked().Overlaps(q) {
-				v.add(path, "%s overlaps SID %s of NF %q: the ingress would steer SRv6 packets addressed to it into the policy again", q, sid.Masked(), nf.Name)
-				return true
-			}
+		if sid, name, ok := sids.nf.overlap(q); ok {
+			v.add(path, "%s overlaps SID %s of NF %q: the ingress would steer SRv6 packets addressed to it into the policy again", q, sid, name)
+			return true
 		}
-		for _, o := range s.Chains {
-			if sid, ok := sids.Egress[o.Name]; ok && sid.Masked().Overlaps(q) {
-				v.add(path, "%s overlaps egress SID %s of chain %q: the ingress would steer SRv6 packets addressed to it into the policy again", q, sid.Masked(), o.Name)
-				return true
-			}
+		if sid, name, ok := sids.egress.overlap(q); ok {
+			v.add(path, "%s overlaps egress SID %s of chain %q: the ingress would steer SRv6 packets addressed to it into the policy again", q, sid, name)
+			return true
 		}
 		return false
 	}
@@ -293,6 +298,101 @@ func (v *validator) matchOverlaps(p string, c *Chain, sids SIDPlan) map[int]bool
 		check(fmt.Sprintf("%s.src[%d]", p, k), q)
 	}
 	return bad
+}
+
+// sidIndex finds the SIDs a prefix overlaps without scanning them all,
+// so that checking every chain's classifier stays linear in chains.
+type sidIndex struct{ nf, egress prefixIndex }
+
+func newSIDIndex(s *Spec, plan SIDPlan) *sidIndex {
+	x := &sidIndex{}
+	for i, nf := range s.NFs {
+		if sid, ok := plan.NF[nf.Name]; ok {
+			x.nf.add(sid.Masked(), nf.Name, i)
+		}
+	}
+	for i, c := range s.Chains {
+		if sid, ok := plan.Egress[c.Name]; ok {
+			x.egress.add(sid.Masked(), c.Name, i)
+		}
+	}
+	return x
+}
+
+// prefixIndex holds named prefixes and finds those overlapping a query
+// with map lookups: per prefix length present, the one that could contain
+// the query, and per query length asked, the longer prefixes under it.
+// Spec prefix lengths are few, so checking n prefixes is linear in n.
+type prefixIndex struct {
+	all    []prefixRef
+	byBits map[int]map[netip.Prefix][]prefixRef // by length, then prefix
+	within map[int]map[netip.Prefix][]prefixRef // by query length l, then the longer prefix cut to l
+}
+
+type prefixRef struct {
+	p     netip.Prefix
+	name  string
+	order int
+}
+
+func (x *prefixIndex) add(p netip.Prefix, name string, order int) {
+	r := prefixRef{p.Masked(), name, order}
+	x.all = append(x.all, r)
+	if x.byBits == nil {
+		x.byBits = map[int]map[netip.Prefix][]prefixRef{}
+	}
+	m := x.byBits[r.p.Bits()]
+	if m == nil {
+		m = map[netip.Prefix][]prefixRef{}
+		x.byBits[r.p.Bits()] = m
+	}
+	m[r.p] = append(m[r.p], r)
+	for l, w := range x.within {
+		x.addWithin(w, l, r)
+	}
+}
+
+func (x *prefixIndex) addWithin(w map[netip.Prefix][]prefixRef, l int, r prefixRef) {
+	if r.p.Bits() > l && r.p.Addr().BitLen() >= l {
+		k := netip.PrefixFrom(r.p.Addr(), l).Masked()
+		w[k] = append(w[k], r)
+	}
+}
+
+// overlapAll returns every indexed prefix that overlaps q, in order.
+func (x *prefixIndex) overlapAll(q netip.Prefix) []prefixRef {
+	q = q.Masked()
+	var out []prefixRef
+	// Prefixes of q's length or shorter overlap q iff they contain it.
+	for bits, m := range x.byBits {
+		if bits <= q.Bits() {
+			out = append(out, m[netip.PrefixFrom(q.Addr(), bits).Masked()]...)
+		}
+	}
+	// Longer prefixes overlap q iff q contains them.
+	l := q.Bits()
+	w, ok := x.within[l]
+	if !ok {
+		w = map[netip.Prefix][]prefixRef{}
+		for _, r := range x.all {
+			x.addWithin(w, l, r)
+		}
+		if x.within == nil {
+			x.within = map[int]map[netip.Prefix][]prefixRef{}
+		}
+		x.within[l] = w
+	}
+	out = append(out, w[q]...)
+	slices.SortFunc(out, func(a, b prefixRef) int { return a.order - b.order })
+	return out
+}
+
+func (x *prefixIndex) overlap(q netip.Prefix) (netip.Prefix, string, bool) {
+	all := x.overlapAll(q)
+	if len(all) == 0 {
+		return netip.Prefix{}, "", false
+	}
+	return all[0].p, all[0].name, true
 }
 
 // broadDst rejects a destination-only chain's destination that strictly

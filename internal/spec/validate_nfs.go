@@ -29,22 +29,18 @@ func (v *validator) nfs() {
 	s := v.s
 	names := make([]string, len(s.NFs))
 	plan := s.SIDs()
-	type sidRef struct {
-		sid  netip.Prefix
-		path string
-	}
-	var sids []sidRef
+	// SIDs met so far, indexed so that checking each is not a scan of
+	// all the others (prefixIndex, validate_chains.go).
+	var sids prefixIndex
 	checkSID := func(path string, p netip.Prefix, node string) {
 		n := s.Node(node)
 		if n != nil && n.Locator.IsValid() && !n.Locator.Contains(p.Addr()) {
 			v.add(path, "SID %s is not inside locator %s of node %q", p.Addr(), n.Locator, node)
 		}
-		for _, q := range sids {
-			if q.sid.Overlaps(p) {
-				v.add(path, "SID %s/%d collides with SID %s at %s", p.Addr(), p.Bits(), q.sid, q.path)
-			}
+		for _, q := range sids.overlapAll(p) {
+			v.add(path, "SID %s/%d collides with SID %s at %s", p.Addr(), p.Bits(), q.p, q.name)
 		}
-		sids = append(sids, sidRef{p.Masked(), path})
+		sids.add(p, path, len(sids.all))
 		for _, l := range s.Links {
 			for _, e := range l.Endpoints {
 				for _, a := range e.Addresses {
@@ -100,8 +96,11 @@ func (v *validator) nfs() {
 		}
 	}
 	v.unique("NF", names, func(i int) string { return fmt.Sprintf("nfs[%d].name", i) })
+	seen := map[string]bool{} // chain names met so far (linear in chains)
 	for i, c := range s.Chains {
-		if sid, ok := plan.Egress[c.Name]; ok && c.Mode == ModeEncap && !slices.ContainsFunc(s.Chains[:i], func(o Chain) bool { return o.Name == c.Name }) {
+		first := !seen[c.Name]
+		seen[c.Name] = true
+		if sid, ok := plan.Egress[c.Name]; ok && c.Mode == ModeEncap && first {
 			path := fmt.Sprintf("chains[%d]", i)
 			if c.EgressSID.IsValid() {
 				path += ".egress_sid"

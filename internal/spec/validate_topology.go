@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 )
 
 // Node, link, interface and address checks.
@@ -171,17 +172,42 @@ func firstPrefix(ps []netip.Prefix, fam int) (netip.Prefix, bool) {
 	return netip.Prefix{}, false
 }
 
+// reservedIfNames are names an interface cannot take: lo exists in every
+// namespace, and all/default are the sysctl directories
+// net.ipv{4,6}.conf.{all,default} that srchain writes for the node.
+var reservedIfNames = map[string]string{
+	"lo":      "the loopback interface every namespace has",
+	"all":     "a sysctl directory (net.ipv6.conf.all)",
+	"default": "a sysctl directory (net.ipv6.conf.default)",
+}
+
+// ifName checks an interface name against what the kernel accepts
+// (dev_valid_name: at most IFNAMSIZ-1 bytes, no '/', ':' or space) and
+// what srchain builds from it: sysctl keys net.ipv6.conf.<name>.*, where
+// a '.' would split the name (eth1.100 becomes the path eth1/100).
 func (v *validator) ifName(path, name string) {
 	switch {
 	case name == "":
 		v.add(path, "interface is required")
 	case len(name) > MaxIfName:
-		v.add(path, "interface name %q is longer than %d characters (IFNAMSIZ)", name, MaxIfName)
-	case !ifNameRE.MatchString(name) || name == "." || name == "..":
-		v.add(path, "interface name %q may hold only letters, digits, '_', '.', '-'", name)
-	case name == "lo":
-		v.add(path, "interface name \"lo\" is reserved")
+		v.add(path, "interface name %s is longer than %d characters (IFNAMSIZ)", clip(name), MaxIfName)
+	case !ifNameRE.MatchString(name):
+		v.add(path, "interface name %s may hold only letters, digits, '_' and '-' (no '.', '/' or ':': the name is part of sysctl paths)", clip(name))
+	case reservedIfNames[name] != "":
+		v.add(path, "interface name %q is reserved: %s", name, reservedIfNames[name])
 	}
+}
+
+// maxEcho bounds how much of a user's string an error repeats: a value
+// refused for its length must not make an error as long as itself.
+const maxEcho = 64
+
+// clip quotes s for an error message, cut to maxEcho bytes.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:maxEcho], len(s))
 }
 
 // usable is ifAddr without reporting: whether a is a host address.

@@ -1,0 +1,67 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// twoNodes is h1 - r1 with r1's interface named ifname.
+func twoNodes(name, ifname string) string {
+	return fmt.Sprintf(`name: %s
+nodes:
+  - {name: h1, role: host}
+  - {name: r1, role: router, locator: "fc00:1::/64"}
+links:
+  - endpoints:
+      - {node: h1, interface: eth0, addresses: ["fc00:a1::1/64"]}
+      - {node: r1, interface: %q, addresses: ["fc00:a1::2/64"]}
+`, name, ifname)
+}
+
+func validate(t *testing.T, doc string) []*FieldError {
+	t.Helper()
+	s, err := Parse([]byte(doc), "t.yaml")
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return FieldErrors(s.Validate())
+}
+
+// TestInterfaceNames: names the kernel or srchain's sysctl paths refuse
+// (net.ipv6.conf.<if>.*: eth1.100 became the path eth1/100, all and
+// default are the conf directories themselves) are refused by validate
+// with the field path, instead of failing at apply.
+func TestInterfaceNames(t *testing.T) {
+	const path = "links[0].endpoints[1].interface"
+	for _, bad := range []string{"eth1.100", "all", "default", "lo", "a/b", "a:b", ".", "..", "a b",
+		"sixteen-bytes-xx", strings.Repeat("x", 100)} {
+		errs := validate(t, twoNodes("t", bad))
+		if len(errs) != 1 || errs[0].Path != path {
+			t.Errorf("interface %q: errors %v, want one at %s", bad, errs, path)
+		}
+	}
+	for _, good := range []string{"eth1", "eth1-100", "veth_a", "fifteen-bytes-x"} {
+		if errs := validate(t, twoNodes("t", good)); len(errs) != 0 {
+			t.Errorf("interface %q: %v", good, errs)
+		}
+	}
+}
+
+// TestLongNamesClipped: a name refused for its length is not repeated in
+// full (a 10 MB lab name made a 10 MB error).
+func TestLongNamesClipped(t *testing.T) {
+	long := strings.Repeat("a", 10<<20)
+	errs := validate(t, twoNodes(long, strings.Repeat("b", 1<<20)))
+	if len(errs) != 2 {
+		t.Fatalf("errors %v, want 2", errs)
+	}
+	for _, e := range errs {
+		if len(e.Error()) > 400 {
+			t.Errorf("%s: error is %d bytes", e.Path, len(e.Error()))
+		}
+		if !strings.Contains(e.Msg, "bytes)") {
+			t.Errorf("%s: %q does not say how long the name was", e.Path, e.Msg)
+		}
+	}
+}
