@@ -19,6 +19,7 @@ fi
 
 echo "== building bin/srchain"
 go build -o bin/srchain ./cmd/srchain
-# A lab left by an earlier `demo --keep` of the same spec would block this one.
-bin/srchain lab down "$spec" >/dev/null 2>&1 || true
+# A running lab of the same name (an earlier `demo --keep`, or someone's
+# `lab up`) is never removed here: it may not be ours. `srchain demo`
+# refuses it and says how to remove it.
 exec bin/srchain demo "$spec" "$@"

@@ -46,6 +46,12 @@ func init() {
 			defer cancel()
 			fmt.Fprintf(out, "== lab %s: %d nodes, %d links\n", net.Name, len(net.Nodes), len(net.Links))
 			if _, err := lab.Up(ctx, net, lab.UpOptions{Options: labOpts(), Source: file}); err != nil {
+				if errors.Is(err, lab.ErrExists) {
+					// Never tear down a lab the demo did not create.
+					return fmt.Errorf("demo %s: a lab named %s is already running (an earlier `demo --keep` or a `lab up`); "+
+						"the demo does not remove labs it did not create: check `srchain lab status %s`, then `srchain lab down %s` if it is yours: %w",
+						file, net.Name, net.Name, net.Name, err)
+				}
 				return err
 			}
 			if !keep {

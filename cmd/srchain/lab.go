@@ -52,7 +52,7 @@ var labCmd = &cobra.Command{
 	Use:   "lab",
 	Short: "Deploy a spec into network namespaces on this machine",
 	Long: "lab builds the topology of a spec in network namespaces (one per node,\n" +
-		"named src-<lab>-<node>), one veth pair per link, and applies every node's\n" +
+		"named src-<lab>_<node>), one veth pair per link, and applies every node's\n" +
 		"state (addresses, routes, SR policies, SIDs, eBPF programs). What it makes\n" +
 		"is recorded in " + lab.DefaultStateDir + "/<lab>.json first, so `lab down`\n" +
 		"removes everything even after a crash.",
@@ -87,7 +87,7 @@ func init() {
 		Short: "Remove a lab and everything it made",
 		Long: "down removes everything the lab's record names (processes it started, BPF pins,\n" +
 			"namespaces and their veths), then the record. Without a record it still removes\n" +
-			"the src-<lab>-* namespaces no other lab's record claims. A lab that is already\n" +
+			"the src-<lab>_* namespaces no other lab's record claims. A lab that is already\n" +
 			"gone is not an error: down says so and succeeds.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -97,18 +97,20 @@ type Proc struct {
 	Start uint64 `json:"start"`
 }
 
-// Names must be usable in namespace names and file names. A lab name has
-// no '.', which separates it from the node in namespace names (NSName).
+// Names must be usable in namespace names, bpffs pin directories (which
+// refuse '.') and file names. A lab name has no '_', which separates it
+// from the node in namespace names (NSName).
 var (
 	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
-	labNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+	labNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
 )
 
-// NSName is the namespace of node in lab: src-<lab>.<node>. Lab names hold
-// no '.', so the first '.' ends the lab name and no two (lab, node) pairs
+// NSName is the namespace of node in lab: src-<lab>_<node>. Lab names hold
+// no '_', so the first '_' ends the lab name and no two (lab, node) pairs
 // share a namespace (with '-' as separator, lab "rela" node "z-x" and lab
-// "rela-z" node "x" both gave src-rela-z-x).
-func NSName(lab, node string) string { return "src-" + lab + "." + node }
+// "rela-z" node "x" both gave src-rela-z-x). Not '.': the namespace name
+// is also the BPF pin directory, and bpffs refuses names with a dot.
+func NSName(lab, node string) string { return "src-" + lab + "_" + node }
 
 // maxEcho bounds how much of a name an error repeats: a name is refused
 // for being too long, and the error must not be as long as it.
@@ -126,7 +128,7 @@ func clip(s string) string {
 // checkLabName returns ErrBadName, naming what was refused in bounded form.
 func checkLabName(verb, lab string) error {
 	if !labNameRE.MatchString(lab) {
-		return fmt.Errorf("%s %s: %w (want 1-32 letters, digits, '_' or '-')", verb, clip(lab), ErrBadName)
+		return fmt.Errorf("%s %s: %w (want 1-32 letters, digits or '-')", verb, clip(lab), ErrBadName)
 	}
 	return nil
 }
@@ -426,8 +428,8 @@ func busy(path, lab string) error {
 		b := make([]byte, 32)
 		n, _ := f.Read(b)
 		f.Close()
-		if p := strings.TrimSpace(string(b[:n])); p != "" {
-			pid = clip(p)
+		if p, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil {
+			pid = strconv.Itoa(p)
 		}
 	}
 	return fmt.Errorf("lab %s is being created by pid %s: %w", lab, pid, ErrBusy)
@@ -591,9 +593,9 @@ func legacyRunning(pids []int) []string {
 }
 
 // downOrphans removes namespaces named like lab's when its record is gone
-// (deleted by hand), except those another lab's record claims: "src-a-"
-// is also the prefix of lab "a-b"'s namespaces. With nothing to remove it
-// returns notFound.
+// (deleted by hand), except those another lab's record claims (the prefix
+// src-<lab>_ is the lab's alone, but a record may name any namespace).
+// With nothing to remove it returns notFound.
 func downOrphans(lab string, opts Options, notFound error) error {
 	names, err := netns.List(NSName(lab, ""))
 	if err != nil || len(names) == 0 {

@@ -269,7 +269,7 @@ func TestDownWithoutRecord(t *testing.T) {
 	requireRoot(t)
 	opts := Options{StateDir: t.TempDir()}
 	lab := fmt.Sprintf("srct-l%do", os.Getpid())
-	other := lab + "-x" // its namespaces share the prefix src-<lab>-
+	other := lab + "-x" // a name that extends lab's (with "-" as separator their namespaces shared a prefix)
 	mine, theirs := NSName(lab, "h1"), NSName(other, "h1")
 	for _, n := range []string{mine, theirs} {
 		ns, err := netns.Create(n)

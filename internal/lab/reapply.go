@@ -52,12 +52,15 @@ func Reapply(ctx context.Context, lab string, opts Options) (map[string]int, err
 }
 
 // Update makes the running lab net.Name match net, a new desired state
-// (an edited spec): every node gets the difference between its recorded
-// state and its new one (apply.Options.Prev), so chains, SIDs and rules
-// that did not change are never touched and their traffic keeps flowing,
-// while changed ones move to their new policy before the old one is
-// removed. The record is replaced only when every node succeeded; if one
-// fails, the nodes already changed are put back to the recorded state.
+// (an edited spec): each node gets the difference between its recorded
+// state and its new one, so chains, SIDs and rules that did not change are
+// never touched and their traffic keeps flowing. It works in three passes
+// over the nodes so that no packet meets a SID that is not there yet or
+// no longer there: (1) the new SIDs and programs everywhere, with the old
+// policies kept; (2) the new routes and rules (ingress policies move to
+// the new segment lists); (3) what only the old state had is removed
+// (apply.Options.Prev). The record is replaced only when every node
+// succeeded; if one fails, the nodes are put back to the recorded state.
 // Nodes, links and interfaces must be those of the running lab
 // (ErrTopologyChanged: that takes `lab down` and `lab up`).
 func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string]int, error) {
@@ -88,22 +91,37 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	for i := range rec.Network.Nodes {
 		old[rec.Network.Nodes[i].Name] = &rec.Network.Nodes[i]
 	}
+	passes := []func(n, prev *state.Node) (state.Node, *state.Node){
+		func(n, prev *state.Node) (state.Node, *state.Node) {
+			x := *n
+			x.Routes, x.Rules = prev.Routes, prev.Rules
+			return x, nil
+		},
+		func(n, _ *state.Node) (state.Node, *state.Node) { return *n, nil },
+		func(n, prev *state.Node) (state.Node, *state.Node) { return *n, prev },
+	}
 	changes := map[string]int{}
-	var done []*state.Node
-	for i := range net.Nodes {
-		n := &net.Nodes[i]
-		c, err := applyNode(ctx, rec, *n, old[n.Name], opts.Options)
-		if err != nil {
-			// The failed node rolled itself back; put back the others.
-			for _, d := range done {
-				if _, rerr := applyNode(context.WithoutCancel(ctx), rec, *old[d.Name], d, opts.Options); rerr != nil {
-					err = errors.Join(err, fmt.Errorf("restore %s: %w", d.Name, rerr))
+	touched := map[string]bool{}
+	for _, pass := range passes {
+		for i := range net.Nodes {
+			n := &net.Nodes[i]
+			want, prev := pass(n, old[n.Name])
+			c, err := applyNode(ctx, rec, want, prev, opts.Options)
+			if err != nil {
+				// The failed node rolled itself back; put back the others.
+				for _, m := range net.Nodes {
+					if !touched[m.Name] {
+						continue
+					}
+					if _, rerr := applyNode(context.WithoutCancel(ctx), rec, *old[m.Name], &m, opts.Options); rerr != nil {
+						err = errors.Join(err, fmt.Errorf("restore %s: %w", m.Name, rerr))
+					}
 				}
+				return nil, fmt.Errorf("lab apply %s: %w", net.Name, err)
 			}
-			return nil, fmt.Errorf("lab apply %s: %w", net.Name, err)
+			changes[n.Name] += c
+			touched[n.Name] = touched[n.Name] || c > 0
 		}
-		changes[n.Name] = c
-		done = append(done, n)
 	}
 	rec.Network = net
 	if opts.Source != "" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
 )
@@ -39,7 +40,7 @@ func TestLabUpBadSpecs(t *testing.T) {
 		// Other tests may run labs meanwhile: look only for this spec's.
 		data, _ := os.ReadFile(f)
 		if s, _ := spec.Parse(data, f); s != nil && s.Name != "" {
-			if left, _ := netns.List("src-" + s.Name + "-"); len(left) != 0 {
+			if left, _ := netns.List(lab.NSName(s.Name, "")); len(left) != 0 {
 				t.Errorf("lab up %s created namespaces %v", f, left)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 )
 
@@ -44,7 +45,7 @@ func TestDemoCLI(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	if left, _ := netns.List("src-" + name + "-"); len(left) != 0 {
+	if left, _ := netns.List(lab.NSName(name, "")); len(left) != 0 {
 		t.Errorf("demo left namespaces: %v", left)
 	}
 
@@ -58,7 +59,42 @@ func TestDemoCLI(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "FAIL") || !strings.Contains(string(out), "== 2/3 probes OK") {
 		t.Errorf("demo with a wrong expectation: %v\n%s", err, out)
 	}
-	if left, _ := netns.List("src-" + name + "-"); len(left) != 0 {
+	if left, _ := netns.List(lab.NSName(name, "")); len(left) != 0 {
 		t.Errorf("failed demo left namespaces: %v", left)
+	}
+}
+
+// TestDemoScriptSparesRunningLab: scripts/demo.sh SPEC first ran
+// `lab down SPEC` with its output discarded, silently removing someone's
+// running lab of the same name. It must fail with a clear message and
+// leave that lab running.
+func TestDemoScriptSparesRunningLab(t *testing.T) {
+	requireRoot(t)
+	if srchainBin == "" {
+		t.Fatal("srchain binary not built (see the TestMain output)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	file := renamedSpec(t, "quickstart.yaml", "s")
+	name := labName("s")
+	// The default state dir: the one demo.sh's srchain uses.
+	t.Cleanup(func() {
+		_ = exec.Command(srchainBin, "lab", "down", name).Run()
+		left, _ := netns.List(lab.NSName(name, ""))
+		for _, n := range left {
+			_ = netns.Delete(n)
+		}
+	})
+	if out, err := exec.CommandContext(ctx, srchainBin, "lab", "up", file).CombinedOutput(); err != nil {
+		t.Fatalf("lab up: %v\n%s", err, out)
+	}
+	script := exec.CommandContext(ctx, "scripts/demo.sh", file, "--brief")
+	script.Dir = "../.."
+	out, err := script.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already running") {
+		t.Errorf("demo.sh over a running lab: %v\n%s", err, out)
+	}
+	if out, err := exec.CommandContext(ctx, srchainBin, "lab", "status", name).CombinedOutput(); err != nil {
+		t.Errorf("the running lab was disturbed: %v\n%s", err, out)
 	}
 }
