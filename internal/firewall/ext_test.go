@@ -37,7 +37,8 @@ func frag(offset uint16, more bool) []byte {
 
 // TestBPFExtHeaders: port rules see through Hop-by-Hop, Destination
 // Options, Routing and Fragment headers, outer and inner; non-first
-// fragments have a protocol and no ports (ip6tables' ipv6_find_hdr).
+// fragments have a protocol and no ports (ip6tables' ipv6_find_hdr), and
+// the tcp match alone ("-p tcp -m tcp", xt_tcpudp) never matches them.
 func TestBPFExtHeaders(t *testing.T) {
 	needRoot(t)
 	fw, eg := mustAddr("fc00:2::f1:0"), mustAddr("fc00:3::d6")
@@ -64,7 +65,7 @@ func TestBPFExtHeaders(t *testing.T) {
 		{"insert dstopts", must(srv6.Insert(withExt(tcp, protoDstOpts, opts), []netip.Addr{fw, eg})), true, true, true},
 		{"outer hbh encap inner frag", withExt(encap(withExt(tcp, protoFrag, frag(0, false))), protoHopOpts, opts), true, true, false},
 	}
-	for _, rule := range []string{"-p tcp --dport 22 -j DROP", "-p tcp -j DROP"} {
+	for _, rule := range []string{"-p tcp --dport 22 -j DROP", "-p tcp -j DROP", "-p tcp -m tcp -j DROP"} {
 		f := loadRules(t, rule, Config{})
 		for _, mode := range []Mode{Basic, Advanced} {
 			if err := f.SetMode(mode); err != nil {

@@ -118,6 +118,21 @@ type ruleParser struct {
 	modules map[string]bool
 	proto   int // -1 unset; the protocol -p named (for --sport/--dport)
 	target  string
+	// tcpudp: the rule loads the tcp or udp match (-m tcp|udp, or a port
+	// option, which loads it implicitly as in iptables).
+	tcpudp bool
+	// srhCmp holds, per SRH integer field, the first comparison of the
+	// current -m srh (see srhInt).
+	srhCmp map[Field]srhCmp
+	// extProto: the index in r.Conds of a -p naming an IPv6 extension
+	// header (see protocol), -1 if none.
+	extProto int
+}
+
+// srhCmp is one --srh-*-eq|gt|lt option: its spelling and value.
+type srhCmp struct {
+	opt string
+	v   uint32
 }
 
 func errAt(t token, format string, args ...any) error {
@@ -125,7 +140,7 @@ func errAt(t token, format string, args ...any) error {
 }
 
 func parseRule(toks []token) (Rule, error) {
-	p := &ruleParser{toks: toks, seen: map[string]bool{}, modules: map[string]bool{}, proto: -1}
+	p := &ruleParser{toks: toks, seen: map[string]bool{}, modules: map[string]bool{}, proto: -1, extProto: -1}
 	if w := toks[0].s; w == "ip6tables" || w == "iptables" {
 		p.i++
 	}
@@ -138,7 +153,34 @@ func parseRule(toks []token) (Rule, error) {
 		last := toks[len(toks)-1]
 		return Rule{}, &ParseError{Line: last.line, Col: last.col + len(last.s), Msg: "expected -j ACCEPT|DROP|REJECT|SEG6 at end of rule"}
 	}
+	p.finish()
 	return p.r, nil
+}
+
+// finish adds the conditions a rule implies once all its options are read.
+func (p *ruleParser) finish() {
+	hasPort := false
+	for _, c := range p.r.Conds {
+		hasPort = hasPort || c.Field == FSPort || c.Field == FDPort
+	}
+	if p.tcpudp && !hasPort {
+		// The kernel's tcp and udp matches (xt_tcpudp) are false on a
+		// non-first fragment (par->fragoff != 0) and need the transport
+		// header: "-p udp -m udp" alone still requires the ports, which
+		// are absent exactly then. A port condition says the same.
+		p.r.Conds = append(p.r.Conds, Cond{Field: FSPort, Lo: 0, Hi: 0xffff})
+	}
+	if p.extProto >= 0 {
+		for _, c := range p.r.Conds {
+			if c.Field == FFamily && c.Lo == 4 {
+				// An IPv4 rule is iptables': -p is the IPv4 header's
+				// protocol field, extension headers mean nothing there.
+				return
+			}
+		}
+		c := &p.r.Conds[p.extProto]
+		c.Lo, c.Hi = 1, 0 // the empty set: -p never, ! -p always (if present)
+	}
 }
 
 func (p *ruleParser) next(opt token, what string) (token, error) {
@@ -162,7 +204,8 @@ func (p *ruleParser) option() error {
 		t = p.toks[p.i]
 	}
 	name := canonical(t.s)
-	// -m may repeat (one match module each time: module checks that).
+	// -m may repeat (each -m loads one more match, as in iptables);
+	// options belonging to a match may be given once per match.
 	if p.seen[name] && name != "-m" {
 		return errAt(t, "option %s given twice", t.s)
 	}
@@ -180,6 +223,7 @@ func (p *ruleParser) option() error {
 	case "-i", "-o":
 		err = p.iface(t, neg, map[string]Field{"-i": FIIF, "-o": FOIF}[name])
 	case "--sport", "--dport":
+		p.tcpudp = true // iptables loads the tcp/udp match implicitly
 		err = p.port(t, neg, map[string]Field{"--sport": FSPort, "--dport": FDPort}[name])
 	case "-m":
 		negatable = false
@@ -388,33 +432,48 @@ func normPrefix(p netip.Prefix) netip.Prefix {
 	return p
 }
 
-var protoNames = map[string]uint32{
-	"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "ipv6-icmp": 58, "icmp6": 58,
-	"ipv6": 41, "ipip": 4, "ipencap": 4, "sctp": 132, "gre": 47, "esp": 50, "ah": 51,
+// isExtHdr reports whether proto is an IPv6 extension header that
+// ip6tables' ipv6_find_hdr walks over when it looks for -p's protocol
+// (Hop-by-Hop is 0, which -p reads as "all").
+func isExtHdr(proto uint32) bool {
+	return proto == protoRouting || proto == protoFrag || proto == protoAH || proto == protoDstOpts
 }
 
+// protocol reads -p as ip6tables-legacy does. A name is looked up in
+// /etc/protocols' names (protocolNumbers), so "ipencap" is 4 and "ipip"
+// is 94. 0 ("all", "hopopt", "ip") is every protocol and cannot be
+// negated (ip6tables: "rule would never match protocol"). -p compares
+// the header ipv6_find_hdr stops at, which is never a Routing,
+// Fragment, Destination Options or AH header: "-p ipv6-route" never
+// matches and "! -p ipv6-route" matches every packet (ip6tables warns
+// "never matched protocol"); finish makes it so unless the rule is an
+// IPv4 one. 59 (ipv6-nonxt) is where the walk stops on a packet with no
+// next header, so it matches those.
 func (p *ruleParser) protocol(opt token, neg bool) error {
-	a, err := p.next(opt, "a protocol (tcp, udp, icmp, icmpv6, all or a number)")
+	a, err := p.next(opt, "a protocol (a name, all or 0..255)")
 	if err != nil {
 		return err
 	}
 	name := strings.ToLower(a.s)
-	if name == "all" {
-		if neg {
-			return errAt(a, "! -p all matches nothing")
-		}
-		return nil
-	}
-	v, ok := protoNames[name]
+	v, ok := protocolNumbers[name]
 	if !ok {
 		n, err := strconv.ParseUint(name, 10, 8)
 		if err != nil {
-			return errAt(a, "expected a protocol (tcp, udp, icmp, icmpv6, all or 0..255), got %q", a.s)
+			return errAt(a, "expected a protocol (tcp, udp, icmpv6, a name of /etc/protocols, all or 0..255), got %q", a.s)
 		}
 		v = uint32(n)
 	}
+	if v == 0 {
+		if neg {
+			return errAt(a, "! -p %s matches nothing (0 is every protocol; ip6tables refuses it too)", a.s)
+		}
+		return nil
+	}
 	if !neg {
 		p.proto = int(v)
+	}
+	if isExtHdr(v) {
+		p.extProto = len(p.r.Conds)
 	}
 	p.r.Conds = append(p.r.Conds, Cond{Field: FProto, Neg: neg, Lo: v, Hi: v})
 	return nil
@@ -496,6 +555,20 @@ func (p *ruleParser) srhInt(opt token, neg bool, f Field, name string) error {
 		return errAt(a, "expected a number in 0..%d after %s, got %q", max, opt.s, a.s)
 	}
 	v := uint32(n)
+	if f == FHdrLen || f == FSegsLeft || f == FLastEntry {
+		// ip6t_srh has one value per field for its eq, gt and lt
+		// comparisons: libip6t_srh overwrites it with each option, so
+		// "--srh-segs-left-gt 0 --srh-segs-left-lt 3" is "gt 3 and lt 3"
+		// in the kernel (ip6tables -S shows it so) and matches nothing.
+		// The same value twice (ip6tables-save's output) means what it
+		// means there; different values are refused rather than
+		// silently read either way.
+		if prev, ok := p.srhCmp[f]; ok && prev.v != v {
+			return errAt(a, "%s %d after %s %d in one -m srh: ip6tables keeps one value per SRH field and compares with the last one given (%s %d %s %d, which it shows with -S); give each comparison its own -m srh to require both",
+				opt.s, v, prev.opt, prev.v, prev.opt, v, opt.s, v)
+		}
+		p.srhCmp[f] = srhCmp{opt.s, v}
+	}
 	c := Cond{Field: f, Neg: neg, Lo: v, Hi: v}
 	switch {
 	case strings.HasSuffix(name, "-gt"):
@@ -520,13 +593,23 @@ func (p *ruleParser) module(opt token) error {
 	if name == "icmpv6" {
 		name = "icmp6"
 	}
-	if p.modules[name] {
-		return errAt(a, "match module %s given twice", a.s)
-	}
+	// A match may be loaded more than once (ip6tables-save prints
+	// "-p tcp -m tcp --dport 5 -m tcp --sport 3"): every instance must
+	// hold, and each takes its own options, so the options of this
+	// module may be given again after it.
 	switch name {
 	case "srh":
+		if !p.modules["srh"] {
+			p.r.Conds = append(p.r.Conds, Cond{Field: FSRH, Lo: 1, Hi: 1})
+		}
 		p.modules["srh"] = true
-		p.r.Conds = append(p.r.Conds, Cond{Field: FSRH, Lo: 1, Hi: 1})
+		p.srhCmp = map[Field]srhCmp{}
+		for o := range srhAddrOpts {
+			delete(p.seen, o)
+		}
+		for o := range srhIntOpts {
+			delete(p.seen, o)
+		}
 	case "tcp", "udp", "icmp", "icmp6":
 		// iptables loads -m tcp only for -p tcp (and so on).
 		want := map[string]int{"tcp": 6, "udp": 17, "icmp": 1, "icmp6": 58}[name]
@@ -534,6 +617,11 @@ func (p *ruleParser) module(opt token) error {
 			return errAt(a, "expected -p %s before -m %s", name, a.s)
 		}
 		p.modules[name] = true
+		if name == "tcp" || name == "udp" {
+			p.tcpudp = true
+			delete(p.seen, "--sport")
+			delete(p.seen, "--dport")
+		}
 	default:
 		return errAt(a, "expected module srh, tcp, udp, icmp or icmp6, got %q", a.s)
 	}

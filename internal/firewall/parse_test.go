@@ -5,6 +5,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/srv6"
 )
 
 func TestParseRules(t *testing.T) {
@@ -110,7 +113,15 @@ func TestParseErrors(t *testing.T) {
 		{"-i eth+ -j DROP", "1:4: expected an interface name"},
 		{"-s 10.0.0.1 -d fc00::1 -j DROP", "1:16: -d mixes IPv4 and IPv6"},
 		{"-m srh --srh-psid 10.0.0.1 -j DROP", "1:19: expected an IPv6 address"},
-		{"-m srh -m srh -j DROP", "1:11: match module srh given twice"},
+		{"! -p 0 -j DROP", "1:6: ! -p 0 matches nothing"},
+		{"! -p all -j DROP", "1:6: ! -p all matches nothing"},
+		{"-p ipv4x -j DROP", "1:4: expected a protocol"},
+		{"-m srh --srh-segs-left-gt 0 --srh-segs-left-lt 3 -j DROP", "1:48: --srh-segs-left-lt 3 after --srh-segs-left-gt 0 in one -m srh: ip6tables keeps one value"},
+		{"-m srh --srh-hdr-len-eq 4 ! --srh-len-gt 2 -j DROP", "1:42: --srh-len-gt 2 after --srh-hdr-len-eq 4"},
+		{"-m srh --srh-tag 1 --srh-tag 1 -j DROP", "1:20: option --srh-tag given twice"},
+		{"-m srh --srh-tag 1 -m udp --srh-tag 2 -j DROP", "1:23: expected -p udp before -m udp"},
+		{"-p udp --dport 1 --dport 2 -j DROP", "1:18: option --dport given twice"},
+		{"-p udp -m udp --dport 1 -m srh --dport 2 -j DROP", "1:32: option --dport given twice"},
 		{"-m tcp --dport 22 -j DROP", "1:4: expected -p tcp before -m tcp"},
 		{"-p udp -m tcp -j DROP", "1:11: expected -p tcp before -m tcp"},
 	}
@@ -127,6 +138,108 @@ func TestParseErrors(t *testing.T) {
 	_, err := Parse("-j FOO\n-j DROP\n-p x -j DROP\n")
 	if err == nil || !strings.Contains(err.Error(), "1:4") || !strings.Contains(err.Error(), "3:4") {
 		t.Errorf("multi-error: %v", err)
+	}
+}
+
+// TestParseIP6tablesSave: rules as ip6tables-legacy-save prints them
+// mean here what they mean there (checked against the kernel by
+// test/e2e TestFirewallVsIP6tables).
+func TestParseIP6tablesSave(t *testing.T) {
+	cases := []struct {
+		src  string
+		want []Cond // the rule's conditions, in order
+	}{
+		// -p 0 is every protocol (xtables_parse_protocol; "all",
+		// "hopopt" and "ip" are 0 too): no condition.
+		{"-p 0 -j DROP", nil},
+		{"-p all -j DROP", nil},
+		{"-p HOPOPT -j DROP", nil},
+		// /etc/protocols names, as ip6tables-save prints them.
+		{"-p ipencap -j DROP", []Cond{{Field: FProto, Lo: 4, Hi: 4}}},
+		{"-p ipv4 -j DROP", []Cond{{Field: FProto, Lo: 4, Hi: 4}}},
+		{"-p ipip -j DROP", []Cond{{Field: FProto, Lo: 94, Hi: 94}}},
+		{"-p ipv6 -j DROP", []Cond{{Field: FProto, Lo: 41, Hi: 41}}},
+		{"-p ipv6-nonxt -j DROP", []Cond{{Field: FProto, Lo: 59, Hi: 59}}},
+		{"-p mobility-header -j DROP", []Cond{{Field: FProto, Lo: 135, Hi: 135}}},
+		{"-p ipv6-icmp -j DROP", []Cond{{Field: FProto, Lo: 58, Hi: 58}}},
+		// Extension headers are never -p's protocol (ipv6_find_hdr
+		// walks over them): the empty set, negated or not.
+		{"-p ipv6-route -j DROP", []Cond{{Field: FProto, Lo: 1, Hi: 0}}},
+		{"! -p ipv6-frag -j DROP", []Cond{{Field: FProto, Neg: true, Lo: 1, Hi: 0}}},
+		{"-p ipv6-opts -j DROP", []Cond{{Field: FProto, Lo: 1, Hi: 0}}},
+		{"-p ah -j DROP", []Cond{{Field: FProto, Lo: 1, Hi: 0}}},
+		{"-p 43 -j DROP", []Cond{{Field: FProto, Lo: 1, Hi: 0}}},
+		// ... but an IPv4 rule compares the IPv4 protocol field.
+		{"-s 10.0.0.0/8 -p ah -j DROP", []Cond{{Field: FSrc, Prefix: netip.MustParsePrefix("::ffff:10.0.0.0/104")}, {Field: FFamily, Lo: 4, Hi: 4}, {Field: FProto, Lo: 51, Hi: 51}}},
+		// The tcp/udp match needs a transport header (no non-first
+		// fragment): an implicit port-present condition.
+		{"-p udp -m udp -j DROP", []Cond{{Field: FProto, Lo: 17, Hi: 17}, {Field: FSPort, Lo: 0, Hi: 0xffff}}},
+		{"-p tcp -m tcp -j DROP", []Cond{{Field: FProto, Lo: 6, Hi: 6}, {Field: FSPort, Lo: 0, Hi: 0xffff}}},
+		{"-p tcp -j DROP", []Cond{{Field: FProto, Lo: 6, Hi: 6}}},
+		{"-p tcp -m tcp ! --dport 22 -j DROP", []Cond{{Field: FProto, Lo: 6, Hi: 6}, {Field: FDPort, Neg: true, Lo: 22, Hi: 22}}},
+		// A match loaded twice: both instances hold.
+		{"-p udp -m udp --dport 5 -m udp --dport 6 -j DROP", []Cond{{Field: FProto, Lo: 17, Hi: 17}, {Field: FDPort, Lo: 5, Hi: 5}, {Field: FDPort, Lo: 6, Hi: 6}}},
+		{"-m srh --srh-segs-left-gt 0 -m srh --srh-segs-left-lt 3 -j DROP", []Cond{{Field: FSRH, Lo: 1, Hi: 1}, {Field: FSegsLeft, Lo: 1, Hi: 255}, {Field: FSegsLeft, Lo: 0, Hi: 2}}},
+		// One value per SRH field and -m srh: what ip6tables -S shows
+		// for "--srh-segs-left-gt 0 --srh-segs-left-lt 3" is accepted
+		// and, as in the kernel, matches nothing.
+		{"-m srh --srh-segs-left-gt 3 --srh-segs-left-lt 3 -j DROP", []Cond{{Field: FSRH, Lo: 1, Hi: 1}, {Field: FSegsLeft, Lo: 4, Hi: 255}, {Field: FSegsLeft, Lo: 0, Hi: 2}}},
+	}
+	for _, c := range cases {
+		rules, err := Parse(c.src)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.src, err)
+			continue
+		}
+		got := rules[0].Conds
+		if len(got) != len(c.want) {
+			t.Errorf("Parse(%q) = %+v, want %+v", c.src, got, c.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Errorf("Parse(%q) cond %d = %+v, want %+v", c.src, i, got[i], c.want[i])
+			}
+		}
+	}
+}
+
+// TestModelFragmentPorts: the Go model of "-p udp -m udp" on fragments
+// (xt_tcpudp: a non-first fragment never matches), outer and inner.
+func TestModelFragmentPorts(t *testing.T) {
+	udp := srv6.UDP6(mustAddr("fc00:1::1"), mustAddr("fc00:d2::1"), 4000, 53, []byte("0123456789abcdef"))
+	encap := func(inner []byte) []byte {
+		return must(srv6.Encap(mustAddr("fc00:12::1"), []netip.Addr{mustAddr("fc00:2::f1:0"), mustAddr("fc00:3::d6")}, inner))
+	}
+	cases := []struct {
+		name string
+		pkt  []byte
+		mode Mode
+		want bool // "-p udp -m udp -j DROP" drops it
+	}{
+		{"plain", udp, Advanced, true},
+		{"first fragment", withExt(udp, protoFrag, frag(0, true)), Advanced, true},
+		{"non-first fragment", withExt(udp, protoFrag, frag(2, false)), Advanced, false},
+		{"non-first fragment basic", withExt(udp, protoFrag, frag(2, true)), Basic, false},
+		{"encap inner non-first", encap(withExt(udp, protoFrag, frag(2, false))), Basic, false},
+		{"encap inner first", encap(withExt(udp, protoFrag, frag(0, true))), Basic, true},
+	}
+	for _, rule := range []string{"-p udp -m udp -j DROP", "-p udp -m udp ! --sport 7 -j DROP"} {
+		rules, err := Parse(rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			o := Decide(c.pkt, Config{Mode: c.mode, Rules: rules}, 1)
+			if got := o.Drop == drop.FWRule; got != c.want {
+				t.Errorf("%q %s: dropped=%v want %v", rule, c.name, got, c.want)
+			}
+		}
+	}
+	// -p udp alone is the protocol of the fragment header: it matches.
+	rules, _ := Parse("-p udp -j DROP")
+	if o := Decide(withExt(udp, protoFrag, frag(2, false)), Config{Mode: Advanced, Rules: rules}, 1); o.Drop != drop.FWRule {
+		t.Errorf("-p udp on a non-first fragment: %v, want dropped", o.Drop)
 	}
 }
 

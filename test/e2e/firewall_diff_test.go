@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/firewall"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/srv6"
@@ -66,10 +67,37 @@ var (
 	fwDiffPlens = []int{16, 32, 64, 127, 128}
 )
 
-// fwDiffRule is a random ip6tables rule with srh options, outer -s/-d,
-// -p and ports, each possibly negated.
-func fwDiffRule(r *rand.Rand) string {
-	var b strings.Builder
+// fwClass names the rule forms whose meaning this test pins down beyond
+// plain options: each has a mutation (the wrong reading srchain had, or
+// an easy one to make) that must disagree with the kernel somewhere, so
+// the test could fail for each of them.
+type fwClass uint8
+
+const (
+	fwNone      fwClass = iota
+	fwTCPUDP            // -p tcp|udp -m tcp|udp with no port option: never a non-first fragment
+	fwProto0            // -p 0|all|hopopt: every protocol
+	fwProtoName         // -p NAME from /etc/protocols, extension headers included
+	fwSameVal           // two comparisons, one value, on one SRH field (ip6tables-save's form)
+	fwTwoSRH            // two -m srh: both hold
+	fwClasses
+)
+
+var fwClassNames = [fwClasses]string{"plain", "tcp/udp match without ports", "-p 0", "-p name", "one SRH field twice", "two -m srh"}
+
+// fwPart is a piece of a rule's text; alt replaces it in the mutation of
+// its class.
+type fwPart struct {
+	s, alt string
+	class  fwClass
+}
+
+// fwDiffRule is a random ip6tables rule (as ip6tables-legacy-save
+// prints it) with srh options, outer -s/-d, -p and ports, each possibly
+// negated, in parts (see fwPart).
+func fwDiffRule(r *rand.Rand) []fwPart {
+	var parts []fwPart
+	add := func(format string, args ...any) { parts = append(parts, fwPart{s: fmt.Sprintf(format, args...)}) }
 	neg := func() string {
 		if r.IntN(3) == 0 {
 			return "! "
@@ -81,57 +109,172 @@ func fwDiffRule(r *rand.Rand) string {
 		return netip.PrefixFrom(a, fwDiffPlens[r.IntN(len(fwDiffPlens))]).Masked().String()
 	}
 	if r.IntN(4) == 0 {
-		fmt.Fprintf(&b, "%s-s %s ", neg(), pfx())
+		add("%s-s %s ", neg(), pfx())
 	}
 	if r.IntN(4) == 0 {
-		fmt.Fprintf(&b, "%s-d %s ", neg(), pfx())
+		add("%s-d %s ", neg(), pfx())
 	}
-	if r.IntN(5) == 0 {
+	switch k := r.IntN(10); {
+	case k < 3:
 		proto := []string{"tcp", "udp"}[r.IntN(2)]
-		fmt.Fprintf(&b, "-p %s ", proto)
-		if r.IntN(2) == 0 {
-			lo := 70 + r.IntN(20)
-			fmt.Fprintf(&b, "%s--dport %d:%d ", neg(), lo, lo+r.IntN(20))
+		switch r.IntN(3) {
+		case 0: // the match alone: mutated, it reads non-first fragments
+			parts = append(parts, fwPart{s: fmt.Sprintf("-p %s -m %s ", proto, proto), alt: fmt.Sprintf("-p %s ", proto), class: fwTCPUDP})
+		case 1:
+			lo := 60 + r.IntN(40)
+			add("-p %s -m %s %s--dport %d:%d ", proto, proto, neg(), lo, lo+r.IntN(20))
+		default:
+			lo := 60 + r.IntN(40)
+			add("-p %s -m %s %s--sport 1000 -m %s %s--dport %d:%d ", proto, proto, neg(), proto, neg(), lo, lo+r.IntN(20))
 		}
-	} else if r.IntN(6) == 0 {
-		fmt.Fprintf(&b, "%s-p %d ", neg(), []int{41, 4}[r.IntN(2)])
+	case k < 4:
+		// Mutated: protocol number 0 literally (what srchain read),
+		// which the walk never stops at, like 255 here.
+		parts = append(parts, fwPart{s: fmt.Sprintf("-p %s ", []string{"0", "all", "hopopt"}[r.IntN(3)]), alt: "-p 255 ", class: fwProto0})
+	case k < 6:
+		name := []string{"ipv6-nonxt", "ipv6-opts", "ipv6-route", "ipv6-frag", "ah", "ipencap", "ipv6", "41", "4", "59", "43"}[r.IntN(11)]
+		n := neg()
+		alt := "! "
+		if n != "" {
+			alt = ""
+		}
+		parts = append(parts, fwPart{s: fmt.Sprintf("%s-p %s ", n, name), alt: fmt.Sprintf("%s-p %s ", alt, name), class: fwProtoName})
 	}
+	verdict := []string{"-j ACCEPT", "-j DROP"}[r.IntN(2)]
 	if r.IntN(4) == 0 {
 		// No srh match: plain ip6tables options only (-p and ports see
 		// through extension headers, as ipv6_find_hdr).
-		if b.Len() == 0 {
-			fmt.Fprintf(&b, "%s-p %s ", neg(), []string{"tcp", "udp", "41", "4"}[r.IntN(4)])
+		if len(parts) == 0 {
+			add("%s-p %s ", neg(), []string{"tcp", "udp", "41", "4"}[r.IntN(4)])
 		}
-		b.WriteString([]string{"-j ACCEPT", "-j DROP"}[r.IntN(2)])
-		return b.String()
+		add("%s", verdict)
+		return parts
 	}
-	b.WriteString("-m srh ")
-	opts := []func(){
-		func() { fmt.Fprintf(&b, "%s--srh-next-hdr %d ", neg(), []int{41, 4, 6, 17}[r.IntN(4)]) },
-		func() {
-			fmt.Fprintf(&b, "%s--srh-hdr-len-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], 2*(1+r.IntN(4)))
-		},
-		func() {
-			fmt.Fprintf(&b, "%s--srh-segs-left-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], r.IntN(4))
-		},
-		func() {
-			fmt.Fprintf(&b, "%s--srh-last-entry-%s %d ", neg(), []string{"eq", "gt", "lt"}[r.IntN(3)], r.IntN(4))
-		},
-		func() { fmt.Fprintf(&b, "%s--srh-tag %d ", neg(), []int{0, 1, 256}[r.IntN(3)]) },
-		func() { fmt.Fprintf(&b, "%s--srh-psid %s ", neg(), pfx()) },
-		func() { fmt.Fprintf(&b, "%s--srh-nsid %s ", neg(), pfx()) },
-		func() { fmt.Fprintf(&b, "%s--srh-lsid %s ", neg(), pfx()) },
+	// srh adds one -m srh with 1-3 options; an integer field sometimes
+	// gets two comparisons with one value.
+	srh := func() []fwPart {
+		ps := []fwPart{{s: "-m srh "}}
+		one := func(format string, args ...any) { ps = append(ps, fwPart{s: fmt.Sprintf(format, args...)}) }
+		intOpt := func(name string, v int) {
+			cmps := r.Perm(3)
+			opt := func(i int) string {
+				return fmt.Sprintf("%s--srh-%s-%s %d ", neg(), name, []string{"eq", "gt", "lt"}[cmps[i]], v)
+			}
+			if r.IntN(3) == 0 {
+				// Mutated: only the first comparison kept.
+				ps = append(ps, fwPart{s: opt(0)}, fwPart{s: opt(1), class: fwSameVal})
+				return
+			}
+			one("%s", opt(0))
+		}
+		opts := []func(){
+			func() { one("%s--srh-next-hdr %d ", neg(), []int{41, 4, 6, 17, 59, 44}[r.IntN(6)]) },
+			func() { intOpt("hdr-len", 2*(1+r.IntN(4))) },
+			func() { intOpt("segs-left", r.IntN(4)) },
+			func() { intOpt("last-entry", r.IntN(4)) },
+			func() { one("%s--srh-tag %d ", neg(), []int{0, 1, 256}[r.IntN(3)]) },
+			func() { one("%s--srh-psid %s ", neg(), pfx()) },
+			func() { one("%s--srh-nsid %s ", neg(), pfx()) },
+			func() { one("%s--srh-lsid %s ", neg(), pfx()) },
+		}
+		for _, k := range r.Perm(len(opts))[:1+r.IntN(3)] {
+			opts[k]()
+		}
+		return ps
 	}
-	for _, k := range r.Perm(len(opts))[:1+r.IntN(3)] {
-		opts[k]()
+	parts = append(parts, srh()...)
+	if r.IntN(4) == 0 {
+		// Mutated: the second match left out.
+		for _, p := range srh() {
+			parts = append(parts, fwPart{s: p.s, class: fwTwoSRH})
+		}
 	}
-	b.WriteString([]string{"-j ACCEPT", "-j DROP"}[r.IntN(2)])
-	return b.String()
+	add("%s", verdict)
+	return parts
+}
+
+// fwText is a rule's text, with the parts of class mut mutated
+// (fwNone: as generated).
+func fwText(parts []fwPart, mut fwClass) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if mut != fwNone && p.class == mut {
+			b.WriteString(p.alt)
+		} else {
+			b.WriteString(p.s)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// fwLastExt walks b's Hop-by-Hop, Destination Options, Routing and
+// Fragment headers: nhOff is the offset of the last next-header byte,
+// off where the header it names starts.
+func fwLastExt(b []byte) (nhOff, off int) {
+	nhOff, off = 6, 40
+	for {
+		switch b[nhOff] {
+		case 0, 43, 60:
+			nhOff, off = off, off+(int(b[off+1])+1)*8
+		case 44:
+			nhOff, off = off, off+8
+		default:
+			return nhOff, off
+		}
+	}
+}
+
+// fwFragment inserts a fragment header (offset in 8-byte units, M flag)
+// behind b's extension headers, before its transport or inner packet:
+// offset 0 is a first fragment, which keeps its ports; any other offset
+// is a non-first fragment, whose bytes behind the header are not a
+// transport header (ip6tables' tcp/udp matches never match it). Its next
+// header is never an extension header (see "kernel differences" in
+// docs/firewall.md: ip6tables drops such a non-first fragment at the
+// first rule with -p).
+func fwFragment(b []byte, offset uint16, more bool) []byte {
+	nhOff, off := fwLastExt(b)
+	fo := offset << 3
+	if more {
+		fo |= 1
+	}
+	h := []byte{b[nhOff], 0, byte(fo >> 8), byte(fo), 0, 0, 0x12, 0x34}
+	out := append(append(append([]byte(nil), b[:off]...), h...), b[off:]...)
+	out[nhOff] = 44
+	binary.BigEndian.PutUint16(out[4:], uint16(len(out)-40))
+	return out
+}
+
+// fwNoNext makes b end its header chain with No Next Header (59): what
+// follows its last extension header is payload nobody parses.
+func fwNoNext(b []byte) []byte {
+	nhOff, _ := fwLastExt(b)
+	b[nhOff] = 59
+	return b
 }
 
 // fwDiffPacket is a random valid SRv6 packet (encap IPv6/IPv4 or insert
-// TCP/UDP, 1-4 SIDs, any SL up to last entry + 1, tag) whose flow label carries id.
+// TCP/UDP, 1-4 SIDs, any SL up to last entry + 1, tag) whose flow label
+// carries id; a third are fragments (half of them non-first), a few
+// end in No Next Header.
 func fwDiffPacket(r *rand.Rand, id uint32) []byte {
+	b := fwDiffPacket0(r)
+	if r.IntN(12) == 0 {
+		b = fwNoNext(b)
+	}
+	if r.IntN(3) == 0 {
+		off := uint16(0)
+		if r.IntN(2) == 0 {
+			off = uint16(1 + r.IntN(300))
+		}
+		b = fwFragment(b, off, r.IntN(2) == 0)
+	}
+	b[1] = b[1]&0xf0 | byte(id>>16)&0x0f
+	b[2], b[3] = byte(id>>8), byte(id)
+	return b
+}
+
+func fwDiffPacket0(r *rand.Rand) []byte {
 	sid := func() netip.Addr { return netip.MustParseAddr(fwDiffSIDs[r.IntN(len(fwDiffSIDs))]) }
 	travel := make([]netip.Addr, 1+r.IntN(4))
 	for i := range travel {
@@ -159,8 +302,6 @@ func fwDiffPacket(r *rand.Rand, id uint32) []byte {
 		if r.IntN(2) == 0 {
 			b = dstopts(b)
 		}
-		b[1] = b[1]&0xf0 | byte(id>>16)&0x0f
-		b[2], b[3] = byte(id>>8), byte(id)
 		return b
 	}
 	switch r.IntN(4) {
@@ -192,8 +333,6 @@ func fwDiffPacket(r *rand.Rand, id uint32) []byte {
 	if r.IntN(5) == 0 {
 		b = dstopts(b) // before the SRH
 	}
-	b[1] = b[1]&0xf0 | byte(id>>16)&0x0f
-	b[2], b[3] = byte(id>>8), byte(id)
 	return b
 }
 
@@ -204,6 +343,7 @@ func fwDiffPacket(r *rand.Rand, id uint32) []byte {
 // decision for every packet.
 func TestFirewallVsIP6tables(t *testing.T) {
 	fwNeedRoot(t)
+	testutil.RequireTool(t, "ip6tables-legacy-restore")
 	ns := fwNS(t, "k")
 	fwRun(t, ns,
 		"ip link add fwi0 type veth peer name fwk0",
@@ -260,14 +400,26 @@ func TestFirewallVsIP6tables(t *testing.T) {
 	r := rand.New(rand.NewPCG(2026, 11))
 	const rounds, perRound, nRules = 4, 1000, 24
 	id := uint32(1)
+	var caught [fwClasses]int // per class, packets its mutation decides unlike the kernel
 	for round := 0; round < rounds; round++ {
 		texts := make([]string, nRules)
+		var mutated [fwClasses][]string
 		for i := range texts {
-			texts[i] = fwDiffRule(r)
+			parts := fwDiffRule(r)
+			texts[i] = fwText(parts, fwNone)
+			for c := fwNone + 1; c < fwClasses; c++ {
+				mutated[c] = append(mutated[c], fwText(parts, c))
+			}
 		}
 		rules, err := firewall.Parse(strings.Join(texts, "\n"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		var mutRules [fwClasses][]firewall.Rule
+		for c := fwNone + 1; c < fwClasses; c++ {
+			if mutRules[c], err = firewall.Parse(strings.Join(mutated[c], "\n")); err != nil {
+				t.Fatalf("mutation %s: %v", fwClassNames[c], err)
+			}
 		}
 		if err := fw.Update(firewall.Config{Mode: firewall.Advanced, Rules: rules}); err != nil {
 			t.Fatal(err)
@@ -346,6 +498,16 @@ func TestFirewallVsIP6tables(t *testing.T) {
 			if want[i] {
 				accepted++
 			}
+			// The Go model agrees with the BPF program, and each
+			// mutation is caught somewhere.
+			if o := firewall.Decide(pkts[i], firewall.Config{Mode: firewall.Advanced, Rules: rules}, 0); (o.Drop == drop.None) != want[i] {
+				t.Errorf("round %d packet %d: model accepted=%v (rule %d), bpf accepted=%v", round, i, o.Drop == drop.None, o.Rule, want[i])
+			}
+			for c := fwNone + 1; c < fwClasses; c++ {
+				if o := firewall.Decide(pkts[i], firewall.Config{Mode: firewall.Advanced, Rules: mutRules[c]}, 0); (o.Drop == drop.None) != got[i] {
+					caught[c]++
+				}
+			}
 			if got[i] != want[i] {
 				mismatches++
 				if mismatches <= 5 {
@@ -366,6 +528,16 @@ func TestFirewallVsIP6tables(t *testing.T) {
 		}
 		if mismatches > 0 {
 			t.Logf("rules:\n%s", strings.Join(texts, "\n"))
+		}
+	}
+	// Sanity: the test can fail. Each class's mutation (the reading
+	// srchain had, or an easy wrong one) disagrees with the kernel on
+	// some packets, so those rule forms really were decided by the
+	// packets above.
+	for c := fwNone + 1; c < fwClasses; c++ {
+		t.Logf("mutation %q: %d packets decided unlike the kernel", fwClassNames[c], caught[c])
+		if caught[c] == 0 {
+			t.Errorf("mutation %q agrees with the kernel on every packet: the test does not exercise it", fwClassNames[c])
 		}
 	}
 }
@@ -393,10 +565,12 @@ func fwHtons(v uint16) uint16 { return v<<8 | v>>8 }
 func fwRestore(t *testing.T, ns *netns.NS, rules string) error {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	cmd := ns.Command(ctx, "ip6tables-restore")
+	// The classic xtables semantics (see MACHINE-NOTES): the nf_tables
+	// backend's ports read non-first fragments and its -p stops at AH.
+	cmd := ns.Command(ctx, "ip6tables-legacy-restore")
 	cmd.Stdin = strings.NewReader(rules)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ip6tables-restore: %v: %s", err, out)
+		return fmt.Errorf("ip6tables-legacy-restore: %v: %s", err, out)
 	}
 	return nil
 }

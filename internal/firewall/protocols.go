@@ -1,0 +1,71 @@
+package firewall
+
+// protocolNumbers maps the protocol names ip6tables accepts after -p to
+// their numbers. xtables_parse_protocol looks a name up with
+// getprotobyname, so ip6tables-save prints /etc/protocols names
+// ("ipencap" for 4, "ipv6", "mobility-header", ...) and reads them back
+// the same way ("ipip" is 94 there, not 4). The table holds Debian
+// netbase 6.4's /etc/protocols (names and aliases, lower case:
+// ip6tables lower-cases -p's argument), the names iptables knows itself
+// (xtables_chain_protos: icmpv6, mh, ipv6-mh) and "ipv4", the IANA
+// keyword for 4 that other distributions' /etc/protocols use. Built in,
+// so a rule means the same on every host.
+var protocolNumbers = map[string]uint32{
+	"all": 0, "icmpv6": 58, "icmp6": 58, "mh": 135, "ipv6-mh": 135, "ipv4": 4,
+	"ip":      0,
+	"hopopt":  0,
+	"icmp":    1,
+	"igmp":    2,
+	"ggp":     3,
+	"ipencap": 4, "ip-encap": 4,
+	"st":         5,
+	"tcp":        6,
+	"egp":        8,
+	"igp":        9,
+	"pup":        12,
+	"udp":        17,
+	"hmp":        20,
+	"xns-idp":    22,
+	"rdp":        27,
+	"iso-tp4":    29,
+	"dccp":       33,
+	"xtp":        36,
+	"ddp":        37,
+	"idpr-cmtp":  38,
+	"ipv6":       41,
+	"ipv6-route": 43,
+	"ipv6-frag":  44,
+	"idrp":       45,
+	"rsvp":       46,
+	"gre":        47,
+	"esp":        50, "ipsec-esp": 50,
+	"ah": 51, "ipsec-ah": 51,
+	"skip":       57,
+	"ipv6-icmp":  58,
+	"ipv6-nonxt": 59,
+	"ipv6-opts":  60,
+	"rspf":       73, "cphb": 73,
+	"vmtp":  81,
+	"eigrp": 88,
+	"ospf":  89, "ospfigp": 89,
+	"ax.25":           93,
+	"ipip":            94,
+	"etherip":         97,
+	"encap":           98,
+	"pim":             103,
+	"ipcomp":          108,
+	"vrrp":            112,
+	"l2tp":            115,
+	"isis":            124,
+	"sctp":            132,
+	"fc":              133,
+	"mobility-header": 135,
+	"udplite":         136,
+	"mpls-in-ip":      137,
+	"manet":           138,
+	"hip":             139,
+	"shim6":           140,
+	"wesp":            141,
+	"rohc":            142,
+	"ethernet":        143,
+}
