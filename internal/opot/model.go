@@ -3,6 +3,8 @@ package opot
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 )
 
 // RND layout (docs/opot.md "Anti-replay"). The headend's RND is not 61
@@ -215,3 +217,26 @@ func (v *Verifier) Check(m Meta) (seq uint64, err error) {
 	s.w.Update(seq)
 	return seq, nil
 }
+
+// String is redacted: a Headend holds key material.
+func (h *Headend) String() string {
+	return fmt.Sprintf("opot.Headend{slot=%d seq=%d keys=%s}", h.slot, h.seq, redacted)
+}
+
+// Format makes every verb print String.
+func (h *Headend) Format(st fmt.State, _ rune) { _, _ = io.WriteString(st, h.String()) }
+
+// String is redacted: a Verifier holds key material.
+func (v *Verifier) String() string {
+	var b strings.Builder
+	b.WriteString("opot.Verifier{")
+	for i, s := range v.slots {
+		if s != nil {
+			fmt.Fprintf(&b, "slot%d: top=%d keys=%s ", i, s.w.Top(), redacted)
+		}
+	}
+	return strings.TrimSpace(b.String()) + "}"
+}
+
+// Format makes every verb print String.
+func (v *Verifier) Format(st fmt.State, _ rune) { _, _ = io.WriteString(st, v.String()) }

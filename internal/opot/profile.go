@@ -60,8 +60,10 @@ func (r Role) String() string {
 }
 
 // secrets is everything of a profile that must not leak. A Profile holds
-// it behind a pointer so that even reflection-based printing of a struct
-// that embeds a Profile in an unexported field shows an address, not keys.
+// it behind a func value: fmt prints a func as an address whatever the
+// depth and verb, whereas a struct pointer in an unexported field (where
+// fmt cannot call our Format) is expanded by a bad verb such as %s on
+// the enclosing struct (TestProfileRedacted).
 type secrets struct {
 	f     Field
 	poly1 []uint64 // a_0 = s, a_1..a_{k-1} (seed 003 III-A2 f_1)
@@ -78,7 +80,14 @@ type secrets struct {
 // GoString, MarshalJSON, MarshalText and LogValue are redacted; only
 // MarshalSecrets writes key material.
 type Profile struct {
-	sec *secrets
+	keys func() *secrets
+}
+
+func (p Profile) secrets() *secrets {
+	if p.keys == nil {
+		return nil
+	}
+	return p.keys()
 }
 
 // Generate returns a fresh profile for k nodes from crypto/rand.
@@ -242,16 +251,16 @@ func newProfileChecked(f Field, poly1, poly2, x []uint64, links []Mask, strict b
 			}
 		}
 	}
-	return &Profile{sec: s}, nil
+	return &Profile{keys: func() *secrets { return s }}, nil
 }
 
 func clone(v []uint64) []uint64 { return append([]uint64(nil), v...) }
 
 // K returns the number of nodes.
-func (p *Profile) K() int { return len(p.sec.x) }
+func (p *Profile) K() int { return len(p.secrets().x) }
 
 // Field returns the profile's field.
-func (p *Profile) Field() Field { return p.sec.f }
+func (p *Profile) Field() Field { return p.secrets().f }
 
 // Fingerprint names the key material without revealing it: the first 8
 // bytes of SHA-256 over the secret encoding, in hex. Operators compare
@@ -282,7 +291,7 @@ type NodeParams struct {
 
 // Node returns node j's parameters (0 = headend, K()-1 = verifier).
 func (p *Profile) Node(j int) (NodeParams, error) {
-	s := p.sec
+	s := p.secrets()
 	k := len(s.x)
 	if j < 0 || j >= k {
 		return NodeParams{}, fmt.Errorf("node %d of %d: %w", j, k, ErrProfile)
@@ -307,22 +316,22 @@ func (p *Profile) Node(j int) (NodeParams, error) {
 
 const redacted = "[redacted]"
 
-func (p *Profile) String() string {
-	if p == nil || p.sec == nil {
+func (p Profile) String() string {
+	if p.secrets() == nil {
 		return "opot.Profile(nil)"
 	}
-	return fmt.Sprintf("opot.Profile{p=%d k=%d keys=%s fingerprint=%s}", p.sec.f.p, p.K(), redacted, p.Fingerprint())
+	return fmt.Sprintf("opot.Profile{p=%d k=%d keys=%s fingerprint=%s}", p.secrets().f.p, p.K(), redacted, p.Fingerprint())
 }
 
 // Format makes every verb (%v, %+v, %#v, %x, %d ...) print String.
-func (p *Profile) Format(st fmt.State, _ rune) { _, _ = io.WriteString(st, p.String()) }
+func (p Profile) Format(st fmt.State, _ rune) { _, _ = io.WriteString(st, p.String()) }
 
 // GoString is redacted.
-func (p *Profile) GoString() string { return p.String() }
+func (p Profile) GoString() string { return p.String() }
 
 // MarshalJSON is redacted: the public shape only.
-func (p *Profile) MarshalJSON() ([]byte, error) {
-	if p == nil || p.sec == nil {
+func (p Profile) MarshalJSON() ([]byte, error) {
+	if p.secrets() == nil {
 		return []byte("null"), nil
 	}
 	return json.Marshal(struct {
@@ -330,14 +339,14 @@ func (p *Profile) MarshalJSON() ([]byte, error) {
 		K           int    `json:"k"`
 		Keys        string `json:"keys"`
 		Fingerprint string `json:"fingerprint"`
-	}{p.sec.f.p, p.K(), redacted, p.Fingerprint()})
+	}{p.secrets().f.p, p.K(), redacted, p.Fingerprint()})
 }
 
 // MarshalText is redacted (YAML and other text encoders use it).
-func (p *Profile) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+func (p Profile) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
 // LogValue is redacted for log/slog.
-func (p *Profile) LogValue() slog.Value { return slog.StringValue(p.String()) }
+func (p Profile) LogValue() slog.Value { return slog.StringValue(p.String()) }
 
 func (n NodeParams) String() string {
 	return fmt.Sprintf("opot.NodeParams{role=%s keys=%s}", n.Role, redacted)
@@ -380,10 +389,10 @@ type secretsJSON struct {
 // MarshalSecrets encodes the full key material. Callers write it only to
 // files of mode 0600 and never log it (issue 11).
 func (p *Profile) MarshalSecrets() ([]byte, error) {
-	if p == nil || p.sec == nil {
+	if p == nil || p.secrets() == nil {
 		return nil, fmt.Errorf("marshal secrets: nil profile: %w", ErrProfile)
 	}
-	s := p.sec
+	s := p.secrets()
 	j := secretsJSON{Version: 1, P: s.f.p, Poly1: strs(s.poly1), Poly2: strs(s.poly2), X: strs(s.x)}
 	for _, l := range s.links {
 		j.Links = append(j.Links, [2]string{fmt.Sprint(l.R), fmt.Sprint(l.CML)})
