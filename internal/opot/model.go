@@ -108,9 +108,10 @@ func Verify(f Field, n NodeParams, m Meta) (uint64, error) {
 		return 0, fmt.Errorf("verify: %s node: %w", n.Role, ErrRole)
 	}
 	r, cml := decipher(f, n, m)
-	// Canonical values only: with RND + p accepted as RND, two bit flips
-	// (61 and 0) would alias a different RND, and so a different
-	// sequence number, to the same proof (docs/opot.md).
+	// Canonical values only: with RND + p accepted as RND, flipping bits
+	// 61 and 0 of a replay would half the time add exactly p, leaving the
+	// proof intact but changing the sequence number read from the bits
+	// (docs/opot.md).
 	if r >= f.p || cml >= f.p {
 		return 0, ErrVerify
 	}

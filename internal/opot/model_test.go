@@ -246,6 +246,11 @@ func TestVerifierAntiReplay(t *testing.T) {
 		forged.RND = (newSeq<<RandBits | rnd&(1<<RandBits-1)) ^ n.Dec.R
 		check(forged, newSeq, ErrVerify)
 	}
+	// RND + p is the same residue with another sequence number (bit 61
+	// set): the verifier must refuse a non-canonical RND.
+	alias := old
+	alias.RND = old.RND ^ (rnd ^ (rnd + P61))
+	check(alias, 0, ErrVerify)
 	// Forged packets did not move the window: 150 is still new.
 	if c.v.slots[0].w.Top() != 100 {
 		t.Errorf("window top %d after forgeries, want 100", c.v.slots[0].w.Top())
