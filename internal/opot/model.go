@@ -196,23 +196,25 @@ func (v *Verifier) Remove(slot uint8) {
 }
 
 // Check verifies one packet's TLV and, if it verifies, consumes its
-// sequence number. Order as RFC 4303 section 3.4.3: the window check
-// first (cheap, rejects replays before the arithmetic), then the proof,
-// and the window is updated only for a packet whose proof verified, so
-// forged packets cannot advance it.
+// sequence number. The proof comes first, then the window check and
+// update. RFC 4303 section 3.4.3 checks the window before an expensive
+// ICV, but the proof here costs one multiply. Proving first means a path
+// deviation is always ErrVerify (never a window verdict read from
+// garbage), ErrReplay always means "a valid proof seen before", and the
+// eBPF verifier needs one locked section (check + update). The window
+// moves only for packets whose proof verified, so forgeries cannot move
+// it.
 func (v *Verifier) Check(m Meta) (seq uint64, err error) {
 	if m.Slot >= Slots || v.slots[m.Slot] == nil {
 		return 0, fmt.Errorf("check slot %d: %w", m.Slot, ErrNoProfile)
 	}
 	s := v.slots[m.Slot]
-	// The sequence number lives in RND, so the window check needs the
-	// deciphered RND; a forged one is caught by Verify below.
-	rnd := m.RND ^ s.n.Dec.R
+	rnd, err := Verify(s.f, s.n, m)
+	if err != nil {
+		return 0, err
+	}
 	seq = SeqOf(rnd)
 	if err := s.w.Check(seq); err != nil {
-		return seq, err
-	}
-	if _, err := Verify(s.f, s.n, m); err != nil {
 		return seq, err
 	}
 	s.w.Update(seq)

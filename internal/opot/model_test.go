@@ -233,7 +233,7 @@ func TestVerifierAntiReplay(t *testing.T) {
 	check(pkts[99], 100, nil)
 	check(pkts[36], 37, nil)      // 100-37 = 63 < 64: still inside
 	check(pkts[35], 36, ErrStale) // 100-36 = 64: left of the window
-	check(pkts[0], 1, ErrStale)   // old replay: stale, not even looked at
+	check(pkts[0], 1, ErrStale)   // an old replay: valid proof, left of the window
 
 	// A replay whose sequence number is rewritten fails the proof, even
 	// for an attacker who knows the plaintext RND: RND is not secret,
@@ -251,6 +251,15 @@ func TestVerifierAntiReplay(t *testing.T) {
 	alias := old
 	alias.RND = old.RND ^ (rnd ^ (rnd + P61))
 	check(alias, 0, ErrVerify)
+	// A path deviation (the transit skipped) is a proof failure, never
+	// a window verdict.
+	skipped, err := c.head[0].Next(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.v.Check(skipped); !errors.Is(err, ErrVerify) {
+		t.Errorf("transit skipped: %v, want ErrVerify", err)
+	}
 	// Forged packets did not move the window: 150 is still new.
 	if c.v.slots[0].w.Top() != 100 {
 		t.Errorf("window top %d after forgeries, want 100", c.v.slots[0].w.Top())

@@ -400,7 +400,8 @@ func (p *Profile) MarshalSecrets() ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// UnmarshalSecrets decodes MarshalSecrets output and re-checks it.
+// UnmarshalSecrets decodes MarshalSecrets output and re-checks it with
+// the rules of GenerateFrom.
 func UnmarshalSecrets(b []byte) (*Profile, error) {
 	var j secretsJSON
 	if err := json.Unmarshal(b, &j); err != nil {
@@ -436,7 +437,9 @@ func UnmarshalSecrets(b []byte) (*Profile, error) {
 	if bad != nil {
 		return nil, bad
 	}
-	return NewProfile(f, poly1, poly2, x, links)
+	// Strict: a loaded profile must meet every rule a generated one does
+	// (no zero masks that would silently turn OPoT into plain PoT).
+	return newProfile(f, poly1, poly2, x, links)
 }
 
 func strs(v []uint64) []string {
