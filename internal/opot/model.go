@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// RND layout (docs/opot.md "Anti-replay"). The headend's RND is not 61
+// RND layout (docs/opot.md "RND layout"). The headend's RND is not 61
 // random bits: its high bits carry the sequence number, so the sequence
 // number is covered by the proof itself (changing it changes RND, which
 // the verifier detects) without trusting an unauthenticated header field:
@@ -76,23 +76,23 @@ func Init(f Field, n NodeParams, slot uint8, r uint64) (Meta, error) {
 	return Meta{Slot: slot, RND: r ^ n.Enc.R, CML: cml ^ n.Enc.CML}, nil
 }
 
-// decipher undoes the previous node's mask. The transit reduces what it
-// gets modulo p: a packet from the wrong predecessor deciphers to
-// garbage that may not be a field element, and the design (seed 003
-// III-A4: "invalid values ... propagate to succeeding nodes") lets the
-// verifier, not the transit, reject it.
-func decipher(f Field, n NodeParams, m Meta) (r, cml uint64) {
+// decipher undoes the previous node's mask (XOR with d_j = c_{j-1}).
+func decipher(n NodeParams, m Meta) (r, cml uint64) {
 	return m.RND ^ n.Dec.R, m.CML ^ n.Dec.CML
 }
 
 // Transit is an NF node (seed 003 Algorithm 1 lines 19-21, Eq. 4):
-// decipher with d_j, update CML, cipher with c_j. It never fails on
-// values; a wrong path shows at the verifier.
+// decipher with d_j, update CML, cipher with c_j. It reduces the
+// deciphered values modulo p instead of rejecting them: a packet from
+// the wrong predecessor deciphers to garbage that may not be a field
+// element, and the seed lets such "invalid values propagate to
+// succeeding nodes" (III-A4) so that the verifier, not the transit,
+// drops and counts it. A legitimate packet is never dropped here.
 func Transit(f Field, n NodeParams, m Meta) (Meta, error) {
 	if n.Role != RoleTransit {
 		return Meta{}, fmt.Errorf("transit: %s node: %w", n.Role, ErrRole)
 	}
-	r, cml := decipher(f, n, m)
+	r, cml := decipher(n, m)
 	r, cml = f.Reduce(r), f.Reduce(cml)
 	cml = hop(f, n, r, cml)
 	return Meta{Slot: m.Slot, RND: r ^ n.Enc.R, CML: cml ^ n.Enc.CML}, nil
@@ -107,7 +107,7 @@ func Verify(f Field, n NodeParams, m Meta) (uint64, error) {
 	if n.Role != RoleVerifier {
 		return 0, fmt.Errorf("verify: %s node: %w", n.Role, ErrRole)
 	}
-	r, cml := decipher(f, n, m)
+	r, cml := decipher(n, m)
 	// Canonical values only: with RND + p accepted as RND, flipping bits
 	// 61 and 0 of a replay would half the time add exactly p, leaving the
 	// proof intact but changing the sequence number read from the bits

@@ -91,7 +91,7 @@ func TestSeedFig2(t *testing.T) {
 	}
 
 	// Middle part: v3 right after v1 deciphers r = 40 and CML = 34.
-	r, cml := decipher(f, nodes[2], m)
+	r, cml := decipher(nodes[2], m)
 	if f.Reduce(r) != 40 || f.Reduce(cml) != 34 {
 		t.Errorf("v3 after v1 deciphers (r, CML) = (%d, %d) mod 53, want (40, 34)", f.Reduce(r), f.Reduce(cml))
 	}
