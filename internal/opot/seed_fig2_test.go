@@ -13,8 +13,9 @@ import (
 // numbers fix which half of each pair masks what: 18 and 36 mask CML
 // (20^18^36 = 34), 44 and 123 mask r (10^44^123 = 93 = 40 mod 53). The
 // points x_j and the v3->v4 keys are only in the figure, not in the text
-// we have: x = (1, 2, 5, 7) is the smallest set of distinct points for
-// which CML_1 = 20, and (c3^r, c3^CML) = (29, 7) is ours.
+// we have: x = (1, 2, 5, 7) is the lexicographically first increasing
+// set of points for which CML_1 = 20, and (c3^r, c3^CML) = (29, 7) is
+// ours. Every number the text states is asserted below.
 var (
 	fig2Poly1 = []uint64{19, 6, 10, 9} // a_0 = s .. a_3
 	fig2Poly2 = []uint64{3, 8, 10}     // b_1 .. b_3; b_0 = r per packet
