@@ -3,6 +3,7 @@ package opot
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -314,3 +315,81 @@ func TestHeadendExhausted(t *testing.T) {
 		t.Error("slot 2 accepted")
 	}
 }
+
+// FuzzVerifierForgery: TLV bytes from someone without the keys never
+// verify (the chance is about 2^-61 per input, so any hit is a bug) and
+// never panic the parser or the verifier.
+func FuzzVerifierForgery(f *testing.F) {
+	p, err := GenerateFrom(seeded(41), 4)
+	if err != nil {
+		f.Fatal(err)
+	}
+	legit, err := NewHeadend(p, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	m, _ := legit.Next(1)
+	f.Add(m.AppendTo(nil))
+	f.Add(Meta{Slot: 1}.AppendTo(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseTLV(b)
+		if err != nil {
+			return
+		}
+		var v Verifier
+		if err := v.Install(0, p, 64); err != nil {
+			t.Fatal(err)
+		}
+		if seq, err := v.Check(m); err == nil {
+			t.Fatalf("forged tlv % x verified (seq %d)", b[:TLVLen], seq)
+		}
+	})
+}
+
+func BenchmarkMulMod61(b *testing.B) {
+	x, y := uint64(0x123456789abcdef)&P61, uint64(0x0fedcba987654321)&P61
+	for b.Loop() {
+		x = MulMod61(x, y)
+	}
+	sink = x
+}
+
+// BenchmarkMulModVPPPrime is the general 128-by-64 reduction a 63-bit
+// prime needs (Go has it as bits.Rem64; BPF has no equivalent).
+func BenchmarkMulModVPPPrime(b *testing.B) {
+	const p = 0x7fff0000fa884685
+	x, y := uint64(0x123456789abcdef), uint64(0x0fedcba987654321)
+	for b.Loop() {
+		hi, lo := bits.Mul64(x, y)
+		x = bits.Rem64(hi, lo, p)
+	}
+	sink = x
+}
+
+func BenchmarkTransit(b *testing.B) {
+	p, _ := GenerateFrom(seeded(42), 5)
+	n, _ := p.Node(2)
+	m := Meta{RND: 1, CML: 2}
+	for b.Loop() {
+		m, _ = Transit(F61, n, m)
+	}
+	sink = m.CML
+}
+
+func BenchmarkVerifierCheck(b *testing.B) {
+	p, _ := GenerateFrom(seeded(43), 2)
+	h, _ := NewHeadend(p, 0)
+	var v Verifier
+	_ = v.Install(0, p, DefaultWindow)
+	pkts := make([]Meta, 1<<12)
+	for i := range pkts {
+		pkts[i], _ = h.Next(uint32(i))
+	}
+	i := 0
+	for b.Loop() {
+		_, _ = v.Check(pkts[i%len(pkts)])
+		i++
+	}
+}
+
+var sink uint64
