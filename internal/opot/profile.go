@@ -133,7 +133,8 @@ func GenerateFrom(rng io.Reader, k int) (*Profile, error) {
 		if err == nil {
 			return p, nil
 		}
-		// Only a collision (probability about k^2/2^61) gets here.
+		// Only a collision or a zero LPC prefix sum (probability about
+		// k^2/2^61) gets here.
 	}
 	return nil, fmt.Errorf("generate profile: %w: no usable draw in 16 tries", ErrRandom)
 }
