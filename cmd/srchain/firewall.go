@@ -10,7 +10,7 @@ import (
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/firewall"
-	"github.com/srchain/srchain/internal/firewall/nf" // also registers the NF kind "firewall"
+	fwkind "github.com/srchain/srchain/internal/kinds/firewall"
 	"github.com/srchain/srchain/internal/lab"
 )
 
@@ -47,10 +47,10 @@ func labRules(t fwTarget) []firewall.Rule {
 			continue
 		}
 		for _, p := range n.Programs {
-			if p.Kind != nf.Kind || p.Params["nf"] != t.nf {
+			if p.Kind != fwkind.Name || p.NF != t.nf {
 				continue
 			}
-			cfg, err := nf.ConfigFromParams(p.Params, func(string) (uint32, error) { return 1, nil })
+			cfg, err := fwkind.ConfigFromProgram(p, func(string) (uint32, error) { return 1, nil })
 			if err == nil {
 				return cfg.Rules
 			}

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,6 +29,8 @@ func init() {
 			if err != nil {
 				return specProblems(cmd, err)
 			}
+			// Secrets (OPoT keys) never leave through plan.
+			net = net.Redacted()
 			out := cmd.OutOrStdout()
 			if node != "" {
 				var only []state.Node
@@ -112,7 +114,11 @@ func printPlan(w io.Writer, net *state.Network, withLinks bool) {
 		}
 		section(w, "programs", len(n.Programs))
 		for _, p := range n.Programs {
-			fmt.Fprintf(w, "    %s on %s%s\n", p.Kind, strings.Join(p.Interfaces, ","), params(p.Params))
+			fmt.Fprintf(w, "    %s on %s%s\n", p.Kind, strings.Join(p.Interfaces, ","), programConfig(p))
+		}
+		section(w, "secrets", len(n.Secrets))
+		for _, sec := range n.Secrets {
+			fmt.Fprintf(w, "    %s [nf %s] (redacted)\n", sec.Name, sec.NF)
 		}
 		fmt.Fprintln(w)
 	}
@@ -273,18 +279,18 @@ func sidString(s state.LocalSID) string {
 	return b.String()
 }
 
-func params(m map[string]string) string {
-	if len(m) == 0 {
-		return ""
+// programConfig shows a program's NF and typed config (compact JSON, as
+// the kind encoded it).
+func programConfig(p state.Program) string {
+	var b strings.Builder
+	if p.NF != "" {
+		fmt.Fprintf(&b, " [nf %s]", p.NF)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	if len(p.Config) > 0 {
+		var c bytes.Buffer
+		if json.Compact(&c, p.Config) == nil {
+			fmt.Fprintf(&b, " %s", c.String())
+		}
 	}
-	slices.Sort(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, k+"="+m[k])
-	}
-	return " (" + strings.Join(parts, " ") + ")"
+	return b.String()
 }

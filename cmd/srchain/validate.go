@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/srchain/srchain/internal/compile"
+	_ "github.com/srchain/srchain/internal/kinds/all" // every NF kind
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )

@@ -31,10 +31,8 @@ func (c *compiler) nfSIDs() error {
 			}
 			sid.Behavior, sid.OIF, sid.NH6 = state.EndX, nf.Interface, nh
 		}
-		if kc := kindCompilers[nf.Kind]; kc != nil {
-			if err := kc(c.s, &c.s.NFs[i], &sid, c.nodes[nf.Node]); err != nil {
-				return fmt.Errorf("compile nfs[%d] %s: %w", i, nf.Name, err)
-			}
+		if err := compileKind(c.s, &c.s.NFs[i], &sid, c.nodes[nf.Node]); err != nil {
+			return fmt.Errorf("compile nfs[%d] %s: %w", i, nf.Name, err)
 		}
 		c.nodes[nf.Node].SIDs = append(c.nodes[nf.Node].SIDs, sid)
 	}

@@ -1,7 +1,10 @@
 // Package compile turns a validated spec into the desired state of every
-// node (internal/state). It is pure: no I/O, no clock, no randomness, and
-// its output is sorted so that the same spec always gives the same bytes
-// (golden-tested in testdata/).
+// node (internal/state). It is pure: no clock, no randomness, no I/O but
+// the files the spec names (a firewall's rules_file), which NF kinds read
+// through spec.Spec.ReadFile (bounded, cached, relative to the spec) and
+// inline; its output is sorted so that the same spec always gives the
+// same bytes (golden-tested in testdata/). NF kinds (internal/kind) add
+// their own state; the kinds linked in decide what compiles.
 package compile
 
 import (
@@ -38,8 +41,8 @@ const (
 	RulePriorityBase = 1000
 )
 
-// Program kinds.
-const ProgramEnd = "end"
+// ProgramEnd is the program that serves a node's eBPF SIDs.
+const ProgramEnd = state.ProgramEnd
 
 type compiler struct {
 	s     *spec.Spec
@@ -57,7 +60,7 @@ func Compile(s *spec.Spec) (*state.Network, error) {
 	for _, n := range s.Nodes {
 		c.nodes[n.Name] = &state.Node{Name: n.Name, Role: n.Role}
 	}
-	net := &state.Network{Name: s.Name, Links: []state.Link{}}
+	net := &state.Network{Version: state.FormatVersion, Name: s.Name, Links: []state.Link{}}
 	if err := c.links(net); err != nil {
 		return nil, err
 	}
@@ -82,8 +85,12 @@ func Compile(s *spec.Spec) (*state.Network, error) {
 	}
 	c.programs()
 	for _, n := range s.Nodes {
-		sortNode(c.nodes[n.Name])
-		net.Nodes = append(net.Nodes, *c.nodes[n.Name])
+		sn := c.nodes[n.Name]
+		sortNode(sn)
+		if err := sn.Seal(); err != nil {
+			return nil, fmt.Errorf("compile node %s: %w", n.Name, err)
+		}
+		net.Nodes = append(net.Nodes, *sn)
 	}
 	slices.SortFunc(net.Nodes, func(a, b state.Node) int { return cmp.Compare(a.Name, b.Name) })
 	return net, nil

@@ -7,9 +7,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	_ "github.com/srchain/srchain/internal/kinds/all" // goldens with every kind linked in
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -92,28 +94,64 @@ func TestProtoNumber(t *testing.T) {
 	}
 }
 
-func TestRegisterKind(t *testing.T) {
-	RegisterKind("firewall", func(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node) error {
-		sid.Datapath = state.EBPF
-		node.Programs = append(node.Programs, state.Program{Kind: "firewall", Interfaces: []string{"eth0"}, Params: map[string]string{"nf": nf.Name}})
-		return nil
-	})
-	defer delete(kindCompilers, "firewall")
+// TestFirewallOnEBPFNode: a firewall NF gets its program, and its node
+// (ebpf datapath) the End program, firewall first so it filters before
+// End runs.
+func TestFirewallOnEBPFNode(t *testing.T) {
 	s, err := spec.Load("../../examples/quickstart.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.NFs[0].Kind = "firewall"
+	s.Nodes[slices.IndexFunc(s.Nodes, func(n spec.Node) bool { return n.Name == s.NFs[0].Node })].Datapath = spec.DatapathEBPF
 	net, err := Compile(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range net.Nodes {
-		if n.Name != "r2" {
+		if n.Name != s.NFs[0].Node {
 			continue
 		}
-		if n.SIDs[0].Datapath != state.EBPF || len(n.Programs) != 2 || n.Programs[0].Kind != "firewall" || n.Programs[1].Kind != ProgramEnd {
-			t.Errorf("r2: sids %+v programs %+v", n.SIDs, n.Programs)
+		if n.SIDs[0].Datapath != state.EBPF || len(n.Programs) != 2 || n.Programs[0].Kind != "firewall" || n.Programs[0].NF != s.NFs[0].Name || n.Programs[1].Kind != ProgramEnd {
+			t.Errorf("%s: sids %+v programs %+v", n.Name, n.SIDs, n.Programs)
+		}
+	}
+}
+
+// TestUnknownKind: a kind that is not linked in does not compile (it used
+// to compile as a plain End).
+func TestUnknownKind(t *testing.T) {
+	s, err := spec.Load("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.NFs[0].Kind = "opot"
+	if _, err := Compile(s); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("compile with kind opot = %v, want ErrUnsupported", err)
+	}
+}
+
+// TestStateVersionAndDigest: the state carries its format version and
+// each node a digest of its content.
+func TestStateVersionAndDigest(t *testing.T) {
+	s, err := spec.Load("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if net.Version != state.FormatVersion {
+		t.Errorf("version %d", net.Version)
+	}
+	for _, n := range net.Nodes {
+		if !n.Sealed() {
+			t.Errorf("node %s: digest %q does not match", n.Name, n.Digest)
+		}
+		n.Routes = append(n.Routes, state.Route{})
+		if n.Sealed() {
+			t.Errorf("node %s: digest unchanged by a change", n.Name)
 		}
 	}
 }

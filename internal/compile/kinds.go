@@ -1,18 +1,21 @@
 package compile
 
 import (
+	"fmt"
+
+	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
 
-// KindCompiler adds what an NF kind needs to its node's state. It receives
-// the NF's SID as compiled (End or End.X on the node's datapath) and may
-// change it (e.g. its datapath) before it is stored, and add programs,
-// params or routes to the node. It must be pure, like Compile.
-type KindCompiler func(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node) error
-
-var kindCompilers = map[string]KindCompiler{}
-
-// RegisterKind installs the compiler of an NF kind (see spec.RegisterKind
-// for its config checks). Call it from an init function.
-func RegisterKind(kind string, kc KindCompiler) { kindCompilers[kind] = kc }
+// compileKind has the NF's kind (internal/kind) add what the NF needs to
+// its node. sid is the NF's SID as compiled (End or End.X on the node's
+// datapath); the kind may change it before it is stored. A kind that is
+// not linked in is an error (Validate reports it first).
+func compileKind(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node) error {
+	k, ok := kind.Lookup(nf.Kind)
+	if !ok {
+		return fmt.Errorf("NF kind %q: %w (kinds: %v)", nf.Kind, ErrUnsupported, kind.Names())
+	}
+	return k.Compile(s, nf, sid, node)
+}

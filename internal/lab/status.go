@@ -86,7 +86,7 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 				st.Programs[ifn] = names
 			}
 		}
-		missing, err := apply.CheckProgramsWith(ns, n, opts.Drivers)
+		missing, err := apply.CheckProgramsWith(ctx, ns, n, opts.Drivers)
 		if err != nil {
 			st.Problems = append(st.Problems, "check programs: "+err.Error())
 		}

@@ -136,7 +136,7 @@ var (
 )
 
 func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
-	fe := &FieldError{File: d.s.File, Path: path, Msg: fmt.Sprintf(format, args...)}
+	fe := &FieldError{File: d.s.File, Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...)}
 	if n != nil {
 		fe.Line, fe.Col = n.Line, n.Column
 	}
@@ -163,7 +163,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	}
 	t := v.Type()
 	if t == yamlNodeType {
-		v.Set(reflect.ValueOf(*n))
+		// An NF's config, decoded later by its kind: give the kind a
+		// tree without aliases, so that `rules: *x` and `- *r9` mean
+		// what they mean in YAML (the anchored value) and not the
+		// alias's name. Errors inside an aliased value point at the
+		// anchor (docs/spec.md).
+		v.Set(reflect.ValueOf(*d.expand(n, path)))
 		return
 	}
 	if isNull(n) {
@@ -226,6 +231,35 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		// does not know; report rather than panic.
 		d.fail(path, n, "internal: cannot decode into %s", t)
 	}
+}
+
+// expand copies n with every alias replaced by a copy of its anchored
+// node, counting the copies against maxNodes (an alias bomb is caught
+// here as in the rest of the document).
+func (d *decoder) expand(n *yaml.Node, path string) *yaml.Node {
+	for n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			d.fail(path, n, "unresolved alias")
+			return &yaml.Node{}
+		}
+		n = n.Alias
+	}
+	c := *n
+	c.Anchor = ""
+	if len(n.Content) > 0 {
+		c.Content = make([]*yaml.Node, 0, len(n.Content))
+		for _, item := range n.Content {
+			d.nodes++
+			if d.nodes > maxNodes {
+				if d.nodes == maxNodes+1 {
+					d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", maxNodes)
+				}
+				return &yaml.Node{}
+			}
+			c.Content = append(c.Content, d.expand(item, path))
+		}
+	}
+	return &c
 }
 
 // mapping decodes a YAML mapping into a struct by yaml tags.

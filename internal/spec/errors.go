@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid is wrapped by every error Parse and Validate return, so callers
@@ -71,7 +72,7 @@ type pos struct{ line, col int }
 // errorf makes a FieldError positioned at path, or at its closest ancestor
 // that the file mentions (a missing field is reported where its parent is).
 func (s *Spec) errorf(path, format string, args ...any) *FieldError {
-	fe := &FieldError{File: s.File, Path: path, Msg: fmt.Sprintf(format, args...)}
+	fe := &FieldError{File: s.File, Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...)}
 	for p := path; ; {
 		if at, ok := s.pos[p]; ok {
 			fe.Line, fe.Col = at.line, at.col
@@ -92,4 +93,34 @@ func parentPath(p string) string {
 		return ""
 	}
 	return p[:i]
+}
+
+// MaxEcho bounds how much of a string from the input an error message
+// repeats: a 10 MB name must not make a 10 MB error.
+const MaxEcho = 128
+
+// clip cuts s to MaxEcho bytes (on a rune boundary) and marks the cut.
+func clip(s string) string {
+	if len(s) <= MaxEcho {
+		return s
+	}
+	cut := MaxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("...(%d bytes)", len(s))
+}
+
+// clipArgs clips the string arguments of an error message.
+func clipArgs(args []any) []any {
+	out := args
+	for i, a := range args {
+		if str, ok := a.(string); ok && len(str) > MaxEcho {
+			if &out[0] == &args[0] {
+				out = append([]any(nil), args...)
+			}
+			out[i] = clip(str)
+		}
+	}
+	return out
 }

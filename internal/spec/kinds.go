@@ -2,37 +2,28 @@ package spec
 
 import (
 	"fmt"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
 
-// Kinds lists the NF kinds the spec accepts. forward is a plain SR-aware
-// NF (End). The others are implemented by their own packages, which read
-// NF.Config and may register a check for it with RegisterKind. A new kind
-// also goes into schema.json's enum (a test compares the two).
-var Kinds = map[string]bool{
-	"forward":   true,
-	"firewall":  true, // SERA, seed 000
-	"netfilter": true, // End.AN.NF, seed 002
-	"proxy":     true, // SR proxy for a legacy NF, seed 001
-	"opot":      true, // proof of transit, seed 003
+// KindSet is what Validate needs to know about NF kinds. The kinds live
+// in their own packages (internal/kinds/...) registered with
+// internal/kind, which installs itself here with SetKinds; spec cannot
+// import it (it imports spec).
+type KindSet interface {
+	// Names lists the kinds that exist, sorted.
+	Names() []string
+	// Check validates the config of nf at path (e.g. "nfs[2].config");
+	// known is false when no kind of that name exists.
+	Check(s *Spec, nf *NF, path string) (known bool, errs []error)
 }
 
-// KindCheck validates the config of one NF of its kind. path is the NF's
-// config path (e.g. "nfs[2].config"); errors should be FieldErrors made
-// with Spec.ErrorAt so that they carry file, line and path.
-type KindCheck func(s *Spec, nf *NF, path string) []error
+var kinds KindSet
 
-var kindChecks = map[string]KindCheck{}
-
-// RegisterKind makes kind valid and has Validate call check (if not nil)
-// for every NF of that kind. Call it from an init function.
-func RegisterKind(kind string, check KindCheck) {
-	Kinds[kind] = true
-	if check != nil {
-		kindChecks[kind] = check
-	}
-}
+// SetKinds installs the kinds Validate accepts (internal/kind does, when
+// linked in). Without it every NF kind is unknown.
+func SetKinds(k KindSet) { kinds = k }
 
 // ErrorAt makes a FieldError for path. When n is not nil (a node inside an
 // NF's config) its position is used, else the position of path or of its
@@ -45,17 +36,33 @@ func (s *Spec) ErrorAt(path string, n *yaml.Node, format string, args ...any) *F
 	return fe
 }
 
-// checkKinds runs the registered config checks.
+// checkKinds rejects kinds that do not exist (naming those that do) and
+// runs each kind's config check.
 func (v *validator) checkKinds() {
+	var names []string
+	if kinds != nil {
+		names = kinds.Names()
+	}
+	known := "none are linked in (import internal/kinds/all)"
+	if len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
 	for i := range v.s.NFs {
 		nf := &v.s.NFs[i]
-		if check := kindChecks[nf.Kind]; check != nil {
-			for _, err := range check(v.s, nf, fmt.Sprintf("nfs[%d].config", i)) {
-				if fe, ok := err.(*FieldError); ok {
-					v.errs = append(v.errs, fe)
-				} else if err != nil {
-					v.add(fmt.Sprintf("nfs[%d].config", i), "%v", err)
-				}
+		path := fmt.Sprintf("nfs[%d]", i)
+		ok, errs := false, []error(nil)
+		if kinds != nil {
+			ok, errs = kinds.Check(v.s, nf, path+".config")
+		}
+		if !ok {
+			v.add(path+".kind", "unknown NF kind %q (kinds: %s)", nf.Kind, known)
+			continue
+		}
+		for _, err := range errs {
+			if fe, ok := err.(*FieldError); ok {
+				v.errs = append(v.errs, fe)
+			} else if err != nil {
+				v.add(path+".config", "%v", err)
 			}
 		}
 	}

@@ -29,6 +29,8 @@ type Spec struct {
 	File string `yaml:"-"`
 	// pos maps a field path to where it appears in the file.
 	pos map[string]pos `yaml:"-"`
+	// files caches ReadFile.
+	files map[string]readResult `yaml:"-"`
 }
 
 // SIDFormat splits a SID into LOC:FUNCT:ARGS (RFC 8986 section 3.1).
@@ -156,6 +158,12 @@ const (
 	ProtoICMP   = "icmp" // ICMP for IPv4, ICMPv6 for IPv6
 	ProtoICMPv6 = "icmpv6"
 )
+
+// HasConfig reports whether the NF has a config section (not absent, not
+// null).
+func (n *NF) HasConfig() bool {
+	return n.Config.Kind != 0 && !(n.Config.Kind == yaml.ScalarNode && n.Config.ShortTag() == "!!null")
+}
 
 // IsSRAware reports whether the NF processes SRv6 itself (the default).
 func (n *NF) IsSRAware() bool { return n.SRAware == nil || *n.SRAware }

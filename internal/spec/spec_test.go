@@ -264,14 +264,29 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestRegisterKind(t *testing.T) {
-	RegisterKind("test-kind", func(s *Spec, nf *NF, path string) []error {
+// testKinds stands for internal/kind in this package's tests (the kinds
+// import spec, so spec's tests cannot import them): forward and firewall
+// exist, and "test-kind" reports what its config lacks.
+type testKinds struct{}
+
+func (testKinds) Names() []string { return []string{"firewall", "forward", "test-kind"} }
+
+func (testKinds) Check(s *Spec, nf *NF, path string) (bool, []error) {
+	switch nf.Kind {
+	case "forward", "firewall":
+		return true, nil
+	case "test-kind":
 		if nf.Config.Kind != yaml.MappingNode || len(nf.Config.Content) == 0 {
-			return []error{s.ErrorAt(path, nil, "config needs rules")}
+			return true, []error{s.ErrorAt(path, nil, "config needs rules")}
 		}
-		return []error{s.ErrorAt(path+".rules", nf.Config.Content[1], "bad rule")}
-	})
-	defer func() { delete(Kinds, "test-kind"); delete(kindChecks, "test-kind") }()
+		return true, []error{s.ErrorAt(path+".rules", nf.Config.Content[1], "bad rule")}
+	}
+	return false, nil
+}
+
+func init() { SetKinds(testKinds{}) }
+
+func TestKindChecks(t *testing.T) {
 	src := `name: k
 nodes: [{name: r1, role: router, locator: "fc00:1::/64"}]
 links:
@@ -285,6 +300,7 @@ nfs:
     node: r1
     config:
       rules: [x]
+  - {name: c, kind: opot, node: r1}
 `
 	_, err := Check([]byte(src), "k.yaml")
 	var got []string
@@ -295,6 +311,7 @@ nfs:
 		`k.yaml:6:10: links[0].endpoints[1].node: unknown node "h1"`,
 		`k.yaml:8:5: nfs[0].config: config needs rules`,
 		`k.yaml:13:14: nfs[1].config.rules: bad rule`,
+		`k.yaml:14:15: nfs[2].kind: unknown NF kind "opot" (kinds: firewall, forward, test-kind)`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 )
 
 // NF and SID checks.
@@ -55,9 +54,6 @@ func (v *validator) nfs() {
 		p := fmt.Sprintf("nfs[%d]", i)
 		names[i] = nf.Name
 		v.name(p+".name", "NF", nf.Name, MaxName)
-		if !Kinds[nf.Kind] {
-			v.add(p+".kind", "unknown NF kind %q (known: %s)", nf.Kind, strings.Join(sortedKeys(Kinds), ", "))
-		}
 		nodeOK := v.router(p+".node", "NF node", nf.Node)
 		if nf.SID.IsValid() {
 			if !nf.SID.Is6() || nf.SID.Is4In6() || nf.SID.Zone() != "" {

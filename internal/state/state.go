@@ -7,16 +7,33 @@
 //     the JSON form is golden-testable;
 //   - segment lists are in travel order (first SID visited first), never in
 //     SRH order; the codec and the applier reverse them;
-//   - a zero netip.Addr / netip.Prefix means "not set".
+//   - a zero netip.Addr / netip.Prefix means "not set";
+//   - it is self-contained: files the spec names (a firewall's rules_file)
+//     are inlined at compile time, so no consumer reads user files;
+//   - per-kind configuration is the kind's own typed struct, encoded as
+//     JSON by the kind (Program.Config), never a string map;
+//   - secret material lives in Node.Secrets, which Redacted blanks out
+//     for display (`srchain plan`).
 package state
 
-import "net/netip"
+import (
+	"encoding/json"
+	"net/netip"
+)
+
+// FormatVersion is the version of this package's JSON form. Bump it on
+// any change a consumer of an older form would misread.
+//
+// 2: typed Program.Config (was Params), NF, Node.Digest, Node.Secrets.
+const FormatVersion = 2
 
 // Network is the desired state of a whole spec.
 type Network struct {
-	Name  string `json:"name"`
-	Nodes []Node `json:"nodes"`
-	Links []Link `json:"links"`
+	// Version is FormatVersion of the producer.
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	Nodes   []Node `json:"nodes"`
+	Links   []Link `json:"links"`
 }
 
 // Link is a point-to-point wire between two interfaces (a veth pair in the lab).
@@ -48,6 +65,12 @@ type Node struct {
 	Rules    []Rule         `json:"rules,omitempty"`
 	SIDs     []LocalSID     `json:"sids,omitempty"`
 	Programs []Program      `json:"programs,omitempty"`
+	// Secrets holds key material (OPoT shares, masks); see Redacted.
+	Secrets []Secret `json:"secrets,omitempty"`
+	// Digest identifies this desired state of the node (see Seal): two
+	// states with the same digest are the same, so an agent or the lab
+	// can tell at a glance whether a node's state changed.
+	Digest string `json:"digest,omitempty"`
 }
 
 // Sysctl is one kernel setting, key in dotted form.
@@ -143,12 +166,36 @@ type LocalSID struct {
 	NF string `json:"nf,omitempty"`
 }
 
+// ProgramEnd is the program kind of srchain's tc End program, which
+// serves a node's "ebpf" SIDs (internal/kinds/end).
+const ProgramEnd = "end"
+
 // Program is an eBPF program attachment the node needs.
 type Program struct {
-	// Kind names the program (e.g. "end", "firewall").
+	// Kind names the program (e.g. "end", "firewall"); its driver is
+	// registered by an NF kind (internal/kind).
 	Kind string `json:"kind"`
 	// Interfaces it attaches to (tc ingress).
 	Interfaces []string `json:"interfaces"`
-	// Params carries kind-specific settings.
-	Params map[string]string `json:"params,omitempty"`
+	// NF is the network function the program implements ("" for a
+	// node-wide program such as "end").
+	NF string `json:"nf,omitempty"`
+	// Config is the kind's typed configuration as JSON (the kind's
+	// package defines the struct and decodes it). encoding/json writes
+	// struct fields in declaration order, so the same config always
+	// gives the same bytes; kinds keep any list in it sorted.
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// Secret is one piece of key material a node's programs need. It lives
+// apart from the programs' Config so that it can be redacted and, later,
+// stored apart.
+type Secret struct {
+	// Name says what it is, e.g. "opot/chain1/share".
+	Name string `json:"name"`
+	// NF is the network function that uses it.
+	NF    string `json:"nf,omitempty"`
+	Value []byte `json:"value,omitempty"`
+	// Redacted is set, and Value empty, in a redacted copy.
+	Redacted bool `json:"redacted,omitempty"`
 }

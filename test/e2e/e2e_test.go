@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/compile"
-	_ "github.com/srchain/srchain/internal/firewall/nf" // program kind "firewall" in examples
+	_ "github.com/srchain/srchain/internal/kinds/all" // every NF kind, as the CLI
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"

@@ -16,7 +16,7 @@ import (
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/firewall"
-	"github.com/srchain/srchain/internal/firewall/nf"
+	fwkind "github.com/srchain/srchain/internal/kinds/firewall"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
@@ -172,7 +172,7 @@ func TestFirewallLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nfvNS.Close()
-	pinned, err := firewall.OpenPinned(nf.PinDir(nfvNS, "sera"))
+	pinned, err := firewall.OpenPinned(fwkind.PinDir(nfvNS, "sera"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,14 +96,14 @@ func TestLabEBPFEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		end.Close()
-		missing, err := apply.CheckPrograms(ns, n)
+		missing, err := apply.CheckPrograms(ctx, ns, n)
 		if err != nil || len(missing) != 1 || !strings.Contains(missing[0], sid.String()) {
 			t.Errorf("check after deleting %s = %v, %v", sid, missing, err)
 		}
 		if _, err := apply.ApplyWith(ctx, ns, n, apply.Options{}); err != nil {
 			t.Fatal(err)
 		}
-		if missing, err := apply.CheckPrograms(ns, n); err != nil || len(missing) != 0 {
+		if missing, err := apply.CheckPrograms(ctx, ns, n); err != nil || len(missing) != 0 {
 			t.Errorf("check after re-apply = %v, %v", missing, err)
 		}
 

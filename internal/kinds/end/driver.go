@@ -1,55 +1,66 @@
-package apply
+package end
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/datapath"
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
 
-func init() { Register("end", endDriver{}) }
-
-// endDriver attaches srchain's End program (see applyEnd).
+// endDriver attaches srchain's End program (bpf/end.c, internal/datapath)
+// and fills its SID map: the eBPF datapath of every "ebpf" SID on a node,
+// whatever NF kind fronts the SID.
 type endDriver struct{}
 
-func (endDriver) Apply(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+// ErrNoInterface: the state names an interface the node does not have.
+var ErrNoInterface = errors.New("no such interface")
+
+// Apply serves the node's eBPF SIDs (see applyEnd).
+func (endDriver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return applyEnd(ns, node, p)
 }
 
-// ProgramName is the kernel name of the End program (bpf/end.c), what
-// CheckPrograms requires on the tcx ingress of the program's interfaces.
-func (endDriver) ProgramName(state.Program) string { return endProgName }
-
+// endProgName is the kernel name of the End program (bpf/end.c).
 const endProgName = "srchain_end"
 
 // endSIDMapPin is the pinned SID map of datapath.End under a pin dir.
 const endSIDMapPin = "sids"
 
-// Check reports the node's eBPF SIDs that the pinned SID map lacks or holds
-// with another entry, and interfaces where an srchain_end program runs
-// that is not the one serving this node's pinned SID map. (An interface
-// without any srchain_end program is reported by CheckPrograms.) It never
-// creates pins: a node without them is reported, not repaired.
-func (endDriver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+// Check reports interfaces of p where the End program serving this
+// node's pinned SID map does not run (absent, detached by hand, or
+// another srchain_end), and the node's eBPF SIDs that the pinned SID map
+// lacks or holds with another entry. It never creates pins: a node
+// without them is reported, not repaired.
+func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	sids, err := ebpfSIDs(ns, node)
 	if err != nil {
 		return nil, err
 	}
-	if len(sids) == 0 {
-		return nil, nil
-	}
-	pin := PinDir(ns)
+	pin := kind.PinDir(ns)
 	if _, err := os.Stat(pin); err != nil {
-		return []string{"end program maps not pinned at " + pin}, nil
+		if len(sids) == 0 && len(p.Interfaces) == 0 {
+			return nil, nil
+		}
+		return []string{"end program (" + endProgName + ") maps not pinned at " + pin}, nil
 	}
 	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
 	if err != nil {
@@ -60,13 +71,17 @@ func (endDriver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string
 	for _, name := range p.Interfaces {
 		l, err := ns.Netlink().LinkByName(name)
 		if err != nil {
-			continue // reported by CheckPrograms
+			missing = append(missing, "end program: no interface "+name)
+			continue
 		}
 		st, err := endAttachment(ns, end, pin, l.Attrs().Index)
 		if err != nil {
 			return missing, err
 		}
-		if st == endForeign {
+		switch st {
+		case endAbsent:
+			missing = append(missing, fmt.Sprintf("program end (%s) not attached on %s", endProgName, name))
+		case endForeign:
 			missing = append(missing, "end program on "+name+" is not the one serving this node's pinned SID map")
 		}
 	}
@@ -83,6 +98,87 @@ func (endDriver) Check(ns *netns.NS, node state.Node, p state.Program) ([]string
 		}
 	}
 	return missing, nil
+}
+
+// Remove detaches the End program from p's interfaces and deletes the
+// node's eBPF SIDs from its map; the maps stay pinned until the
+// namespace's pin directory goes (another program may share them).
+func (endDriver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pin := kind.PinDir(ns)
+	if _, err := os.Stat(pin); err != nil {
+		return nil // nothing was applied
+	}
+	var errs []error
+	for _, name := range p.Interfaces {
+		l, err := ns.Netlink().LinkByName(name)
+		if err != nil {
+			continue // the interface and its link are gone
+		}
+		errs = append(errs, detachPinnedLink(endLinkPin(pin, l.Attrs().Index)))
+	}
+	sids, err := ebpfSIDs(ns, node)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, s := range sids {
+		if _, found, _ := end.SID(s.sid); found {
+			errs = append(errs, end.DeleteSID(s.sid))
+		}
+	}
+	errs = append(errs, end.Close())
+	return errors.Join(errs...)
+}
+
+// Counters reads the End program's drop counters ("drop/REASON"), FIB
+// outcomes ("fib/RESULT") and per-SID packets and bytes
+// ("sid/SID/packets", "sid/SID/bytes"), sorted by name.
+func (endDriver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	pin := kind.PinDir(ns)
+	if _, err := os.Stat(pin); err != nil {
+		return nil, fmt.Errorf("read end counters: not pinned at %s: %w", pin, err)
+	}
+	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
+	if err != nil {
+		return nil, err
+	}
+	defer end.Close()
+	var out []kind.Counter
+	drops, err := end.DropCounts()
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range drops {
+		if v != 0 {
+			out = append(out, kind.Counter{Name: "drop/" + drop.Reason(i).String(), Value: v})
+		}
+	}
+	fib, err := end.FIBCounts()
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range fib {
+		out = append(out, kind.Counter{Name: "fib/" + name, Value: v})
+	}
+	sc, err := end.SIDCounts()
+	if err != nil {
+		return nil, err
+	}
+	for sid, c := range sc {
+		out = append(out, kind.Counter{Name: "sid/" + sid.String() + "/packets", Value: c.Packets},
+			kind.Counter{Name: "sid/" + sid.String() + "/bytes", Value: c.Bytes})
+	}
+	slices.SortFunc(out, func(a, b kind.Counter) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // endLinkPin is where datapath.End pins the tcx link of ifindex (see
@@ -341,7 +437,7 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		ifindexes = append(ifindexes, l.Attrs().Index)
 	}
 
-	pin := PinDir(ns)
+	pin := kind.PinDir(ns)
 	_, statErr := os.Stat(pin)
 	u := &endUndo{pin: pin, pinExisted: statErr == nil}
 	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})

@@ -1,8 +1,9 @@
-package apply
+package end_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"slices"
@@ -14,10 +15,29 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/datapath"
+	"github.com/srchain/srchain/internal/kind"
+	_ "github.com/srchain/srchain/internal/kinds/end"
+	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
+
+func p(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func ad(s string) netip.Addr  { return netip.MustParseAddr(s) }
+
+func endLinkPin(pin string, ifindex int) string {
+	return fmt.Sprintf("%s/tcx_ingress_%d", pin, ifindex)
+}
+
+// pair is two namespaces with eth0 and the pin directory of the first
+// removed at the end.
+func pair(t *testing.T, tag string) *netns.NS {
+	a, _ := kindtest.Pair(t, tag)
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	return a
+}
 
 func endNode() state.Node {
 	return state.Node{
@@ -44,20 +64,19 @@ func openFDs(t *testing.T) int {
 // interface does not count as attached: re-apply attaches the program.
 // Apply holds no End handle (file descriptors) once it returned.
 func TestApplyEndStalePin(t *testing.T) {
-	a, _ := pair(t)
+	a := pair(t, "e")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	t.Cleanup(func() { _ = os.RemoveAll(PinDir(a)) })
 	node := endNode()
-	if err := Apply(ctx, a, node); err != nil { // pins exist from here on
+	if err := apply.Apply(ctx, a, node); err != nil { // pins exist from here on
 		t.Fatal(err)
 	}
 	fds := openFDs(t)
-	if res, err := ApplyWith(ctx, a, node, Options{}); err != nil || res.Changes != 0 {
+	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes != 0 {
 		t.Fatalf("re-apply = %d changes, %v", res.Changes, err)
 	}
 	l, _ := a.Netlink().LinkByName("eth0")
-	pin := endLinkPin(PinDir(a), l.Attrs().Index)
+	pin := endLinkPin(kind.PinDir(a), l.Attrs().Index)
 	// Sever the link from the interface; its pin stays.
 	pl, err := link.LoadPinnedLink(pin, nil)
 	if err != nil {
@@ -67,23 +86,23 @@ func TestApplyEndStalePin(t *testing.T) {
 		t.Fatalf("detach pinned link: %v", err)
 	}
 	pl.Close()
-	if names, _ := IngressPrograms(a, "eth0"); len(names) != 0 {
+	if names, _ := apply.IngressPrograms(a, "eth0"); len(names) != 0 {
 		t.Fatalf("programs after detach: %v", names)
 	}
-	if missing, err := CheckPrograms(a, node); err != nil || len(missing) == 0 {
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) == 0 {
 		t.Errorf("check with a stale pin = %v, %v; want the program reported", missing, err)
 	}
-	res, err := ApplyWith(ctx, a, node, Options{})
+	res, err := apply.ApplyWith(ctx, a, node, apply.Options{})
 	if err != nil || res.Changes == 0 {
 		t.Fatalf("apply over a stale pin = %d changes, %v; want the program attached again", res.Changes, err)
 	}
-	if names, _ := IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
+	if names, _ := apply.IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
 		t.Errorf("ingress programs = %v, want [srchain_end]", names)
 	}
-	if missing, err := CheckPrograms(a, node); err != nil || len(missing) != 0 {
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
 		t.Errorf("check after re-attach = %v, %v", missing, err)
 	}
-	if res, err := ApplyWith(ctx, a, node, Options{}); err != nil || res.Changes != 0 {
+	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes != 0 {
 		t.Errorf("re-apply = %d changes, %v; want 0", res.Changes, err)
 	}
 	if now := openFDs(t); now > fds {
@@ -94,19 +113,18 @@ func TestApplyEndStalePin(t *testing.T) {
 // TestApplyEndSIDUndo: a SID whose entry differs is rewritten, and a failed
 // apply restores the old entry; Check reports the difference.
 func TestApplyEndSIDUndo(t *testing.T) {
-	a, _ := pair(t)
+	a := pair(t, "u")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	t.Cleanup(func() { _ = os.RemoveAll(PinDir(a)) })
 	node := endNode()
-	if err := Apply(ctx, a, node); err != nil {
+	if err := apply.Apply(ctx, a, node); err != nil {
 		t.Fatal(err)
 	}
 	sid := ad("fc00:2::f2")
 	other := ad("fc00:12::9")
 	setSID := func(b datapath.Behavior, oif int, nh6 netip.Addr) {
 		t.Helper()
-		end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: PinDir(a)})
+		end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: kind.PinDir(a)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +135,7 @@ func TestApplyEndSIDUndo(t *testing.T) {
 	}
 	getSID := func() datapath.SIDEntry {
 		t.Helper()
-		end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: PinDir(a)})
+		end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: kind.PinDir(a)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,34 +149,34 @@ func TestApplyEndSIDUndo(t *testing.T) {
 	l, _ := a.Netlink().LinkByName("eth0")
 	setSID(datapath.BehaviorEndX, l.Attrs().Index, other)
 	changed := getSID()
-	missing, err := CheckPrograms(a, node)
+	missing, err := apply.CheckPrograms(ctx, a, node)
 	if err != nil || len(missing) != 1 || !strings.Contains(missing[0], "want End.X") {
 		t.Errorf("check with a changed sid = %q, %v", missing, err)
 	}
 
 	failing := node
 	failing.Programs = append(slices.Clone(node.Programs), state.Program{Kind: "boom"})
-	drivers := registered()
-	drivers["boom"] = DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) {
+	drivers := kind.Drivers()
+	drivers["boom"] = apply.DriverFunc(func(*netns.NS, state.Node, state.Program) (func() error, error) {
 		return nil, errors.New("injected failure")
 	})
-	if _, err := ApplyWith(ctx, a, failing, Options{Drivers: drivers}); err == nil || strings.Contains(err.Error(), "roll back") {
+	if _, err := apply.ApplyWith(ctx, a, failing, apply.Options{Drivers: drivers}); err == nil || strings.Contains(err.Error(), "roll back") {
 		t.Fatalf("apply with failing driver = %v, want the injected failure and a clean roll back", err)
 	}
 	if got := getSID(); got != changed {
 		t.Errorf("sid after a failed apply = %+v, want the old entry %+v", got, changed)
 	}
-	if names, _ := IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
+	if names, _ := apply.IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
 		t.Errorf("ingress programs after a failed re-apply = %v", names)
 	}
-	res, err := ApplyWith(ctx, a, node, Options{})
+	res, err := apply.ApplyWith(ctx, a, node, apply.Options{})
 	if err != nil || res.Changes != 1 {
 		t.Fatalf("apply = %d changes, %v; want 1 (the sid)", res.Changes, err)
 	}
 	if got := getSID(); got.NH6 != ad("fc00:12::1") {
 		t.Errorf("sid after apply = %+v", got)
 	}
-	if missing, err := CheckPrograms(a, node); err != nil || len(missing) != 0 {
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
 		t.Errorf("check after apply = %v, %v", missing, err)
 	}
 }
@@ -166,8 +184,12 @@ func TestApplyEndSIDUndo(t *testing.T) {
 // TestCheckProgramsByName: another program on the interface is not the
 // End program.
 func TestCheckProgramsByName(t *testing.T) {
-	a, _ := pair(t)
+	a := pair(t, "n")
+	ctx := context.Background()
 	node := state.Node{Name: "r2", Programs: []state.Program{{Kind: "end", Interfaces: []string{"eth0"}}}}
+	if err := os.MkdirAll(kind.PinDir(a), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "decoy", Type: ebpf.SchedCLS, License: "GPL",
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}}) // TCX_NEXT
 	if err != nil {
@@ -183,13 +205,8 @@ func TestCheckProgramsByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tl.Close()
-	missing, err := checkPrograms(a, node, map[string]ProgramDriver{"end": endDriver{}})
+	missing, err := apply.CheckPrograms(ctx, a, node)
 	if err != nil || !slices.Contains(missing, "program end (srchain_end) not attached on eth0") {
 		t.Errorf("check with only a decoy attached = %q, %v", missing, err)
-	}
-	// A driver that names no program: any program counts.
-	missing, _ = checkPrograms(a, node, map[string]ProgramDriver{"end": DriverFunc(nil)})
-	if len(missing) != 0 {
-		t.Errorf("check for an unnamed program = %q", missing)
 	}
 }

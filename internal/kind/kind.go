@@ -1,0 +1,154 @@
+// Package kind is the one place an NF kind plugs into srchain. A kind is a
+// package (internal/kinds/<name>) that implements Kind and calls Register
+// from its init function; internal/kinds/all imports every kind, and the
+// CLI, the lab and the tests import that. Nothing else in the pipeline
+// (spec, compile, apply) names a kind: validate asks the registry which
+// kinds exist and how to check their config, the compiler asks it how to
+// compile an NF, and the applier asks it for the driver of a program.
+//
+// docs/CONTRIBUTING.md walks through adding a kind.
+package kind
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// Kind is one NF kind: what `kind:` names in a spec.
+type Kind interface {
+	// Name is the spec's kind name (e.g. "forward", "firewall").
+	Name() string
+	// Check validates nf.Config; path is the config's field path (e.g.
+	// "nfs[2].config"). Errors are *spec.FieldError made with
+	// s.ErrorAt, so they carry file:line:col and the field path. Check
+	// may read the files the config names, only through s.ReadFile.
+	Check(s *spec.Spec, nf *spec.NF, path string) []error
+	// Compile adds what the NF needs to its node's desired state: it may
+	// change sid (the NF's SID as compiled, e.g. its datapath) and add
+	// programs (with their typed config) to node. It must be
+	// deterministic and read files only through s.ReadFile.
+	Compile(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Node) error
+	// Drivers maps each state.Program kind this NF kind provides to its
+	// driver (none: the kind needs only kernel state).
+	Drivers() map[string]Driver
+}
+
+// Driver makes one kind of state.Program real on a node.
+//
+// Apply must be idempotent: what is already as desired (loaded, pinned,
+// AND attached) is left alone and a nil undo returned; what is missing
+// (e.g. a link detached by hand) is put back. On error it leaves nothing
+// behind. The undo removes what this call added. Drivers whose objects
+// must outlive the process (the lab CLI exits after `lab up`) pin them
+// under PinDir(ns).
+type Driver interface {
+	Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (undo func() error, err error)
+	// Check reports, changing nothing, how the node differs from p
+	// (empty: as desired). A pin that exists but whose link is not
+	// attached is drift.
+	Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (drift []string, err error)
+	// Remove detaches and unpins what Apply made for p.
+	Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error
+	// Counters reads p's counters (drops by reason, rule hits...).
+	Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]Counter, error)
+}
+
+// Counter is one named counter of a program.
+type Counter struct {
+	// Name says what is counted, e.g. "drop/srh_bad_sl" or "rule/3/packets".
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+var (
+	mu      sync.RWMutex
+	kinds   = map[string]Kind{}
+	drivers = map[string]Driver{}
+)
+
+// Register adds k. It is called from init functions; registering a kind
+// or a program twice is a programming error and panics at start-up.
+func Register(k Kind) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := kinds[k.Name()]; dup {
+		panic(fmt.Sprintf("kind %q registered twice", k.Name()))
+	}
+	for p := range k.Drivers() {
+		if _, dup := drivers[p]; dup {
+			panic(fmt.Sprintf("program %q of kind %q already has a driver", p, k.Name()))
+		}
+	}
+	kinds[k.Name()] = k
+	for p, d := range k.Drivers() {
+		drivers[p] = d
+	}
+}
+
+// Lookup returns the kind called name.
+func Lookup(name string) (Kind, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	k, ok := kinds[name]
+	return k, ok
+}
+
+// Names lists the registered kinds, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]string, 0, len(kinds))
+	for n := range kinds {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DriverFor returns the driver of a state.Program kind.
+func DriverFor(program string) (Driver, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	d, ok := drivers[program]
+	return d, ok
+}
+
+// Drivers returns a copy of every registered program driver.
+func Drivers() map[string]Driver {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make(map[string]Driver, len(drivers))
+	for p, d := range drivers {
+		out[p] = d
+	}
+	return out
+}
+
+// registry is what spec.Validate sees of the kinds (spec cannot import
+// this package: it imports spec).
+type registry struct{}
+
+func (registry) Names() []string { return Names() }
+
+func (registry) Check(s *spec.Spec, nf *spec.NF, path string) (bool, []error) {
+	k, ok := Lookup(nf.Kind)
+	if !ok {
+		return false, nil
+	}
+	return true, k.Check(s, nf, path)
+}
+
+func init() { spec.SetKinds(registry{}) }
+
+// PinRoot is where drivers pin BPF objects, one directory per namespace.
+const PinRoot = "/sys/fs/bpf/srchain/netns"
+
+// PinDir is the pin directory of the programs of one namespace; removing
+// it (and the namespace) removes every program srchain attached there.
+func PinDir(ns *netns.NS) string { return PinRoot + "/" + ns.Name }

@@ -1,0 +1,9 @@
+// Package all links every NF kind into a program: import it for its side
+// effects (the CLI, the lab's tests, the e2e tests and the compiler's
+// golden tests do). A new kind adds one line here.
+package all
+
+import (
+	_ "github.com/srchain/srchain/internal/kinds/end"      // forward (End, End.X) and the End program
+	_ "github.com/srchain/srchain/internal/kinds/firewall" // SERA firewall, seed 000
+)

@@ -1,0 +1,72 @@
+// Package kindtest helps the tests of NF kinds' drivers: two network
+// namespaces joined by a veth pair, removed when the test ends.
+package kindtest
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+// Addresses of Pair's ends.
+var (
+	AddrA = netip.MustParsePrefix("fd00:ab::1/64")
+	AddrB = netip.MustParsePrefix("fd00:ab::2/64")
+)
+
+// Pair creates namespaces srct-k<pid><tag>a and ...b (tag keeps tests of
+// one process apart) joined by a veth whose ends are both named eth0, up,
+// with AddrA and AddrB (no DAD). It needs root.
+func Pair(t *testing.T, tag string) (a, b *netns.NS) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	var nss []*netns.NS
+	for _, side := range []string{"a", "b"} {
+		name := fmt.Sprintf("srct-k%d%s%s", os.Getpid(), tag, side)
+		_ = netns.Delete(name)
+		ns, err := netns.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := ns.Delete(); err != nil {
+				t.Error(err)
+			}
+		})
+		nss = append(nss, ns)
+	}
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: "eth0", Namespace: netlink.NsFd(nss[0].Handle())},
+		PeerName:      "eth0",
+		PeerNamespace: netlink.NsFd(nss[1].Handle()),
+	}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatalf("add veth: %v", err)
+	}
+	for i, ns := range nss {
+		h := ns.Netlink()
+		l, err := h.LinkByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := []netip.Prefix{AddrA, AddrB}[i]
+		nl, err := netlink.ParseAddr(addr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nl.Flags = 0x02 // IFA_F_NODAD: usable at once
+		if err := h.AddrAdd(l, nl); err != nil {
+			t.Fatalf("add address: %v", err)
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nss[0], nss[1]
+}
