@@ -22,46 +22,50 @@ func init() {
 		Short: "Print the desired state the compiler produces, per node",
 		Long: "plan validates and compiles FILE and prints, for every node (or only --node),\n" +
 			"its interfaces, sysctls, routes, SR policies, SIDs, rules and eBPF programs,\n" +
-			"in iproute2-like notation. --json prints the state the applier consumes.",
+			"in iproute2-like notation. --json prints the state the applier consumes, secrets redacted.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, net, err := loadAndCompile(args[0])
 			if err != nil {
 				return specProblems(cmd, err)
 			}
-			// Secrets (OPoT keys) never leave through plan.
-			net = net.Redacted()
-			out := cmd.OutOrStdout()
-			if node != "" {
-				var only []state.Node
-				for _, n := range net.Nodes {
-					if n.Name == node {
-						only = append(only, n)
-					}
-				}
-				if only == nil {
-					return fmt.Errorf("plan: no node %q in %s", node, args[0])
-				}
-				net.Nodes = only
-			}
-			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if node != "" {
-					return enc.Encode(net.Nodes[0])
-				}
-				return enc.Encode(net)
-			}
-			if node == "" {
-				printChains(out, s, net)
-			}
-			printPlan(out, net, node == "")
-			return nil
+			return writePlan(cmd.OutOrStdout(), s, net, node, asJSON, args[0])
 		},
 	}
 	cmd.Flags().StringVar(&node, "node", "", "print only this node")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the desired state as JSON")
 	rootCmd.AddCommand(cmd)
+}
+
+// writePlan prints net (only node, when given) as text or JSON, with
+// every secret redacted: secrets (OPoT keys) never leave through plan.
+func writePlan(out io.Writer, s *spec.Spec, net *state.Network, node string, asJSON bool, file string) error {
+	net = net.Redacted()
+	if node != "" {
+		var only []state.Node
+		for _, n := range net.Nodes {
+			if n.Name == node {
+				only = append(only, n)
+			}
+		}
+		if only == nil {
+			return fmt.Errorf("plan: no node %q in %s", node, file)
+		}
+		net.Nodes = only
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if node != "" {
+			return enc.Encode(net.Nodes[0])
+		}
+		return enc.Encode(net)
+	}
+	if node == "" {
+		printChains(out, s, net)
+	}
+	printPlan(out, net, node == "")
+	return nil
 }
 
 func printPlan(w io.Writer, net *state.Network, withLinks bool) {

@@ -317,3 +317,20 @@ nfs:
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
+
+// TestEchoBounded: a huge string in the spec is echoed in errors only in
+// part (a 10 MB lab name used to be echoed in full).
+func TestEchoBounded(t *testing.T) {
+	huge := strings.Repeat("x", 10<<20)
+	src := "name: " + huge + "\nnodes: [{name: r1, role: router, locator: \"fc00:1::/64\"}]\nnfs:\n  - {name: a, kind: " + huge + ", node: r1}\n"
+	_, err := Check([]byte(src), "k.yaml")
+	fes := FieldErrors(err)
+	if len(fes) < 2 {
+		t.Fatalf("errors: %d", len(fes))
+	}
+	for _, fe := range fes {
+		if n := len(fe.Error()); n > 1024 {
+			t.Errorf("error of %d bytes at %s", n, fe.Path)
+		}
+	}
+}
