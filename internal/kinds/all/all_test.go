@@ -2,7 +2,11 @@ package all
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/srchain/srchain/internal/kind"
@@ -47,6 +51,32 @@ nfs:
 		}
 		if !found {
 			t.Errorf("%s: errors %v, want %s", k, err, want)
+		}
+	}
+}
+
+// TestContributingCitesExisting: every repository path that
+// docs/CONTRIBUTING.md cites (docs, packages, files) exists.
+func TestContributingCitesExisting(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "docs", "CONTRIBUTING.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cited := regexp.MustCompile(`(?:^|[\s(` + "`" + `])(\.\./[A-Za-z0-9_./-]+|(?:docs|internal|cmd|bpf|examples|test|scripts)/[A-Za-z0-9_./<>-]*|README\.md)`).FindAllStringSubmatch(string(b), -1)
+	if len(cited) < 10 {
+		t.Fatalf("found only %d citations", len(cited))
+	}
+	for _, m := range cited {
+		p := strings.TrimRight(m[1], ".")
+		if strings.Contains(p, "<") || strings.HasPrefix(p, "../") {
+			if strings.HasPrefix(p, "../") {
+				t.Errorf("CONTRIBUTING.md cites %s, outside the repository", p)
+			}
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("CONTRIBUTING.md cites %s: %v", p, err)
 		}
 	}
 }
