@@ -11,6 +11,7 @@ package kind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -58,6 +59,9 @@ type Driver interface {
 	// Counters reads p's counters (drops by reason, rule hits...).
 	Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]Counter, error)
 }
+
+// ErrNoInterface: the state names an interface the node does not have.
+var ErrNoInterface = errors.New("no such interface")
 
 // Counter is one named counter of a program.
 type Counter struct {

@@ -25,9 +25,6 @@ import (
 // whatever NF kind fronts the SID.
 type endDriver struct{}
 
-// ErrNoInterface: the state names an interface the node does not have.
-var ErrNoInterface = errors.New("no such interface")
-
 // Apply serves the node's eBPF SIDs (see applyEnd).
 func (endDriver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
 	if err := ctx.Err(); err != nil {
@@ -237,7 +234,7 @@ func ebpfSIDs(ns *netns.NS, node state.Node) ([]ebpfSID, error) {
 		if s.OIF != "" {
 			l, err := ns.Netlink().LinkByName(s.OIF)
 			if err != nil {
-				return nil, fmt.Errorf("find interface %s: %w: %w", s.OIF, ErrNoInterface, err)
+				return nil, fmt.Errorf("find interface %s: %w: %w", s.OIF, kind.ErrNoInterface, err)
 			}
 			e.oif = l.Attrs().Index
 		}
@@ -432,7 +429,7 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	for _, name := range p.Interfaces {
 		l, err := h.LinkByName(name)
 		if err != nil {
-			return nil, fmt.Errorf("find interface %s: %w: %w", name, ErrNoInterface, err)
+			return nil, fmt.Errorf("find interface %s: %w: %w", name, kind.ErrNoInterface, err)
 		}
 		ifindexes = append(ifindexes, l.Attrs().Index)
 	}

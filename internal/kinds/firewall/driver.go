@@ -81,7 +81,7 @@ func ifindexes(ns *netns.NS, names []string) ([]int, error) {
 	for _, ifn := range names {
 		l, err := ns.Netlink().LinkByName(ifn)
 		if err != nil {
-			return nil, fmt.Errorf("find interface %s: %w", ifn, err)
+			return nil, fmt.Errorf("find interface %s: %w: %w", ifn, kind.ErrNoInterface, err)
 		}
 		out = append(out, l.Attrs().Index)
 	}
