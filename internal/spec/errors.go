@@ -99,8 +99,8 @@ func parentPath(p string) string {
 // repeats: a 10 MB name must not make a 10 MB error.
 const MaxEcho = 128
 
-// clip cuts s to MaxEcho bytes (on a rune boundary) and marks the cut.
-func clip(s string) string {
+// cutEcho cuts s to MaxEcho bytes (on a rune boundary) and marks the cut.
+func cutEcho(s string) string {
 	if len(s) <= MaxEcho {
 		return s
 	}
@@ -119,7 +119,7 @@ func clipArgs(args []any) []any {
 			if &out[0] == &args[0] {
 				out = append([]any(nil), args...)
 			}
-			out[i] = clip(str)
+			out[i] = cutEcho(str)
 		}
 	}
 	return out
