@@ -197,14 +197,22 @@ func TestAliases(t *testing.T) {
     config:
       rules: ["-p tcp -j ACCEPT", *r9]
 `, []string{"-p tcp -j ACCEPT", "-p udp --dport 9 -j DROP"}, ""},
-		{"bad", `    config:
+		{"bad-list", `    config:
+      rules: &bad ["-p udp --dport 99999 -j DROP"]
+  - name: sera2
+    kind: firewall
+    node: nfv
+    config:
+      rules: *bad
+`, nil, "nfs[1].config.rules[0]: rule: "},
+		{"bad-item", `    config:
       rules: [&bad "-p udp --dport 99999 -j DROP"]
   - name: sera2
     kind: firewall
     node: nfv
     config:
       rules: [*bad]
-`, nil, "nfs[1].config.rules[0]"},
+`, nil, "nfs[1].config.rules[0]: rule: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "al.yaml")
@@ -213,8 +221,8 @@ func TestAliases(t *testing.T) {
 			}
 			s, err := spec.Load(p)
 			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("load = %v, want an error at %s", err, c.err)
+				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "99999") {
+					t.Fatalf("load = %v, want an error about port 99999 at %s", err, c.err)
 				}
 				return
 			}
