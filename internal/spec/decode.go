@@ -136,7 +136,7 @@ var (
 )
 
 func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
-	fe := &FieldError{File: d.s.File, Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...)}
+	fe := &FieldError{File: d.s.File, Path: cutEcho(path), Msg: fmt.Sprintf(format, clipArgs(args)...)}
 	if n != nil {
 		fe.Line, fe.Col = n.Line, n.Column
 	}

@@ -72,7 +72,7 @@ type pos struct{ line, col int }
 // errorf makes a FieldError positioned at path, or at its closest ancestor
 // that the file mentions (a missing field is reported where its parent is).
 func (s *Spec) errorf(path, format string, args ...any) *FieldError {
-	fe := &FieldError{File: s.File, Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...)}
+	fe := &FieldError{File: s.File, Path: cutEcho(path), Msg: fmt.Sprintf(format, clipArgs(args)...)}
 	for p := path; ; {
 		if at, ok := s.pos[p]; ok {
 			fe.Line, fe.Col = at.line, at.col
@@ -96,7 +96,8 @@ func parentPath(p string) string {
 }
 
 // MaxEcho bounds how much of a string from the input an error message
-// repeats: a 10 MB name must not make a 10 MB error.
+// (or a field path made of the input's keys) repeats: a 10 MB name must
+// not make a 10 MB error.
 const MaxEcho = 128
 
 // cutEcho cuts s to MaxEcho bytes (on a rune boundary) and marks the cut.

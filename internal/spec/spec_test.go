@@ -322,10 +322,11 @@ nfs:
 // part (a 10 MB lab name used to be echoed in full).
 func TestEchoBounded(t *testing.T) {
 	huge := strings.Repeat("x", 10<<20)
-	src := "name: " + huge + "\nnodes: [{name: r1, role: router, locator: \"fc00:1::/64\"}]\nnfs:\n  - {name: a, kind: " + huge + ", node: r1}\n"
+	src := "name: " + huge + "\nnodes: [{name: r1, role: router, locator: \"fc00:1::/64\"}]\nnfs:\n  - {name: a, kind: " + huge + ", node: r1}\n" +
+		"? " + huge + "\n: 1\n"
 	_, err := Check([]byte(src), "k.yaml")
 	fes := FieldErrors(err)
-	if len(fes) < 2 {
+	if len(fes) < 3 {
 		t.Fatalf("errors: %d", len(fes))
 	}
 	for _, fe := range fes {
