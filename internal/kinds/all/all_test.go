@@ -63,7 +63,7 @@ func TestContributingCitesExisting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cited := regexp.MustCompile(`(?:^|[\s(` + "`" + `])(\.\./[A-Za-z0-9_./-]+|(?:docs|internal|cmd|bpf|examples|test|scripts)/[A-Za-z0-9_./<>-]*|README\.md)`).FindAllStringSubmatch(string(b), -1)
+	cited := regexp.MustCompile(`(?:^|[\s(`+"`"+`])(\.\./[A-Za-z0-9_./-]+|(?:docs|internal|cmd|bpf|examples|test|scripts)/[A-Za-z0-9_./<>-]*|README\.md)`).FindAllStringSubmatch(string(b), -1)
 	if len(cited) < 10 {
 		t.Fatalf("found only %d citations", len(cited))
 	}
