@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -52,4 +53,17 @@ func (net *Network) Redacted() *Network {
 		out.Nodes[i].Secrets = secrets
 	}
 	return &out
+}
+
+// ErrVersion: a state written in another format version (e.g. a lab
+// record from an older srchain); recompile it from its spec.
+var ErrVersion = errors.New("desired state format version differs")
+
+// CheckVersion tells whether net was written in this FormatVersion;
+// consumers of stored state (lab records, agents) call it before use.
+func (net *Network) CheckVersion() error {
+	if net.Version != FormatVersion {
+		return fmt.Errorf("state of %s is version %d, this srchain reads %d: %w", net.Name, net.Version, FormatVersion, ErrVersion)
+	}
+	return nil
 }

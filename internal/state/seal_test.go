@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"testing"
 )
@@ -47,5 +48,18 @@ func TestRedacted(t *testing.T) {
 	}
 	if string(net.Nodes[0].Secrets[0].Value) != string(key) || net.Nodes[0].Secrets[0].Redacted {
 		t.Error("Redacted changed the original")
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	if err := (&Network{Version: FormatVersion}).CheckVersion(); err != nil {
+		t.Error(err)
+	}
+	var old Network // a version 1 record had no version field
+	if err := json.Unmarshal([]byte(`{"name":"q","nodes":[]}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.CheckVersion(); !errors.Is(err, ErrVersion) {
+		t.Errorf("old state: %v", err)
 	}
 }
