@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/srchain/srchain/internal/bench"
+	"github.com/srchain/srchain/internal/lab"
 )
 
 func init() {
@@ -22,7 +25,7 @@ func init() {
 		Use:   "bench",
 		Short: "Benchmark the data plane against kernel baselines (ratios in one run)",
 	}
-	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd())
+	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd(), benchControlCmd())
 	rootCmd.AddCommand(benchCmd)
 }
 
@@ -150,4 +153,52 @@ func parseSizes(s string) ([]int, error) {
 
 func pidAlive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil
+}
+
+func benchControlCmd() *cobra.Command {
+	var chains string
+	var rounds int
+	var asJSON bool
+	// Lab names are at most 12 characters: cbPPPP-NNNNN.
+	o := bench.ControlOptions{Lab: fmt.Sprintf("cb%d", os.Getpid()%10000)}
+	cmd := &cobra.Command{
+		Use:   "control",
+		Short: "Time the control plane at 100 / 1,000 / 10,000 chains: compile, lab up, status, apply",
+		Long: `control deploys a generated spec (h1 - r1 - r2 - r3 - h2, n chains from r1
+through an NF on r2 to r3, half with a 5-tuple classifier, half with a
+destination prefix) as a lab and times, per round: validate+compile, lab up,
+lab status, lab apply FILE with one chain changed, lab apply NAME with
+nothing to change, and lab down. It prints the median and the min .. max
+over rounds. Needs root; each lab is removed when its round ends.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range strings.Split(chains, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("parse chain count %q: %w", f, bench.ErrBadOptions)
+				}
+				o.Chains = append(o.Chains, n)
+			}
+			o.Rounds = rounds
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			pts, err := bench.RunControl(ctx, o)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if jerr := enc.Encode(pts); jerr != nil {
+					return errors.Join(err, jerr)
+				}
+			} else if werr := bench.WriteControl(cmd.OutOrStdout(), pts); werr != nil {
+				return errors.Join(err, werr)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&chains, "chains", "100,1000,10000", "comma-separated chain counts")
+	f.IntVar(&rounds, "rounds", 3, "rounds per chain count")
+	f.BoolVar(&asJSON, "json", false, "print every round as JSON")
+	f.StringVar(&o.StateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
+	return cmd
 }

@@ -23,6 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"reflect"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
@@ -91,10 +94,15 @@ type Options struct {
 	// DryRun changes nothing and reports what would change (programs
 	// are not checked).
 	DryRun bool
-	// Prev is the desired state this node was last applied with: what it
-	// has and node has not (routes, SIDs, rules) is removed. Nil removes
-	// nothing (see the package comment).
+	// Prev is the desired state the node was last applied with. Apply
+	// then applies only the difference: what Prev has too is taken to be
+	// in place and not read back, so the cost is that of the change
+	// (applying without Prev, as `lab apply NAME` does, repairs drift).
 	Prev *state.Node
+	// Remove is a desired state the node held: its routes, SIDs and
+	// rules that node lacks are removed. Nil removes nothing (see the
+	// package comment).
+	Remove *state.Node
 }
 
 // Apply makes node ns match node. See the package comment.
@@ -115,22 +123,32 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		drivers = registered()
 	}
 	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers, dry: opts.DryRun,
-		prev: opts.Prev, wanted: map[routeKey]bool{}, wantedRules: map[string]bool{}}
+		prev: newPrevSet(opts.Prev), remove: opts.Remove}
+	p := opts.Prev
 	stages := []struct {
 		name string
 		fn   func() error
+		same bool // unchanged since Prev: skipped
 	}{
-		{"sysctls", a.sysctls},
-		{"interfaces", a.interfaces},
-		{"addresses", a.addresses},
-		{"tunsrc", a.tunsrc},
-		{"routes", a.routes},
-		{"sids", a.sids},
-		{"rules", a.rules},
-		{"programs", a.programs},
-		{"prune", a.prune},
+		{"sysctls", a.sysctls, false},
+		{"interfaces", a.interfaces, p != nil && equal(p.Interfaces, node.Interfaces)},
+		{"addresses", a.addresses, p != nil && equal(p.Interfaces, node.Interfaces) && equal(p.Loopback, node.Loopback)},
+		{"tunsrc", a.tunsrc, p != nil && p.TunSrc == node.TunSrc},
+		{"routes", a.routes, false},
+		{"sids", a.sids, false},
+		{"rules", a.rules, false},
+		{"programs", a.programs, p != nil && equal(p.Programs, node.Programs) && equal(p.SIDs, node.SIDs)},
+		{"prune", a.prune, false},
 	}
+	defer func() {
+		if a.strict != nil {
+			a.strict.Close()
+		}
+	}()
 	for _, s := range stages {
+		if s.same {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return Result{}, a.fail(fmt.Errorf("apply %s: %w", node.Name, err))
 		}
@@ -165,16 +183,14 @@ type applier struct {
 	j       *journal
 	drivers map[string]ProgramDriver
 	dry     bool
-	prev    *state.Node
+	prev    *prevSet
+	remove  *state.Node
 
 	// What the node's namespace holds, read once per Apply (routes.go).
 	views     map[int]*routeView
+	strict    *netlink.Handle // for per-table dumps (listTable)
 	ruleViews map[int]map[string]netlink.Rule
 	ifindexes map[string]int
-	// wanted and wantedRules are what this state asks for, so that
-	// prune keeps them.
-	wanted      map[routeKey]bool
-	wantedRules map[string]bool
 }
 
 // change runs do and journals undo; in a dry run it only records what.
@@ -203,4 +219,71 @@ func (a *applier) fail(err error) error {
 		return errors.Join(err, fmt.Errorf("roll back %s: %w", a.node.Name, rerr))
 	}
 	return err
+}
+
+// prevSet is Options.Prev as sets, to tell unchanged items in O(1).
+type prevSet struct {
+	sysctls map[state.Sysctl]bool
+	routes  map[slot]state.Route
+	sids    map[state.LocalSID]bool
+	rules   map[state.Rule]bool
+}
+
+// slot is where a desired route goes: its table and destination.
+type slot struct {
+	table int
+	dst   netip.Prefix
+}
+
+func routeSlot(r state.Route) slot  { return slot{tableID(r.Table), r.Dst.Masked()} }
+func sidSlot(s state.LocalSID) slot { return slot{tableID(0), s.SID.Masked()} }
+
+func newPrevSet(n *state.Node) *prevSet {
+	if n == nil {
+		return nil
+	}
+	p := &prevSet{sysctls: map[state.Sysctl]bool{}, routes: make(map[slot]state.Route, len(n.Routes)),
+		sids: make(map[state.LocalSID]bool, len(n.SIDs)), rules: make(map[state.Rule]bool, len(n.Rules))}
+	for _, s := range n.Sysctls {
+		p.sysctls[s] = true
+	}
+	for _, r := range n.Routes {
+		p.routes[routeSlot(r)] = r
+	}
+	for _, s := range n.SIDs {
+		p.sids[s] = true
+	}
+	for _, r := range n.Rules {
+		p.rules[r] = true
+	}
+	return p
+}
+
+// sameRoute reports whether two desired routes program the same kernel
+// route (the chain label aside).
+func sameRoute(a, b state.Route) bool {
+	if a.Table != b.Table || a.Dst != b.Dst || a.Via != b.Via || a.Dev != b.Dev || (a.Encap == nil) != (b.Encap == nil) {
+		return false
+	}
+	return a.Encap == nil || (a.Encap.Mode == b.Encap.Mode && slices.Equal(a.Encap.Segments, b.Encap.Segments))
+}
+
+// hasSysctl and friends report whether Options.Prev has the item.
+func (p *prevSet) hasSysctl(s state.Sysctl) bool { return p != nil && p.sysctls[s] }
+func (p *prevSet) hasRoute(r state.Route) bool {
+	if p == nil {
+		return false
+	}
+	q, ok := p.routes[routeSlot(r)]
+	return ok && sameRoute(q, r)
+}
+func (p *prevSet) hasSID(s state.LocalSID) bool { return p != nil && p.sids[s] }
+func (p *prevSet) hasRule(r state.Rule) bool    { return p != nil && p.rules[r] }
+
+// equal compares two parts of a desired state; nil and empty are equal.
+func equal[T any](a, b []T) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }

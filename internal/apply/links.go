@@ -28,6 +28,9 @@ func (a *applier) readSysctl(key string) (string, error) {
 
 func (a *applier) sysctls() error {
 	for _, s := range a.node.Sysctls {
+		if a.prev.hasSysctl(s) {
+			continue
+		}
 		old, err := a.readSysctl(s.Key)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -273,26 +274,52 @@ func keyOf(r *netlink.Route, fam int) routeKey {
 	return routeKey{fam, r.Table, prefixOf(r.Dst, fam)}
 }
 
-// routeView is the node's routes of one family, dumped once per Apply
-// (one RTM_GETROUTE dump over all tables) and kept up to date in memory
-// as Apply changes them: looking a route up is a map access, so applying
-// n routes costs one dump and n changes, not n dumps.
+// routeView is the node's routes of one family, read from the kernel at
+// most once per table per Apply and kept up to date in memory as Apply
+// changes them: looking a route up is a map access, so applying n routes
+// costs one dump per table touched (or one dump of every table, once many
+// are touched) and n changes, not n dumps.
 type routeView struct {
 	// best is, per destination, the route the kernel uses (lowest metric).
 	best map[routeKey]netlink.Route
 	// all keeps every route per destination, for pruning.
 	all map[routeKey][]netlink.Route
+	// tables read so far; full once every table was read in one dump.
+	tables map[int]bool
+	full   bool
 }
 
-func (a *applier) routeView(fam int) (*routeView, error) {
-	if v, ok := a.views[fam]; ok {
+// perTableDumps is how many tables Apply reads one by one before it
+// reads all tables in one dump instead: a change to a few chains reads
+// only their tables, a full apply reads everything once.
+const perTableDumps = 8
+
+func (a *applier) routeView(fam, table int) (*routeView, error) {
+	v, ok := a.views[fam]
+	if !ok {
+		v = &routeView{best: map[routeKey]netlink.Route{}, all: map[routeKey][]netlink.Route{}, tables: map[int]bool{}}
+		if a.views == nil {
+			a.views = map[int]*routeView{}
+		}
+		a.views[fam] = v
+	}
+	if v.full || v.tables[table] {
 		return v, nil
 	}
-	rs, err := listRoutes(a.ns.Netlink(), fam)
+	var rs []netlink.Route
+	var err error
+	if len(v.tables) < perTableDumps {
+		rs, err = a.listTable(fam, table)
+		v.tables[table] = true
+	} else {
+		rs, err = listRoutes(a.ns.Netlink(), fam)
+		v.full = true
+		clear(v.best)
+		clear(v.all)
+	}
 	if err != nil {
 		return nil, err
 	}
-	v := &routeView{best: make(map[routeKey]netlink.Route, len(rs)), all: make(map[routeKey][]netlink.Route, len(rs))}
 	for _, r := range rs {
 		k := keyOf(&r, fam)
 		v.all[k] = append(v.all[k], r)
@@ -300,11 +327,33 @@ func (a *applier) routeView(fam int) (*routeView, error) {
 			v.best[k] = r
 		}
 	}
-	if a.views == nil {
-		a.views = map[int]*routeView{}
-	}
-	a.views[fam] = v
 	return v, nil
+}
+
+// listTable dumps one routing table. The kernel filters by table only on
+// a socket with NETLINK_GET_STRICT_CHK (Linux >= 4.20), so this uses a
+// handle of its own with that option; it answers ENOENT for a table that
+// does not exist yet.
+func (a *applier) listTable(fam, table int) ([]netlink.Route, error) {
+	if a.strict == nil {
+		h, err := netlink.NewHandleAt(a.ns.Handle(), unix.NETLINK_ROUTE)
+		if err != nil {
+			return nil, fmt.Errorf("open netlink in %s: %w", a.ns.Name, err)
+		}
+		if err := h.SetStrictCheck(true); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("set netlink strict check: %w", err)
+		}
+		a.strict = h
+	}
+	rs, err := a.strict.RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list routes of table %d: %w", table, err)
+	}
+	return rs, nil
 }
 
 // set records that r is now the route the kernel uses for its key.
@@ -320,12 +369,11 @@ func (v *routeView) set(r netlink.Route, fam int) {
 // other one.
 func (a *applier) ensureRoute(what string, want *netlink.Route) error {
 	h := a.ns.Netlink()
-	v, err := a.routeView(want.Family)
+	v, err := a.routeView(want.Family, want.Table)
 	if err != nil {
 		return err
 	}
 	k := keyOf(want, want.Family)
-	a.wanted[k] = true
 	old, ok := v.best[k]
 	if !ok {
 		if err := a.change("add "+what,
@@ -383,6 +431,9 @@ func (a *applier) routes() error {
 		if err != nil {
 			return err
 		}
+		if a.prev.hasRoute(r) {
+			continue
+		}
 		if err := a.ensureRoute("route "+r.Dst.String(), nr); err != nil {
 			return err
 		}
@@ -437,6 +488,9 @@ func (a *applier) sids() error {
 		nr, err := SIDRoute(s, dev, a.ifindex)
 		if err != nil {
 			return err
+		}
+		if a.prev.hasSID(s) {
+			continue
 		}
 		if err := a.ensureRoute(fmt.Sprintf("sid %s %s", s.SID, s.Behavior), nr); err != nil {
 			return err
@@ -520,12 +574,14 @@ func (a *applier) rules() error {
 		if err != nil {
 			return err
 		}
+		if a.prev.hasRule(r) {
+			continue
+		}
+		sig := ruleSig(want)
 		have, err := a.ruleView(want.Family)
 		if err != nil {
 			return err
 		}
-		sig := ruleSig(want)
-		a.wantedRules[sig] = true
 		if _, ok := have[sig]; ok {
 			continue
 		}
@@ -539,26 +595,31 @@ func (a *applier) rules() error {
 	return nil
 }
 
-// prune removes what the previous desired state (Options.Prev) had and
+// prune removes what the previous desired state (Options.Remove) had and
 // this one has not: routes, seg6local SIDs and policy rules of chains and
 // NFs that were deleted or changed. It runs after everything desired is in
 // place, so traffic of a changed chain moves to its new policy before the
 // old one goes, and it touches only what the previous state named and the
 // kernel still holds as that state wrote it.
 func (a *applier) prune() error {
-	if a.prev == nil {
+	if a.remove == nil {
 		return nil
 	}
 	h := a.ns.Netlink()
-	for _, r := range a.prev.Rules {
+	rules := map[state.Rule]bool{}
+	for _, r := range a.node.Rules {
+		r.Chain = ""
+		rules[r] = true
+	}
+	for _, r := range a.remove.Rules {
+		if r.Chain = ""; rules[r] {
+			continue
+		}
 		old, err := RuleFor(r)
 		if err != nil {
 			return err
 		}
 		sig := ruleSig(old)
-		if a.wantedRules[sig] {
-			continue
-		}
 		have, err := a.ruleView(old.Family)
 		if err != nil {
 			return err
@@ -573,19 +634,31 @@ func (a *applier) prune() error {
 		}
 		delete(have, sig)
 	}
+	slots := map[slot]bool{}
+	for _, r := range a.node.Routes {
+		slots[routeSlot(r)] = true
+	}
+	for _, s := range a.node.SIDs {
+		if s.Datapath != state.EBPF {
+			slots[sidSlot(s)] = true
+		}
+	}
 	var olds []*netlink.Route
-	for _, r := range a.prev.Routes {
+	for _, r := range a.remove.Routes {
+		if slots[routeSlot(r)] {
+			continue
+		}
 		nr, err := RouteFor(r, a.ifindexOrZero)
 		if err != nil {
 			return err
 		}
 		olds = append(olds, nr)
 	}
-	dev, _ := a.sidDev()
-	for _, s := range a.prev.SIDs {
-		if s.Datapath == state.EBPF {
+	for _, s := range a.remove.SIDs {
+		if s.Datapath == state.EBPF || slots[sidSlot(s)] {
 			continue
 		}
+		dev, _ := a.sidDev()
 		nr, err := SIDRoute(s, dev, a.ifindexOrZero)
 		if err != nil {
 			return err
@@ -594,10 +667,7 @@ func (a *applier) prune() error {
 	}
 	for _, old := range olds {
 		k := keyOf(old, old.Family)
-		if a.wanted[k] {
-			continue
-		}
-		v, err := a.routeView(old.Family)
+		v, err := a.routeView(old.Family, old.Table)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,12 @@ var ErrBadSearch = errors.New("bad search parameters")
 // loss threshold.
 var ErrNoPass = errors.New("no passing rate")
 
+// ErrShort is returned when no trial of a PDR search passed because the
+// generator fell short of every target rate (a busy machine), whatever
+// the loss: the DUT was never measured at the rates asked for, which is
+// not a loss failure.
+var ErrShort = errors.New("generator fell short of every target rate")
+
 // ShortfallTolerance is how far below its target rate a trial may offer
 // and still count: a trial whose generator achieved less than
 // (1 - ShortfallTolerance) x target did not test the target rate, so it

@@ -162,3 +162,93 @@ func TestPDRRound(t *testing.T) {
 		t.Errorf("no passing step: err = %v", err)
 	}
 }
+
+// replay is a Trial that answers from recorded steps (target rate ->
+// achieved rate and loss), as a live run measured them: the search logic
+// is then tested on real measurements without timing in the test.
+func replay(t *testing.T, rec []SearchStep) Trial {
+	i := 0
+	return func(_ context.Context, rate float64) (TrialResult, error) {
+		if i >= len(rec) {
+			t.Fatalf("search asked for trial %d at %.0f pps; only %d recorded", i+1, rate, len(rec))
+		}
+		r := rec[i]
+		i++
+		if math.Abs(r.Target-rate) > 1 {
+			t.Fatalf("trial %d: search asked for %.0f pps, the recording was at %.0f", i, rate, r.Target)
+		}
+		return TrialResult{Offered: r.Rate, Loss: r.Loss}, nil
+	}
+}
+
+// TestPDRRecordedSteps replays PDR searches recorded on this 2-core
+// machine (TestBenchPDR, layout two, threshold 5%). On an idle machine
+// the search converges on a passing step; while another job ran, the
+// generator offered ~85% of every target: every step was short, and
+// the round was reported as a loss failure ("no trial within loss 0.05")
+// although no step lost anything. It must be reported as ErrShort.
+func TestPDRRecordedSteps(t *testing.T) {
+	p := SearchParams{Max: 1.2e6, Threshold: 0.05, Resolution: 24e3, MaxTrials: 12}
+	type rec = SearchStep
+	idle := []rec{
+		{Target: 1.2e6, Rate: 1.19e6, Loss: 0.31},
+		{Target: 600e3, Rate: 598e3, Loss: 0},
+		{Target: 900e3, Rate: 893e3, Loss: 0.071},
+		{Target: 750e3, Rate: 747e3, Loss: 0.012},
+		{Target: 825e3, Rate: 821e3, Loss: 0.038},
+		{Target: 862500, Rate: 859e3, Loss: 0.055},
+		{Target: 843750, Rate: 840e3, Loss: 0.049},
+	}
+	busy := []rec{
+		{Target: 1.2e6, Rate: 1.01e6, Loss: 0},
+		{Target: 600e3, Rate: 507e3, Loss: 0},
+		{Target: 300e3, Rate: 256e3, Loss: 0},
+		{Target: 150e3, Rate: 129e3, Loss: 0},
+		{Target: 75e3, Rate: 64e3, Loss: 0},
+		{Target: 37500, Rate: 31e3, Loss: 0},
+		{Target: 18750, Rate: 16e3, Loss: 0},
+	}
+	lossy := []rec{
+		{Target: 1.2e6, Rate: 1.19e6, Loss: 0.4},
+		{Target: 600e3, Rate: 598e3, Loss: 0.2},
+		{Target: 300e3, Rate: 299e3, Loss: 0.1},
+		{Target: 150e3, Rate: 150e3, Loss: 0.09},
+		{Target: 75e3, Rate: 75e3, Loss: 0.08},
+		{Target: 37500, Rate: 37500, Loss: 0.07},
+		{Target: 18750, Rate: 18750, Loss: 0.06},
+	}
+	for _, tt := range []struct {
+		name    string
+		rec     []rec
+		want    float64
+		wantErr error
+	}{
+		{"idle", idle, 840e3, nil},
+		{"busy: generator short", busy, 0, ErrShort},
+		{"lossy DUT", lossy, 0, ErrNoPass},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			best, steps, err := SearchPDR(context.Background(), p, replay(t, tt.rec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(steps) != len(tt.rec) || best != tt.want {
+				t.Fatalf("%d steps, best %.0f; want %d, %.0f: %+v", len(steps), best, len(tt.rec), tt.want, steps)
+			}
+			trials := make([]Round, len(steps))
+			for i, s := range steps {
+				trials[i] = Round{OfferedPPS: s.Rate, Loss: s.Loss}
+			}
+			rd, err := pdrRound(Round{OfferedPPS: steps[0].Rate}, trials, steps, p.Threshold)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("pdrRound error = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantErr == ErrShort && errors.Is(err, ErrNoPass) {
+				t.Errorf("a short generator is reported as a loss failure: %v", err)
+			}
+			if err == nil && (rd.Value != tt.want || rd.Loss > p.Threshold) {
+				t.Errorf("round %+v", rd)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -547,6 +548,11 @@ func (r *rig) measure(ctx context.Context, o Options, size int) (Round, []int, e
 // rate. trials[i] is the trial of steps[i].
 func pdrRound(top Round, trials []Round, steps []SearchStep, threshold float64) (Round, error) {
 	best := BestStep(steps)
+	if best < 0 && len(steps) > 0 && !slices.ContainsFunc(steps, func(s SearchStep) bool { return !s.Short }) {
+		first := steps[0]
+		return Round{}, fmt.Errorf("search pdr: %d trials, first: %.0f pps offered for a %.0f pps target (loss %.4f): %w",
+			len(steps), first.Rate, first.Target, first.Loss, ErrShort)
+	}
 	if best < 0 || best >= len(trials) {
 		low := ""
 		if n := len(steps); n > 0 {

@@ -139,7 +139,9 @@ func encodeRecord(o Options, r *Record) ([]byte, error) {
 	if err := os.MkdirAll(o.dir(), 0o755); err != nil {
 		return nil, fmt.Errorf("create lab state dir: %w", err)
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	// Compact: a 10,000-chain record is megabytes, written on every
+	// `lab apply FILE`.
+	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode lab record: %w", err)
 	}
@@ -758,11 +760,7 @@ func Open(lab, node string, opts Options) (*netns.NS, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, ok := rec.Namespaces[node]
-	if !ok {
-		return nil, fmt.Errorf("open %s in lab %s: %w", node, lab, ErrNoNode)
-	}
-	return netns.Open(name)
+	return openNode(rec, node)
 }
 
 // Exec runs argv inside node's namespace with the given standard streams

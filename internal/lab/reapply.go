@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/netns"
@@ -32,7 +33,7 @@ func Reapply(ctx context.Context, lab string, opts Options) (map[string]int, err
 	changes := map[string]int{}
 	var errs []error
 	for _, n := range rec.Network.Nodes {
-		ns, err := Open(lab, n.Name, opts)
+		ns, err := openNode(rec, n.Name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -91,36 +92,52 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	for i := range rec.Network.Nodes {
 		old[rec.Network.Nodes[i].Name] = &rec.Network.Nodes[i]
 	}
-	passes := []func(n, prev *state.Node) (state.Node, *state.Node){
-		func(n, prev *state.Node) (state.Node, *state.Node) {
-			x := *n
-			x.Routes, x.Rules = prev.Routes, prev.Rules
-			return x, nil
-		},
-		func(n, _ *state.Node) (state.Node, *state.Node) { return *n, nil },
-		func(n, prev *state.Node) (state.Node, *state.Node) { return *n, prev },
+	// Each pass gives every node a state to reach, the state it is known
+	// to hold (apply.Options.Prev: only the difference is applied) and
+	// the state whose leftovers go (Options.Remove).
+	type pass func(n, old *state.Node) (want state.Node, prev, remove *state.Node)
+	mid := func(n, old *state.Node) *state.Node {
+		x := *n
+		x.Routes, x.Rules = old.Routes, old.Rules
+		return &x
+	}
+	passes := []pass{
+		func(n, old *state.Node) (state.Node, *state.Node, *state.Node) { return *mid(n, old), old, nil },
+		func(n, old *state.Node) (state.Node, *state.Node, *state.Node) { return *n, mid(n, old), nil },
+		func(n, old *state.Node) (state.Node, *state.Node, *state.Node) { return *n, n, old },
 	}
 	changes := map[string]int{}
 	touched := map[string]bool{}
+	same := map[string]bool{} // nodes whose desired state did not change
+	for i := range net.Nodes {
+		n := &net.Nodes[i]
+		same[n.Name] = reflect.DeepEqual(n, old[n.Name])
+		changes[n.Name] = 0
+	}
 	for _, pass := range passes {
 		for i := range net.Nodes {
 			n := &net.Nodes[i]
-			want, prev := pass(n, old[n.Name])
-			c, err := applyNode(ctx, rec, want, prev, opts.Options)
+			if same[n.Name] {
+				continue // nothing to do: not even read back
+			}
+			touched[n.Name] = true
+			want, prev, remove := pass(n, old[n.Name])
+			c, err := applyNode(ctx, rec, want, apply.Options{Prev: prev, Remove: remove}, opts.Options)
 			if err != nil {
-				// The failed node rolled itself back; put back the others.
+				// The failed node rolled itself back; put back the others
+				// (a full apply of the recorded state, removing what the
+				// new one added).
 				for _, m := range net.Nodes {
 					if !touched[m.Name] {
 						continue
 					}
-					if _, rerr := applyNode(context.WithoutCancel(ctx), rec, *old[m.Name], &m, opts.Options); rerr != nil {
+					if _, rerr := applyNode(context.WithoutCancel(ctx), rec, *old[m.Name], apply.Options{Remove: &m}, opts.Options); rerr != nil {
 						err = errors.Join(err, fmt.Errorf("restore %s: %w", m.Name, rerr))
 					}
 				}
 				return nil, fmt.Errorf("lab apply %s: %w", net.Name, err)
 			}
 			changes[n.Name] += c
-			touched[n.Name] = touched[n.Name] || c > 0
 		}
 	}
 	rec.Network = net
@@ -133,19 +150,26 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	return changes, nil
 }
 
-// applyNode applies node in its namespace, removing what prev had.
-func applyNode(ctx context.Context, rec *Record, node state.Node, prev *state.Node, opts Options) (int, error) {
-	name, ok := rec.Namespaces[node.Name]
-	if !ok {
-		return 0, fmt.Errorf("node %s: %w", node.Name, ErrNoNode)
-	}
-	ns, err := netns.Open(name)
+// applyNode applies node in its namespace with ao (its Drivers and
+// Logger come from opts).
+func applyNode(ctx context.Context, rec *Record, node state.Node, ao apply.Options, opts Options) (int, error) {
+	ns, err := openNode(rec, node.Name)
 	if err != nil {
 		return 0, err
 	}
 	defer ns.Close()
-	res, err := apply.ApplyWith(ctx, ns, node, apply.Options{Drivers: opts.Drivers, Logger: opts.Logger, Prev: prev})
+	ao.Drivers, ao.Logger = opts.Drivers, opts.Logger
+	res, err := apply.ApplyWith(ctx, ns, node, ao)
 	return res.Changes, err
+}
+
+// openNode opens the namespace of a node of a loaded record.
+func openNode(rec *Record, node string) (*netns.NS, error) {
+	name, ok := rec.Namespaces[node]
+	if !ok {
+		return nil, fmt.Errorf("open %s in lab %s: %w", node, rec.Name, ErrNoNode)
+	}
+	return netns.Open(name)
 }
 
 // sameTopology reports what differs between the nodes, links and

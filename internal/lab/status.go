@@ -46,7 +46,7 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 	for _, n := range rec.Network.Nodes {
 		st := NodeStatus{Node: n.Name, Namespace: rec.Namespaces[n.Name],
 			Interfaces: map[string]string{}, Routes: len(n.Routes), SIDs: len(n.SIDs)}
-		ns, err := Open(lab, n.Name, opts)
+		ns, err := openNode(rec, n.Name)
 		if err != nil {
 			st.Problems = append(st.Problems, "namespace missing")
 			out = append(out, st)

@@ -38,56 +38,11 @@ func TestBenchNoWarmup(t *testing.T) {
 			t.Errorf("%s: %d rounds, want %d", p.Case, len(p.Rounds), o.Rounds)
 		}
 		for _, r := range p.Rounds {
-			if r.CPUSeconds <= 0 || r.CPUSeconds > r.Seconds*1.05 || r.DUTTx == 0 {
+			// The upper bound compares two clocks read at slightly
+			// different times: checked only in live runs (-tags bench).
+			if r.CPUSeconds <= 0 || (benchLive && r.CPUSeconds > r.Seconds*1.05) || r.DUTTx == 0 {
 				t.Errorf("%s round %d: cpu %.3f s in a %.3f s window, DUT tx %d", p.Case, r.Round, r.CPUSeconds, r.Seconds, r.DUTTx)
 			}
-		}
-	}
-}
-
-// TestBenchPDR runs a short PDR search in layout two: the value is an
-// achieved offered rate of a passing step, and the round's loss is that
-// step's (within the threshold), not the max-rate trial's.
-func TestBenchPDR(t *testing.T) {
-	benchSkipUnlessRoot(t)
-	sc, err := bench.Lookup("smoke")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err = sc.Select([]string{"plain"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := benchPrefix(t, "p")
-	t.Cleanup(func() { benchNoLeftovers(t, prefix) })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	o := bench.DefaultOptions()
-	o.Mode, o.Layout = bench.ModePDR, bench.DefaultLayout(bench.ModePDR)
-	// A coarse threshold keeps the search short on a busy machine.
-	o.Rounds, o.Warmup, o.Duration, o.Threshold, o.Prefix = 1, 200*time.Millisecond, 300*time.Millisecond, 0.05, prefix
-	res, err := bench.Run(ctx, sc, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Err(); err != nil {
-		t.Fatalf("pdr: %v", err)
-	}
-	r := res.Points[0].Rounds[0]
-	best := bench.BestStep(r.Steps)
-	if best < 0 {
-		t.Fatalf("no passing step: %+v", r.Steps)
-	}
-	s := r.Steps[best]
-	if r.Value != s.Rate || r.Value <= 0 || r.Loss != s.Loss || r.Loss > o.Threshold || s.Short {
-		t.Errorf("value %.0f, loss %.4f; best step %+v", r.Value, r.Loss, s)
-	}
-	if r.MaxOfferedPPS <= 0 || r.Value > r.MaxOfferedPPS*1.05 {
-		t.Errorf("value %.0f vs max-rate trial %.0f", r.Value, r.MaxOfferedPPS)
-	}
-	for _, st := range r.Steps {
-		if st.Target <= 0 || st.Rate <= 0 {
-			t.Errorf("step %+v: target and achieved rate must be recorded", st)
 		}
 	}
 }
