@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -294,7 +295,8 @@ type routeView struct {
 // only their tables, a full apply reads everything once.
 const perTableDumps = 8
 
-func (a *applier) routeView(fam, table int) (*routeView, error) {
+// routeViewNoLoad returns the view of a family without reading anything.
+func (a *applier) routeViewNoLoad(fam int) (*routeView, error) {
 	v, ok := a.views[fam]
 	if !ok {
 		v = &routeView{best: map[routeKey]netlink.Route{}, all: map[routeKey][]netlink.Route{}, tables: map[int]bool{}}
@@ -303,6 +305,11 @@ func (a *applier) routeView(fam, table int) (*routeView, error) {
 		}
 		a.views[fam] = v
 	}
+	return v, nil
+}
+
+func (a *applier) routeView(fam, table int) (*routeView, error) {
+	v, _ := a.routeViewNoLoad(fam)
 	if v.full || v.tables[table] {
 		return v, nil
 	}
@@ -328,6 +335,31 @@ func (a *applier) routeView(fam, table int) (*routeView, error) {
 		}
 	}
 	return v, nil
+}
+
+// lookupRoute finds the route the kernel uses for want's destination in
+// want's table. While the main table has not been read, it first asks the
+// kernel's FIB for that one route (RTM_GETROUTE with RTM_F_FIB_MATCH): the
+// main table of an ingress holds a route per prefix chain, and a change to
+// one chain should not read all of them. Only an answer naming exactly
+// that table and prefix is taken; anything else falls back to the table.
+func (a *applier) lookupRoute(want *netlink.Route, k routeKey) (netlink.Route, bool, error) {
+	v, err := a.routeViewNoLoad(want.Family)
+	if err != nil {
+		return netlink.Route{}, false, err
+	}
+	if want.Table == unix.RT_TABLE_MAIN && !v.full && !v.tables[want.Table] && want.Dst != nil {
+		if rs, err := a.ns.Netlink().RouteGetWithOptions(want.Dst.IP, &netlink.RouteGetOptions{FIBMatch: true}); err == nil &&
+			len(rs) == 1 && rs[0].Table == want.Table && keyOf(&rs[0], want.Family) == k {
+			return rs[0], true, nil
+		}
+	}
+	v, err = a.routeView(want.Family, want.Table)
+	if err != nil {
+		return netlink.Route{}, false, err
+	}
+	r, ok := v.best[k]
+	return r, ok, nil
 }
 
 // listTable dumps one routing table. The kernel filters by table only on
@@ -369,15 +401,18 @@ func (v *routeView) set(r netlink.Route, fam int) {
 // other one.
 func (a *applier) ensureRoute(what string, want *netlink.Route) error {
 	h := a.ns.Netlink()
-	v, err := a.routeView(want.Family, want.Table)
+	k := keyOf(want, want.Family)
+	old, ok, err := a.lookupRoute(want, k)
 	if err != nil {
 		return err
 	}
-	k := keyOf(want, want.Family)
-	old, ok := v.best[k]
+	v, err := a.routeViewNoLoad(want.Family)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		if err := a.change("add "+what,
-			func() error { return wrap(h.RouteAdd(want), "add %s", what) },
+			func() error { return wrap(retryNoMem(func() error { return h.RouteAdd(want) }), "add %s", what) },
 			func() error { return h.RouteDel(want) }); err != nil {
 			return err
 		}
@@ -396,7 +431,9 @@ func (a *applier) ensureRoute(what string, want *netlink.Route) error {
 	repl := *want
 	repl.Priority = prev.Priority
 	if err := a.change("replace "+what,
-		func() error { return wrap(h.RouteReplace(&repl), "replace %s", what) },
+		func() error {
+			return wrap(retryNoMem(func() error { return h.RouteReplace(&repl) }), "replace %s", what)
+		},
 		func() error { return h.RouteReplace(&prev) }); err != nil {
 		return err
 	}
@@ -427,12 +464,12 @@ func restorable(r netlink.Route) netlink.Route {
 
 func (a *applier) routes() error {
 	for _, r := range a.node.Routes {
+		if a.prev.hasRoute(r) {
+			continue
+		}
 		nr, err := RouteFor(r, a.ifindex)
 		if err != nil {
 			return err
-		}
-		if a.prev.hasRoute(r) {
-			continue
 		}
 		if err := a.ensureRoute("route "+r.Dst.String(), nr); err != nil {
 			return err
@@ -477,8 +514,9 @@ func (a *applier) sids() error {
 			return fmt.Errorf("sid %s: End.DX6 next hop %s is the node's own address (use End.DT6 for local delivery): %w",
 				s.SID, s.NH6, ErrBadState)
 		}
-		if s.Datapath == state.EBPF {
-			// Served by the "end" program and its SID map (driver).
+		if s.Datapath == state.EBPF || a.prev.hasSID(s) {
+			// eBPF SIDs are served by the "end" program and its SID
+			// map (driver).
 			continue
 		}
 		dev, err := a.sidDev()
@@ -488,9 +526,6 @@ func (a *applier) sids() error {
 		nr, err := SIDRoute(s, dev, a.ifindex)
 		if err != nil {
 			return err
-		}
-		if a.prev.hasSID(s) {
-			continue
 		}
 		if err := a.ensureRoute(fmt.Sprintf("sid %s %s", s.SID, s.Behavior), nr); err != nil {
 			return err
@@ -570,12 +605,12 @@ func (a *applier) ruleView(fam int) (map[string]netlink.Rule, error) {
 func (a *applier) rules() error {
 	h := a.ns.Netlink()
 	for _, r := range a.node.Rules {
+		if a.prev.hasRule(r) {
+			continue
+		}
 		want, err := RuleFor(r)
 		if err != nil {
 			return err
-		}
-		if a.prev.hasRule(r) {
-			continue
 		}
 		sig := ruleSig(want)
 		have, err := a.ruleView(want.Family)
@@ -699,4 +734,24 @@ func (a *applier) ifindexOrZero(name string) (int, error) {
 		return 0, nil
 	}
 	return idx, nil
+}
+
+// retryNoMem runs f again while it fails with ENOMEM, a few times with a
+// growing pause. The kernel builds a seg6 route's per-CPU dst cache with
+// an atomic allocation (net/ipv6/seg6_iptunnel.c, dst_cache_init with
+// GFP_ATOMIC), which fails once the per-CPU allocator's atomic reserve is
+// used up: adding thousands of SR policies in a row hits it ("percpu:
+// allocation failed ... atomic alloc failed" in dmesg) until the
+// allocator's background work refills the reserve, within milliseconds.
+func retryNoMem(f func() error) error {
+	pause := time.Millisecond
+	for range 12 {
+		err := f()
+		if !errors.Is(err, unix.ENOMEM) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+	return f()
 }

@@ -64,9 +64,12 @@ func NewProber(lab string, opts Options) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rec.Network == nil {
+		return nil, fmt.Errorf("probe lab %s: the record has no desired state yet: %w", lab, ErrBusy)
+	}
 	p := &Prober{lab: lab, net: rec.Network, nss: map[string]*netns.NS{}, wait: 100 * time.Millisecond}
 	for node := range rec.Namespaces {
-		ns, err := Open(lab, node, opts)
+		ns, err := openNode(rec, node)
 		if err != nil {
 			p.Close()
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/netns"
@@ -78,6 +79,7 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	if err := checkNotUp(opts.Options, net.Name); err != nil {
 		return nil, err
 	}
+	t0 := time.Now()
 	rec, err := Load(net.Name, opts.Options)
 	if err != nil {
 		return nil, err
@@ -85,6 +87,7 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	if rec.Network == nil {
 		return nil, fmt.Errorf("lab apply %s: record has no desired state", net.Name)
 	}
+	tLoad := time.Since(t0)
 	if err := sameTopology(rec.Network, net); err != nil {
 		return nil, fmt.Errorf("lab apply %s: %w (run `srchain lab down %s` and `lab up` to rebuild it)", net.Name, err, net.Name)
 	}
@@ -140,6 +143,7 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 			changes[n.Name] += c
 		}
 	}
+	tApply := time.Since(t0) - tLoad
 	rec.Network = net
 	if opts.Source != "" {
 		rec.Source = opts.Source
@@ -147,6 +151,8 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	if err := writeRecord(opts.Options, rec); err != nil {
 		return changes, fmt.Errorf("lab apply %s: nodes updated but the record was not: %w", net.Name, err)
 	}
+	opts.log().Debug("lab apply", "lab", net.Name, "load_record", tLoad, "diff_and_apply", tApply,
+		"write_record", time.Since(t0)-tLoad-tApply)
 	return changes, nil
 }
 

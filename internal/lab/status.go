@@ -42,6 +42,9 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 	if err != nil {
 		return nil, err
 	}
+	if rec.Network == nil {
+		return nil, fmt.Errorf("lab status %s: the record has no desired state yet (lab being created?): %w", lab, ErrBusy)
+	}
 	var out []NodeStatus
 	for _, n := range rec.Network.Nodes {
 		st := NodeStatus{Node: n.Name, Namespace: rec.Namespaces[n.Name],
