@@ -185,6 +185,20 @@ func readState(o Options, lab string) (*state.Network, error) {
 	return &net, nil
 }
 
+// desired returns the lab's recorded desired state, refusing one that is
+// missing (Up writes it right after claiming the record) or written in
+// another state format (state.CheckVersion: a lab made by an older
+// srchain is recompiled with `lab apply FILE`, or rebuilt).
+func (r *Record) desired() (*state.Network, error) {
+	if r.Network == nil {
+		return nil, fmt.Errorf("lab %s: the record has no desired state yet (lab being created?): %w", r.Name, ErrBusy)
+	}
+	if err := r.Network.CheckVersion(); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", r.Name, err)
+	}
+	return r.Network, nil
+}
+
 // withoutNetwork is r as the JSON record stores it.
 func withoutNetwork(r *Record) *Record {
 	c := *r

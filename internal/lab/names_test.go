@@ -43,8 +43,8 @@ func TestNamespaceCollision(t *testing.T) {
 	defer cancel()
 	opts := Options{StateDir: t.TempDir()}
 	base := fmt.Sprintf("srct-c%d", os.Getpid())
-	a := &state.Network{Name: base, Nodes: []state.Node{{Name: "z-x", Role: "host"}}, Links: []state.Link{}}
-	b := &state.Network{Name: base + "-z", Nodes: []state.Node{{Name: "x", Role: "host"}}, Links: []state.Link{}}
+	a := &state.Network{Version: state.FormatVersion, Name: base, Nodes: []state.Node{{Name: "z-x", Role: "host"}}, Links: []state.Link{}}
+	b := &state.Network{Version: state.FormatVersion, Name: base + "-z", Nodes: []state.Node{{Name: "x", Role: "host"}}, Links: []state.Link{}}
 	cleanup(t, a, opts)
 	cleanup(t, b, opts)
 	if _, err := Up(ctx, a, UpOptions{Options: opts}); err != nil {

@@ -64,10 +64,11 @@ func NewProber(lab string, opts Options) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rec.Network == nil {
-		return nil, fmt.Errorf("probe lab %s: the record has no desired state yet: %w", lab, ErrBusy)
+	net, err := rec.desired()
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
 	}
-	p := &Prober{lab: lab, net: rec.Network, nss: map[string]*netns.NS{}, wait: 100 * time.Millisecond}
+	p := &Prober{lab: lab, net: net, nss: map[string]*netns.NS{}, wait: 100 * time.Millisecond}
 	for node := range rec.Namespaces {
 		ns, err := openNode(rec, node)
 		if err != nil {

@@ -42,11 +42,12 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 	if err != nil {
 		return nil, err
 	}
-	if rec.Network == nil {
-		return nil, fmt.Errorf("lab status %s: the record has no desired state yet (lab being created?): %w", lab, ErrBusy)
+	desired, err := rec.desired()
+	if err != nil {
+		return nil, fmt.Errorf("lab status: %w", err)
 	}
 	var out []NodeStatus
-	for _, n := range rec.Network.Nodes {
+	for _, n := range desired.Nodes {
 		st := NodeStatus{Node: n.Name, Namespace: rec.Namespaces[n.Name],
 			Interfaces: map[string]string{}, Routes: len(n.Routes), SIDs: len(n.SIDs)}
 		ns, err := openNode(rec, n.Name)
