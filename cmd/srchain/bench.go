@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,13 +19,13 @@ import (
 	"github.com/srchain/srchain/internal/lab"
 )
 
-func init() {
+func newBenchCmd(e *env) *cobra.Command {
 	benchCmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the data plane against kernel baselines (ratios in one run)",
 	}
 	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd(), benchControlCmd())
-	rootCmd.AddCommand(benchCmd)
+	return benchCmd
 }
 
 func benchListCmd() *cobra.Command {
@@ -81,8 +80,9 @@ scenario's baseline measured in the same run. Needs root.`,
 			}
 			// Ctrl-C cancels the run; Run removes its namespaces before
 			// returning.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
+			// Ctrl-C cancels cmd's context (main); Run removes its
+			// namespaces before returning.
+			ctx := cmd.Context()
 			bench.CleanupStale("srcb-", pidAlive)
 			res, err := bench.Run(ctx, sc, o)
 			if err != nil {
@@ -180,9 +180,7 @@ over rounds. Needs root; each lab is removed when its round ends.`,
 				o.Chains = append(o.Chains, n)
 			}
 			o.Rounds = rounds
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			pts, err := bench.RunControl(ctx, o)
+			pts, err := bench.RunControl(cmd.Context(), o)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")

@@ -13,7 +13,7 @@ import (
 
 var errProbesFailed = errors.New("probes failed")
 
-func init() {
+func newDemoCmd(e *env) *cobra.Command {
 	var keep, brief bool
 	cmd := &cobra.Command{
 		Use:   "demo [FILE]",
@@ -42,10 +42,9 @@ func init() {
 				return fmt.Errorf("demo %s: the spec has no traffic: section to send", file)
 			}
 			out := cmd.OutOrStdout()
-			ctx, cancel := signalContext()
-			defer cancel()
+			ctx := cmd.Context()
 			fmt.Fprintf(out, "== lab %s: %d nodes, %d links\n", net.Name, len(net.Nodes), len(net.Links))
-			if _, err := lab.Up(ctx, net, lab.UpOptions{Options: labOpts(), Source: file}); err != nil {
+			if _, err := lab.Up(ctx, net, lab.UpOptions{Options: e.labOpts(), Source: file}); err != nil {
 				if errors.Is(err, lab.ErrExists) {
 					// Never tear down a lab the demo did not create.
 					return fmt.Errorf("demo %s: a lab named %s is already running (an earlier `demo --keep` or a `lab up`); "+
@@ -56,12 +55,12 @@ func init() {
 			}
 			if !keep {
 				defer func() {
-					if err := lab.Down(context.WithoutCancel(ctx), net.Name, labOpts()); err != nil {
+					if err := lab.Down(context.WithoutCancel(ctx), net.Name, e.labOpts()); err != nil {
 						fmt.Fprintln(cmd.ErrOrStderr(), "srchain: demo:", err)
 					}
 				}()
 			}
-			pr, err := lab.NewProber(net.Name, labOpts())
+			pr, err := lab.NewProber(net.Name, e.labOpts())
 			if err != nil {
 				return err
 			}
@@ -90,8 +89,8 @@ func init() {
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab running afterwards")
 	cmd.Flags().BoolVar(&brief, "brief", false, "print only one line per probe")
-	cmd.Flags().StringVar(&labStateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
-	rootCmd.AddCommand(cmd)
+	cmd.Flags().StringVar(&e.stateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
+	return cmd
 }
 
 func probeFromSpec(t spec.Probe) lab.Probe {

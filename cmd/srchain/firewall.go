@@ -59,7 +59,7 @@ func labRules(t fwTarget) []firewall.Rule {
 	return nil
 }
 
-func init() {
+func newFirewallCmd(e *env) *cobra.Command {
 	fw := &cobra.Command{
 		Use:   "firewall",
 		Short: "SERA SR-aware firewall: check rules, read counters, switch mode",
@@ -208,5 +208,5 @@ func init() {
 	mt.flags(setMode)
 
 	fw.AddCommand(check, counters, setMode)
-	rootCmd.AddCommand(fw)
+	return fw
 }

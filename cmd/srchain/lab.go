@@ -1,32 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/spec"
 )
-
-var labStateDir string
-
-func labOpts() lab.Options { return lab.Options{StateDir: labStateDir} }
-
-// signalContext is cancelled by SIGINT/SIGTERM so that a half-built lab
-// is still torn down by Up's own cleanup. SIGPIPE (output piped into a
-// pager or head that quit) cancels too instead of killing the process,
-// so that the demo still removes its lab.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
-}
 
 // labName accepts a lab name or the spec file it was built from. The file
 // is only parsed for its name, so a lab can be removed even when its spec
@@ -47,19 +32,18 @@ func labName(arg string) (string, error) {
 	return s.Name, nil
 }
 
-// labCmd is the parent of the lab subcommands (lab_*.go add theirs).
-var labCmd = &cobra.Command{
-	Use:   "lab",
-	Short: "Deploy a spec into network namespaces on this machine",
-	Long: "lab builds the topology of a spec in network namespaces (one per node,\n" +
-		"named src-<lab>_<node>), one veth pair per link, and applies every node's\n" +
-		"state (addresses, routes, SR policies, SIDs, eBPF programs). What it makes\n" +
-		"is recorded in " + lab.DefaultStateDir + "/<lab>.json first, so `lab down`\n" +
-		"removes everything even after a crash.",
-}
-
-func init() {
-	labCmd.PersistentFlags().StringVar(&labStateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
+// newLabCmd is the parent of the lab subcommands (lab_*.go hold some).
+func newLabCmd(e *env) *cobra.Command {
+	labCmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Deploy a spec into network namespaces on this machine",
+		Long: "lab builds the topology of a spec in network namespaces (one per node,\n" +
+			"named src-<lab>_<node>), one veth pair per link, and applies every node's\n" +
+			"state (addresses, routes, SR policies, SIDs, eBPF programs). What it makes\n" +
+			"is recorded in " + lab.DefaultStateDir + "/<lab>.json first, so `lab down`\n" +
+			"removes everything even after a crash.",
+	}
+	labCmd.PersistentFlags().StringVar(&e.stateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
 
 	labCmd.AddCommand(&cobra.Command{
 		Use:   "up FILE",
@@ -70,9 +54,7 @@ func init() {
 			if err != nil {
 				return specProblems(cmd, err)
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			rec, err := lab.Up(ctx, net, lab.UpOptions{Options: labOpts(), Source: args[0]})
+			rec, err := lab.Up(cmd.Context(), net, lab.UpOptions{Options: e.labOpts(), Source: args[0]})
 			if err != nil {
 				return err
 			}
@@ -95,7 +77,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			err = lab.Down(context.Background(), name, labOpts())
+			err = lab.Down(cmd.Context(), name, e.labOpts())
 			if errors.Is(err, lab.ErrNotFound) {
 				// Down after a crash or a partial cleanup is normal:
 				// nothing left is the state asked for.
@@ -120,7 +102,7 @@ func init() {
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				names, err := lab.List(labOpts())
+				names, err := lab.List(e.labOpts())
 				if err != nil {
 					return err
 				}
@@ -136,7 +118,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			sts, err := lab.Status(context.Background(), name, labOpts())
+			sts, err := lab.Status(cmd.Context(), name, e.labOpts())
 			if err != nil {
 				return err
 			}
@@ -183,17 +165,17 @@ func init() {
 			if err != nil {
 				return err
 			}
-			err = lab.Exec(context.Background(), name, args[1], args[2:], [3]*os.File{os.Stdin, os.Stdout, os.Stderr}, labOpts())
+			err = lab.Exec(cmd.Context(), name, args[1], args[2:], lab.Stdio{In: e.stdin, Out: e.stdout, Err: e.stderr}, e.labOpts())
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
 				// Pass the command's status through, without a message.
-				os.Exit(ee.ExitCode())
+				return exitCode(ee.ExitCode())
 			}
 			return err
 		},
 	}
 	// Stop at the first argument (NAME): CMD's flags are CMD's.
 	execCmd.Flags().SetInterspersed(false)
-	labCmd.AddCommand(execCmd)
-	rootCmd.AddCommand(labCmd)
+	labCmd.AddCommand(execCmd, newLabApplyCmd(e), newLabTraceCmd(e))
+	return labCmd
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/srchain/srchain/internal/lab"
 )
 
-func init() {
-	labCmd.AddCommand(&cobra.Command{
+func newLabApplyCmd(e *env) *cobra.Command {
+	return &cobra.Command{
 		Use:   "apply NAME|FILE",
 		Short: "Apply a changed spec to a running lab, or repair drift",
 		Long: "apply FILE validates and compiles FILE and makes the running lab of that name\n" +
@@ -25,8 +25,7 @@ func init() {
 			"deleted, a program detached) is put back. `lab status` shows the drift.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := signalContext()
-			defer cancel()
+			ctx := cmd.Context()
 			var changes map[string]int
 			var err error
 			if fi, serr := os.Stat(args[0]); serr == nil && fi.Mode().IsRegular() {
@@ -34,9 +33,9 @@ func init() {
 				if lerr != nil {
 					return specProblems(cmd, lerr)
 				}
-				changes, err = lab.Update(ctx, net, lab.UpOptions{Options: labOpts(), Source: args[0]})
+				changes, err = lab.Update(ctx, net, lab.UpOptions{Options: e.labOpts(), Source: args[0]})
 			} else {
-				changes, err = lab.Reapply(ctx, args[0], labOpts())
+				changes, err = lab.Reapply(ctx, args[0], e.labOpts())
 			}
 			nodes := make([]string, 0, len(changes))
 			for n := range changes {
@@ -48,5 +47,5 @@ func init() {
 			}
 			return err
 		},
-	})
+	}
 }

@@ -7,7 +7,6 @@ import (
 
 func TestLabCLIErrors(t *testing.T) {
 	dir := t.TempDir()
-	t.Cleanup(func() { labStateDir = "" })
 	for _, c := range []struct {
 		args []string
 		want string
@@ -48,7 +47,7 @@ func TestLabCLIErrors(t *testing.T) {
 
 // TestLabExecArgs: everything after NAME is left to exec, flags included.
 func TestLabExecArgs(t *testing.T) {
-	sub, _, err := labCmd.Find([]string{"exec"})
+	sub, _, err := newLabCmd(&env{}).Find([]string{"exec"})
 	if err != nil || sub.Name() != "exec" {
 		t.Fatalf("find exec: %v", err)
 	}

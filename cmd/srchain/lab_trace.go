@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -12,7 +13,7 @@ import (
 	"github.com/srchain/srchain/internal/trace"
 )
 
-func init() {
+func newLabTraceCmd(e *env) *cobra.Command {
 	var nodes []string
 	var srhOnly bool
 	var duration time.Duration
@@ -29,7 +30,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			rec, err := lab.Load(name, labOpts())
+			rec, err := lab.Load(name, e.labOpts())
 			if err != nil {
 				return err
 			}
@@ -43,7 +44,7 @@ func init() {
 				if len(nodes) > 0 && !slices.Contains(nodes, node) {
 					continue
 				}
-				ns, err := lab.Open(name, node, labOpts())
+				ns, err := lab.Open(name, node, e.labOpts())
 				if err != nil {
 					return err
 				}
@@ -57,7 +58,7 @@ func init() {
 				return err
 			}
 			defer c.Stop()
-			ctx, cancel := signalContext()
+			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			var end <-chan time.Time
 			if duration > 0 {
@@ -74,11 +75,11 @@ func init() {
 					cancel()
 				case <-tick.C:
 				}
-				for _, e := range c.Drain() {
-					if srhOnly && !e.HasSRH {
+				for _, ev := range c.Drain() {
+					if srhOnly && !ev.HasSRH {
 						continue
 					}
-					fmt.Fprintf(out, "%s %s\n", e.Time.Format("15:04:05.000000"), e)
+					fmt.Fprintf(out, "%s %s\n", ev.Time.Format("15:04:05.000000"), ev)
 				}
 			}
 		},
@@ -86,5 +87,5 @@ func init() {
 	cmd.Flags().StringSliceVar(&nodes, "node", nil, "trace only these nodes (repeat or comma-separate)")
 	cmd.Flags().BoolVar(&srhOnly, "srh", false, "print only frames carrying an SRH")
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
-	labCmd.AddCommand(cmd)
+	return cmd
 }

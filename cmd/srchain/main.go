@@ -2,13 +2,18 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	if err := rootCmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "srchain:", err)
-		os.Exit(1)
-	}
+	// SIGINT/SIGTERM cancel the commands' context. SIGPIPE (output piped
+	// into a pager or head that quit) cancels too instead of killing the
+	// process, so that the demo still removes its lab.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	code := run(&env{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
+	stop()
+	os.Exit(code)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/srchain/srchain/internal/state"
 )
 
-func init() {
+func newPlanCmd(e *env) *cobra.Command {
 	var node string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -34,7 +34,7 @@ func init() {
 	}
 	cmd.Flags().StringVar(&node, "node", "", "print only this node")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the desired state as JSON")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // writePlan prints net (only node, when given) as text or JSON, with

@@ -6,8 +6,8 @@ import (
 	"github.com/srchain/srchain/internal/spec"
 )
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+func newSchemaCmd(e *env) *cobra.Command {
+	return &cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON schema (Draft 2020-12) of the spec, for editors",
 		Args:  cobra.NoArgs,
@@ -15,5 +15,5 @@ func init() {
 			_, err := cmd.OutOrStdout().Write(spec.Schema)
 			return err
 		},
-	})
+	}
 }

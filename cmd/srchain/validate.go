@@ -17,8 +17,8 @@ import (
 // only adds a one-line summary.
 var errInvalidSpec = errors.New("invalid spec")
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+func newValidateCmd(e *env) *cobra.Command {
+	return &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check specs and print every problem with its file:line:col and field path",
 		Long: "validate decodes each spec strictly, checks its meaning (references, addressing,\n" +
@@ -53,7 +53,7 @@ func init() {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // loadAndCompile loads, validates and compiles one spec file.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -10,18 +9,6 @@ import (
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
-
-// runCLI executes the CLI with args and returns stdout, stderr and the error.
-func runCLI(t *testing.T, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errOut)
-	rootCmd.SetArgs(args)
-	defer rootCmd.SetArgs(nil)
-	err := rootCmd.Execute()
-	return out.String(), errOut.String(), err
-}
 
 func TestValidateCommand(t *testing.T) {
 	out, _, err := runCLI(t, "validate", "../../examples/quickstart.yaml")

@@ -10,8 +10,8 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+func newVersionCmd(e *env) *cobra.Command {
+	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the srchain version",
 		Args:  cobra.NoArgs,
@@ -27,5 +27,5 @@ func init() {
 			fmt.Fprintf(cmd.OutOrStdout(), "srchain %s%s\n", version, rev)
 			return nil
 		},
-	})
+	}
 }

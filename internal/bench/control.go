@@ -129,6 +129,9 @@ func RunControl(ctx context.Context, o ControlOptions) ([]ControlPoint, error) {
 		times := map[string][]time.Duration{}
 		changes := map[string]int{}
 		for r := range o.Rounds {
+			if err := ctx.Err(); err != nil {
+				return out, fmt.Errorf("control bench: %w", err)
+			}
 			got, ch, err := controlRound(ctx, o, n)
 			if err != nil {
 				return out, fmt.Errorf("control bench %d chains, round %d: %w", n, r+1, err)

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -853,9 +854,15 @@ func Open(lab, node string, opts Options) (*netns.NS, error) {
 	return openNode(rec, node)
 }
 
+// Stdio are the standard streams of a command Exec runs (nil: none).
+type Stdio struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
 // Exec runs argv inside node's namespace with the given standard streams
 // and returns its error (an *exec.ExitError for a non-zero exit).
-func Exec(ctx context.Context, lab, node string, argv []string, stdio [3]*os.File, opts Options) error {
+func Exec(ctx context.Context, lab, node string, argv []string, stdio Stdio, opts Options) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("exec in %s: empty command", node)
 	}
@@ -865,6 +872,6 @@ func Exec(ctx context.Context, lab, node string, argv []string, stdio [3]*os.Fil
 	}
 	defer ns.Close()
 	cmd := ns.Command(ctx, argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio[0], stdio[1], stdio[2]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.In, stdio.Out, stdio.Err
 	return cmd.Run()
 }

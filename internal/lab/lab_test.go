@@ -106,10 +106,10 @@ func TestUpStatusExecDown(t *testing.T) {
 			t.Errorf("ping %s from h1: %v\n%s", dst, err, out)
 		}
 	}
-	if err := Exec(ctx, net.Name, "h2", []string{"true"}, [3]*os.File{}, opts); err != nil {
+	if err := Exec(ctx, net.Name, "h2", []string{"true"}, Stdio{}, opts); err != nil {
 		t.Errorf("exec true in h2: %v", err)
 	}
-	if err := Exec(ctx, net.Name, "nosuch", []string{"true"}, [3]*os.File{}, opts); !errors.Is(err, ErrNoNode) {
+	if err := Exec(ctx, net.Name, "nosuch", []string{"true"}, Stdio{}, opts); !errors.Is(err, ErrNoNode) {
 		t.Errorf("exec in unknown node = %v, want ErrNoNode", err)
 	}
 
