@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/compile"
+	_ "github.com/srchain/srchain/internal/kinds/all" // the spec's NFs are of kind forward
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
@@ -52,7 +53,7 @@ type ControlOptions struct {
 type ControlPoint struct {
 	Chains  int             `json:"chains"`
 	Step    string          `json:"step"`
-	Rounds  []time.Duration `json:"rounds"`
+	Rounds  []time.Duration `json:"rounds_ns"`
 	Summary Summary         `json:"summary_seconds"`
 	// Changes counts what the step changed in its last round (apply
 	// steps), the proof that a re-apply did what it should.
