@@ -61,7 +61,7 @@ func TestLongNamesClipped(t *testing.T) {
 			t.Errorf("%s: error is %d bytes", e.Path, len(e.Error()))
 		}
 		if !strings.Contains(e.Msg, "bytes)") {
-			t.Errorf("%s: %q does not say how long the name was", e.Path, e.Msg)
+			t.Errorf("%s: %.100q does not say how long the name was", e.Path, e.Msg)
 		}
 	}
 }
