@@ -187,10 +187,11 @@ type applier struct {
 	remove  *state.Node
 
 	// What the node's namespace holds, read once per Apply (routes.go).
-	views     map[int]*routeView
-	strict    *netlink.Handle // for per-table dumps (listTable)
-	ruleViews map[int]map[string]netlink.Rule
-	ifindexes map[string]int
+	views      map[int]*routeView
+	strict     *netlink.Handle // for per-table dumps (listTable)
+	fibLookups int             // single-route lookups so far (lookupRoute)
+	ruleViews  map[int]map[string]netlink.Rule
+	ifindexes  map[string]int
 }
 
 // change runs do and journals undo; in a dry run it only records what.

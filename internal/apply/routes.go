@@ -338,17 +338,20 @@ func (a *applier) routeView(fam, table int) (*routeView, error) {
 }
 
 // lookupRoute finds the route the kernel uses for want's destination in
-// want's table. While the main table has not been read, it first asks the
-// kernel's FIB for that one route (RTM_GETROUTE with RTM_F_FIB_MATCH): the
-// main table of an ingress holds a route per prefix chain, and a change to
-// one chain should not read all of them. Only an answer naming exactly
-// that table and prefix is taken; anything else falls back to the table.
+// want's table. For the first few main-table routes of an Apply, while
+// that table has not been read, it asks the kernel's FIB for that one
+// route (RTM_GETROUTE with RTM_F_FIB_MATCH): the main table of an ingress
+// holds a route per prefix chain, and a change to one chain should not
+// read all of them. Only an answer naming exactly that table and prefix is
+// taken; anything else, and any route after the first few (a full apply,
+// where one dump is cheaper), reads the table.
 func (a *applier) lookupRoute(want *netlink.Route, k routeKey) (netlink.Route, bool, error) {
 	v, err := a.routeViewNoLoad(want.Family)
 	if err != nil {
 		return netlink.Route{}, false, err
 	}
-	if want.Table == unix.RT_TABLE_MAIN && !v.full && !v.tables[want.Table] && want.Dst != nil {
+	if want.Table == unix.RT_TABLE_MAIN && !v.full && !v.tables[want.Table] && want.Dst != nil && a.fibLookups < perTableDumps {
+		a.fibLookups++
 		if rs, err := a.ns.Netlink().RouteGetWithOptions(want.Dst.IP, &netlink.RouteGetOptions{FIBMatch: true}); err == nil &&
 			len(rs) == 1 && rs[0].Table == want.Table && keyOf(&rs[0], want.Family) == k {
 			return rs[0], true, nil
