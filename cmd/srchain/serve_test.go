@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func freeURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
+}
+
+// startServe runs `serve` on a fresh data directory and returns its URL
+// and the token file it generated.
+func startServe(t *testing.T) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, serveOptions{
+			listen: "127.0.0.1:0", dataDir: dir,
+			etcdClient: freeURL(t), etcdPeer: freeURL(t),
+		}, func(a string) { addr <- a })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	select {
+	case a := <-addr:
+		return "http://" + a, filepath.Join(dir, "token")
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	return "", ""
+}
+
+func TestServeApplyGet(t *testing.T) {
+	url, tokenFile := startServe(t)
+	fi, err := os.Stat(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", fi.Mode().Perm())
+	}
+	remote := []string{"--server", url, "--token-file", tokenFile}
+
+	out, stderr, err := runCLI(t, append([]string{"apply", "-f", "../../examples/quickstart.yaml"}, remote...)...)
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "5 nodes changed [h1 h2 r1 r2 r3]") {
+		t.Errorf("apply printed %q", out)
+	}
+	// The same file again changes no node.
+	out, _, err = runCLI(t, append([]string{"apply", "-f", "../../examples/quickstart.yaml"}, remote...)...)
+	if err != nil || !strings.Contains(out, "0 nodes changed") {
+		t.Errorf("second apply: %q, %v", out, err)
+	}
+
+	out, _, err = runCLI(t, append([]string{"get", "chains"}, remote...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") ||
+		!strings.Contains(lines[1], "web4") || !strings.Contains(lines[1], "10.0.4.0/24") || !strings.Contains(lines[2], "web6") {
+		t.Errorf("get chains:\n%s", out)
+	}
+
+	out, _, err = runCLI(t, append([]string{"get", "nodes", "-o", "json"}, remote...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []map[string]any
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil || len(nodes) != 5 || nodes[1]["locator"] != "fc00:1::/64" {
+		t.Errorf("get nodes -o json: %v\n%s", err, out)
+	}
+
+	// A wrong token is refused.
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, []byte("nope\n"), 0o600)
+	_, _, err = runCLI(t, "get", "chains", "--server", url, "--token-file", bad, "-o", "table")
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("get with a wrong token: %v, want a 401", err)
+	}
+}
+
+func TestApplyInvalidSpecSendsNothing(t *testing.T) {
+	url, tokenFile := startServe(t)
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("name: x\nnodes:\n  - {name: r1, role: router, locator: \"fc00:1::/64\"}\nchains:\n  - {name: c, ingress: r9}\n"), 0o644)
+	_, stderr, err := runCLI(t, "apply", "-f", bad, "--server", url, "--token-file", tokenFile)
+	if err == nil || !strings.Contains(stderr, "chains[0].ingress") {
+		t.Errorf("apply of an invalid spec: %v\n%s", err, stderr)
+	}
+	out, _, err := runCLI(t, "get", "nodes", "--server", url, "--token-file", tokenFile, "-o", "table")
+	if err != nil || strings.Count(out, "\n") != 1 {
+		t.Errorf("after a refused apply: %q, %v", out, err)
+	}
+}

@@ -1,0 +1,289 @@
+// Package controller is srchain's controller: a northbound REST API
+// (/v1, JSON, docs/controller.md, api/openapi.json) through which an
+// orchestrator submits topology, NFs and chains (seed 004's northbound
+// interface), validated exactly as a YAML spec is, compiled with the same
+// compiler, and stored as per-node desired state in etcd (internal/store)
+// for the agents to watch.
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/srchain/srchain/internal/compile"
+	_ "github.com/srchain/srchain/internal/kinds/all" // every NF kind
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/store"
+)
+
+// Errors handlers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+	// ErrStale: the client's If-Match revision is no longer the spec's.
+	ErrStale = errors.New("spec revision is stale")
+)
+
+// maxRetries bounds how often a write is rebuilt after losing a race
+// with another controller sharing the etcd cluster.
+const maxRetries = 100
+
+// Controller turns spec changes into stored desired state.
+type Controller struct {
+	st *store.Store
+	// mu serialises this process's writes so that they do not make each
+	// other retry; writers in other processes are serialised by the
+	// transaction in store.Commit.
+	mu sync.Mutex
+}
+
+// New returns a controller on an open store.
+func New(st *store.Store) *Controller { return &Controller{st: st} }
+
+// Problem is one reason a spec was refused, located by its field path in
+// the spec document (e.g. chains[3].nfs[0]) and the object it falls in.
+type Problem struct {
+	Path string `json:"path,omitempty"`
+	// Object is KIND/ID, e.g. chains/web, when the path is inside one.
+	Object  string `json:"object,omitempty"`
+	Message string `json:"message"`
+}
+
+// InvalidError is a write that would make the spec invalid; nothing was
+// stored.
+type InvalidError struct{ Problems []Problem }
+
+func (e *InvalidError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Message
+		if p.Path != "" {
+			msgs[i] = p.Path + ": " + p.Message
+		}
+	}
+	return "invalid spec: " + strings.Join(msgs, "; ")
+}
+
+// Result is what a successful write did.
+type Result struct {
+	// Revision is the spec's new revision (its ETag).
+	Revision int64 `json:"revision"`
+	// Changed lists nodes whose desired state (and generation) changed,
+	// Removed nodes whose desired state was deleted.
+	Changed []string `json:"changed"`
+	Removed []string `json:"removed"`
+}
+
+// Spec returns the stored spec and its revision.
+func (c *Controller) Spec(ctx context.Context) (*Doc, int64, error) {
+	snap, err := c.st.Read(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	d, err := decodeDoc(snap.Spec)
+	return d, snap.SpecRevision, err
+}
+
+// Update applies edit to the current spec, validates and compiles the
+// result, and stores it with the changed node states in one transaction.
+// ifMatch > 0 requires the spec to still be at that revision (ErrStale
+// otherwise); without it a write that lost a race is rebuilt on the
+// newer spec.
+func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) error) (*Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for range maxRetries {
+		snap, err := c.st.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ifMatch > 0 && snap.SpecRevision != ifMatch {
+			return nil, fmt.Errorf("%w: client has %d, spec is at %d", ErrStale, ifMatch, snap.SpecRevision)
+		}
+		doc, err := decodeDoc(snap.Spec)
+		if err != nil {
+			return nil, err
+		}
+		if err := edit(doc); err != nil {
+			return nil, err
+		}
+		specBytes, err := doc.encode()
+		if err != nil {
+			return nil, err
+		}
+		states, err := build(doc, specBytes)
+		if err != nil {
+			return nil, err
+		}
+		w, res := diff(snap, states)
+		w.Spec = specBytes
+		rev, err := c.st.Commit(ctx, snap.SpecRevision, w)
+		if errors.Is(err, store.ErrConflict) {
+			if ifMatch > 0 {
+				return nil, fmt.Errorf("%w: changed while this write was built", ErrStale)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Revision = rev
+		return res, nil
+	}
+	return nil, fmt.Errorf("store spec: %d attempts lost a race: %w", maxRetries, store.ErrConflict)
+}
+
+// build validates the spec and compiles it to the stored form of every
+// node's desired state: a state.Network holding that node and its links,
+// so that an agent checks the format version as every consumer does.
+func build(doc *Doc, specBytes []byte) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	if doc.empty() {
+		return out, nil
+	}
+	s, err := spec.Check(specBytes, "")
+	if err != nil {
+		return nil, invalid(doc, err)
+	}
+	net, err := compile.Compile(s)
+	if err != nil {
+		return nil, &InvalidError{Problems: []Problem{{Message: err.Error()}}}
+	}
+	for _, n := range net.Nodes {
+		one := state.Network{Version: net.Version, Name: net.Name, Nodes: []state.Node{n}, Links: []state.Link{}}
+		for _, l := range net.Links {
+			if l.A.Node == n.Name || l.B.Node == n.Name {
+				one.Links = append(one.Links, l)
+			}
+		}
+		b, err := json.Marshal(one)
+		if err != nil {
+			return nil, fmt.Errorf("encode state of %s: %w", n.Name, err)
+		}
+		out[n.Name] = b
+	}
+	return out, nil
+}
+
+// invalid turns spec errors into Problems. Line and column are dropped:
+// they point into the controller's JSON document, not the client's.
+func invalid(doc *Doc, err error) error {
+	fes := spec.FieldErrors(err)
+	if len(fes) == 0 {
+		return &InvalidError{Problems: []Problem{{Message: err.Error()}}}
+	}
+	ps := make([]Problem, len(fes))
+	for i, fe := range fes {
+		ps[i] = Problem{Path: fe.Path, Object: objectOf(doc, fe.Path), Message: fe.Msg}
+	}
+	return &InvalidError{Problems: ps}
+}
+
+// objectOf maps "chains[3].nfs[0]" to "chains/ID" of the fourth chain.
+func objectOf(doc *Doc, path string) string {
+	kind, rest, ok := strings.Cut(path, "[")
+	if !ok || doc.list(kind) == nil {
+		return ""
+	}
+	num, _, ok := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(num)
+	if !ok || err != nil || i < 0 || i >= len(*doc.list(kind)) {
+		return ""
+	}
+	id, err := objectID(kind, (*doc.list(kind))[i])
+	if err != nil {
+		return ""
+	}
+	return kind + "/" + id
+}
+
+// diff lists the node states whose bytes changed and the nodes that left.
+func diff(snap *store.Snapshot, states map[string][]byte) (store.Write, *Result) {
+	w := store.Write{Put: map[string][]byte{}}
+	res := &Result{Changed: []string{}, Removed: []string{}}
+	for node, b := range states {
+		if old, ok := snap.Desired[node]; !ok || string(old.State) != string(b) {
+			w.Put[node] = b
+			res.Changed = append(res.Changed, node)
+		}
+	}
+	for node := range snap.Desired {
+		if _, ok := states[node]; !ok {
+			w.Removed = append(w.Removed, node)
+			res.Removed = append(res.Removed, node)
+		}
+	}
+	slices.Sort(res.Changed)
+	slices.Sort(res.Removed)
+	slices.Sort(w.Removed)
+	return w, res
+}
+
+// NodeState is a node's desired state as the API shows it.
+type NodeState struct {
+	Node       string `json:"node"`
+	Generation int64  `json:"generation"`
+	// State is a state.Network with this node and its links; secrets
+	// (OPoT key material) are redacted: only the node's agent reads them,
+	// from etcd.
+	State *state.Network `json:"state"`
+}
+
+// Desired returns node's desired state, secrets redacted.
+func (c *Controller) Desired(ctx context.Context, node string) (*NodeState, error) {
+	d, ok, _, err := c.st.Node(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("node %s: %w", node, ErrNotFound)
+	}
+	var net state.Network
+	if err := json.Unmarshal(d.State, &net); err != nil {
+		return nil, fmt.Errorf("decode state of %s: %w", node, err)
+	}
+	return &NodeState{Node: node, Generation: d.Generation, State: net.Redacted()}, nil
+}
+
+// Status is what the controller knows about a node's agent. Until agents
+// exist (a later slice of issue 12) nothing writes the status key, so
+// AppliedGeneration is null and Agent is "unknown".
+type Status struct {
+	Node              string `json:"node"`
+	DesiredGeneration int64  `json:"desired_generation"`
+	// AppliedGeneration is the generation the agent last applied.
+	AppliedGeneration *int64 `json:"applied_generation"`
+	// Agent is "unknown" (no report), later "up" or "down" (lease).
+	Agent string `json:"agent"`
+	// Report is the agent's status document as written, when any.
+	Report json.RawMessage `json:"report,omitempty"`
+}
+
+// NodeStatus reads node's status.
+func (c *Controller) NodeStatus(ctx context.Context, node string) (*Status, error) {
+	d, ok, report, err := c.st.Node(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("node %s: %w", node, ErrNotFound)
+	}
+	st := &Status{Node: node, DesiredGeneration: d.Generation, Agent: "unknown"}
+	if report != nil {
+		var r struct {
+			AppliedGeneration *int64 `json:"applied_generation"`
+		}
+		if json.Unmarshal(report, &r) == nil {
+			st.AppliedGeneration = r.AppliedGeneration
+		}
+		st.Agent, st.Report = "up", report
+	}
+	return st, nil
+}

@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Kinds of objects the API manages, named as the spec's top-level lists.
+const (
+	KindNodes  = "nodes"
+	KindLinks  = "links"
+	KindNFs    = "nfs"
+	KindChains = "chains"
+)
+
+// Kinds in spec order.
+var Kinds = []string{KindNodes, KindLinks, KindNFs, KindChains}
+
+// Doc is the stored spec: the YAML spec's fields as JSON (JSON is YAML,
+// so internal/spec decodes and validates it as it does a file). Objects
+// are kept as the client sent them, in the order they arrived: the
+// compiler numbers chains by position, so an append changes no other
+// chain's tables. Lab traffic (probes) is not the controller's business.
+type Doc struct {
+	Name      string            `json:"name,omitempty"`
+	SIDFormat json.RawMessage   `json:"sid_format,omitempty"`
+	Nodes     []json.RawMessage `json:"nodes"`
+	Links     []json.RawMessage `json:"links"`
+	NFs       []json.RawMessage `json:"nfs"`
+	Chains    []json.RawMessage `json:"chains"`
+}
+
+// list returns the slice of one kind.
+func (d *Doc) list(kind string) *[]json.RawMessage {
+	switch kind {
+	case KindNodes:
+		return &d.Nodes
+	case KindLinks:
+		return &d.Links
+	case KindNFs:
+		return &d.NFs
+	case KindChains:
+		return &d.Chains
+	}
+	return nil
+}
+
+// empty reports whether the spec holds no object (a fresh controller, or
+// everything deleted): valid by definition, nothing to compile.
+func (d *Doc) empty() bool {
+	return len(d.Nodes)+len(d.Links)+len(d.NFs)+len(d.Chains) == 0
+}
+
+func decodeDoc(b []byte) (*Doc, error) {
+	d := &Doc{}
+	if len(b) == 0 {
+		return d, nil
+	}
+	if err := json.Unmarshal(b, d); err != nil {
+		return nil, fmt.Errorf("decode stored spec: %w", err)
+	}
+	return d, nil
+}
+
+func (d *Doc) encode() ([]byte, error) {
+	c := *d
+	// Lists are never null in the stored form, so clients see [].
+	for _, k := range Kinds {
+		if l := c.list(k); *l == nil {
+			*l = []json.RawMessage{}
+		}
+	}
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encode spec: %w", err)
+	}
+	return b, nil
+}
+
+// find returns the index of the object with that id, or -1.
+func (d *Doc) find(kind, id string) int {
+	return slices.IndexFunc(*d.list(kind), func(raw json.RawMessage) bool {
+		got, err := objectID(kind, raw)
+		return err == nil && got == id
+	})
+}
+
+// upsert replaces the object with the same id in place, or appends it.
+// It reports whether the object is new.
+func (d *Doc) upsert(kind, id string, raw json.RawMessage) bool {
+	l := d.list(kind)
+	if i := d.find(kind, id); i >= 0 {
+		(*l)[i] = raw
+		return false
+	}
+	*l = append(*l, raw)
+	return true
+}
+
+// errBadObject: the body is not a JSON object or has no usable id.
+var errBadObject = errors.New("bad object")
+
+// objectID is an object's name; a link without a name is known by its
+// endpoints, "NODE:IF,NODE:IF" in the order given (docs/controller.md).
+func objectID(kind string, raw json.RawMessage) (string, error) {
+	var o struct {
+		Name      string `json:"name"`
+		Endpoints []struct {
+			Node      string `json:"node"`
+			Interface string `json:"interface"`
+		} `json:"endpoints"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return "", fmt.Errorf("%w: %v", errBadObject, err)
+	}
+	if o.Name != "" || kind != KindLinks {
+		if o.Name == "" {
+			return "", fmt.Errorf("%w: name is required", errBadObject)
+		}
+		return o.Name, nil
+	}
+	if len(o.Endpoints) != 2 {
+		return "", fmt.Errorf("%w: a link needs a name or two endpoints", errBadObject)
+	}
+	e := o.Endpoints
+	return e[0].Node + ":" + e[0].Interface + "," + e[1].Node + ":" + e[1].Interface, nil
+}
+
+// compactObject checks that b is one JSON object and returns it compacted.
+func compactObject(b []byte) (json.RawMessage, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, fmt.Errorf("%w: the body must be a JSON object", errBadObject)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadObject, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// withName returns raw with "name" set to name when it has none, so that
+// PUT /v1/chains/web needs no name in its body.
+func withName(raw json.RawMessage, name string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadObject, err)
+	}
+	if _, ok := m["name"]; ok {
+		return raw, nil
+	}
+	m["name"], _ = json.Marshal(name)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadObject, err)
+	}
+	return b, nil
+}
