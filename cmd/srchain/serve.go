@@ -83,6 +83,9 @@ func runServe(ctx context.Context, o serveOptions, ready func(addr string)) erro
 		DataDir:   o.dataDir,
 		ClientURL: o.etcdClient,
 		PeerURL:   o.etcdPeer,
+		// etcd's own log (errors only; it also reports its listeners
+		// closing at every stop as errors) stays out of the API's.
+		LogFile: filepath.Join(o.dataDir, "etcd.log"),
 	})
 	if err != nil {
 		return err
@@ -109,7 +112,7 @@ func runServe(ctx context.Context, o serveOptions, ready func(addr string)) erro
 			done <- srv.Serve(l)
 		}
 	}()
-	slog.Info("api token", "file", tokenFile) // the path, never the token
+	slog.Info("controller ready", "token_file", tokenFile, "etcd", etcdDesc(o)) // the token's path, never the token
 	if ready != nil {
 		ready(l.Addr().String())
 	}
@@ -124,4 +127,11 @@ func runServe(ctx context.Context, o serveOptions, ready func(addr string)) erro
 		return fmt.Errorf("shut down API: %w", err)
 	}
 	return nil
+}
+
+func etcdDesc(o serveOptions) string {
+	if len(o.etcdEndpoints) > 0 {
+		return strings.Join(o.etcdEndpoints, ",")
+	}
+	return "embedded " + o.etcdClient + ", data " + filepath.Join(o.dataDir, "etcd")
 }

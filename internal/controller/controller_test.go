@@ -23,7 +23,7 @@ import (
 const testToken = "test-token-0123456789"
 
 // freeURL returns an http URL on a loopback port free right now.
-func freeURL(t *testing.T) string {
+func freeURL(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,7 +34,7 @@ func freeURL(t *testing.T) string {
 }
 
 // openStore starts an embedded etcd in dir on fresh ports.
-func openStore(t *testing.T, dir string) *store.Store {
+func openStore(t testing.TB, dir string) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), store.Config{
 		DataDir: dir, ClientURL: freeURL(t), PeerURL: freeURL(t),
@@ -48,7 +48,7 @@ func openStore(t *testing.T, dir string) *store.Store {
 }
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	st  *store.Store
 	c   *Controller
 	srv *httptest.Server
@@ -57,13 +57,13 @@ type env struct {
 
 // newEnv runs the API on a fresh embedded etcd; everything is closed and
 // removed at the end of the test.
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	st := openStore(t, t.TempDir())
 	t.Cleanup(func() { st.Close() })
 	return envOn(t, st)
 }
 
-func envOn(t *testing.T, st *store.Store) *env {
+func envOn(t testing.TB, st *store.Store) *env {
 	c := New(st)
 	srv := httptest.NewServer(c.Handler(testToken))
 	t.Cleanup(srv.Close)
@@ -98,7 +98,7 @@ func status(err error) int {
 	return -1
 }
 
-func quickstart(t *testing.T) string {
+func quickstart(t testing.TB) string {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/quickstart.yaml")
 	if err != nil {

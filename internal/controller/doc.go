@@ -88,6 +88,17 @@ func (d *Doc) find(kind, id string) int {
 	})
 }
 
+// index maps the ids of one kind to their positions.
+func (d *Doc) index(kind string) map[string]int {
+	m := map[string]int{}
+	for i, raw := range *d.list(kind) {
+		if id, err := objectID(kind, raw); err == nil {
+			m[id] = i
+		}
+	}
+	return m
+}
+
 // upsert replaces the object with the same id in place, or appends it.
 // It reports whether the object is new.
 func (d *Doc) upsert(kind, id string, raw json.RawMessage) bool {

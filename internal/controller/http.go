@@ -102,9 +102,15 @@ func (c *Controller) patchSpec(w http.ResponseWriter, r *http.Request) {
 			d.SIDFormat = in.SIDFormat
 		}
 		for _, k := range Kinds {
+			l, index := d.list(k), d.index(k)
 			for _, raw := range *in.list(k) {
 				id, _ := objectID(k, raw) // checked by readDoc
-				d.upsert(k, id, raw)
+				if i, ok := index[id]; ok {
+					(*l)[i] = raw
+				} else {
+					index[id] = len(*l)
+					*l = append(*l, raw)
+				}
 			}
 		}
 		return nil
