@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -482,4 +484,43 @@ func TestSameStateAsCompiler(t *testing.T) {
 			t.Errorf("node %s: digest %s, compiler gives %s", n.Name, got, n.Digest)
 		}
 	}
+}
+
+// TestTokenNeverLogged: the request log (debug level) and error logs
+// carry no token, whether right or wrong.
+func TestTokenNeverLogged(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(old) })
+
+	e := newEnv(t)
+	e.must("PUT", "/v1/spec", quickstart(t), nil)
+	e.do("POST", "/v1/chains", `{"name":"bad","ingress":"r9"}`, nil)
+	wrong := &Client{Server: e.srv.URL, Token: "wrong-token-value"}
+	wrong.Do(context.Background(), "GET", "/v1/spec", nil, nil)
+
+	mu.Lock()
+	defer mu.Unlock()
+	log := buf.String()
+	if !strings.Contains(log, "path=/v1/spec") {
+		t.Fatalf("request log missing; got:\n%s", log)
+	}
+	for _, tok := range []string{testToken, "wrong-token-value"} {
+		if strings.Contains(log, tok) {
+			t.Errorf("log contains a token:\n%s", log)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
