@@ -28,9 +28,9 @@ const (
 
 type serveOptions struct {
 	listen, dataDir, tokenFile string
-	etcdEndpoints             []string
-	etcdClient, etcdPeer      string
-	tlsCert, tlsKey           string
+	etcdEndpoints              []string
+	etcdClient, etcdPeer       string
+	tlsCert, tlsKey            string
 }
 
 func init() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -24,7 +25,13 @@ func freeURL(t *testing.T) string {
 // and the token file it generated.
 func startServe(t *testing.T) (string, string) {
 	t.Helper()
-	dir := t.TempDir()
+	url, tokenFile, _ := startServeIn(t, t.TempDir())
+	return url, tokenFile
+}
+
+// startServeIn runs `serve` on dir; stop ends it (also done at cleanup).
+func startServeIn(t *testing.T, dir string) (url, tokenFile string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
@@ -34,19 +41,44 @@ func startServe(t *testing.T) (string, string) {
 			etcdClient: freeURL(t), etcdPeer: freeURL(t),
 		}, func(a string) { addr <- a })
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case a := <-addr:
-		return "http://" + a, filepath.Join(dir, "token")
+		return "http://" + a, filepath.Join(dir, "token"), stop
 	case err := <-done:
 		t.Fatalf("serve: %v", err)
 	}
-	return "", ""
+	return "", "", nil
+}
+
+// TestServeRestartKeepsData: serve stopped and started again on its data
+// directory keeps the token and the spec.
+func TestServeRestartKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	url, tokenFile, stop := startServeIn(t, dir)
+	if _, stderr, err := runCLI(t, "apply", "-f", "../../examples/quickstart.yaml", "--server", url, "--token-file", tokenFile); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	token, _ := os.ReadFile(tokenFile)
+	stop()
+
+	url, tokenFile, _ = startServeIn(t, dir)
+	if again, _ := os.ReadFile(tokenFile); string(again) != string(token) {
+		t.Errorf("token changed across a restart")
+	}
+	out, _, err := runCLI(t, "get", "chains", "--server", url, "--token-file", tokenFile, "-o", "table")
+	if err != nil || !strings.Contains(out, "web4") || !strings.Contains(out, "web6") {
+		t.Errorf("get chains after restart: %q, %v", out, err)
+	}
 }
 
 func TestServeApplyGet(t *testing.T) {
