@@ -4,35 +4,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-)
 
-// getColumns are the table columns of each kind: header and the JSON
-// field shown (dotted for nested fields).
-var getColumns = map[string][][2]string{
-	"chains": {{"NAME", "name"}, {"INGRESS", "ingress"}, {"EGRESS", "egress"}, {"NFS", "nfs"}, {"MATCH", "match.dst"}, {"MODE", "mode"}},
-	"nodes":  {{"NAME", "name"}, {"ROLE", "role"}, {"LOCATOR", "locator"}, {"DATAPATH", "datapath"}},
-	"nfs":    {{"NAME", "name"}, {"KIND", "kind"}, {"NODE", "node"}, {"SID", "sid"}, {"BEHAVIOR", "behavior"}},
-	"links":  {{"NAME", "name"}, {"ENDPOINTS", "endpoints"}, {"MTU", "mtu"}},
-}
+	"github.com/srchain/srchain/internal/controller"
+	"github.com/srchain/srchain/internal/spec"
+)
 
 func init() {
 	var o remoteOptions
 	var output string
 	cmd := &cobra.Command{
-		Use:       "get chains|nodes|nfs|links [NAME]",
-		Short:     "List objects stored by the controller",
-		Long:      "get lists the controller's objects of one kind as a table, or as JSON with -o json.\nFields a spec leaves to defaults show as empty.",
+		Use:   "get chains|nodes|nfs|links [NAME]",
+		Short: "Show objects stored by the controller",
+		Long: "get shows the controller's objects of one kind as a table, with the spec's\n" +
+			"defaults and allocated SIDs filled in, or as stored (JSON) with -o json.",
 		Args:      cobra.RangeArgs(1, 2),
-		ValidArgs: []string{"chains", "nodes", "nfs", "links"},
+		ValidArgs: controller.Kinds,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind := args[0]
-			cols, ok := getColumns[kind]
-			if !ok {
-				return fmt.Errorf("get: unknown kind %q (chains, nodes, nfs, links)", kind)
+			kind, name := args[0], ""
+			if len(args) == 2 {
+				name = args[1]
+			}
+			if !strings.Contains(" "+strings.Join(controller.Kinds, " ")+" ", " "+kind+" ") {
+				return fmt.Errorf("get: unknown kind %q (%s)", kind, strings.Join(controller.Kinds, ", "))
 			}
 			if output != "" && output != "json" && output != "table" {
 				return fmt.Errorf("get: -o %q: want json or table", output)
@@ -41,31 +40,27 @@ func init() {
 			if err != nil {
 				return err
 			}
-			var items []map[string]any
-			if len(args) == 2 {
-				var one map[string]any
-				if err := cl.Do(cmd.Context(), "GET", "/v1/"+kind+"/"+args[1], nil, &one); err != nil {
-					return err
-				}
-				items = append(items, one)
-			} else {
-				var list struct {
-					Items []map[string]any `json:"items"`
-				}
-				if err := cl.Do(cmd.Context(), "GET", "/v1/"+kind, nil, &list); err != nil {
-					return err
-				}
-				items = list.Items
-			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if len(args) == 2 {
-					return enc.Encode(items[0])
-				}
-				return enc.Encode(items)
+				return getJSON(cmd, cl, kind, name)
 			}
-			return printTable(cmd.OutOrStdout(), cols, items)
+			// The whole spec, so that defaults and SIDs are those the
+			// controller compiled.
+			var raw json.RawMessage
+			if err := cl.Do(cmd.Context(), "GET", "/v1/spec", nil, &raw); err != nil {
+				return err
+			}
+			s, err := spec.Parse(raw, o.server+"/v1/spec")
+			if err != nil {
+				return fmt.Errorf("decode the controller's spec: %w", err)
+			}
+			if s == nil {
+				s = &spec.Spec{}
+			}
+			rows := getTable(s, kind, name)
+			if name != "" && len(rows) == 1 {
+				return fmt.Errorf("get: %s/%s not found", kind, name)
+			}
+			return printRows(cmd.OutOrStdout(), rows)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: table (default) or json")
@@ -73,53 +68,107 @@ func init() {
 	rootCmd.AddCommand(cmd)
 }
 
-func printTable(w io.Writer, cols [][2]string, items []map[string]any) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := make([]string, len(cols))
-	for i, c := range cols {
-		head[i] = c[0]
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, it := range items {
-		row := make([]string, len(cols))
-		for i, c := range cols {
-			row[i] = cell(field(it, c[1]))
+func getJSON(cmd *cobra.Command, cl *controller.Client, kind, name string) error {
+	var v any
+	if name != "" {
+		if err := cl.Do(cmd.Context(), "GET", "/v1/"+kind+"/"+name, nil, &v); err != nil {
+			return err
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	} else {
+		var list struct {
+			Items []any `json:"items"`
+		}
+		if err := cl.Do(cmd.Context(), "GET", "/v1/"+kind, nil, &list); err != nil {
+			return err
+		}
+		v = list.Items
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// getTable returns a header row and one row per object of kind (only the
+// one named name, when set).
+func getTable(s *spec.Spec, kind, name string) [][]string {
+	sids := s.SIDs()
+	var rows [][]string
+	add := func(id string, cells ...string) {
+		if name == "" || id == name {
+			rows = append(rows, cells)
+		}
+	}
+	switch kind {
+	case controller.KindNodes:
+		rows = append(rows, []string{"NAME", "ROLE", "LOCATOR", "DATAPATH"})
+		for _, n := range s.Nodes {
+			add(n.Name, n.Name, n.Role, prefix(n.Locator), n.Datapath)
+		}
+	case controller.KindLinks:
+		rows = append(rows, []string{"ID", "ENDPOINTS", "MTU"})
+		for _, l := range s.Links {
+			eps := make([]string, len(l.Endpoints))
+			for i, e := range l.Endpoints {
+				eps[i] = e.Node + ":" + e.Interface
+			}
+			id := l.Name
+			if id == "" {
+				id = strings.Join(eps, ",") // the API's id of an unnamed link
+			}
+			add(id, id, strings.Join(eps, " "), strconv.Itoa(l.MTU))
+		}
+	case controller.KindNFs:
+		rows = append(rows, []string{"NAME", "KIND", "NODE", "SID", "BEHAVIOR", "SR-AWARE"})
+		for _, nf := range s.NFs {
+			add(nf.Name, nf.Name, nf.Kind, nf.Node, prefix(sids.NF[nf.Name]), nf.Behavior, strconv.FormatBool(nf.IsSRAware()))
+		}
+	case controller.KindChains:
+		rows = append(rows, []string{"NAME", "INGRESS", "EGRESS", "NFS", "MATCH", "MODE", "EGRESS-SID"})
+		for _, c := range s.Chains {
+			add(c.Name, c.Name, c.Ingress, c.Egress, strings.Join(c.NFs, ","), match(c.Match), c.Mode, prefix(sids.Egress[c.Name]))
+		}
+	}
+	return rows
+}
+
+func prefix(p netip.Prefix) string {
+	if !p.IsValid() {
+		return "-"
+	}
+	return p.String()
+}
+
+// match shows a classifier compactly: dst[,src][ proto[ dport]].
+func match(m spec.Match) string {
+	var parts []string
+	for _, p := range m.Dst {
+		parts = append(parts, p.String())
+	}
+	out := strings.Join(parts, ",")
+	if len(m.Src) > 0 {
+		out += " from"
+		for _, p := range m.Src {
+			out += " " + p.String()
+		}
+	}
+	if m.Proto != "" {
+		out += " " + m.Proto
+	}
+	if !m.DPort.IsZero() {
+		b, _ := m.DPort.MarshalText()
+		out += " dport " + string(b)
+	}
+	if !m.SPort.IsZero() {
+		b, _ := m.SPort.MarshalText()
+		out += " sport " + string(b)
+	}
+	return out
+}
+
+func printRows(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	return tw.Flush()
-}
-
-// field follows a dotted path through decoded JSON.
-func field(v any, path string) any {
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
-}
-
-// cell renders one value: lists comma-separated, endpoints as NODE:IF.
-func cell(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			if m, ok := e.(map[string]any); ok && m["node"] != nil {
-				parts[i] = fmt.Sprintf("%v:%v", m["node"], m["interface"])
-			} else {
-				parts[i] = cell(e)
-			}
-		}
-		return strings.Join(parts, ",")
-	case float64:
-		return fmt.Sprint(x)
-	default:
-		return fmt.Sprint(x)
-	}
 }

@@ -111,8 +111,15 @@ func TestServeApplyGet(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") ||
-		!strings.Contains(lines[1], "web4") || !strings.Contains(lines[1], "10.0.4.0/24") || !strings.Contains(lines[2], "web6") {
+		!strings.Contains(lines[1], "web4") || !strings.Contains(lines[1], "10.0.4.0/24") || !strings.Contains(lines[2], "web6") ||
+		!strings.Contains(lines[1], "encap") || !strings.Contains(lines[1], "fc00:3::1:0/112") {
 		t.Errorf("get chains:\n%s", out)
+	}
+
+	// Defaults and allocated SIDs are shown as the controller compiled them.
+	out, _, err = runCLI(t, append([]string{"get", "nfs", "fw"}, remote...)...)
+	if err != nil || !strings.Contains(out, "fc00:2::1:0/112") || !strings.Contains(out, "End") {
+		t.Errorf("get nfs fw: %v\n%s", err, out)
 	}
 
 	out, _, err = runCLI(t, append([]string{"get", "nodes", "-o", "json"}, remote...)...)
