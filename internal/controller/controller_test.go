@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/store"
@@ -523,4 +525,33 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestWatcherSeesWholeWrites: an etcd watcher (what agents will be) gets
+// the spec and the changed node states of one write in one response at
+// one revision, never half a change.
+func TestWatcherSeesWholeWrites(t *testing.T) {
+	e := newEnv(t)
+	e.must("PUT", "/v1/spec", quickstart(t), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wch := e.st.Client().Watch(ctx, store.Prefix, clientv3.WithPrefix())
+
+	var res Result
+	e.must("PUT", "/v1/chains/web4", `{"ingress":"r1","egress":"r3","match":{"dst":["10.0.4.0/25"]},"nfs":["fw"]}`, &res)
+	wr := <-wch
+	if err := wr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, ev := range wr.Events {
+		keys = append(keys, string(ev.Kv.Key))
+		if ev.Kv.ModRevision != res.Revision {
+			t.Errorf("%s at revision %d, write was %d", ev.Kv.Key, ev.Kv.ModRevision, res.Revision)
+		}
+	}
+	slices.Sort(keys)
+	if want := []string{store.DesiredKey("r1"), store.SpecKey}; !slices.Equal(keys, want) {
+		t.Errorf("one write gave events %v, want %v", keys, want)
+	}
 }

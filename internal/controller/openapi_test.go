@@ -53,6 +53,46 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+// TestOpenAPIRefs: every $ref in the document points at a schema it
+// defines.
+func TestOpenAPIRefs(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	json.Unmarshal(api.OpenAPI, &v)
+	n := 0
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if r, ok := x["$ref"].(string); ok {
+				n++
+				name, ok := strings.CutPrefix(r, "#/components/schemas/")
+				if _, defined := doc.Components.Schemas[name]; !ok || !defined {
+					t.Errorf("$ref %q does not resolve", r)
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	if n == 0 {
+		t.Error("no $ref found: the document lost its schemas")
+	}
+}
+
 // TestOpenAPIUpToDate: the committed document is what openAPIDoc makes
 // (so its object schemas are internal/spec's); go test -update rewrites it.
 func TestOpenAPIUpToDate(t *testing.T) {
