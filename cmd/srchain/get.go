@@ -15,7 +15,7 @@ import (
 	"github.com/srchain/srchain/internal/spec"
 )
 
-func init() {
+func newGetCmd(e *env) *cobra.Command {
 	var o remoteOptions
 	var output string
 	cmd := &cobra.Command{
@@ -65,7 +65,7 @@ func init() {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: table (default) or json")
 	o.flags(cmd)
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func getJSON(cmd *cobra.Command, cl *controller.Client, kind, name string) error {

@@ -47,7 +47,7 @@ func (o *remoteOptions) client() (*controller.Client, error) {
 	return &controller.Client{Server: o.server, Token: tok}, nil
 }
 
-func init() {
+func newApplyCmd(e *env) *cobra.Command {
 	var o remoteOptions
 	var file string
 	var prune bool
@@ -94,5 +94,5 @@ func init() {
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "spec file (YAML)")
 	cmd.Flags().BoolVar(&prune, "prune", false, "replace the whole spec: delete objects not in FILE")
 	o.flags(cmd)
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

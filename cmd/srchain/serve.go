@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,7 +31,7 @@ type serveOptions struct {
 	tlsCert, tlsKey            string
 }
 
-func init() {
+func newServeCmd(e *env) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,9 +44,8 @@ func init() {
 			"of --token-file (created, mode 0600, under --data-dir when absent).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runServe(ctx, o, func(addr string) {
+			// e.ctx, cancelled by main on SIGINT/SIGTERM, stops serving.
+			return runServe(cmd.Context(), o, func(addr string) {
 				slog.Info("controller listening", "addr", addr)
 			})
 		},
@@ -62,7 +59,7 @@ func init() {
 	f.StringVar(&o.etcdPeer, "etcd-listen-peer", "http://127.0.0.1:2380", "embedded etcd: peer URL")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "key of --tls-cert (PEM)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // runServe serves until ctx ends; ready gets the bound address.
