@@ -116,6 +116,9 @@ func runServe(ctx context.Context, o serveOptions, ready func(addr string)) erro
 	select {
 	case err := <-done:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-st.Err():
+		srv.Close()
+		return fmt.Errorf("embedded etcd failed: %w", err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -163,6 +163,15 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	return &Store{cli: v3client.New(e.Server), etcd: e}, nil
 }
 
+// Err reports a fatal error of the embedded etcd (a listener that
+// failed); nil, which never fires, for an external cluster.
+func (s *Store) Err() <-chan error {
+	if s.etcd == nil {
+		return nil
+	}
+	return s.etcd.Err()
+}
+
 // Client is the etcd client (for watchers and tests).
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
