@@ -177,6 +177,17 @@ func TestUnauthorized(t *testing.T) {
 			}
 		}
 	}
+	// The scheme is case-insensitive (RFC 7235 section 2.1).
+	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/spec", nil)
+	req.Header.Set("Authorization", "bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("lower-case bearer scheme: %d, want 200", resp.StatusCode)
+	}
 	// The refused writes stored nothing.
 	var chains struct{ Items []json.RawMessage }
 	e.must("GET", "/v1/chains", "", &chains)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,7 +126,7 @@ func readDoc(w http.ResponseWriter, r *http.Request) (*Doc, bool) {
 		fail(w, r, err)
 		return nil, false
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	d := &Doc{}
 	if err := dec.Decode(d); err != nil {
