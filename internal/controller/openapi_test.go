@@ -53,6 +53,15 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+// TestOpenAPIServed: /v1/openapi.json is the committed document.
+func TestOpenAPIServed(t *testing.T) {
+	var served json.RawMessage
+	newEnv(t).must("GET", "/v1/openapi.json", "", &served)
+	if !bytes.Equal(bytes.TrimSpace(served), bytes.TrimSpace(api.OpenAPI)) {
+		t.Error("served document differs from api/openapi.json")
+	}
+}
+
 // TestOpenAPIRefs: every $ref in the document points at a schema it
 // defines.
 func TestOpenAPIRefs(t *testing.T) {
