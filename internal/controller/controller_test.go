@@ -566,3 +566,36 @@ func TestWatcherSeesWholeWrites(t *testing.T) {
 		t.Errorf("one write gave events %v, want %v", keys, want)
 	}
 }
+
+// TestTooLargeForEtcd: a write over the etcd cluster's request limit is
+// answered 413 with the reason (not a bare 500) and stores nothing.
+func TestTooLargeForEtcd(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), store.Config{
+		DataDir: dir, ClientURL: freeURL(t), PeerURL: freeURL(t),
+		LogFile:         filepath.Join(dir, "etcd.log"),
+		MaxRequestBytes: 64 << 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := envOn(t, st)
+	e.must("PUT", "/v1/spec", quickstart(t), nil)
+	gens := e.generations()
+
+	chains := make([]string, 1000)
+	for i := range chains {
+		chains[i] = benchChain(i)
+	}
+	err = e.do("PATCH", "/v1/spec", `{"chains":[`+strings.Join(chains, ",")+`]}`, nil)
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusRequestEntityTooLarge || !strings.Contains(ae.Body.Error, "max-request-bytes") {
+		t.Fatalf("PATCH over etcd's limit: %v, want 413 naming the limit", err)
+	}
+	var list struct{ Items []json.RawMessage }
+	e.must("GET", "/v1/chains", "", &list)
+	if len(list.Items) != 2 || !mapsEqual(e.generations(), gens) {
+		t.Errorf("refused write stored something: %d chains", len(list.Items))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/srchain/srchain/api"
+	"github.com/srchain/srchain/internal/store"
 )
 
 // maxBody bounds a request body (a whole spec with thousands of chains
@@ -331,7 +332,8 @@ type errorBody struct {
 }
 
 // fail answers err with its status: 400 bad body, 404, 409 (exists or
-// stale If-Match), 422 invalid spec with every problem, 500 otherwise.
+// stale If-Match), 413 over etcd's limits, 422 invalid spec with every
+// problem, 500 otherwise.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
 	var inv *InvalidError
 	switch {
@@ -343,6 +345,8 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
 	case errors.Is(err, ErrExists), errors.Is(err, ErrStale):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
+	case errors.Is(err, store.ErrTooLarge):
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: err.Error()})
 	default:
 		slog.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error (see the controller's log)"})

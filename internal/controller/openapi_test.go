@@ -216,6 +216,7 @@ func openAPIDoc(t *testing.T) []byte {
 		a := obj{
 			okCode: answer(okDesc, ref("writeResult")),
 			"409":  answer("Object exists (POST) or If-Match revision is stale.", ref("error")),
+			"413":  answer("The write exceeds the etcd cluster's limits (request size, operations per transaction); nothing stored.", ref("error")),
 			"422":  answer("The spec would be invalid: every problem with its path; nothing stored.", ref("error")),
 		}
 		for k, v := range errs {

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -46,9 +47,15 @@ func DesiredKey(node string) string { return NodesPrefix + node + "/desired" }
 // StatusKey is where node's agent reports (applied generation, drift).
 func StatusKey(node string) string { return NodesPrefix + node + "/status" }
 
-// ErrConflict is returned by Commit when the spec changed since the
-// revision the write was built on.
-var ErrConflict = errors.New("spec changed concurrently")
+// Errors callers branch on.
+var (
+	// ErrConflict is returned by Commit when the spec changed since the
+	// revision the write was built on.
+	ErrConflict = errors.New("spec changed concurrently")
+	// ErrTooLarge: the write exceeds the etcd cluster's request size or
+	// operations per transaction.
+	ErrTooLarge = errors.New("write exceeds etcd's limits (--max-request-bytes, --max-txn-ops)")
+)
 
 // Limits of the embedded etcd: a spec with thousands of chains and its
 // per-node states exceed etcd's defaults (1.5 MiB per request, 128
@@ -68,6 +75,9 @@ type Config struct {
 	// ClientURL and PeerURL are where the embedded etcd listens
 	// (defaults http://127.0.0.1:2379 and :2380: loopback only).
 	ClientURL, PeerURL string
+	// MaxRequestBytes and MaxTxnOps override the embedded etcd's limits
+	// (0: the package's defaults; tests set small ones).
+	MaxRequestBytes, MaxTxnOps uint
 	// LogFile receives the embedded etcd's log (errors only); empty
 	// means stderr.
 	LogFile string
@@ -119,8 +129,13 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.LogFile != "" {
 		ec.LogOutputs = []string{cfg.LogFile}
 	}
-	ec.MaxRequestBytes = MaxRequestBytes
-	ec.MaxTxnOps = MaxTxnOps
+	ec.MaxRequestBytes, ec.MaxTxnOps = MaxRequestBytes, MaxTxnOps
+	if cfg.MaxRequestBytes > 0 {
+		ec.MaxRequestBytes = cfg.MaxRequestBytes
+	}
+	if cfg.MaxTxnOps > 0 {
+		ec.MaxTxnOps = cfg.MaxTxnOps
+	}
 	// Keep the last 1000 revisions: history is for watchers catching up,
 	// not an archive.
 	ec.AutoCompactionMode = "revision"
@@ -249,6 +264,9 @@ func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) 
 		If(clientv3.Compare(clientv3.ModRevision(SpecKey), "=", base)).
 		Then(ops...).
 		Commit()
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrTooManyOps) {
+		return 0, fmt.Errorf("store spec (%d operations, %d bytes of spec): %w: %v", len(ops), len(w.Spec), ErrTooLarge, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store spec: %w", err)
 	}
