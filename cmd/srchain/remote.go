@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,33 @@ func newApplyCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "spec file (YAML)")
 	cmd.Flags().BoolVar(&prune, "prune", false, "replace the whole spec: delete objects not in FILE")
+	o.flags(cmd)
+	return cmd
+}
+
+func newDeleteCmd(e *env) *cobra.Command {
+	var o remoteOptions
+	cmd := &cobra.Command{
+		Use:   "delete chains|nodes|nfs|links NAME",
+		Short: "Delete one object from the controller's spec",
+		Long: "delete removes one object; the controller refuses (and prints every reason)\n" +
+			"when the spec would become invalid, e.g. deleting an NF that a chain uses.",
+		Args:      cobra.ExactArgs(2),
+		ValidArgs: controller.Kinds,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := o.client()
+			if err != nil {
+				return err
+			}
+			var res controller.Result
+			if err := cl.Do(cmd.Context(), "DELETE", "/v1/"+args[0]+"/"+url.PathEscape(args[1]), nil, &res); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s/%s: spec revision %d, %d nodes changed %v\n",
+				args[0], args[1], res.Revision, len(res.Changed), res.Changed)
+			return nil
+		},
+	}
 	o.flags(cmd)
 	return cmd
 }

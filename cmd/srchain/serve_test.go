@@ -131,6 +131,21 @@ func TestServeApplyGet(t *testing.T) {
 		t.Errorf("get nodes -o json: %v\n%s", err, out)
 	}
 
+	// delete: refused with its reasons while a chain uses the NF; a
+	// chain's removal changes its ingress (policy) and egress (decap SID).
+	_, _, err = runCLI(t, append([]string{"delete", "nfs", "fw"}, remote...)...)
+	if err == nil || !strings.Contains(err.Error(), "422") || !strings.Contains(err.Error(), "chains/web4") {
+		t.Errorf("delete of a used NF: %v", err)
+	}
+	out, _, err = runCLI(t, append([]string{"delete", "chains", "web6"}, remote...)...)
+	if err != nil || !strings.Contains(out, "2 nodes changed [r1 r3]") {
+		t.Errorf("delete chains web6: %q, %v", out, err)
+	}
+	out, _, _ = runCLI(t, append([]string{"get", "chains"}, remote...)...)
+	if strings.Contains(out, "web6") || !strings.Contains(out, "web4") {
+		t.Errorf("get chains after delete:\n%s", out)
+	}
+
 	// A wrong token is refused.
 	bad := filepath.Join(t.TempDir(), "bad")
 	os.WriteFile(bad, []byte("nope\n"), 0o600)
