@@ -21,6 +21,6 @@ vet:
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
-# Verifier cost of the datapath programs (needs root).
+# Verifier cost of the datapath programs against their budgets (needs root).
 bpf-stats:
-	$(GO) test -count=1 -v -run VerifierStats ./internal/datapath/
+	$(GO) test -count=1 -v -run VerifierStats ./internal/datapath/ ./internal/firewall/

@@ -12,6 +12,7 @@
 #include "srh.h"
 #include "end.h"
 #include "fib.h"
+#include "csum.h"
 
 /* Words the End rewrite touches, for the CHECKSUM_COMPLETE fix-up: the
  * IPv6 word holding the hop limit, the destination, the SRH word holding
@@ -47,8 +48,7 @@ static __always_inline void end_csum_fix(struct __sk_buff *skb, const struct pkt
 	struct end_words after;
 
 	if (end_words_read(p, si, &after) == 0)
-		bpf_csum_update(skb, bpf_csum_diff((__be32 *)before, sizeof(*before),
-						   (__be32 *)&after, sizeof(after), 0));
+		skb_csum_replace(skb, before, &after, sizeof(after));
 }
 
 /* to_stack hands the rewritten packet to the kernel (lib/fib.h), counting

@@ -2,7 +2,7 @@
 /* srchain SERA firewall in tc (tcx ingress) and XDP, seed 000.
  *
  * Every IPv6 and IPv4 packet is classified by the rule set compiled into
- * the lib/fw.h maps (first match, iptables semantics) and the rule's
+ * the lib/fw_maps.h maps (first match, iptables semantics) and the rule's
  * verdict applied:
  *   ACCEPT          TC_ACT_UNSPEC: the next tcx program (srchain's End
  *                   when the SID runs in eBPF) or the stack (the SID's
@@ -30,18 +30,17 @@
 #include "counters.h"
 #include "srh.h"
 #include "fib.h"
-#include "fw.h"
-
-/* ICMPv6 error: 40-byte IPv6 header + 8-byte ICMPv6 header in front of as
- * much of the invoking packet as fits the IPv6 minimum MTU (RFC 4443 2.4).
- */
-#define FW_ICMP_HDRS 48
-#define FW_ICMP_QUOTE (1280 - FW_ICMP_HDRS)
-#define ICMPV6_PARAMPROB 4
+#include "csum.h"
+#include "icmp6.h"
+#include "fw_maps.h"
+#include "fw_extract.h"
+#include "fw_classify.h"
+#include "fw_actions.h"
+#include "fw_ratelimit.h"
 
 /* What the parser may read: extension headers start within FW_MAX_OFF,
  * an SRH is at most 2048 bytes, then an inner header and ports; the
- * Parameter Problem's quote (1232 bytes) is shorter.
+ * Parameter Problem's quote (ICMP6_ERR_QUOTE, 1232 bytes) is shorter.
  */
 #define FW_PULL (14 + FW_MAX_OFF + 2048 + 64)
 
@@ -196,159 +195,23 @@ drop:
 	o->reason = reason;
 }
 
-/* fw_icmp_fill writes an ICMPv6 Parameter Problem, code 0 (erroneous
- * header field), pointer ptr, into a packet whose first 14 + 48 bytes
- * were made room for and whose next quote bytes are the invoking packet:
- * Ethernet back to the sender (MACs swapped), IPv6 from the invoking
- * destination (the firewall's SID) to its source, hop limit 64, and the
- * checksum (RFC 4443 2.3; the one's-complement sum of 32-bit words is
- * byte-order neutral). Returns 0, or -1 if the packet is shorter.
- */
-static __always_inline int fw_icmp_fill(struct pkt *p, const __u8 *smac, const __u8 *dmac,
-					const struct in6_addr *src, const struct in6_addr *dst,
-					__u32 quote, __u32 ptr)
-{
-	struct ipv6hdr *ip6;
-	struct ethhdr *eth;
-	__u32 i, off, end;
-	__u64 sum = 0;
-	__u8 *icmp;
-
-	eth = pkt_ptr(p, 0, sizeof(*eth));
-	ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
-	icmp = pkt_ptr(p, p->l3off + sizeof(*ip6), 8);
-	if (!eth || !ip6 || !icmp)
-		return -1;
-	__builtin_memcpy(eth->h_dest, smac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, dmac, ETH_ALEN);
-	eth->h_proto = bpf_htons(ETH_P_IPV6);
-	*(__be32 *)ip6 = bpf_htonl(0x60000000);
-	ip6->payload_len = bpf_htons(8 + quote);
-	ip6->nexthdr = IPPROTO_ICMPV6;
-	ip6->hop_limit = 64;
-	ipv6_addr_copy(&ip6->saddr, dst);
-	ipv6_addr_copy(&ip6->daddr, src);
-	icmp[0] = ICMPV6_PARAMPROB;
-	icmp[1] = 0;
-	*(__u16 *)&icmp[2] = 0;
-	*(__be32 *)&icmp[4] = bpf_htonl(ptr);
-
-	for (i = 0; i < 4; i++)
-		sum += dst->in6_u.u6_addr32[i] + (__u64)src->in6_u.u6_addr32[i];
-	sum += bpf_htonl(8 + quote) + (__u64)bpf_htonl(IPPROTO_ICMPV6);
-	off = p->l3off + sizeof(*ip6);
-	end = off + 8 + quote;
-	for (i = 0; i < (8 + FW_ICMP_QUOTE) / 4; i++) {
-		__be32 *w;
-		__u8 *b;
-
-		/* A word that cannot be read would make a wrong checksum:
-		 * the error is not sent (-1, the caller drops).
-		 */
-		if (off + 4 <= end) {
-			w = pkt_ptr(p, off & 0x7ff, 4);
-			if (!w)
-				return -1;
-			sum += *w;
-			off += 4;
-			continue;
-		}
-		/* 1..3 trailing bytes, zero padded. */
-		if (off < end) {
-			__u8 tail[4] = {};
-			__u32 n = end - off;
-
-			b = pkt_ptr(p, off & 0x7ff, 1);
-			if (!b)
-				return -1;
-			tail[0] = b[0];
-			if (n > 1) {
-				b = pkt_ptr(p, (off + 1) & 0x7ff, 1);
-				if (!b)
-					return -1;
-				tail[1] = b[0];
-			}
-			if (n > 2) {
-				b = pkt_ptr(p, (off + 2) & 0x7ff, 1);
-				if (!b)
-					return -1;
-				tail[2] = b[0];
-			}
-			sum += *(__u32 *)tail;
-		}
-		break;
-	}
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	icmp = pkt_ptr(p, p->l3off + sizeof(*ip6), 8);
-	if (!icmp)
-		return -1;
-	*(__u16 *)&icmp[2] = ~(__u16)sum;
-	return 0;
-}
-
-/* The invoking packet's MACs and addresses, saved before the rewrite. */
-struct fw_icmp_src {
-	__u8 smac[ETH_ALEN], dmac[ETH_ALEN];
-	struct in6_addr src, dst;
-};
-
-static __always_inline int fw_icmp_save(const struct pkt *p, struct fw_icmp_src *s)
-{
-	struct ethhdr *eth = pkt_ptr(p, 0, sizeof(*eth));
-	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
-
-	if (!eth || !ip6)
-		return -1;
-	__builtin_memcpy(s->smac, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(s->dmac, eth->h_dest, ETH_ALEN);
-	ipv6_addr_copy(&s->src, &ip6->saddr);
-	ipv6_addr_copy(&s->dst, &ip6->daddr);
-	return 0;
-}
-
 static __always_inline int fw_drop(__u32 reason)
 {
 	count_drop(reason);
 	return TC_ACT_SHOT;
 }
 
-/* fw_param_problem (tc) turns the packet into the Parameter Problem and
- * sends it back out of the interface it came in on; the invoking packet
- * is counted as dropped with DROP_FW_ARGS_UNKNOWN (the caller applied
- * the RFC 4443 2.4 (e)/(f) checks, fw_icmp_allow). A packet the sending host left in CHECKSUM_PARTIAL (veth
- * from a local stack) keeps that state: a device completing the quoted
- * transport checksum on transmit would invalidate the ICMPv6 checksum (no
- * helper resets it to CHECKSUM_NONE).
+/* fw_param_problem (tc) turns the packet into the Parameter Problem
+ * (lib/icmp6.h) and sends it back out of the interface it came in on; the
+ * invoking packet is counted as dropped with DROP_FW_ARGS_UNKNOWN (the
+ * caller applied the RFC 4443 2.4 (e)/(f) checks, fw_icmp_allow).
  */
 static __always_inline int fw_param_problem(struct __sk_buff *skb, struct pkt *p, __u32 ptr)
 {
-	struct fw_icmp_src s;
-	__u32 quote;
+	__u32 r = icmp6_err_tc(skb, p, ICMPV6_PARAMPROB, 0, ptr, DROP_FW_ARGS_UNKNOWN);
 
-	if (fw_icmp_save(p, &s))
-		return fw_drop(DROP_PKT_TRUNCATED);
-	quote = skb->len - sizeof(struct ethhdr);
-	if (quote > FW_ICMP_QUOTE)
-		quote = FW_ICMP_QUOTE;
-	/* Trim only when needed: bpf_skb_change_tail refuses skbs marked
-	 * skb->encapsulation, which every packet the local seg6 encap made
-	 * is. Such a packet too long to quote whole is dropped unanswered.
-	 */
-	if (quote < skb->len - sizeof(struct ethhdr) &&
-	    bpf_skb_change_tail(skb, sizeof(struct ethhdr) + quote, 0))
-		return fw_drop(DROP_FW_ARGS_UNKNOWN);
-	if (bpf_skb_adjust_room(skb, FW_ICMP_HDRS, BPF_ADJ_ROOM_MAC, 0))
-		return fw_drop(DROP_ADJUST_ROOM);
-	/* The old checksum state no longer describes the packet. */
-	bpf_csum_level(skb, BPF_CSUM_LEVEL_RESET);
-	p->data = (void *)(long)skb->data;
-	p->data_end = (void *)(long)skb->data_end;
-	if (fw_icmp_fill(p, s.smac, s.dmac, &s.src, &s.dst, quote, ptr))
-		return fw_drop(DROP_PKT_TRUNCATED);
+	if (r)
+		return fw_drop(r);
 	count_drop(DROP_FW_ARGS_UNKNOWN);
 	return bpf_redirect(skb->ingress_ifindex, 0);
 }
@@ -378,8 +241,7 @@ int srchain_fw(struct __sk_buff *skb)
 	case FW_OUT_ICMP:
 		return fw_param_problem(skb, &p, o.ptr);
 	case FW_OUT_SEG6:
-		bpf_csum_update(skb, bpf_csum_diff((__be32 *)&o.before, sizeof(o.before),
-						   (__be32 *)&o.after, sizeof(o.after), 0));
+		skb_csum_replace(skb, &o.before, &o.after, sizeof(o.before));
 		return TC_ACT_UNSPEC;
 	}
 	return TC_ACT_UNSPEC;
@@ -389,10 +251,9 @@ SEC("xdp")
 int srchain_fw_xdp(struct xdp_md *ctx)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
-	struct fw_icmp_src s;
 	struct fw_out o = {};
 	struct ethhdr *eth;
-	__u32 l3len, quote;
+	__u32 r;
 
 	p.data = (void *)(long)ctx->data;
 	p.data_end = (void *)(long)ctx->data_end;
@@ -405,21 +266,9 @@ int srchain_fw_xdp(struct xdp_md *ctx)
 		count_drop(o.reason);
 		return XDP_DROP;
 	case FW_OUT_ICMP:
-		if (fw_icmp_save(&p, &s)) {
-			count_drop(DROP_PKT_TRUNCATED);
-			return XDP_DROP;
-		}
-		l3len = p.data_end - p.data - sizeof(struct ethhdr);
-		quote = l3len > FW_ICMP_QUOTE ? FW_ICMP_QUOTE : l3len;
-		if ((quote < l3len && bpf_xdp_adjust_tail(ctx, -(int)(l3len - quote))) ||
-		    bpf_xdp_adjust_head(ctx, -FW_ICMP_HDRS)) {
-			count_drop(DROP_ADJUST_ROOM);
-			return XDP_DROP;
-		}
-		p.data = (void *)(long)ctx->data;
-		p.data_end = (void *)(long)ctx->data_end;
-		if (fw_icmp_fill(&p, s.smac, s.dmac, &s.src, &s.dst, quote, o.ptr)) {
-			count_drop(DROP_PKT_TRUNCATED);
+		r = icmp6_err_xdp(ctx, &p, ICMPV6_PARAMPROB, 0, o.ptr);
+		if (r) {
+			count_drop(r);
 			return XDP_DROP;
 		}
 		count_drop(DROP_FW_ARGS_UNKNOWN);

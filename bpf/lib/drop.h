@@ -4,6 +4,9 @@
  * Mirrored by internal/drop (Go); a unit test checks that both lists agree,
  * so add a reason here and in internal/drop/drop.go together, and only ever
  * append (the numbers are ABI: they index pinned per-CPU counter maps).
+ * A reason no program emits any more is renamed DROP_RESERVED_<n>, never
+ * removed; a test (internal/drop) checks every other reason is emitted
+ * by some program, or is listed there as awaiting its kind.
  */
 #ifndef SRCHAIN_DROP_H
 #define SRCHAIN_DROP_H
@@ -18,18 +21,18 @@ enum srchain_drop_reason {
 	DROP_SRH_SL_OVER_LAST,    /* segments left > last entry (RFC 8754 4.3.1.1) */
 	DROP_SRH_TOO_MANY_SEGS,   /* last entry >= SRCHAIN_MAX_SEGS */
 	DROP_SRH_SL_ZERO,         /* SL = 0 where the behavior needs SL > 0 (RFC 8986 4.1) */
-	DROP_HOP_LIMIT,           /* hop limit exhausted */
-	DROP_FIB_FAIL,            /* no route / neighbour for the new destination */
+	DROP_HOP_LIMIT,           /* hop limit exhausted (Go model only: the programs hand it to the stack) */
+	DROP_RESERVED_10,         /* was fib-fail: a FIB miss goes to the stack (lib/fib.h) */
 	DROP_TLV_BAD,             /* malformed SRH TLV */
 	DROP_FW_RULE,             /* firewall rule verdict DROP/REJECT */
 	DROP_FW_PRECOND,          /* SR action precondition failed (e.g. skip-next with SL < 2) */
 	DROP_FW_ARGS_UNKNOWN,     /* eval-args: ARGS value with no action */
-	DROP_PROXY_NO_CACHE,      /* dynamic proxy: no cached SRH for the flow */
-	DROP_OPOT_VERIFY,         /* OPoT verification failed at egress */
+	DROP_PROXY_NO_CACHE,      /* dynamic proxy: no cached SRH for the flow (proxy kind, to come) */
+	DROP_OPOT_VERIFY,         /* OPoT verification failed at egress (OPoT kind, to come) */
 	DROP_OPOT_REPLAY,         /* OPoT nonce seen before */
 	DROP_OPOT_NO_TLV,         /* OPoT TLV missing or malformed */
 	DROP_ADJUST_ROOM,         /* bpf_skb_adjust_room / store failed */
-	DROP_MTU,                 /* packet would exceed the egress MTU */
+	DROP_RESERVED_20,         /* was mtu: too big goes to the stack (FIB_SLOT_MTU) */
 	DROP_UNSUPPORTED,         /* valid packet the behavior does not handle */
 	DROP_MAX,
 };

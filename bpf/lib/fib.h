@@ -123,15 +123,6 @@ static __always_inline void fib_set_macs(struct ethhdr *eth, const struct bpf_fi
 	__builtin_memcpy(eth->h_source, params->smac, ETH_ALEN);
 }
 
-/* fib_ret_reason maps a lookup result to a drop reason for programs that
- * drop instead of handing the packet to the stack: DROP_NONE on success,
- * DROP_FIB_FAIL otherwise.
- */
-static __always_inline __u32 fib_ret_reason(long rc)
-{
-	return rc == BPF_FIB_LKUP_RET_SUCCESS ? DROP_NONE : DROP_FIB_FAIL;
-}
-
 /* ip6_dec_hop_limit decrements the hop limit (the caller has checked it
  * is > 1, RFC 8200 3).
  */

@@ -20,6 +20,7 @@
 #define SRCHAIN_SRH_H
 
 #include "common.h"
+#include "ipv6.h"
 
 /* Wire layout of the fixed SRH part (RFC 8754 2), as in linux/seg6.h
  * struct ipv6_sr_hdr but without the bitfields' endian games.
@@ -50,38 +51,27 @@ struct srh_info {
 
 /* srh_locate finds the routing header after the IPv6 header at p->l3off,
  * skipping up to SRCHAIN_MAX_EXTHDRS Hop-by-Hop / Destination Options
- * headers (RFC 8200 4.1 order), and fills si->ip6off/srhoff.
+ * headers (RFC 8200 4.1 order; lib/ipv6.h), and fills si->ip6off/srhoff.
  * Returns DROP_PKT_TRUNCATED when a header is cut short, DROP_NO_SRH when
  * the chain reaches anything but a routing header.
  */
 static __always_inline __u32 srh_locate(const struct pkt *p, struct srh_info *si)
 {
 	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
-	__u32 off;
-	__u8 nh;
-	int i;
+	struct ipv6_walk w = {};
+	__u32 r;
 
 	if (!ip6)
 		return DROP_PKT_TRUNCATED;
 	si->ip6off = p->l3off;
-	nh = ip6->nexthdr;
-	off = p->l3off + sizeof(*ip6);
-
-	for (i = 0; i < SRCHAIN_MAX_EXTHDRS; i++) {
-		__u8 *opt;
-
-		if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_DSTOPTS)
-			break;
-		/* Extension header: next header, hdr ext len (8-octet units). */
-		opt = pkt_ptr(p, off, 2);
-		if (!opt)
-			return DROP_PKT_TRUNCATED;
-		nh = opt[0];
-		off += ((__u32)opt[1] + 1) * 8;
-	}
-	if (nh != IPPROTO_ROUTING)
+	w.nh = ip6->nexthdr;
+	w.off = p->l3off + sizeof(*ip6);
+	r = ipv6_walk(p, &w, IPV6_WALK_OPTS, SRCHAIN_MAX_EXTHDRS, 0, NULL);
+	if (r)
+		return r;
+	if (w.nh != IPPROTO_ROUTING)
 		return DROP_NO_SRH;
-	si->srhoff = off;
+	si->srhoff = w.off;
 	return DROP_NONE;
 }
 

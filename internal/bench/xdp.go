@@ -182,7 +182,7 @@ func pacing(rate float64) (interval uint64, batch uint32) {
 // fails again once Blast has returned.
 //
 // It makes one long BPF_PROG_RUN call (each call costs a fixed ~10 ms of
-// page-pool set-up, see bpf/xdpgen.c) and ends it by signalling the
+// page-pool set-up, see bpf/bench/xdpgen.c) and ends it by signalling the
 // thread: the kernel's test-run loop returns EINTR on a pending signal.
 // cilium/ebpf's Program.Run would retry on EINTR, hence the raw syscall.
 func (g *Generator) Blast(ctx context.Context, stop <-chan struct{}, rate float64, cpu int, started chan<- struct{}) error {

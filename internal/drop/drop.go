@@ -21,7 +21,7 @@ const (
 	SRHTooManySegs
 	SRHSLZero
 	HopLimit
-	FIBFail
+	Reserved10 // was fib-fail: no program emits it
 	TLVBad
 	FWRule
 	FWPrecond
@@ -31,7 +31,7 @@ const (
 	OPoTReplay
 	OPoTNoTLV
 	AdjustRoom
-	MTU
+	Reserved20 // was mtu: no program emits it
 	Unsupported
 	Max // number of reasons; not a reason
 )
@@ -47,7 +47,7 @@ var names = [...]string{
 	SRHTooManySegs: "srh-too-many-segs",
 	SRHSLZero:      "srh-sl-zero",
 	HopLimit:       "hop-limit",
-	FIBFail:        "fib-fail",
+	Reserved10:     "reserved-10",
 	TLVBad:         "tlv-bad",
 	FWRule:         "fw-rule",
 	FWPrecond:      "fw-precondition",
@@ -57,7 +57,7 @@ var names = [...]string{
 	OPoTReplay:     "opot-replay",
 	OPoTNoTLV:      "opot-no-tlv",
 	AdjustRoom:     "adjust-room",
-	MTU:            "mtu",
+	Reserved20:     "reserved-20",
 	Unsupported:    "unsupported",
 }
 

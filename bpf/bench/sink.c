@@ -2,10 +2,10 @@
 /* sink: the benchmark sink. Counts and drops every frame the DUT sent,
  * as a cross-check of the DUT's egress tx counter, and records the
  * one-way latency of frames carrying the generator's trailer (see
- * lib/bench.h). Dropping in XDP keeps the sink far cheaper than the DUT.
+ * bench/bench.h). Dropping in XDP keeps the sink far cheaper than the DUT.
  */
-#include "lib/common.h"
-#include "lib/bench.h"
+#include "common.h"
+#include "bench.h"
 
 struct sink_stats {
 	__u64 packets;

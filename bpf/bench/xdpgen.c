@@ -9,8 +9,8 @@
  * Templates rotate (IMIX sizes, source/destination variation) by a run
  * counter; the counter is also the exact number of frames offered.
  */
-#include "lib/common.h"
-#include "lib/bench.h"
+#include "common.h"
+#include "bench.h"
 
 struct tmpl {
 	__u32 len;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Layout shared by the benchmark generator (bpf/xdpgen.c), the benchmark
- * sink (bpf/sink.c) and internal/bench.
+/* Layout shared by the benchmark generator (bpf/bench/xdpgen.c), the benchmark
+ * sink (bpf/bench/sink.c) and internal/bench.
  *
  * Latency stamping (seed 002 section 4.6 measures one-way latency through
  * the DUT): the generator writes a trailer into the last BENCH_TRAILER_LEN
