@@ -171,32 +171,49 @@ func Compile(rules []Rule) (*Classifier, error) {
 // compilePrefixes: for each distinct prefix P the rules match the values
 // whose longest listed prefix is P: a rule on prefix A matches iff A
 // contains P (A is P or an ancestor of P, both being prefixes of the
-// value), inverted for negated rules.
+// value), inverted for negated rules. A rule with several conditions on
+// the field (a match loaded twice: "-m srh --srh-psid A -m srh
+// --srh-psid B") needs all of them, so it is evaluated per P apart from
+// the one-condition rules' ancestor walk.
 func compilePrefixes(t *FieldTable, rules []Rule, users []int, f Field, wild Bitmap, bs *bitmapSet) {
 	pos := map[netip.Prefix][]int{}
 	neg := map[netip.Prefix][]int{}
+	multi := map[int][]Cond{}
 	base := slices.Clone(wild)
 	for _, i := range users {
+		var cs []Cond
 		for _, cd := range rules[i].Conds {
-			if cd.Field != f {
-				continue
+			if cd.Field == f {
+				cs = append(cs, cd)
 			}
-			if cd.Neg {
-				neg[cd.Prefix] = append(neg[cd.Prefix], i)
+		}
+		if len(cs) > 1 {
+			multi[i] = cs
+			allNeg := true
+			for _, cd := range cs {
+				allNeg = allNeg && cd.Neg
+			}
+			if allNeg { // no listed prefix holds the value: every condition holds
 				base.set(i)
-			} else {
-				pos[cd.Prefix] = append(pos[cd.Prefix], i)
 			}
+			continue
+		}
+		if cs[0].Neg {
+			neg[cs[0].Prefix] = append(neg[cs[0].Prefix], i)
+			base.set(i)
+		} else {
+			pos[cs[0].Prefix] = append(pos[cs[0].Prefix], i)
 		}
 	}
 	t.NoMatch = bs.add(base)
+	seen := map[netip.Prefix]bool{}
 	var all []netip.Prefix
-	for p := range pos {
-		all = append(all, p)
-	}
-	for p := range neg {
-		if _, ok := pos[p]; !ok {
-			all = append(all, p)
+	for _, i := range users {
+		for _, cd := range rules[i].Conds {
+			if cd.Field == f && !seen[cd.Prefix] {
+				seen[cd.Prefix] = true
+				all = append(all, cd.Prefix)
+			}
 		}
 	}
 	sort.Slice(all, func(i, j int) bool {
@@ -214,6 +231,18 @@ func compilePrefixes(t *FieldTable, rules []Rule, users []int, f Field, wild Bit
 				b.set(i)
 			}
 			for _, i := range neg[a] {
+				b.clear(i)
+			}
+		}
+		for i, cs := range multi {
+			ok := true
+			for _, cd := range cs {
+				in := cd.Prefix.Bits() <= p.Bits() && cd.Prefix.Contains(p.Addr())
+				ok = ok && in != cd.Neg
+			}
+			if ok {
+				b.set(i)
+			} else {
 				b.clear(i)
 			}
 		}

@@ -38,14 +38,14 @@ func randCond(r *rand.Rand, f Field) Cond {
 func randRules(r *rand.Rand, n int) []Rule {
 	rules := make([]Rule, n)
 	for i := range rules {
-		used := map[Field]bool{}
 		for k := r.IntN(4); k > 0; k-- {
 			f := Field(r.IntN(int(NumFields)))
-			if used[f] && f.IsAddr() {
-				continue
-			}
-			used[f] = true
 			rules[i].Conds = append(rules[i].Conds, randCond(r, f))
+			if r.IntN(4) == 0 {
+				// Two conditions on one field: a match loaded twice
+				// ("-m srh --srh-psid A -m srh --srh-psid B").
+				rules[i].Conds = append(rules[i].Conds, randCond(r, f))
+			}
 		}
 		rules[i].Verdict = Verdict(1 + r.IntN(7))
 	}
