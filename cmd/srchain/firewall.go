@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -57,6 +61,42 @@ func labRules(t fwTarget) []firewall.Rule {
 		}
 	}
 	return nil
+}
+
+// countersJSON is `srchain firewall counters --json`. Bytes are IP bytes
+// (IPv6 or IPv4 header and payload, no Ethernet header), as ip6tables
+// counts them.
+type countersJSON struct {
+	Mode   string            `json:"mode"`
+	Rules  []ruleCountJSON   `json:"rules"`
+	Policy countJSON         `json:"policy"`
+	Drops  map[string]uint64 `json:"drops"` // packets per drop reason, non-zero ones
+}
+
+type countJSON struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+type ruleCountJSON struct {
+	Rule int    `json:"rule"` // 1-based position in the rule set
+	Text string `json:"text,omitempty"`
+	countJSON
+}
+
+func writeCountersJSON(w io.Writer, m firewall.Mode, rc []firewall.RuleCount, drops map[string]uint64) error {
+	out := countersJSON{Mode: m.String(), Rules: []ruleCountJSON{}, Drops: drops}
+	for _, r := range rc {
+		c := countJSON{Packets: r.Packets, Bytes: r.Bytes}
+		if r.Rule < 0 {
+			out.Policy = c
+			continue
+		}
+		out.Rules = append(out.Rules, ruleCountJSON{Rule: r.Rule + 1, Text: r.Text, countJSON: c})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 func newFirewallCmd(e *env) *cobra.Command {
@@ -127,6 +167,7 @@ func newFirewallCmd(e *env) *cobra.Command {
 	check.Flags().StringVar(&mode, "mode", "", "check the mode name too")
 
 	var ct fwTarget
+	var jsonOut bool
 	counters := &cobra.Command{
 		Use:   "counters",
 		Short: "Print a deployed firewall's per-rule and drop counters",
@@ -165,6 +206,11 @@ func newFirewallCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			drops := dc.NonZero()
+			names := slices.Sorted(maps.Keys(drops))
+			if jsonOut {
+				return writeCountersJSON(cmd.OutOrStdout(), m, rc, drops)
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "mode\t%v\n\nRULE\tPACKETS\tBYTES\tTEXT\n", m)
 			for _, r := range rc {
@@ -175,13 +221,14 @@ func newFirewallCmd(e *env) *cobra.Command {
 				fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", id, r.Packets, r.Bytes, r.Text)
 			}
 			fmt.Fprintf(w, "\nDROP REASON\tPACKETS\n")
-			for name, v := range dc.NonZero() {
-				fmt.Fprintf(w, "%s\t%d\n", name, v)
+			for _, name := range names {
+				fmt.Fprintf(w, "%s\t%d\n", name, drops[name])
 			}
 			return w.Flush()
 		},
 	}
 	ct.flags(counters)
+	counters.Flags().BoolVar(&jsonOut, "json", false, "print JSON (countersJSON) instead of a table")
 
 	var mt fwTarget
 	setMode := &cobra.Command{
