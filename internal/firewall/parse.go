@@ -32,8 +32,12 @@ type token struct {
 //	-m srh --srh-nsid fc00:5::d1/128 -j SEG6 --seg6-action skip-next
 //
 // '#' starts a comment, a trailing '\' continues the rule on the next
-// line, and a leading "ip6tables"/"iptables" word and "-A|-I CHAIN" are
-// ignored so rules can be pasted from scripts. Every error is reported
+// line, and a leading "ip6tables"/"iptables" word, "-A CHAIN" and
+// ip6tables-save -c's "[packets:bytes]" are ignored so rules can be
+// pasted from scripts and from ip6tables-save. A rule set is one chain:
+// rules naming two chains, "-I" (which inserts at the head, so a script
+// of them runs in reverse) and ip6tables-save's table, chain and COMMIT
+// lines are refused. Every error is reported
 // (errors.Join of *ParseError, each with line, column and what was
 // expected); on error no rules are returned.
 func Parse(src string) ([]Rule, error) {
@@ -43,12 +47,20 @@ func Parse(src string) ([]Rule, error) {
 		toks  []token
 		text  []string
 		first int
+		chain token // the first rule's -A chain
 	)
 	flush := func() {
 		if len(toks) == 0 {
 			return
 		}
-		r, err := parseRule(toks)
+		r, ch, err := parseRule(toks)
+		if err == nil && ch.s != "" {
+			if chain.s == "" {
+				chain = ch
+			} else if ch.s != chain.s {
+				err = errAt(ch, "rule of chain %s after rules of chain %s (line %d): a rule set is one chain", ch.s, chain.s, chain.line)
+			}
+		}
 		if err != nil {
 			errs = append(errs, err)
 		} else {
@@ -127,6 +139,7 @@ type ruleParser struct {
 	// extProto: the index in r.Conds of a -p naming an IPv6 extension
 	// header (see protocol), -1 if none.
 	extProto int
+	chain    token // -A's chain
 }
 
 // srhCmp is one --srh-*-eq|gt|lt option: its spelling and value.
@@ -139,22 +152,39 @@ func errAt(t token, format string, args ...any) error {
 	return &ParseError{Line: t.line, Col: t.col, Msg: fmt.Sprintf(format, args...)}
 }
 
-func parseRule(toks []token) (Rule, error) {
+// parseRule reads one rule; chain is its -A argument (empty without -A).
+func parseRule(toks []token) (r Rule, chain token, err error) {
 	p := &ruleParser{toks: toks, seen: map[string]bool{}, modules: map[string]bool{}, proto: -1, extProto: -1}
-	if w := toks[0].s; w == "ip6tables" || w == "iptables" {
+	if w := toks[0].s; w == "ip6tables" || w == "iptables" || isSaveCounter(w) {
 		p.i++
+	}
+	if p.i < len(toks) {
+		if w := toks[p.i].s; w[0] == '*' || w[0] == ':' || w == "COMMIT" {
+			return Rule{}, token{}, errAt(toks[p.i], "%q is an ip6tables-save table, chain or COMMIT line, not a rule: paste the -A lines of one chain", w)
+		}
 	}
 	for p.i < len(p.toks) {
 		if err := p.option(); err != nil {
-			return Rule{}, err
+			return Rule{}, token{}, err
 		}
 	}
 	if p.r.Verdict == 0 {
 		last := toks[len(toks)-1]
-		return Rule{}, &ParseError{Line: last.line, Col: last.col + len(last.s), Msg: "expected -j ACCEPT|DROP|REJECT|SEG6 at end of rule"}
+		return Rule{}, token{}, &ParseError{Line: last.line, Col: last.col + len(last.s), Msg: "expected -j ACCEPT|DROP|REJECT|SEG6 at end of rule"}
 	}
 	p.finish()
-	return p.r, nil
+	return p.r, p.chain, nil
+}
+
+// isSaveCounter reports whether w is ip6tables-save -c's "[packets:bytes]".
+func isSaveCounter(w string) bool {
+	a, b, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(w, "["), "]"), ":")
+	if !ok || len(w) < 5 || w[0] != '[' || w[len(w)-1] != ']' {
+		return false
+	}
+	_, errA := strconv.ParseUint(a, 10, 64)
+	_, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil
 }
 
 // finish adds the conditions a rule implies once all its options are read.
@@ -213,9 +243,13 @@ func (p *ruleParser) option() error {
 	negatable := true
 	var err error
 	switch name {
-	case "-A", "-I":
+	case "-A":
 		negatable = false
-		_, err = p.next(t, "a chain name")
+		p.chain, err = p.next(t, "a chain name")
+	case "-I":
+		// ip6tables inserts at the head (or at a position): pasted in
+		// order, a script of -I lines would match in reverse.
+		return errAt(t, "-I inserts a rule at the head of its chain in ip6tables: write the rules in the order they should match, with -A or without a chain")
 	case "-s", "-d":
 		err = p.addr(t, neg, map[string]Field{"-s": FSrc, "-d": FDst}[name])
 	case "-p":

@@ -114,6 +114,11 @@ func TestParseErrors(t *testing.T) {
 		{"-s 10.0.0.1 -d fc00::1 -j DROP", "1:16: -d mixes IPv4 and IPv6"},
 		{"-m srh --srh-psid 10.0.0.1 -j DROP", "1:19: expected an IPv6 address"},
 		{"! -p 0 -j DROP", "1:6: ! -p 0 matches nothing"},
+		{"*filter\n-A X -j DROP\nCOMMIT", "1:1: \"*filter\" is an ip6tables-save table, chain or COMMIT line"},
+		{"[0:0] :INPUT ACCEPT [0:0]", "1:7: \":INPUT\" is an ip6tables-save"},
+		{"-A X -j DROP\nCOMMIT", "2:1: \"COMMIT\" is an ip6tables-save"},
+		{"-A INPUT -j DROP\n[1:2] -A FORWARD -j DROP", "2:10: rule of chain FORWARD after rules of chain INPUT (line 1): a rule set is one chain"},
+		{"ip6tables -I INPUT -p tcp -j DROP", "1:11: -I inserts a rule at the head"},
 		{"! -p all -j DROP", "1:6: ! -p all matches nothing"},
 		{"-p ipv4x -j DROP", "1:4: expected a protocol"},
 		{"-m srh --srh-segs-left-gt 0 --srh-segs-left-lt 3 -j DROP", "1:48: --srh-segs-left-lt 3 after --srh-segs-left-gt 0 in one -m srh: ip6tables keeps one value"},
@@ -184,6 +189,10 @@ func TestParseIP6tablesSave(t *testing.T) {
 		// for "--srh-segs-left-gt 0 --srh-segs-left-lt 3" is accepted
 		// and, as in the kernel, matches nothing.
 		{"-m srh --srh-segs-left-gt 3 --srh-segs-left-lt 3 -j DROP", []Cond{{Field: FSRH, Lo: 1, Hi: 1}, {Field: FSegsLeft, Lo: 4, Hi: 255}, {Field: FSegsLeft, Lo: 0, Hi: 2}}},
+	}
+	// ip6tables-save -c lines: counters and the chain are dropped.
+	if rules, err := Parse("[12:960] -A SRCHAINFW -p tcp -j DROP\n[0:0] -A SRCHAINFW -j ACCEPT"); err != nil || len(rules) != 2 || len(rules[0].Conds) != 1 {
+		t.Errorf("ip6tables-save -c lines: %+v, %v", rules, err)
 	}
 	for _, c := range cases {
 		rules, err := Parse(c.src)
