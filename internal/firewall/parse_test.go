@@ -257,6 +257,8 @@ func FuzzParse(f *testing.F) {
 		"-s fc00::/64 -p tcp --dport 1:2 -j DROP",
 		"-m srh ! --srh-psid fc00::1/ffff:: --srh-segs-lt 0 -j SEG6 --seg6-action eval-args",
 		"! -i lo -o eth0 -j ACCEPT \\\n -j DROP",
+		"[3:180] -A FWD -p udp -m udp -m udp --dport 5 ! -p ipv6-route -j ACCEPT",
+		"-m srh --srh-segs-left-gt 3 ! --srh-segs-left-lt 3 -m srh --srh-psid fc00::/16 -p 0 -j DROP",
 	} {
 		f.Add(s)
 	}
