@@ -119,6 +119,12 @@ func newFirewallCmd(e *env) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s:\n%w", args[0], err)
 			}
+			for i, r := range rules {
+				// ip6tables warns likewise ("never matched protocol").
+				if f, never := r.NeverMatches(); never {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s:%d: warning: rule %d never matches: its %s conditions admit no value\n", args[0], r.Line, i+1, f)
+				}
+			}
 			// Interfaces get placeholder indexes: check does not need a host.
 			n := uint32(0)
 			idx := map[string]uint32{}

@@ -213,6 +213,29 @@ func TestParseIP6tablesSave(t *testing.T) {
 	}
 }
 
+// TestNeverMatches: rules whose conditions on one field admit no value
+// are reported (srchain firewall check warns, as ip6tables warns about
+// -p of an extension header).
+func TestNeverMatches(t *testing.T) {
+	for src, want := range map[string]bool{
+		"-p ipv6-route -j DROP":                                           true,
+		"! -p ipv6-route -j DROP":                                         false,
+		"-m srh --srh-segs-left-gt 3 --srh-segs-left-lt 3 -j DROP":        true,
+		"-m srh --srh-segs-left-gt 0 -m srh --srh-segs-left-lt 3 -j DROP": false,
+		"-p udp -m udp --dport 5 -m udp --dport 6 -j DROP":                true,
+		"-m srh --srh-last-entry-gt 255 -j DROP":                          true,
+		"-p tcp --dport 22 -j DROP":                                       false,
+	} {
+		rules, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, got := rules[0].NeverMatches(); got != want {
+			t.Errorf("%q: never matches = %v (%v), want %v", src, got, f, want)
+		}
+	}
+}
+
 // TestModelFragmentPorts: the Go model of "-p udp -m udp" on fragments
 // (xt_tcpudp: a non-first fragment never matches), outer and inner.
 func TestModelFragmentPorts(t *testing.T) {

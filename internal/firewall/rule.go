@@ -181,3 +181,34 @@ func (r Rule) UsesSRH() bool {
 	}
 	return false
 }
+
+// NeverMatches reports an integer field on which r's conditions admit no
+// value, so r matches no packet ("-p ipv6-route", which ip6tables warns
+// about, or "--srh-segs-left-gt 3 --srh-segs-left-lt 3", what ip6tables
+// makes of "gt 0 lt 3"). A rule that only tests absent fields is not
+// reported.
+func (r Rule) NeverMatches() (Field, bool) {
+	for f := Field(NumAddrFields); f < NumFields; f++ {
+		var cs []Cond
+		for _, c := range r.Conds {
+			if c.Field == f {
+				cs = append(cs, c)
+			}
+		}
+		if len(cs) == 0 {
+			continue
+		}
+		some := false
+		for x := uint32(0); x < f.Domain() && !some; x++ {
+			ok := true
+			for _, c := range cs {
+				ok = ok && (c.Lo <= x && x <= c.Hi) != c.Neg
+			}
+			some = ok
+		}
+		if !some {
+			return f, true
+		}
+	}
+	return 0, false
+}
