@@ -124,7 +124,10 @@ static __always_inline void fw_decide(void *ctx, struct pkt *p, __u16 proto, __u
 	cnt = bpf_map_lookup_elem(&fw_rule_counters, &slot);
 	if (cnt) {
 		cnt->packets += 1;
-		cnt->bytes += len;
+		/* IP bytes, as ip6tables counts them (skb->len at
+		 * PREROUTING): the link-layer header is left out.
+		 */
+		cnt->bytes += len - p->l3off;
 	}
 	rule = bpf_map_lookup_elem(&fw_rules, &slot);
 	verdict = rule ? rule->verdict : FW_ACT_ACCEPT;
