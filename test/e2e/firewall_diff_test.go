@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"github.com/srchain/srchain/internal/testutil"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -396,6 +399,16 @@ func TestFirewallVsIP6tables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fw.Close()
+	// Pinned, so `srchain firewall counters --pin` reads the counters
+	// compared with ip6tables' below.
+	pin := fmt.Sprintf("/sys/fs/bpf/srct-f%d-diff", os.Getpid())
+	if err := os.MkdirAll(pin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(pin) })
+	if err := fw.Pin(pin); err != nil {
+		t.Fatal(err)
+	}
 
 	r := rand.New(rand.NewPCG(2026, 11))
 	const rounds, perRound, nRules = 4, 1000, 24
@@ -424,7 +437,9 @@ func TestFirewallVsIP6tables(t *testing.T) {
 		if err := fw.Update(firewall.Config{Mode: firewall.Advanced, Rules: rules}); err != nil {
 			t.Fatal(err)
 		}
-		restore := "*raw\n:PREROUTING ACCEPT [0:0]\n:SRCHAINFW - [0:0]\n-A PREROUTING -i fwk0 -j SRCHAINFW\n"
+		// Hop limit 64: the test's packets, not the namespace's own
+		// ND/MLD (255, 1), which would make the counters differ.
+		restore := "*raw\n:PREROUTING ACCEPT [0:0]\n:SRCHAINFW - [0:0]\n-A PREROUTING -i fwk0 -m hl --hl-eq 64 -j SRCHAINFW\n"
 		for _, s := range texts {
 			restore += "-A SRCHAINFW " + fwKernelTag(s) + "\n"
 		}
@@ -492,6 +507,8 @@ func TestFirewallVsIP6tables(t *testing.T) {
 		close(stop)
 		<-done
 
+		fwCompareCounters(t, ns, pin, round, texts)
+
 		mismatches := 0
 		accepted := 0
 		for i := first; i < id; i++ {
@@ -539,6 +556,65 @@ func TestFirewallVsIP6tables(t *testing.T) {
 		if caught[c] == 0 {
 			t.Errorf("mutation %q agrees with the kernel on every packet: the test does not exercise it", fwClassNames[c])
 		}
+	}
+}
+
+// fwCompareCounters requires `srchain firewall counters --json` (which
+// reads the pinned counters of the running rule set, zeroed by Update)
+// to report the packets and bytes ip6tables-legacy counted for every
+// rule: bytes are IP bytes on both sides (no Ethernet header).
+func fwCompareCounters(t *testing.T, ns *netns.NS, pin string, round int, texts []string) {
+	t.Helper()
+	if srchainBin == "" {
+		t.Fatal("no srchain binary (TestMain could not build it)")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	out, err := ns.Run(ctx, "ip6tables-legacy-save", "-c", "-t", "raw")
+	if err != nil {
+		t.Fatalf("ip6tables-legacy-save: %v: %s", err, out)
+	}
+	type count struct{ Packets, Bytes uint64 }
+	var kernel []count
+	for _, line := range strings.Split(string(out), "\n") {
+		var c count
+		var rest string
+		if _, err := fmt.Sscanf(line, "[%d:%d] -A SRCHAINFW %s", &c.Packets, &c.Bytes, &rest); err == nil {
+			kernel = append(kernel, c)
+		}
+	}
+	rules := filepath.Join(t.TempDir(), "rules")
+	if err := os.WriteFile(rules, []byte(strings.Join(texts, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	js, err := exec.CommandContext(ctx, srchainBin, "firewall", "counters", "--pin", pin, "--rules", rules, "--json").Output()
+	if err != nil {
+		t.Fatalf("srchain firewall counters --json: %v", err)
+	}
+	var got struct {
+		Mode  string
+		Rules []struct {
+			Rule int
+			Text string
+			count
+		}
+	}
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatalf("counters --json: %v\n%s", err, js)
+	}
+	if len(kernel) != len(texts) || len(got.Rules) != len(texts) || got.Mode != "advanced" {
+		t.Fatalf("round %d: %d kernel counters, %d srchain counters (mode %q), %d rules", round, len(kernel), len(got.Rules), got.Mode, len(texts))
+	}
+	var pk uint64
+	for i, k := range kernel {
+		g := got.Rules[i]
+		pk += k.Packets
+		if g.count != k || g.Rule != i+1 || g.Text != texts[i] {
+			t.Errorf("round %d rule %d %q: srchain %d packets %d bytes, ip6tables %d packets %d bytes", round, g.Rule, g.Text, g.Packets, g.Bytes, k.Packets, k.Bytes)
+		}
+	}
+	if pk == 0 {
+		t.Errorf("round %d: no rule counted a packet", round)
 	}
 }
 
