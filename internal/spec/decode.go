@@ -97,7 +97,7 @@ func Parse(data []byte, filename string) (*Spec, error) {
 		}
 		return nil, &FieldError{File: filename, Line: extra.Line, Col: extra.Column, Msg: "more than one YAML document"}
 	}
-	d := decoder{s: s}
+	d := decoder{s: s, lines: bytes.Split(data, []byte("\n"))}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
@@ -128,6 +128,7 @@ type decoder struct {
 	s     *Spec
 	errs  []error
 	nodes int
+	lines [][]byte // the source, for tagOK
 }
 
 var (
@@ -160,6 +161,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if _, ok := d.s.pos[path]; !ok {
 		d.s.pos[path] = pos{n.Line, n.Column}
+	}
+	if !d.tagOK(n, path) {
+		return
 	}
 	t := v.Type()
 	if t == yamlNodeType {
@@ -233,6 +237,42 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
+// tagOK refuses explicit YAML tags other than the core schema's (!!str,
+// !!int, ...). A local tag is never meaningful in a spec, and the common
+// one is an accident: an unquoted firewall rule `- ! -p tcp -j DROP` is the
+// string "-p tcp -j DROP" with the tag "!", i.e. the negation silently
+// dropped and the rule inverted.
+//
+// yaml.v3 resolves the non-specific tag "!" to !!str without marking the
+// node as tagged, so a plain scalar is checked against the source: it
+// starts at its '!' while its value does not.
+func (d *decoder) tagOK(n *yaml.Node, path string) bool {
+	tag := ""
+	switch {
+	case n.Style&yaml.TaggedStyle != 0 && !strings.HasPrefix(n.Tag, "!!"):
+		tag = n.Tag
+	case n.Kind == yaml.ScalarNode && n.Style == 0 && d.srcAt(n) == '!' && !strings.HasPrefix(n.Value, "!"):
+		tag = "!"
+	}
+	if tag == "" {
+		return true
+	}
+	d.fail(path, n, "YAML tag %q is not allowed (a value starting with '!' must be quoted)", tag)
+	return false
+}
+
+// srcAt is the source byte where n starts (0 if unknown).
+func (d *decoder) srcAt(n *yaml.Node) byte {
+	if n.Line < 1 || n.Line > len(d.lines) {
+		return 0
+	}
+	l := []rune(string(d.lines[n.Line-1])) // columns count characters
+	if n.Column < 1 || n.Column > len(l) {
+		return 0
+	}
+	return byte(min(l[n.Column-1], 0x7f))
+}
+
 // expand copies n with every alias replaced by a copy of its anchored
 // node, counting the copies against maxNodes (an alias bomb is caught
 // here as in the rest of the document).
@@ -243,6 +283,9 @@ func (d *decoder) expand(n *yaml.Node, path string) *yaml.Node {
 			return &yaml.Node{}
 		}
 		n = n.Alias
+	}
+	if !d.tagOK(n, path) {
+		return &yaml.Node{}
 	}
 	c := *n
 	c.Anchor = ""
