@@ -13,8 +13,11 @@ ensure_bpffs
 
 echo "== go $(go env GOVERSION)"
 go mod download
-echo "== go vet ./..."
+echo "== go vet ./... (and -tags bench: the live benchmark checks must build)"
 go vet ./...
+go vet -tags bench ./test/e2e/
 echo "== go test ./..."
 SRCHAIN_TEST_STRICT=1 go test -count=1 -timeout 25m ./...
 echo "== all tests passed"
+# Checks that depend on the machine's load (PDR search, counter cross-
+# checks) run only on request: go test -tags bench ./test/e2e/ -run Bench
