@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -90,5 +92,47 @@ func TestManyTables(t *testing.T) {
 	}
 	if res, err := ApplyWith(ctx, a, node, Options{}); err != nil || res.Changes != 0 {
 		t.Errorf("second apply: %d changes, %v; want 0", res.Changes, err)
+	}
+}
+
+// fakeDriver records what it was asked to attach and remove.
+type fakeDriver struct{ applied, removed []string }
+
+func (f *fakeDriver) Apply(_ context.Context, _ *netns.NS, _ state.Node, p state.Program) (func() error, error) {
+	f.applied = append(f.applied, p.NF)
+	return nil, nil
+}
+func (f *fakeDriver) Check(context.Context, *netns.NS, state.Node, state.Program) ([]string, error) {
+	return nil, nil
+}
+func (f *fakeDriver) Remove(_ context.Context, _ *netns.NS, _ state.Node, p state.Program) error {
+	f.removed = append(f.removed, p.NF)
+	return nil
+}
+func (f *fakeDriver) Counters(context.Context, *netns.NS, state.Node, state.Program) ([]kind.Counter, error) {
+	return nil, nil
+}
+
+// TestApplyRemovesPrograms: a program of the previous state that the new
+// one lacks (its NF deleted from the spec) is removed by its driver; the
+// others are left attached.
+func TestApplyRemovesPrograms(t *testing.T) {
+	a, _ := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := &fakeDriver{}
+	drivers := map[string]ProgramDriver{"fake": f}
+	old := state.Node{Name: "r1", Interfaces: []state.Interface{{Name: "eth0"}},
+		Programs: []state.Program{{Kind: "fake", NF: "fw1", Interfaces: []string{"eth0"}}, {Kind: "fake", NF: "fw2", Interfaces: []string{"eth0"}}}}
+	if _, err := ApplyWith(ctx, a, old, Options{Drivers: drivers}); err != nil {
+		t.Fatal(err)
+	}
+	cur := old
+	cur.Programs = old.Programs[:1]
+	if _, err := ApplyWith(ctx, a, cur, Options{Drivers: drivers, Prev: &old, Remove: &old}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.removed, []string{"fw2"}) {
+		t.Errorf("removed %v, want [fw2]", f.removed)
 	}
 }

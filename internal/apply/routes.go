@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -643,6 +644,9 @@ func (a *applier) prune() error {
 	if a.remove == nil {
 		return nil
 	}
+	if err := a.prunePrograms(); err != nil {
+		return err
+	}
 	h := a.ns.Netlink()
 	rules := map[state.Rule]bool{}
 	for _, r := range a.node.Rules {
@@ -725,6 +729,31 @@ func (a *applier) prune() error {
 		}
 		delete(v.best, k)
 		delete(v.all, k)
+	}
+	return nil
+}
+
+// prunePrograms removes, through their drivers, the programs of the
+// previous state that this one no longer has (an NF deleted from the
+// spec): same kind and NF is the same program.
+func (a *applier) prunePrograms() error {
+	for _, p := range a.remove.Programs {
+		if slices.ContainsFunc(a.node.Programs, func(q state.Program) bool { return q.Kind == p.Kind && q.NF == p.NF }) {
+			continue
+		}
+		d, ok := a.drivers[p.Kind]
+		if !ok {
+			continue // nothing could have attached it
+		}
+		old := *a.remove
+		if err := a.change("remove program "+p.Kind+" "+p.NF,
+			func() error { return wrap(d.Remove(a.ctx, a.ns, old, p), "remove program %s", p.Kind) },
+			func() error {
+				_, err := d.Apply(context.WithoutCancel(a.ctx), a.ns, old, p)
+				return err
+			}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
