@@ -86,6 +86,14 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 		return nil, err
 	}
 	recorded, err := rec.desired()
+	// A lab recorded by an older srchain (another state format) is what
+	// `lab apply FILE` is for: its routes, rules and SIDs still read
+	// right, so FILE's state is applied in full (nothing taken as in
+	// place) and what only the old state had is removed.
+	full := false
+	if errors.Is(err, state.ErrVersion) {
+		recorded, full, err = rec.Network, true, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lab apply: %w", err)
 	}
@@ -111,6 +119,9 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 		func(n, old *state.Node) (state.Node, *state.Node, *state.Node) { return *n, mid(n, old), nil },
 		func(n, old *state.Node) (state.Node, *state.Node, *state.Node) { return *n, n, old },
 	}
+	if full {
+		passes = []pass{func(n, old *state.Node) (state.Node, *state.Node, *state.Node) { return *n, nil, old }}
+	}
 	changes := map[string]int{}
 	touched := map[string]bool{}
 	same := map[string]bool{} // nodes whose desired state did not change
@@ -119,7 +130,7 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 		// The compiler seals every node (state.Node.Digest): equal
 		// digests are equal states, without comparing 10,000 routes.
 		o := old[n.Name]
-		same[n.Name] = (n.Digest != "" && n.Digest == o.Digest) || (n.Digest == "" && reflect.DeepEqual(n, o))
+		same[n.Name] = !full && ((n.Digest != "" && n.Digest == o.Digest) || (n.Digest == "" && reflect.DeepEqual(n, o)))
 		changes[n.Name] = 0
 	}
 	for _, pass := range passes {
