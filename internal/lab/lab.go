@@ -4,9 +4,11 @@
 // testbeds, used by `srchain lab`, the demo and the end-to-end tests.
 //
 // Before it creates anything, Up records what it is about to create in
-// StateDir/<lab>.json; Down works from that record alone, so it removes
+// StateDir/<lab>.json (the desired state goes next to it, in
+// StateDir/<lab>.state); Down works from that record alone, so it removes
 // everything even after Up (or the machine's srchain process) crashed
-// half-way.
+// half-way. Update (`lab apply FILE`) changes a running lab to a new
+// desired state by applying only the difference.
 package lab
 
 import (
