@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,5 +160,55 @@ func TestLabEBPFEnd(t *testing.T) {
 	res, out := run(t, pr, lab.Probe{Name: "udp", From: "h1", To: netip.MustParseAddr("fc00:a4::2"), Proto: "udp", DPort: 9, Expect: "web6"})
 	if !res.OK {
 		t.Errorf("udp probe:\n%s", out)
+	}
+
+	// The End counted what it served: the v4, v6 and udp probes crossed
+	// r2's NF SID (replies are not steered). Read through the library
+	// and through the CLI, which must agree.
+	var nfSID string
+	for _, n := range net.Nodes {
+		for _, sd := range n.SIDs {
+			if n.Name == "r2" && sd.NF != "" {
+				nfSID = sd.SID.Addr().String()
+			}
+		}
+	}
+	pcs, err := lab.Counters(ctx, net.Name, "r2", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packets := func(pcs []lab.ProgramCounters) uint64 {
+		for _, pc := range pcs {
+			if pc.Error != "" {
+				t.Errorf("counters of %s %s: %s", pc.Node, pc.Program, pc.Error)
+			}
+			for _, c := range pc.Counters {
+				if c.Name == "sid/"+nfSID+"/packets" {
+					return c.Value
+				}
+			}
+		}
+		return 0
+	}
+	got := packets(pcs)
+	if got < 3 {
+		t.Errorf("r2 counted %d packets for %s, want >= 3 (three steered probes):\n%+v", got, nfSID, pcs)
+	}
+	if srchainBin == "" {
+		t.Fatal("srchain binary not built (see the TestMain output)")
+	}
+	cli, err := exec.CommandContext(ctx, srchainBin, "lab", "--state-dir", opts.StateDir, "counters", net.Name, "r2", "--json").Output()
+	if err != nil {
+		t.Fatalf("srchain lab counters: %v", err)
+	}
+	var cpcs []lab.ProgramCounters
+	if err := json.Unmarshal(cli, &cpcs); err != nil {
+		t.Fatalf("lab counters --json: %v\n%s", err, cli)
+	}
+	if c := packets(cpcs); c != got {
+		t.Errorf("CLI counted %d packets for %s, library %d", c, nfSID, got)
+	}
+	if _, err := lab.Counters(ctx, net.Name, "nope", opts); err == nil {
+		t.Error("counters of an unknown node: no error")
 	}
 }

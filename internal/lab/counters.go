@@ -1,0 +1,96 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/srchain/srchain/internal/kind"
+)
+
+// ProgramCounters are the counters of one program of one node, as its
+// kind's driver reads them (kind.Driver.Counters).
+type ProgramCounters struct {
+	Node       string         `json:"node"`
+	Program    string         `json:"program"`
+	NF         string         `json:"nf,omitempty"`
+	Interfaces []string       `json:"interfaces"`
+	Counters   []kind.Counter `json:"counters"`
+	// Error says why the counters could not be read (e.g. not pinned).
+	Error string `json:"error,omitempty"`
+}
+
+// Counters reads the counters of every program of the lab's nodes (only
+// node's, when node is not empty). The pins are read from this process's
+// mount namespace: `lab exec` cannot see them (it mounts a fresh /sys).
+// A program whose counters cannot be read is reported with its Error, so
+// one broken node does not hide the others.
+func Counters(ctx context.Context, lab, node string, opts Options) ([]ProgramCounters, error) {
+	rec, err := Load(lab, opts)
+	if err != nil {
+		return nil, err
+	}
+	desired, err := rec.desired()
+	if err != nil {
+		return nil, fmt.Errorf("lab counters: %w", err)
+	}
+	found := node == ""
+	var out []ProgramCounters
+	for _, n := range desired.Nodes {
+		if node != "" && n.Name != node {
+			continue
+		}
+		found = true
+		if len(n.Programs) == 0 {
+			continue
+		}
+		ns, err := openNode(rec, n.Name)
+		if err != nil {
+			for _, p := range n.Programs {
+				out = append(out, ProgramCounters{Node: n.Name, Program: p.Kind, NF: p.NF, Interfaces: p.Interfaces, Error: "namespace missing"})
+			}
+			continue
+		}
+		for _, p := range n.Programs {
+			pc := ProgramCounters{Node: n.Name, Program: p.Kind, NF: p.NF, Interfaces: p.Interfaces}
+			d, ok := opts.Drivers[p.Kind]
+			if !ok {
+				d, ok = kind.DriverFor(p.Kind)
+			}
+			if !ok {
+				pc.Error = "no driver for program " + p.Kind
+			} else if pc.Counters, err = d.Counters(ctx, ns, n, p); err != nil {
+				pc.Error = err.Error()
+			}
+			out = append(out, pc)
+		}
+		ns.Close()
+	}
+	if !found {
+		return nil, fmt.Errorf("lab counters: lab %s has no node %s", clip(lab), clip(node))
+	}
+	return out, nil
+}
+
+// PrintCounters writes one line per counter, zero counters included (a
+// SID that saw nothing is worth seeing).
+func PrintCounters(w io.Writer, pcs []ProgramCounters) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPROGRAM\tNF\tCOUNTER\tVALUE")
+	for _, pc := range pcs {
+		prog := pc.Program + " (" + strings.Join(pc.Interfaces, ",") + ")"
+		if pc.Error != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\tERROR: %s\t-\n", pc.Node, prog, orDash(pc.NF), pc.Error)
+			continue
+		}
+		if len(pc.Counters) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\n", pc.Node, prog, orDash(pc.NF))
+		}
+		for _, c := range pc.Counters {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", pc.Node, prog, orDash(pc.NF), c.Name, c.Value)
+		}
+	}
+	tw.Flush()
+}
