@@ -17,13 +17,16 @@ import (
 var verifierBudget = map[string]int{
 	"srchain_end":     80_000,
 	"srchain_end_xdp": 95_000,
+	// lib/srv6_encap.h through bpf/test/encap.c: 6,117 and 9,462.
+	"srchain_encap_test":     8_000,
+	"srchain_encap_test_xdp": 12_500,
 }
 
 // TestEndVerifierStats loads the programs with verifier statistics,
 // reports the instruction counts and asserts the budgets.
 func TestEndVerifierStats(t *testing.T) {
 	requireRoot(t)
-	for _, load := range []func() (*ebpf.CollectionSpec, error){loadEndProg, loadEndXdpProg} {
+	for _, load := range []func() (*ebpf.CollectionSpec, error){loadEndProg, loadEndXdpProg, loadEncapTestProg} {
 		spec, err := load()
 		if err != nil {
 			t.Fatal(err)
