@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/srv6"
 )
@@ -80,7 +81,7 @@ func (h *encapHarness) configure(t *testing.T, op uint32, travel []netip.Addr) {
 // it passed, the output and the drop reason counted (drop.None if none).
 func (h *encapHarness) run(t *testing.T, frame []byte, xdp bool) (bool, []byte, drop.Reason) {
 	t.Helper()
-	before, err := ReadDropCounts(h.objs.DropCounters)
+	before, err := bpfrt.ReadDropCounts(h.objs.DropCounters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func (h *encapHarness) run(t *testing.T, frame []byte, xdp bool) (bool, []byte, 
 	if err != nil {
 		t.Fatalf("test run: %v", err)
 	}
-	after, err := ReadDropCounts(h.objs.DropCounters)
+	after, err := bpfrt.ReadDropCounts(h.objs.DropCounters)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/srv6"
 )
@@ -51,7 +52,7 @@ func TestEndMutations(t *testing.T) {
 				continue
 			}
 			frame := ether(pkt)
-			before, err := ReadDropCounts(env.end.objs.DropCounters)
+			before, err := bpfrt.ReadDropCounts(env.end.objs.DropCounters)
 			if err != nil {
 				return err
 			}
@@ -61,7 +62,7 @@ func TestEndMutations(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			after, err := ReadDropCounts(env.end.objs.DropCounters)
+			after, err := bpfrt.ReadDropCounts(env.end.objs.DropCounters)
 			if err != nil {
 				return err
 			}

@@ -66,3 +66,57 @@ func TestEndPinned(t *testing.T) {
 		t.Errorf("pins left after Unpin: %v", ents)
 	}
 }
+
+// TestEndSharedPinsSlots: two Ends opened on the same pins (as two
+// processes are) hand out distinct counter slots, and a SID one deletes
+// is gone for the other. With slots kept only in each End's memory, both
+// picked slot 0 and counted two SIDs in one slot.
+func TestEndSharedPinsSlots(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join("/sys/fs/bpf", fmt.Sprintf("srct-s-%d", os.Getpid()), "end")
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(dir)) })
+	e1, err := LoadEnd(EndOptions{PinPath: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e1.Close()
+	e2, err := LoadEnd(EndOptions{PinPath: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	defer e2.Unpin()
+
+	a, b, c := netip.MustParseAddr("fc00:5::a"), netip.MustParseAddr("fc00:5::b"), netip.MustParseAddr("fc00:5::c")
+	if err := e1.SetSID(a, BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.SetSID(b, BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	ea, _, err := e2.SID(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, _, err := e1.SID(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ea.Counter == eb.Counter {
+		t.Fatalf("sids %s and %s share counter slot %d", a, b, ea.Counter)
+	}
+	// e2 frees a's slot; e1 must see it free and a gone.
+	if err := e2.DeleteSID(a); err != nil {
+		t.Fatalf("delete a sid the other opener set: %v", err)
+	}
+	if err := e1.SetSID(c, BehaviorEnd, 0, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	ec, _, err := e1.SID(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ec.Counter == eb.Counter {
+		t.Fatalf("sid %s got %s's slot %d", c, b, eb.Counter)
+	}
+}

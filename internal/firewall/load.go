@@ -14,8 +14,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
-	"github.com/srchain/srchain/internal/flock"
 )
 
 // Config is a firewall instance's rule set and settings.
@@ -105,10 +105,7 @@ type Firewall struct {
 // returns its release. No directory (a firewall never pinned): only the
 // in-process mutex serializes.
 func lockPins(dir string) (func(), error) {
-	if dir == "" {
-		return func() {}, nil
-	}
-	release, err := flock.Exclusive(dir)
+	release, err := bpfrt.LockDir(dir, bpfrt.Exclusive)
 	if err != nil {
 		return nil, fmt.Errorf("lock firewall pins: %w", err)
 	}
@@ -255,11 +252,7 @@ func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
 		}
 	}
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load firewall program: %+v", ve)
-		}
-		return nil, fmt.Errorf("load firewall program: %w", err)
+		return nil, bpfrt.WrapLoad("load firewall program", err)
 	}
 	if err := fw.fill(0, cls, cfg); err != nil {
 		fw.objs.Close()
@@ -717,20 +710,8 @@ func readRuleCounts(m *ebpf.Map, rules []Rule, gen int) ([]RuleCount, error) {
 // DropCounts reads the firewall's drop counters by reason.
 func (fw *Firewall) DropCounts() (drop.Counts, error) { return ReadDropCounts(fw.objs.DropCounters) }
 
-// ReadDropCounts sums a drop_counters map.
-func ReadDropCounts(m *ebpf.Map) (drop.Counts, error) {
-	var c drop.Counts
-	for r := uint32(0); r < uint32(drop.Max); r++ {
-		var per []uint64
-		if err := m.Lookup(r, &per); err != nil {
-			return c, fmt.Errorf("read drop counter %d: %w", r, err)
-		}
-		for _, v := range per {
-			c[r] += v
-		}
-	}
-	return c, nil
-}
+// ReadDropCounts sums a drop_counters map (bpfrt.ReadDropCounts).
+func ReadDropCounts(m *ebpf.Map) (drop.Counts, error) { return bpfrt.ReadDropCounts(m) }
 
 // sortedArgs lists eval-args values in order (for printing).
 func sortedArgs(m map[uint64]Verdict) []uint64 {
