@@ -12,8 +12,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
@@ -95,7 +93,7 @@ type End struct {
 	log  *slog.Logger
 
 	mu    sync.Mutex
-	links map[attachPoint]link.Link
+	links map[bpfrt.Hook]link.Link
 	slots map[netip.Addr]uint32
 	used  [maxSIDs]bool
 }
@@ -113,7 +111,7 @@ func LoadEnd(opts EndOptions) (_ *End, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("load end spec: %w", err)
 	}
-	e := &End{opts: opts, links: make(map[attachPoint]link.Link), slots: make(map[netip.Addr]uint32)}
+	e := &End{opts: opts, links: make(map[bpfrt.Hook]link.Link), slots: make(map[netip.Addr]uint32)}
 	e.log = opts.Logger
 	if e.log == nil {
 		e.log = slog.Default()
@@ -258,19 +256,6 @@ func (e *End) loadXDP() error {
 	return nil
 }
 
-// attachPoint names one attachment: an interface and tc or XDP.
-type attachPoint struct {
-	ifindex int
-	xdp     bool
-}
-
-func (a attachPoint) String() string {
-	if a.xdp {
-		return fmt.Sprintf("xdp_%d", a.ifindex)
-	}
-	return fmt.Sprintf("tcx_ingress_%d", a.ifindex)
-}
-
 func closeMaps(ms map[string]*ebpf.Map) {
 	for _, m := range ms {
 		m.Close()
@@ -310,7 +295,7 @@ func (e *End) XDPProgram() *ebpf.Program { return e.xdp.SrchainEndXdp }
 // PinPath the link is pinned (and an existing pinned link for the same
 // ifindex is taken over and updated to this program).
 func (e *End) Attach(ifindex int) error {
-	return e.attach(attachPoint{ifindex: ifindex})
+	return e.attach(bpfrt.Hook{Ifindex: ifindex})
 }
 
 // AttachXDP attaches the XDP twin to ifindex (native mode where the driver
@@ -318,181 +303,31 @@ func (e *End) Attach(ifindex int) error {
 // passes everything else on, so the tc program must be attached to the
 // same interface too (Attach).
 func (e *End) AttachXDP(ifindex int) error {
-	return e.attach(attachPoint{ifindex: ifindex, xdp: true})
+	return e.attach(bpfrt.Hook{Ifindex: ifindex, XDP: true})
 }
 
-func (e *End) attach(ap attachPoint) error {
+func (e *End) attach(h bpfrt.Hook) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, ok := e.links[ap]; ok {
-		return fmt.Errorf("attach end %s: %w", ap, ErrAttached)
+	if _, ok := e.links[h]; ok {
+		return fmt.Errorf("attach end %s: %w", h, ErrAttached)
 	}
 	prog := e.objs.SrchainEnd
-	if ap.xdp {
+	if h.XDP {
 		prog = e.xdp.SrchainEndXdp
 	}
-	pin := e.linkPin(ap)
-	if pin != "" {
-		l, err := e.takeOverPinnedLink(ap, pin, prog)
-		if err != nil {
-			return err
-		}
-		if l != nil {
-			e.links[ap] = l
-			e.log.Info("end program re-attached", "at", ap.String(), "pin", pin)
-			return nil
-		}
+	pin := e.linkPin(h)
+	l, reused, err := bpfrt.Attach(h, prog, bpfrt.AttachOptions{Pin: pin, Logger: e.log})
+	if err != nil {
+		return fmt.Errorf("attach end: %w", err)
 	}
-	var l link.Link
-	var err error
-	if ap.xdp {
-		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ap.ifindex})
+	e.links[h] = l
+	if reused {
+		e.log.Info("end program re-attached", "at", h.String(), "pin", pin)
 	} else {
-		l, err = link.AttachTCX(link.TCXOptions{Interface: ap.ifindex, Program: prog, Attach: ebpf.AttachTCXIngress})
+		e.log.Info("end program attached", "at", h.String())
 	}
-	if err != nil {
-		return fmt.Errorf("attach end %s: %w", ap, err)
-	}
-	if pin != "" {
-		if err := l.Pin(pin); err != nil {
-			l.Close()
-			return fmt.Errorf("pin link %s: %w", ap, err)
-		}
-	}
-	e.links[ap] = l
-	e.log.Info("end program attached", "at", ap.String())
 	return nil
-}
-
-// takeOverPinnedLink returns the link pinned at pin, updated to prog, when
-// it really is attached at ap in the current network namespace. A stale
-// pin (the interface or namespace was deleted and the link severed, the
-// link sits on another interface, the pin is not a link, the update
-// fails) is removed and its link closed; it then returns nil, nil and the
-// caller attaches afresh. No pin: nil, nil.
-func (e *End) takeOverPinnedLink(ap attachPoint, pin string, prog *ebpf.Program) (link.Link, error) {
-	l, err := link.LoadPinnedLink(pin, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		e.log.Warn("stale end link pin removed", "at", ap.String(), "pin", pin, "reason", err.Error())
-		if err := os.Remove(pin); err != nil {
-			return nil, fmt.Errorf("remove stale link pin %s: %w", ap, err)
-		}
-		return nil, nil
-	}
-	live, why := linkAttachedHere(l, ap)
-	if live {
-		if err := l.Update(prog); err == nil {
-			return l, nil
-		} else {
-			why = "update: " + err.Error()
-		}
-	}
-	e.log.Warn("stale end link pin replaced", "at", ap.String(), "pin", pin, "reason", why)
-	if err := l.Unpin(); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("unpin stale link %s: %w", ap, err)
-	}
-	if err := l.Close(); err != nil {
-		return nil, fmt.Errorf("close stale link %s: %w", ap, err)
-	}
-	return nil, nil
-}
-
-// linkAttachedHere reports whether l is attached at ap in the current
-// network namespace, and if not, why.
-func linkAttachedHere(l link.Link, ap attachPoint) (bool, string) {
-	info, err := l.Info()
-	if err != nil {
-		return false, "link info: " + err.Error()
-	}
-	if ap.xdp {
-		xi := info.XDP()
-		if xi == nil {
-			return false, fmt.Sprintf("not an xdp link (%v)", info.Type)
-		}
-		if int(xi.Ifindex) != ap.ifindex {
-			return false, fmt.Sprintf("link on ifindex %d", xi.Ifindex)
-		}
-		id, err := xdpProgramID(ap.ifindex)
-		if err != nil {
-			return false, err.Error()
-		}
-		if id != info.Program {
-			return false, fmt.Sprintf("interface runs xdp program %d, link has %d", id, info.Program)
-		}
-		return true, ""
-	}
-	ti := info.TCX()
-	if ti == nil {
-		return false, fmt.Sprintf("not a tcx link (%v)", info.Type)
-	}
-	if int(ti.Ifindex) != ap.ifindex {
-		return false, fmt.Sprintf("link on ifindex %d", ti.Ifindex)
-	}
-	ids, err := tcxIngressLinks(ap.ifindex)
-	if err != nil {
-		return false, err.Error()
-	}
-	for _, id := range ids {
-		if id.link == info.ID {
-			return true, ""
-		}
-	}
-	return false, fmt.Sprintf("link %d not on ifindex %d in this namespace", info.ID, ap.ifindex)
-}
-
-type tcxAttachment struct {
-	prog ebpf.ProgramID
-	link link.ID
-}
-
-// tcxIngressLinks lists the programs on ifindex's tcx ingress in the
-// current network namespace.
-func tcxIngressLinks(ifindex int) ([]tcxAttachment, error) {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
-	if err != nil {
-		return nil, fmt.Errorf("query tcx ingress of ifindex %d: %w", ifindex, err)
-	}
-	out := make([]tcxAttachment, 0, len(res.Programs))
-	for _, p := range res.Programs {
-		a := tcxAttachment{prog: p.ID}
-		a.link, _ = p.LinkID()
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-// xdpProgramID returns the id of the XDP program on ifindex in the current
-// network namespace (0: none).
-func xdpProgramID(ifindex int) (ebpf.ProgramID, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-	if err != nil {
-		return 0, fmt.Errorf("open netlink: %w", err)
-	}
-	defer h.Close()
-	l, err := h.LinkByIndex(ifindex)
-	if err != nil {
-		return 0, fmt.Errorf("find ifindex %d: %w", ifindex, err)
-	}
-	if x := l.Attrs().Xdp; x != nil && x.Attached {
-		return ebpf.ProgramID(x.ProgId), nil
-	}
-	return 0, nil
-}
-
-func programID(p *ebpf.Program) (ebpf.ProgramID, error) {
-	info, err := p.Info()
-	if err != nil {
-		return 0, fmt.Errorf("program info: %w", err)
-	}
-	id, ok := info.ID()
-	if !ok {
-		return 0, fmt.Errorf("program info: %w: no id", ErrBadMap)
-	}
-	return id, nil
 }
 
 // Attached reports whether this End's tc program is attached to ifindex's
@@ -503,67 +338,40 @@ func programID(p *ebpf.Program) (ebpf.ProgramID, error) {
 // is attached there: Attach then takes the pinned link over. An ifindex
 // that does not exist is an error.
 func (e *End) Attached(ifindex int) (bool, error) {
-	id, err := programID(e.objs.SrchainEnd)
-	if err != nil {
-		return false, fmt.Errorf("check end attachment on ifindex %d: %w", ifindex, err)
-	}
-	atts, err := tcxIngressLinks(ifindex)
-	if err != nil {
-		return false, fmt.Errorf("check end attachment: %w", err)
-	}
-	for _, a := range atts {
-		if a.prog == id {
-			return true, nil
-		}
-	}
-	return false, nil
+	return bpfrt.Attached(e.objs.SrchainEnd, bpfrt.Hook{Ifindex: ifindex})
 }
 
 // AttachedXDP is Attached for the XDP twin (asks the kernel through
 // netlink which XDP program the interface runs).
 func (e *End) AttachedXDP(ifindex int) (bool, error) {
-	id, err := programID(e.xdp.SrchainEndXdp)
-	if err != nil {
-		return false, fmt.Errorf("check end xdp attachment on ifindex %d: %w", ifindex, err)
-	}
-	have, err := xdpProgramID(ifindex)
-	if err != nil {
-		return false, fmt.Errorf("check end xdp attachment: %w", err)
-	}
-	return have == id, nil
+	return bpfrt.Attached(e.xdp.SrchainEndXdp, bpfrt.Hook{Ifindex: ifindex, XDP: true})
 }
 
-func (e *End) linkPin(ap attachPoint) string {
+func (e *End) linkPin(h bpfrt.Hook) string {
 	if e.opts.PinPath == "" {
 		return ""
 	}
-	return filepath.Join(e.opts.PinPath, ap.String())
+	return filepath.Join(e.opts.PinPath, h.String())
 }
 
 // Detach removes the tc program from ifindex (and its pin).
-func (e *End) Detach(ifindex int) error { return e.detach(attachPoint{ifindex: ifindex}) }
+func (e *End) Detach(ifindex int) error { return e.detach(bpfrt.Hook{Ifindex: ifindex}) }
 
 // DetachXDP removes the XDP twin from ifindex (and its pin).
 func (e *End) DetachXDP(ifindex int) error {
-	return e.detach(attachPoint{ifindex: ifindex, xdp: true})
+	return e.detach(bpfrt.Hook{Ifindex: ifindex, XDP: true})
 }
 
-func (e *End) detach(ap attachPoint) error {
+func (e *End) detach(h bpfrt.Hook) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	l, ok := e.links[ap]
+	l, ok := e.links[h]
 	if !ok {
-		return fmt.Errorf("detach end %s: %w", ap, ErrNotAttached)
+		return fmt.Errorf("detach end %s: %w", h, ErrNotAttached)
 	}
-	delete(e.links, ap)
-	if e.linkPin(ap) != "" {
-		if err := l.Unpin(); err != nil {
-			l.Close()
-			return fmt.Errorf("unpin link %s: %w", ap, err)
-		}
-	}
-	if err := l.Close(); err != nil {
-		return fmt.Errorf("detach end %s: %w", ap, err)
+	delete(e.links, h)
+	if err := bpfrt.Detach(h, l, e.linkPin(h) != ""); err != nil {
+		return fmt.Errorf("detach end: %w", err)
 	}
 	return nil
 }

@@ -601,9 +601,9 @@ func (fw *Firewall) AttachXDP(ifindex int) error {
 	if _, ok := fw.links[key]; ok {
 		return nil
 	}
-	l, err := link.AttachXDP(link.XDPOptions{Program: fw.objs.SrchainFwXdp, Interface: ifindex})
+	l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex, XDP: true}, fw.objs.SrchainFwXdp, bpfrt.AttachOptions{})
 	if err != nil {
-		return fmt.Errorf("attach firewall xdp to ifindex %d: %w", ifindex, err)
+		return fmt.Errorf("attach firewall: %w", err)
 	}
 	fw.links[key] = l
 	return nil
@@ -618,9 +618,9 @@ func (fw *Firewall) Attach(ifindex int) error {
 	if _, ok := fw.links[ifindex]; ok {
 		return nil
 	}
-	l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: fw.objs.SrchainFw, Attach: ebpf.AttachTCXIngress, Anchor: link.Head()})
+	l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex}, fw.objs.SrchainFw, bpfrt.AttachOptions{Head: true})
 	if err != nil {
-		return fmt.Errorf("attach firewall to ifindex %d: %w", ifindex, err)
+		return fmt.Errorf("attach firewall: %w", err)
 	}
 	fw.links[ifindex] = l
 	fw.log.Debug("firewall attached", "ifindex", ifindex, "rules", len(fw.cfg.Rules), "mode", fw.cfg.Mode)

@@ -1,0 +1,259 @@
+package bpfrt
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Hook is one attachment point: an interface's tcx ingress or its XDP
+// hook, in the caller's network namespace.
+type Hook struct {
+	Ifindex int
+	XDP     bool
+}
+
+// String is also the hook's link pin name under a pin directory
+// ("tcx_ingress_<ifindex>", "xdp_<ifindex>").
+func (h Hook) String() string {
+	if h.XDP {
+		return fmt.Sprintf("xdp_%d", h.Ifindex)
+	}
+	return fmt.Sprintf("tcx_ingress_%d", h.Ifindex)
+}
+
+// AttachOptions configure Attach.
+type AttachOptions struct {
+	// Pin, when set, is the bpffs path of the hook's link: a link pinned
+	// there that is attached at the hook in this namespace is taken over
+	// and replaced by the program (an atomic program swap, no gap); a
+	// stale one (interface or namespace gone, link elsewhere) is removed.
+	// A new link is pinned there.
+	Pin string
+	// Head puts a tcx program first on the interface (before programs
+	// already there, e.g. a firewall in front of End).
+	Head bool
+	// Logger receives stale-pin notices; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Attach attaches prog at h in the current network namespace (call it
+// inside netns.NS.Do for a lab node): tcx ingress, or XDP in native mode
+// where the driver has it. reused reports that a pinned link was taken
+// over.
+func Attach(h Hook, prog *ebpf.Program, o AttachOptions) (l link.Link, reused bool, err error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.Pin != "" {
+		l, err := takeOver(h, o.Pin, prog, log)
+		if err != nil || l != nil {
+			return l, l != nil, err
+		}
+	}
+	if h.XDP {
+		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: h.Ifindex})
+	} else {
+		opts := link.TCXOptions{Interface: h.Ifindex, Program: prog, Attach: ebpf.AttachTCXIngress}
+		if o.Head {
+			opts.Anchor = link.Head()
+		}
+		l, err = link.AttachTCX(opts)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("attach %s: %w", h, err)
+	}
+	if o.Pin != "" {
+		if err := l.Pin(o.Pin); err != nil {
+			l.Close()
+			return nil, false, fmt.Errorf("pin link %s: %w", h, err)
+		}
+	}
+	return l, false, nil
+}
+
+// Detach removes the link (and its pin when pinned): the program leaves
+// the hook.
+func Detach(h Hook, l link.Link, pinned bool) error {
+	if pinned {
+		if err := l.Unpin(); err != nil {
+			l.Close()
+			return fmt.Errorf("unpin link %s: %w", h, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("detach %s: %w", h, err)
+	}
+	return nil
+}
+
+// takeOver returns the link pinned at pin, updated to prog, when it
+// really is attached at h in the current network namespace. A stale pin
+// (the interface or namespace was deleted and the link severed, the link
+// sits on another interface, the pin is not a link, the update fails) is
+// removed and its link closed; it then returns nil, nil and the caller
+// attaches afresh. No pin: nil, nil.
+func takeOver(h Hook, pin string, prog *ebpf.Program, log *slog.Logger) (link.Link, error) {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		log.Warn("stale link pin removed", "at", h.String(), "pin", pin, "reason", err.Error())
+		if err := os.Remove(pin); err != nil {
+			return nil, fmt.Errorf("remove stale link pin %s: %w", h, err)
+		}
+		return nil, nil
+	}
+	live, why := LinkAttachedHere(l, h)
+	if live {
+		err := l.Update(prog)
+		if err == nil {
+			return l, nil
+		}
+		why = "update: " + err.Error()
+	}
+	log.Warn("stale link pin replaced", "at", h.String(), "pin", pin, "reason", why)
+	if err := l.Unpin(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("unpin stale link %s: %w", h, err)
+	}
+	if err := l.Close(); err != nil {
+		return nil, fmt.Errorf("close stale link %s: %w", h, err)
+	}
+	return nil, nil
+}
+
+// LinkAttachedHere reports whether l is attached at h in the current
+// network namespace, and if not, why. It asks the kernel: the tcx link's
+// ID must be among the programs on h's tcx ingress here, the XDP link's
+// program must be the one the interface runs here. A link severed when
+// its namespace or interface went away fails both, whatever ifindex a
+// recreated interface got.
+func LinkAttachedHere(l link.Link, h Hook) (bool, string) {
+	info, err := l.Info()
+	if err != nil {
+		return false, "link info: " + err.Error()
+	}
+	if h.XDP {
+		xi := info.XDP()
+		if xi == nil {
+			return false, fmt.Sprintf("not an xdp link (%v)", info.Type)
+		}
+		if int(xi.Ifindex) != h.Ifindex {
+			return false, fmt.Sprintf("link on ifindex %d", xi.Ifindex)
+		}
+		id, err := XDPProgramID(h.Ifindex)
+		if err != nil {
+			return false, err.Error()
+		}
+		if id != info.Program {
+			return false, fmt.Sprintf("interface runs xdp program %d, link has %d", id, info.Program)
+		}
+		return true, ""
+	}
+	ti := info.TCX()
+	if ti == nil {
+		return false, fmt.Sprintf("not a tcx link (%v)", info.Type)
+	}
+	if int(ti.Ifindex) != h.Ifindex {
+		return false, fmt.Sprintf("link on ifindex %d", ti.Ifindex)
+	}
+	atts, err := TCXIngress(h.Ifindex)
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, a := range atts {
+		if a.Link == info.ID {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("link %d not on ifindex %d in this namespace", info.ID, h.Ifindex)
+}
+
+// TCXAttachment is one program on a tcx hook.
+type TCXAttachment struct {
+	Program ebpf.ProgramID
+	Link    link.ID // 0 when attached without a link
+}
+
+// TCXIngress lists the programs on ifindex's tcx ingress in the current
+// network namespace, in run order.
+func TCXIngress(ifindex int) ([]TCXAttachment, error) {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+	if err != nil {
+		return nil, fmt.Errorf("query tcx ingress of ifindex %d: %w", ifindex, err)
+	}
+	out := make([]TCXAttachment, 0, len(res.Programs))
+	for _, p := range res.Programs {
+		a := TCXAttachment{Program: p.ID}
+		a.Link, _ = p.LinkID()
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// XDPProgramID returns the id of the XDP program on ifindex in the
+// current network namespace (0: none).
+func XDPProgramID(ifindex int) (ebpf.ProgramID, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return 0, fmt.Errorf("open netlink: %w", err)
+	}
+	defer h.Close()
+	l, err := h.LinkByIndex(ifindex)
+	if err != nil {
+		return 0, fmt.Errorf("find ifindex %d: %w", ifindex, err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.Attached {
+		return ebpf.ProgramID(x.ProgId), nil
+	}
+	return 0, nil
+}
+
+// ProgramID returns a loaded program's kernel id.
+func ProgramID(p *ebpf.Program) (ebpf.ProgramID, error) {
+	info, err := p.Info()
+	if err != nil {
+		return 0, fmt.Errorf("program info: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return 0, fmt.Errorf("program info: %w: no id", ErrBadMap)
+	}
+	return id, nil
+}
+
+// Attached reports whether prog runs at h in the current network
+// namespace, asking the kernel (BPF_PROG_QUERY for tcx, netlink for
+// XDP), not any bookkeeping. An ifindex that does not exist is an error.
+func Attached(prog *ebpf.Program, h Hook) (bool, error) {
+	id, err := ProgramID(prog)
+	if err != nil {
+		return false, fmt.Errorf("check attachment at %s: %w", h, err)
+	}
+	if h.XDP {
+		have, err := XDPProgramID(h.Ifindex)
+		if err != nil {
+			return false, fmt.Errorf("check attachment at %s: %w", h, err)
+		}
+		return have == id, nil
+	}
+	atts, err := TCXIngress(h.Ifindex)
+	if err != nil {
+		return false, fmt.Errorf("check attachment at %s: %w", h, err)
+	}
+	for _, a := range atts {
+		if a.Program == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
