@@ -112,3 +112,47 @@ func TestNetnsIdentity(t *testing.T) {
 		t.Fatalf("missing: %v", err)
 	}
 }
+
+func TestClaimPinDir(t *testing.T) {
+	dir := t.TempDir()
+	if re, err := ClaimPinDir(dir, IsHookPin); err != nil || re {
+		t.Fatalf("fresh dir: reclaimed %v, %v", re, err)
+	}
+	for _, n := range []string{"tcx_ingress_5", "xdp_5", "sids", "fw_tcx_ingress_5"} {
+		if err := os.WriteFile(dir+"/"+n, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Same namespace again: nothing removed.
+	if re, err := ClaimPinDir(dir, IsHookPin); err != nil || re {
+		t.Fatalf("same namespace: reclaimed %v, %v", re, err)
+	}
+	if _, err := os.Stat(dir + "/tcx_ingress_5"); err != nil {
+		t.Fatal("link pin removed for the namespace that owns it")
+	}
+	// Pretend another (deleted) namespace claimed it.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "netns-") {
+			if err := os.Rename(dir+"/"+e.Name(), dir+"/netns-1-2"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if re, err := ClaimPinDir(dir, IsHookPin); err != nil || !re {
+		t.Fatalf("recreated namespace: reclaimed %v, %v", re, err)
+	}
+	var left []string
+	ents, _ = os.ReadDir(dir)
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	id, err := CurrentNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fw_tcx_ingress_5", fmt.Sprintf("netns-%d-%d", id.Dev, id.Ino), "sids"}
+	if strings.Join(left, " ") != strings.Join(want, " ") {
+		t.Fatalf("left %v, want %v", left, want)
+	}
+}

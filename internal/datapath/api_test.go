@@ -348,3 +348,54 @@ func TestEndStackForward(t *testing.T) {
 		t.Errorf("fib counters %v, want stack-forward: 2 only", fib)
 	}
 }
+
+// TestEndPinDirRecreatedNamespace: when the namespace of a pin directory
+// is deleted and created again, the first Attach in the new namespace
+// drops every link pin of the old one (decided by namespace identity),
+// also those of hooks it does not attach: the old code kept the dead
+// namespace's xdp pin until something attached XDP there again.
+func TestEndPinDirRecreatedNamespace(t *testing.T) {
+	requireRoot(t)
+	dir := testPinDir(t, "renew")
+	ns, idx := stalePinNS(t)
+	e1, err := LoadEnd(EndOptions{PinPath: dir})
+	if err != nil {
+		ns.Delete()
+		t.Fatal(err)
+	}
+	err = ns.Do(func() error {
+		if err := e1.Attach(idx); err != nil {
+			return err
+		}
+		return e1.AttachXDP(idx)
+	})
+	e1.Close()
+	if err != nil {
+		ns.Delete()
+		t.Fatal(err)
+	}
+	if err := ns.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	ns, idx = stalePinNS(t)
+	defer func() {
+		if err := ns.Delete(); err != nil {
+			t.Error(err)
+		}
+	}()
+	e2, err := LoadEnd(EndOptions{PinPath: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Unpin()
+	defer e2.Close()
+	if err := ns.Do(func() error { return e2.Attach(idx) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("xdp_%d", idx))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("xdp pin of the deleted namespace still there (stat: %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("tcx_ingress_%d", idx))); err != nil {
+		t.Errorf("new tcx pin: %v", err)
+	}
+}

@@ -71,7 +71,10 @@ type EndOptions struct {
 	// PinPath, when set, is a bpffs directory (conventionally
 	// /sys/fs/bpf/srchain/<scope>) where the maps and the tcx links are
 	// pinned, so forwarding survives the process; a later LoadEnd with
-	// the same PinPath reuses the pinned maps (SIDs and counters).
+	// the same PinPath reuses the pinned maps (SIDs and counters). It
+	// belongs to one network namespace (kind.PinDir): Attach records
+	// which, and drops link pins left by a deleted namespace of the same
+	// name.
 	PinPath string
 	// Logger receives attach/detach events; nil means slog.Default().
 	Logger *slog.Logger
@@ -307,6 +310,25 @@ func (e *End) AttachXDP(ifindex int) error {
 }
 
 func (e *End) attach(h bpfrt.Hook) error {
+	if e.opts.PinPath != "" {
+		// The pin directory belongs to one network namespace; if that
+		// namespace was deleted and created again, its link pins are
+		// stale whatever ifindexes the new interfaces got (bpfrt
+		// ClaimPinDir: decided by namespace identity).
+		release, err := bpfrt.LockDir(e.opts.PinPath, bpfrt.Exclusive)
+		if err != nil {
+			return fmt.Errorf("attach end %s: %w", h, err)
+		}
+		defer release()
+		re, err := bpfrt.ClaimPinDir(e.opts.PinPath, bpfrt.IsHookPin)
+		if err != nil {
+			return fmt.Errorf("attach end %s: %w", h, err)
+		}
+		if re {
+			e.log.Warn("end pin directory belonged to a namespace that no longer exists: its link pins were removed",
+				"pin", e.opts.PinPath)
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.links[h]; ok {
@@ -586,6 +608,7 @@ func (e *End) Unpin() error {
 				errs = append(errs, err)
 			}
 		}
+		errs = append(errs, bpfrt.ReleasePinDir(e.opts.PinPath))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("unpin end: %w", err)
