@@ -150,7 +150,11 @@ func TestEndLoadFailureRemovesPins(t *testing.T) {
 		t.Errorf("pins left after a failed load: %v", ents)
 	}
 
-	// With an existing pinned sids map: it stays, the others go.
+	// With an existing pinned sids map: it stays, the others go. (The
+	// failed fresh load left no directory: TestEndFreshPinDirAtomic.)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 16, ValueSize: 32, MaxEntries: maxSIDs})
 	if err != nil {
 		t.Fatal(err)

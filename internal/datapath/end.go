@@ -109,7 +109,57 @@ type End struct {
 // upgrade changed a map's size) is replaced by a fresh map, logged, and
 // its old contents are lost (the SIDs must be set again). If loading fails,
 // the pins this call created are removed again.
-func LoadEnd(opts EndOptions) (_ *End, retErr error) {
+//
+// A PinPath that does not exist yet is built in a temporary sibling
+// directory and renamed into place under the parent directory's lock: no
+// other loader ever sees it half built, a failed load leaves nothing, and
+// a loader that finds it already created reuses its maps.
+func LoadEnd(opts EndOptions) (*End, error) {
+	if opts.PinPath == "" {
+		return loadEnd(opts, "")
+	}
+	if _, err := os.Stat(opts.PinPath); !errors.Is(err, os.ErrNotExist) {
+		return loadEnd(opts, opts.PinPath)
+	}
+	parent, base := filepath.Split(filepath.Clean(opts.PinPath))
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return nil, fmt.Errorf("create pin path: %w", err)
+	}
+	release, err := bpfrt.LockDir(parent, bpfrt.Exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("create pin path: %w", err)
+	}
+	defer release()
+	if _, err := os.Stat(opts.PinPath); !errors.Is(err, os.ErrNotExist) {
+		return loadEnd(opts, opts.PinPath) // another loader made it meanwhile
+	}
+	// Builds that died half way (the lock is ours: none is running).
+	// bpffs refuses names with dots, so no hidden ".new" names.
+	if old, err := filepath.Glob(filepath.Join(parent, "srchain-tmp-"+base+"-*")); err == nil {
+		for _, d := range old {
+			os.RemoveAll(d)
+		}
+	}
+	tmp, err := os.MkdirTemp(parent, "srchain-tmp-"+base+"-")
+	if err != nil {
+		return nil, fmt.Errorf("create pin path: %w", err)
+	}
+	e, err := loadEnd(opts, tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	if err := os.Rename(tmp, opts.PinPath); err != nil {
+		e.Close()
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("create pin path: %w", err)
+	}
+	return e, nil
+}
+
+// loadEnd is LoadEnd with the maps pinned in mapDir ("" for none);
+// e.opts.PinPath stays the final directory (links, Unpin).
+func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 	spec, err := loadEndProg()
 	if err != nil {
 		return nil, fmt.Errorf("load end spec: %w", err)
@@ -137,8 +187,8 @@ func LoadEnd(opts EndOptions) (_ *End, retErr error) {
 			}
 		}
 	}()
-	if opts.PinPath != "" {
-		if err := os.MkdirAll(opts.PinPath, 0o700); err != nil {
+	if mapDir != "" {
+		if err := os.MkdirAll(mapDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin path: %w", err)
 		}
 		copts.MapReplacements = make(map[string]*ebpf.Map)
@@ -146,7 +196,7 @@ func LoadEnd(opts EndOptions) (_ *End, retErr error) {
 			if !isEndSharedMap(name) {
 				continue // .rodata and friends are never pinned
 			}
-			path := filepath.Join(opts.PinPath, name)
+			path := filepath.Join(mapDir, name)
 			m, err := ebpf.LoadPinnedMap(path, nil)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
@@ -180,12 +230,12 @@ func LoadEnd(opts EndOptions) (_ *End, retErr error) {
 	if err != nil {
 		return nil, bpfrt.WrapLoad("load end program", err)
 	}
-	if opts.PinPath != "" {
+	if mapDir != "" {
 		for name, m := range e.sharedMaps() {
 			if _, reused := pinned[name]; reused || m.IsPinned() { // clones of pinned maps do not report IsPinned
 				continue
 			}
-			path := filepath.Join(opts.PinPath, name)
+			path := filepath.Join(mapDir, name)
 			if err := m.Pin(path); err != nil {
 				e.objs.Close()
 				return nil, fmt.Errorf("pin map %s: %w", name, err)

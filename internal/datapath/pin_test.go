@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -118,5 +119,42 @@ func TestEndSharedPinsSlots(t *testing.T) {
 	}
 	if ec.Counter == eb.Counter {
 		t.Fatalf("sid %s got %s's slot %d", c, b, eb.Counter)
+	}
+}
+
+// TestEndFreshPinDirAtomic: a new pin directory appears whole or not at
+// all. A load that fails after pinning leaves no directory (the old code
+// left an empty one behind, which later loads took for a built one) and
+// no temporary sibling; a successful one leaves exactly the maps.
+func TestEndFreshPinDirAtomic(t *testing.T) {
+	requireRoot(t)
+	parent := filepath.Join("/sys/fs/bpf", fmt.Sprintf("srct-f-%d", os.Getpid()))
+	dir := filepath.Join(parent, "end")
+	t.Cleanup(func() { os.RemoveAll(parent) })
+
+	loadEndTestHook = func() error { return errors.New("injected") }
+	_, err := LoadEnd(EndOptions{PinPath: dir})
+	loadEndTestHook = nil
+	if err == nil {
+		t.Fatal("load with the injected failure succeeded")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pin dir after a failed fresh load: stat %v, want not exist", err)
+	}
+	e, err := LoadEnd(EndOptions{PinPath: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "end" {
+		t.Fatalf("parent holds %v, want only end", ents)
+	}
+	ents, _ = os.ReadDir(dir)
+	if len(ents) != len(endSharedMaps) {
+		t.Fatalf("pin dir holds %v, want the %d shared maps", ents, len(endSharedMaps))
 	}
 }
