@@ -85,7 +85,7 @@ type Firewall struct {
 	cfg   Config
 	links map[int]link.Link
 	log   *slog.Logger
-	// Double buffering (bpf/lib/fw.h FW_GENS): gen is the generation
+	// Double buffering (bpf/lib/fw_maps.h FW_GENS): gen is the generation
 	// packets use; gens holds what each generation's tables contain.
 	gen   int
 	gens  [2]generation
@@ -149,7 +149,7 @@ func synchronizeRCU() error {
 	return nil
 }
 
-// idxBase mirrors FW_IDX_* of bpf/lib/fw.h: where each integer field's
+// idxBase mirrors FW_IDX_* of bpf/lib/fw_maps.h: where each integer field's
 // slots start in fw_idx.
 func idxBase() (map[Field]uint32, uint32) {
 	base := map[Field]uint32{}
