@@ -88,9 +88,13 @@ type Status struct {
 	Drift []string `json:"drift,omitempty"`
 	// DriftChecked is when the last check ran.
 	DriftChecked *time.Time `json:"drift_checked,omitempty"`
-	Time         time.Time  `json:"time"`
-	Started      time.Time  `json:"started"`
-	Version      string     `json:"version"`
+	// Repaired is the last drift found and re-applied, at RepairedAt
+	// (kept after later checks find the node as desired).
+	Repaired   []string   `json:"repaired,omitempty"`
+	RepairedAt *time.Time `json:"repaired_at,omitempty"`
+	Time       time.Time  `json:"time"`
+	Started    time.Time  `json:"started"`
+	Version    string     `json:"version"`
 }
 
 // Agent runs one node.
@@ -147,7 +151,7 @@ func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.status
-	s.Drift = slices.Clone(s.Drift)
+	s.Drift, s.Repaired = slices.Clone(s.Drift), slices.Clone(s.Repaired)
 	return s
 }
 
@@ -414,6 +418,9 @@ func (a *Agent) resync(ctx context.Context) {
 	a.mu.Lock()
 	a.status.Applies++
 	a.status.Changes = res.Changes
+	if err == nil {
+		a.status.Repaired, a.status.RepairedAt = drift, &now
+	}
 	a.mu.Unlock()
 	if err != nil {
 		err = fmt.Errorf("repair drift: %w", err)
