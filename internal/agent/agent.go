@@ -20,8 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -102,8 +100,7 @@ type Agent struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex // guards status (read by Status)
-	status Status
+	status Status // only Run's goroutine touches the agent
 
 	lease   clientv3.LeaseID
 	last    *state.Node // last applied in full; nil before the first
@@ -144,15 +141,6 @@ func New(cfg Config) (*Agent, error) {
 		a.removed = n
 	}
 	return a, nil
-}
-
-// Status returns a copy of the agent's current status.
-func (a *Agent) Status() Status {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s := a.status
-	s.Drift, s.Repaired = slices.Clone(s.Drift), slices.Clone(s.Repaired)
-	return s
 }
 
 // Run registers the agent, then applies every desired state written for
@@ -304,9 +292,7 @@ func (a *Agent) desired(ctx context.Context, b []byte, gen int64) {
 		return // seen and applied (a resync re-read it)
 	}
 	node, err := a.decode(b)
-	a.mu.Lock()
 	a.status.DesiredGeneration = gen
-	a.mu.Unlock()
 	if err != nil {
 		a.pending = nil
 		a.report(ctx, err)
@@ -346,10 +332,8 @@ func (a *Agent) applyPending(ctx context.Context) {
 		opts.Remove = a.removed
 	}
 	res, err := apply.ApplyWith(ctx, a.cfg.NS, p.node, opts)
-	a.mu.Lock()
 	a.status.Applies++
 	a.status.Changes = res.Changes
-	a.mu.Unlock()
 	if err != nil {
 		a.log.Error("apply failed (rolled back)", "generation", p.gen, "err", err)
 		a.report(ctx, err)
@@ -357,9 +341,7 @@ func (a *Agent) applyPending(ctx context.Context) {
 	}
 	a.last, a.pending, a.removed = &p.node, nil, nil
 	gen := p.gen
-	a.mu.Lock()
 	a.status.AppliedGeneration = &gen
-	a.mu.Unlock()
 	a.log.Info("applied", "generation", gen, "changes", res.Changes)
 	var ferr error
 	if a.cfg.StateFile != "" {
@@ -377,9 +359,7 @@ func (a *Agent) deleted(ctx context.Context, rev int64) {
 		return
 	}
 	a.pending = nil
-	a.mu.Lock()
 	a.status.DesiredGeneration = 0
-	a.mu.Unlock()
 	a.log.Warn("desired state deleted; the applied state is left in place", "revision", rev)
 	a.report(ctx, errors.New("no desired state for this node; the last applied state is left in place"))
 }
@@ -401,9 +381,7 @@ func (a *Agent) resync(ctx context.Context) {
 		drift = append(drift, pd...)
 	}
 	now := time.Now().UTC()
-	a.mu.Lock()
 	a.status.Drift, a.status.DriftChecked = drift, &now
-	a.mu.Unlock()
 	if err != nil {
 		a.report(ctx, fmt.Errorf("check drift: %w", err))
 		return
@@ -415,29 +393,24 @@ func (a *Agent) resync(ctx context.Context) {
 	a.log.Warn("drift found, re-applying", "drift", drift)
 	// In full (no Prev): what drifted must be read back to be repaired.
 	res, err := apply.ApplyWith(ctx, a.cfg.NS, *a.last, apply.Options{Drivers: a.cfg.Drivers, Logger: a.log})
-	a.mu.Lock()
 	a.status.Applies++
 	a.status.Changes = res.Changes
-	if err == nil {
-		a.status.Repaired, a.status.RepairedAt = drift, &now
-	}
-	a.mu.Unlock()
 	if err != nil {
 		err = fmt.Errorf("repair drift: %w", err)
+	} else {
+		a.status.Repaired, a.status.RepairedAt = drift, &now
 	}
 	a.report(ctx, err)
 }
 
 // report writes the status under the lease; err becomes LastError.
 func (a *Agent) report(ctx context.Context, err error) {
-	a.mu.Lock()
 	a.status.LastError = ""
 	if err != nil {
 		a.status.LastError = err.Error()
 	}
 	a.status.Time = time.Now().UTC()
 	b, _ := json.Marshal(a.status)
-	a.mu.Unlock()
 	if _, perr := a.cfg.Client.Put(ctx, store.StatusKey(a.cfg.Node), string(b), clientv3.WithLease(a.lease)); perr != nil && ctx.Err() == nil {
 		a.log.Warn("write status", "err", perr)
 	}
