@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/srchain/srchain/internal/controller"
 	"github.com/srchain/srchain/internal/kind"
@@ -55,6 +56,8 @@ type world struct {
 	dir    string
 	nss    map[string]*netns.NS
 	agents map[string]*running
+	// agentCli is the agents' etcd client (nil: the store's).
+	agentCli *clientv3.Client
 }
 
 type running struct {
@@ -169,7 +172,11 @@ func (w *world) build() []string {
 // start runs node's agent in a goroutine until stop.
 func (w *world) start(node string) {
 	w.t.Helper()
-	a, err := New(Config{Node: node, NS: w.nss[node], Client: w.st.Client(), TTL: testTTL, Resync: testResync,
+	cli := w.agentCli
+	if cli == nil {
+		cli = w.st.Client()
+	}
+	a, err := New(Config{Node: node, NS: w.nss[node], Client: cli, TTL: testTTL, Resync: testResync,
 		StateFile: filepath.Join(w.dir, "agent", node+".json"), Version: "test"})
 	if err != nil {
 		w.t.Fatal(err)
@@ -455,5 +462,81 @@ func TestApplyFailureRolledBack(t *testing.T) {
 	})
 	if !has("fd00:98::/64", "-6", "route") || !has("fd00:99::2", "-6", "addr", "show", "dev", "lo") {
 		t.Error("the good generation is not in place")
+	}
+}
+
+// TestEtcdRestart: the agent outlives a restart of etcd (the controller's
+// embedded one, on the same data and ports): its watch and lease come
+// back, and a generation written afterwards is applied and reported.
+func TestEtcdRestart(t *testing.T) {
+	w := newWorld(t)
+	ns, err := netns.Create(w.prefix + "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.nss["x"] = ns
+	cfg := store.Config{DataDir: t.TempDir(), ClientURL: freeURL(t), PeerURL: freeURL(t)}
+	cfg.LogFile = filepath.Join(cfg.DataDir, "etcd.log")
+	st, err := store.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close() }()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	w.agentCli = cli
+	put := func(addrs ...string) int64 {
+		t.Helper()
+		n := state.Node{Name: "x", Role: "router", Interfaces: []state.Interface{}}
+		for _, a := range addrs {
+			n.Loopback = append(n.Loopback, netip.MustParsePrefix(a))
+		}
+		raw, err := json.Marshal(state.Network{Version: state.FormatVersion, Name: "t", Nodes: []state.Node{n}, Links: []state.Link{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rev int64
+		w.until("etcd takes a write", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			resp, err := cli.Put(ctx, store.DesiredKey("x"), string(raw))
+			if err == nil {
+				rev = resp.Header.Revision
+			}
+			return err == nil
+		})
+		return rev
+	}
+	applied := func(gen int64) func() bool {
+		return func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			resp, err := cli.Get(ctx, store.StatusKey("x"))
+			if err != nil || len(resp.Kvs) != 1 {
+				return false
+			}
+			var rep Status
+			return json.Unmarshal(resp.Kvs[0].Value, &rep) == nil && rep.AppliedGeneration != nil && *rep.AppliedGeneration == gen
+		}
+	}
+	g1 := put("fd00:99::1/128")
+	w.start("x")
+	defer w.stop("x") // before cli closes
+	w.until("x applies the first generation", applied(g1))
+
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = store.Open(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	g2 := put("fd00:99::1/128", "fd00:99::2/128")
+	w.until("x applies the generation written after etcd restarted, and reports it", applied(g2))
+	out, err := ns.Run(context.Background(), "ip", "-6", "addr", "show", "dev", "lo")
+	if err != nil || !strings.Contains(out, "fd00:99::2") {
+		t.Errorf("x after etcd restarted: %v\n%s", err, out)
 	}
 }
