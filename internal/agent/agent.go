@@ -36,6 +36,10 @@ const (
 	DefaultResync = 30 * time.Second
 )
 
+// etcdTimeout bounds one etcd request (the client waits for a connection
+// otherwise): while etcd is away, drift is still checked and repaired.
+const etcdTimeout = 5 * time.Second
+
 // ErrNoNode: the desired state stored for the node does not hold it.
 var ErrNoNode = errors.New("desired state does not hold the node")
 
@@ -106,6 +110,9 @@ type Agent struct {
 	last    *state.Node // last applied in full; nil before the first
 	pending *pendingState
 	removed *state.Node // the state file's node, removed from at the first apply
+	// stateErr is what is wrong with the desired state itself (cannot
+	// be decoded, lacks the node, deleted): reported until a new one.
+	stateErr error
 }
 
 type pendingState struct {
@@ -143,9 +150,8 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// Run registers the agent, then applies every desired state written for
-// its node until ctx ends. It returns ctx's error, or an error when etcd
-// cannot be reached at start. It leaves the lease to expire (a stopped
+// Run registers the agent (waiting for etcd), then applies every desired
+// state written for its node until ctx ends, which is what it returns. It leaves the lease to expire (a stopped
 // agent and a crashed one look the same: down after the TTL) and what it
 // applied in place.
 func (a *Agent) Run(ctx context.Context) error {
@@ -156,7 +162,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	kaLost, err := a.grant(ctx)
 	if err != nil {
-		return err
+		a.log.Warn("status lease", "err", err)
+		kaLost = closed() // retried in watch
 	}
 	tick := time.NewTicker(a.cfg.Resync)
 	defer tick.Stop()
@@ -215,9 +222,10 @@ func (a *Agent) watch(ctx context.Context, wch clientv3.WatchChan, tick <-chan t
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			// The lease expired (etcd away longer than the TTL): take a
-			// new one and report again.
-			a.log.Warn("status lease lost, granting a new one")
+			// The lease expired (etcd away longer than the TTL) or
+			// was never granted: take a new one and report again.
+			a.log.Warn("no status lease, granting one")
+			a.lease = 0
 			lost, err := a.grant(ctx)
 			if err != nil {
 				a.log.Warn("grant lease", "err", err)
@@ -252,7 +260,9 @@ func (a *Agent) wait(ctx context.Context, d time.Duration) bool {
 // status under it; the returned channel closes when the lease is lost.
 func (a *Agent) grant(ctx context.Context) (<-chan struct{}, error) {
 	cli := a.cfg.Client
-	l, err := cli.Grant(ctx, int64((a.cfg.TTL+time.Second-1)/time.Second))
+	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	l, err := cli.Grant(gctx, int64((a.cfg.TTL+time.Second-1)/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("grant status lease: %w", err)
 	}
@@ -267,14 +277,16 @@ func (a *Agent) grant(ctx context.Context) (<-chan struct{}, error) {
 		close(lost)
 	}()
 	a.lease = l.ID
-	a.report(ctx, nil)
+	a.write(ctx)
 	return lost, nil
 }
 
 // sync reads the node's desired key, applies it if new, and returns the
 // revision read.
 func (a *Agent) sync(ctx context.Context) (int64, error) {
-	resp, err := a.cfg.Client.Get(ctx, store.DesiredKey(a.cfg.Node))
+	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	resp, err := a.cfg.Client.Get(gctx, store.DesiredKey(a.cfg.Node))
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", store.DesiredKey(a.cfg.Node), err)
 	}
@@ -293,9 +305,11 @@ func (a *Agent) desired(ctx context.Context, b []byte, gen int64) {
 	}
 	node, err := a.decode(b)
 	a.status.DesiredGeneration = gen
+	a.stateErr = err
 	if err != nil {
 		a.pending = nil
-		a.report(ctx, err)
+		a.log.Error("bad desired state", "generation", gen, "err", err)
+		a.report(ctx, nil)
 		return
 	}
 	a.pending = &pendingState{gen: gen, node: node}
@@ -360,8 +374,9 @@ func (a *Agent) deleted(ctx context.Context, rev int64) {
 	}
 	a.pending = nil
 	a.status.DesiredGeneration = 0
+	a.stateErr = errors.New("no desired state for this node; the last applied state is left in place")
 	a.log.Warn("desired state deleted; the applied state is left in place", "revision", rev)
-	a.report(ctx, errors.New("no desired state for this node; the last applied state is left in place"))
+	a.report(ctx, nil)
 }
 
 // resync retries a pending apply, else checks the applied state and
@@ -403,15 +418,28 @@ func (a *Agent) resync(ctx context.Context) {
 	a.report(ctx, err)
 }
 
-// report writes the status under the lease; err becomes LastError.
+// report sets LastError to err (the last apply's or check's) and what is
+// wrong with the desired state, and writes the status.
 func (a *Agent) report(ctx context.Context, err error) {
 	a.status.LastError = ""
-	if err != nil {
+	if err := errors.Join(a.stateErr, err); err != nil {
 		a.status.LastError = err.Error()
+	}
+	a.write(ctx)
+}
+
+// write puts the status under the lease.
+func (a *Agent) write(ctx context.Context) {
+	if a.lease == 0 {
+		// Never without a lease: such a status would outlive the agent.
+		// The next grant writes it.
+		return
 	}
 	a.status.Time = time.Now().UTC()
 	b, _ := json.Marshal(a.status)
-	if _, perr := a.cfg.Client.Put(ctx, store.StatusKey(a.cfg.Node), string(b), clientv3.WithLease(a.lease)); perr != nil && ctx.Err() == nil {
+	pctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	if _, perr := a.cfg.Client.Put(pctx, store.StatusKey(a.cfg.Node), string(b), clientv3.WithLease(a.lease)); perr != nil && ctx.Err() == nil {
 		a.log.Warn("write status", "err", perr)
 	}
 }

@@ -463,6 +463,48 @@ func TestApplyFailureRolledBack(t *testing.T) {
 	if !has("fd00:98::/64", "-6", "route") || !has("fd00:99::2", "-6", "addr", "show", "dev", "lo") {
 		t.Error("the good generation is not in place")
 	}
+
+	// A desired state in another format is refused and reported; one
+	// deleted (the node left the spec) leaves the node as it is. Both
+	// stay reported across resyncs.
+	old := state.FormatVersion - 1
+	resp, err := cli.Put(context.Background(), store.DesiredKey("x"), fmt.Sprintf(`{"version":%d,"nodes":[{"name":"x"}]}`, old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g4 := resp.Header.Revision
+	w.until("x reports the desired state's format version", func() bool {
+		st, rep := w.status("x")
+		return rep.DesiredGeneration == g4 && strings.Contains(rep.LastError, "version") && *st.AppliedGeneration == g3
+	})
+	if _, err := cli.Delete(context.Background(), store.DesiredKey("x")); err != nil {
+		t.Fatal(err)
+	}
+	report := func() Status {
+		resp, err := cli.Get(context.Background(), store.StatusKey("x"))
+		if err != nil || len(resp.Kvs) != 1 {
+			return Status{}
+		}
+		var rep Status
+		json.Unmarshal(resp.Kvs[0].Value, &rep)
+		return rep
+	}
+	var gone time.Time
+	w.until("x reports that its desired state is gone", func() bool {
+		rep := report()
+		gone = rep.Time
+		return rep.DesiredGeneration == 0 && strings.Contains(rep.LastError, "no desired state")
+	})
+	w.until("a drift check after that", func() bool {
+		rep := report()
+		return rep.DriftChecked != nil && rep.DriftChecked.After(gone)
+	})
+	if rep := report(); !strings.Contains(rep.LastError, "no desired state") {
+		t.Errorf("a drift check cleared the report of a deleted desired state: %+v", rep)
+	}
+	if !has("fd00:98::/64", "-6", "route") {
+		t.Error("deleting the desired state removed what was applied")
+	}
 }
 
 // TestEtcdRestart: the agent outlives a restart of etcd (the controller's
