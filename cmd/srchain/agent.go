@@ -43,7 +43,7 @@ func newAgentCmd(e *env) *cobra.Command {
 	f.StringVar(&o.node, "node", "", "the spec's node this agent applies (required)")
 	f.StringVar(&o.netns, "netns", "", "apply in this named network namespace (lab, tests) instead of the agent's own")
 	f.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs (comma-separated): serve's embedded etcd or the external cluster")
-	f.StringVar(&o.stateDir, "state-dir", filepath.Join(defaultDataDir, "agent"), "keeps the last applied state across restarts (NODE.json)")
+	f.StringVar(&o.stateDir, "state-dir", filepath.Join(defaultDataDir, "agent"), "keeps the last applied state across restarts (NODE.json, NODE@NETNS.json)")
 	f.DurationVar(&o.ttl, "lease-ttl", agent.DefaultTTL, "status lease TTL: how long a stopped agent still shows as up")
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "drift check and repair period")
 	_ = cmd.MarkFlagRequired("node")
@@ -79,7 +79,12 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	defer cli.Close()
 	stateFile := ""
 	if o.stateDir != "" {
-		stateFile = filepath.Join(o.stateDir, o.node+".json")
+		// Per namespace too: two labs on one host may both have an r1.
+		name := o.node + ".json"
+		if o.netns != "" {
+			name = o.node + "@" + o.netns + ".json"
+		}
+		stateFile = filepath.Join(o.stateDir, name)
 	}
 	a, err := agent.New(agent.Config{Node: o.node, NS: ns, Client: cli, TTL: o.ttl, Resync: o.resync,
 		StateFile: stateFile, Version: version})
