@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/srchain/srchain/internal/compile"
 	_ "github.com/srchain/srchain/internal/kinds/all" // every NF kind
 	"github.com/srchain/srchain/internal/spec"
@@ -252,38 +254,64 @@ func (c *Controller) Desired(ctx context.Context, node string) (*NodeState, erro
 	return &NodeState{Node: node, Generation: d.Generation, State: net.Redacted()}, nil
 }
 
-// Status is what the controller knows about a node's agent. Until agents
-// exist (a later slice of issue 12) nothing writes the status key, so
-// AppliedGeneration is null and Agent is "unknown".
+// Status is what the controller knows about a node's agent.
 type Status struct {
 	Node              string `json:"node"`
 	DesiredGeneration int64  `json:"desired_generation"`
-	// AppliedGeneration is the generation the agent last applied.
+	// AppliedGeneration is the generation the agent last applied (null:
+	// no agent up, or none applied yet).
 	AppliedGeneration *int64 `json:"applied_generation"`
-	// Agent is "unknown" (no report), later "up" or "down" (lease).
+	// InSync: an agent is up and applied the desired generation.
+	InSync bool `json:"in_sync"`
+	// Agent is "up" (its status is there, kept alive by its lease),
+	// "down" (an agent registered for the node but its lease expired)
+	// or "unknown" (no agent ever registered).
 	Agent string `json:"agent"`
-	// Report is the agent's status document as written, when any.
+	// LastError and Drift are the agent's (see Report).
+	LastError string   `json:"last_error,omitempty"`
+	Drift     []string `json:"drift,omitempty"`
+	// Report is the agent's status document as written
+	// (internal/agent.Status), when it is up.
 	Report json.RawMessage `json:"report,omitempty"`
 }
 
-// NodeStatus reads node's status.
+// Agent states of Status.Agent.
+const (
+	AgentUp      = "up"
+	AgentDown    = "down"
+	AgentUnknown = "unknown"
+)
+
+// NodeStatus reads node's status: its desired generation, and its agent's
+// report (under the agent's lease) and registration in one read.
 func (c *Controller) NodeStatus(ctx context.Context, node string) (*Status, error) {
-	d, ok, report, err := c.st.Node(ctx, node)
+	resp, err := c.st.Client().Txn(ctx).Then(
+		clientv3.OpGet(store.DesiredKey(node)),
+		clientv3.OpGet(store.StatusKey(node)),
+		clientv3.OpGet(store.AgentKey(node), clientv3.WithCountOnly()),
+	).Commit()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read status of %s: %w", node, err)
 	}
-	if !ok {
+	desired := resp.Responses[0].GetResponseRange().Kvs
+	if len(desired) != 1 {
 		return nil, fmt.Errorf("node %s: %w", node, ErrNotFound)
 	}
-	st := &Status{Node: node, DesiredGeneration: d.Generation, Agent: "unknown"}
-	if report != nil {
+	st := &Status{Node: node, DesiredGeneration: desired[0].ModRevision, Agent: AgentUnknown}
+	if resp.Responses[2].GetResponseRange().Count > 0 {
+		st.Agent = AgentDown
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
 		var r struct {
-			AppliedGeneration *int64 `json:"applied_generation"`
+			AppliedGeneration *int64   `json:"applied_generation"`
+			LastError         string   `json:"last_error"`
+			Drift             []string `json:"drift"`
 		}
-		if json.Unmarshal(report, &r) == nil {
-			st.AppliedGeneration = r.AppliedGeneration
+		if err := json.Unmarshal(kvs[0].Value, &r); err == nil {
+			st.AppliedGeneration, st.LastError, st.Drift = r.AppliedGeneration, r.LastError, r.Drift
 		}
-		st.Agent, st.Report = "up", report
+		st.Agent, st.Report = AgentUp, kvs[0].Value
+		st.InSync = st.AppliedGeneration != nil && *st.AppliedGeneration == st.DesiredGeneration
 	}
 	return st, nil
 }

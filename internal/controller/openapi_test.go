@@ -202,9 +202,12 @@ func openAPIDoc(t *testing.T) []byte {
 		"properties": obj{
 			"node":               obj{"type": "string"},
 			"desired_generation": obj{"type": "integer"},
-			"applied_generation": obj{"type": []string{"integer", "null"}, "description": "Null until agents exist (a later slice of issue 12)."},
-			"agent":              obj{"type": "string", "enum": []string{"unknown", "up", "down"}},
-			"report":             obj{"type": "object"},
+			"applied_generation": obj{"type": []string{"integer", "null"}, "description": "Generation the node's agent last applied; null when no agent is up or none applied yet."},
+			"in_sync":            obj{"type": "boolean", "description": "An agent is up and applied the desired generation."},
+			"agent":              obj{"type": "string", "enum": []string{"unknown", "up", "down"}, "description": "up: its status is kept alive by its etcd lease; down: an agent registered but its lease expired; unknown: no agent ever registered."},
+			"last_error":         obj{"type": "string", "description": "The agent's last apply or drift check failure (a failed apply is rolled back)."},
+			"drift":              obj{"type": "array", "items": obj{"type": "string"}, "description": "What the agent's last periodic check found different (re-applied since)."},
+			"report":             obj{"type": "object", "description": "The agent's status document as written (applied and desired generation, applies, changes, last error, drift, times, version)."},
 		},
 	}
 
@@ -246,7 +249,7 @@ func openAPIDoc(t *testing.T) []byte {
 		},
 		"/v1/nodes/{name}/desired": obj{"get": obj{"summary": "A node's desired state and generation (what its agent applies).", "operationId": "getDesired",
 			"parameters": []any{name}, "responses": readAnswers("Desired state.", ref("nodeState"))}},
-		"/v1/nodes/{name}/status": obj{"get": obj{"summary": "A node's status: desired and applied generation.", "operationId": "getStatus",
+		"/v1/nodes/{name}/status": obj{"get": obj{"summary": "A node's status: desired and applied generation, agent up or down, drift.", "operationId": "getStatus",
 			"parameters": []any{name}, "responses": readAnswers("Status.", ref("nodeStatus"))}},
 	}
 	schemaOf := map[string]string{KindNodes: "node", KindLinks: "link", KindNFs: "nf", KindChains: "chain"}

@@ -178,3 +178,19 @@ func List(prefix string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Current opens the namespace this process runs in (the host's, for an
+// agent on a host) under the given name; the name only labels it (logs,
+// the BPF pin directory). Close releases it; never Delete it.
+func Current(name string) (*NS, error) {
+	h, err := vns.GetFromPath("/proc/self/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("open current namespace: %w", err)
+	}
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("open netlink in current namespace: %w", err)
+	}
+	return &NS{Name: name, handle: h, nl: nl}, nil
+}

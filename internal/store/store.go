@@ -8,7 +8,8 @@
 //
 //	/srchain/v1/spec                 the spec document (JSON)
 //	/srchain/v1/nodes/NAME/desired   the node's desired state (JSON)
-//	/srchain/v1/nodes/NAME/status    written by the node's agent (later)
+//	/srchain/v1/nodes/NAME/status    the node's agent's report, under its lease
+//	/srchain/v1/nodes/NAME/agent     written once by an agent at start, no lease
 //
 // A node's generation is the etcd mod revision of its desired key: it
 // grows only when the key is written, and Commit writes a node's key only
@@ -44,8 +45,13 @@ const (
 // DesiredKey is where node's desired state lives.
 func DesiredKey(node string) string { return NodesPrefix + node + "/desired" }
 
-// StatusKey is where node's agent reports (applied generation, drift).
+// StatusKey is where node's agent reports (applied generation, drift),
+// under a lease: the key disappears with an agent that stopped.
 func StatusKey(node string) string { return NodesPrefix + node + "/status" }
+
+// AgentKey is written by node's agent at start, without a lease: a node
+// that has it but no status had an agent that is now down.
+func AgentKey(node string) string { return NodesPrefix + node + "/agent" }
 
 // Errors callers branch on.
 var (

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/srchain/srchain/internal/agent"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/store"
+)
+
+type agentOptions struct {
+	node, netns, stateDir string
+	etcdEndpoints         []string
+	ttl, resync           time.Duration
+}
+
+func newAgentCmd(e *env) *cobra.Command {
+	var o agentOptions
+	cmd := &cobra.Command{
+		Use:   "agent --node NAME",
+		Short: "Apply one node's desired state from etcd, report status, repair drift",
+		Long: "agent watches the desired state the controller (`srchain serve`) stores for\n" +
+			"--node in etcd and applies it with the same applier and NF drivers as `lab`, in\n" +
+			"this host's network namespace (or --netns). It reports its status under an etcd\n" +
+			"lease (a stopped agent shows as down after --lease-ttl), checks for drift every\n" +
+			"--resync and repairs it. A restarted agent adopts what is in place: on a node\n" +
+			"already as desired its first apply changes nothing (docs/controller.md).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAgent(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.node, "node", "", "the spec's node this agent applies (required)")
+	f.StringVar(&o.netns, "netns", "", "apply in this named network namespace (lab, tests) instead of the agent's own")
+	f.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs (comma-separated): serve's embedded etcd or the external cluster")
+	f.StringVar(&o.stateDir, "state-dir", filepath.Join(defaultDataDir, "agent"), "keeps the last applied state across restarts (NODE.json, NODE@NETNS.json)")
+	f.DurationVar(&o.ttl, "lease-ttl", agent.DefaultTTL, "status lease TTL: how long a stopped agent still shows as up")
+	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "drift check and repair period")
+	_ = cmd.MarkFlagRequired("node")
+	return cmd
+}
+
+// runAgent runs the agent until ctx ends (main cancels it on SIGINT and
+// SIGTERM).
+func runAgent(ctx context.Context, o agentOptions) error {
+	if o.node == "" || strings.ContainsAny(o.node, "/\x00") {
+		return fmt.Errorf("agent: bad node name %q", o.node)
+	}
+	var ns *netns.NS
+	var err error
+	if o.netns != "" {
+		ns, err = netns.Open(o.netns)
+	} else {
+		ns, err = netns.Current("host")
+	}
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer ns.Close()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:          o.etcdEndpoints,
+		DialTimeout:        5 * time.Second,
+		MaxCallRecvMsgSize: store.MaxRequestBytes,
+		Context:            ctx,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: connect etcd %s: %w", strings.Join(o.etcdEndpoints, ","), err)
+	}
+	defer cli.Close()
+	stateFile := ""
+	if o.stateDir != "" {
+		// Per namespace too: two labs on one host may both have an r1.
+		name := o.node + ".json"
+		if o.netns != "" {
+			name = o.node + "@" + o.netns + ".json"
+		}
+		stateFile = filepath.Join(o.stateDir, name)
+	}
+	a, err := agent.New(agent.Config{Node: o.node, NS: ns, Client: cli, TTL: o.ttl, Resync: o.resync,
+		StateFile: stateFile, Version: version})
+	if err != nil {
+		return err
+	}
+	slog.Info("agent started", "node", o.node, "netns", ns.Name, "etcd", strings.Join(o.etcdEndpoints, ","))
+	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,490 @@
+// Package agent is `srchain agent --node NAME`: it watches its node's
+// desired state in etcd (written by the controller, internal/controller),
+// applies it with the same applier and kind drivers as the lab
+// (internal/apply, internal/kinds/all), reports its status under an etcd
+// lease, and repairs drift periodically (docs/controller.md, "Agent").
+//
+// It is restart-safe: the applier is a diff, so an agent that starts on a
+// node already as desired changes nothing (routes and pinned BPF objects
+// stay, traffic keeps flowing). The first apply after start reads the node
+// back in full (no Options.Prev: the agent cannot know what happened while
+// it was away); later applies are the difference from the last applied
+// state (Options.Prev and Options.Remove).
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultTTL    = 10 * time.Second
+	DefaultResync = 30 * time.Second
+)
+
+// etcdTimeout bounds one etcd request (the client waits for a connection
+// otherwise): while etcd is away, drift is still checked and repaired.
+const etcdTimeout = 5 * time.Second
+
+// ErrNoNode: the desired state stored for the node does not hold it.
+var ErrNoNode = errors.New("desired state does not hold the node")
+
+// Config is one agent.
+type Config struct {
+	// Node is the spec's node name this agent applies.
+	Node string
+	// NS is where to apply (the host's namespace, or a lab's).
+	NS *netns.NS
+	// Client reaches etcd; the agent does not close it.
+	Client *clientv3.Client
+	// TTL of the status lease (DefaultTTL when 0): a stopped agent's
+	// status disappears at most this long after its last keep-alive.
+	TTL time.Duration
+	// Resync is how often drift is checked and repaired (DefaultResync
+	// when 0).
+	Resync time.Duration
+	// StateFile keeps the last applied node state across restarts, so
+	// that what a change made while the agent was away dropped is still
+	// removed; "" keeps nothing.
+	StateFile string
+	// Version is reported in the status.
+	Version string
+	// Drivers overrides the registered program drivers (tests).
+	Drivers map[string]apply.ProgramDriver
+	Logger  *slog.Logger
+}
+
+// Status is what the agent writes under store.StatusKey (JSON), under its
+// lease. The controller's GET /v1/nodes/{name}/status shows it.
+type Status struct {
+	Node string `json:"node"`
+	// AppliedGeneration is the generation (etcd mod revision of the
+	// desired key) last applied in full; nil until one was.
+	AppliedGeneration *int64 `json:"applied_generation"`
+	// DesiredGeneration is the newest generation the agent saw.
+	DesiredGeneration int64 `json:"desired_generation"`
+	// Applies counts applies since the agent started (drift repairs
+	// included), Changes is what the last one changed (0 on a node
+	// already as desired, e.g. the first apply after a restart).
+	Applies int `json:"applies"`
+	Changes int `json:"changes"`
+	// LastError is the last apply's or check's failure ("" when it
+	// worked); a failed apply was rolled back by the applier.
+	LastError string `json:"last_error,omitempty"`
+	// Drift is what the last periodic check found different from the
+	// applied state (re-applied since, unless LastError says otherwise).
+	Drift []string `json:"drift,omitempty"`
+	// DriftChecked is when the last check ran.
+	DriftChecked *time.Time `json:"drift_checked,omitempty"`
+	// Repaired is the last drift found and re-applied, at RepairedAt
+	// (kept after later checks find the node as desired).
+	Repaired   []string   `json:"repaired,omitempty"`
+	RepairedAt *time.Time `json:"repaired_at,omitempty"`
+	Time       time.Time  `json:"time"`
+	Started    time.Time  `json:"started"`
+	Version    string     `json:"version"`
+}
+
+// Agent runs one node.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+
+	status Status // only Run's goroutine touches the agent
+
+	lease   clientv3.LeaseID
+	last    *state.Node // last applied in full; nil before the first
+	pending *pendingState
+	removed *state.Node // the state file's node, removed from at the first apply
+	// stateErr is what is wrong with the desired state itself (cannot
+	// be decoded, lacks the node, deleted): reported until a new one.
+	stateErr error
+}
+
+type pendingState struct {
+	gen  int64
+	node state.Node
+}
+
+// New checks cfg and returns an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Node == "" || cfg.NS == nil || cfg.Client == nil {
+		return nil, errors.New("new agent: node, namespace and etcd client are required")
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.TTL < 2*time.Second {
+		return nil, fmt.Errorf("new agent: lease TTL %v is under etcd's minimum of 2s", cfg.TTL)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &Agent{cfg: cfg, log: log.With("node", cfg.Node, "netns", cfg.NS.Name)}
+	a.status = Status{Node: cfg.Node, Started: time.Now().UTC(), Version: cfg.Version}
+	if cfg.StateFile != "" {
+		n, err := readStateFile(cfg.StateFile)
+		if err != nil {
+			return nil, err
+		}
+		a.removed = n
+	}
+	return a, nil
+}
+
+// Run registers the agent (waiting for etcd), then applies every desired
+// state written for its node until ctx ends, which is what it returns. It leaves the lease to expire (a stopped
+// agent and a crashed one look the same: down after the TTL) and what it
+// applied in place.
+func (a *Agent) Run(ctx context.Context) error {
+	cli := a.cfg.Client
+	reg, _ := json.Marshal(map[string]any{"version": a.cfg.Version, "started": a.status.Started})
+	if _, err := cli.Put(ctx, store.AgentKey(a.cfg.Node), string(reg)); err != nil {
+		return fmt.Errorf("register agent %s: %w", a.cfg.Node, err)
+	}
+	kaLost, err := a.grant(ctx)
+	if err != nil {
+		a.log.Warn("status lease", "err", err)
+		kaLost = closed() // retried in watch
+	}
+	tick := time.NewTicker(a.cfg.Resync)
+	defer tick.Stop()
+	for {
+		// (Re)read the desired state, apply it, then watch from the
+		// revision read: nothing written in between is missed.
+		rev, err := a.sync(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			a.log.Warn("read desired state", "err", err)
+			if !a.wait(ctx, time.Second) {
+				return ctx.Err()
+			}
+			continue
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := cli.Watch(wctx, store.DesiredKey(a.cfg.Node), clientv3.WithRev(rev+1))
+		err = a.watch(ctx, wch, tick.C, &kaLost)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		a.log.Warn("watch ended, resyncing", "err", err)
+	}
+}
+
+// watch handles watch responses, drift checks and lease loss until the
+// watch fails (compaction, lost leader, closed channel) or ctx ends.
+func (a *Agent) watch(ctx context.Context, wch clientv3.WatchChan, tick <-chan time.Time, kaLost *<-chan struct{}) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case resp, ok := <-wch:
+			if !ok {
+				return errors.New("watch channel closed")
+			}
+			if resp.CompactRevision != 0 {
+				return fmt.Errorf("watch compacted at revision %d", resp.CompactRevision)
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("watch: %w", err)
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					a.deleted(ctx, ev.Kv.ModRevision)
+					continue
+				}
+				a.desired(ctx, ev.Kv.Value, ev.Kv.ModRevision)
+			}
+		case <-tick:
+			a.resync(ctx)
+		case <-*kaLost:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The lease expired (etcd away longer than the TTL) or
+			// was never granted: take a new one and report again.
+			a.log.Warn("no status lease, granting one")
+			a.lease = 0
+			lost, err := a.grant(ctx)
+			if err != nil {
+				a.log.Warn("grant lease", "err", err)
+				if !a.wait(ctx, time.Second) {
+					return ctx.Err()
+				}
+				lost = closed()
+			}
+			*kaLost = lost
+		}
+	}
+}
+
+func closed() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+func (a *Agent) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// grant takes a lease, keeps it alive while ctx lasts, and writes the
+// status under it; the returned channel closes when the lease is lost.
+func (a *Agent) grant(ctx context.Context) (<-chan struct{}, error) {
+	cli := a.cfg.Client
+	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	l, err := cli.Grant(gctx, int64((a.cfg.TTL+time.Second-1)/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("grant status lease: %w", err)
+	}
+	ka, err := cli.KeepAlive(ctx, l.ID)
+	if err != nil {
+		return nil, fmt.Errorf("keep status lease alive: %w", err)
+	}
+	lost := make(chan struct{})
+	go func() {
+		for range ka {
+		}
+		close(lost)
+	}()
+	a.lease = l.ID
+	a.write(ctx)
+	return lost, nil
+}
+
+// sync reads the node's desired key, applies it if new, and returns the
+// revision read.
+func (a *Agent) sync(ctx context.Context) (int64, error) {
+	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	resp, err := a.cfg.Client.Get(gctx, store.DesiredKey(a.cfg.Node))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", store.DesiredKey(a.cfg.Node), err)
+	}
+	if len(resp.Kvs) == 1 {
+		a.desired(ctx, resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	} else {
+		a.deleted(ctx, resp.Header.Revision)
+	}
+	return resp.Header.Revision, nil
+}
+
+// desired handles one stored desired state of generation gen.
+func (a *Agent) desired(ctx context.Context, b []byte, gen int64) {
+	if gen == a.status.DesiredGeneration && a.status.AppliedGeneration != nil && *a.status.AppliedGeneration == gen {
+		return // seen and applied (a resync re-read it)
+	}
+	node, err := a.decode(b)
+	a.status.DesiredGeneration = gen
+	a.stateErr = err
+	if err != nil {
+		a.pending = nil
+		a.log.Error("bad desired state", "generation", gen, "err", err)
+		a.report(ctx, nil)
+		return
+	}
+	a.pending = &pendingState{gen: gen, node: node}
+	a.applyPending(ctx)
+}
+
+func (a *Agent) decode(b []byte) (state.Node, error) {
+	var net state.Network
+	if err := json.Unmarshal(b, &net); err != nil {
+		return state.Node{}, fmt.Errorf("decode desired state: %w", err)
+	}
+	if err := net.CheckVersion(); err != nil {
+		return state.Node{}, err
+	}
+	for _, n := range net.Nodes {
+		if n.Name == a.cfg.Node {
+			return n, nil
+		}
+	}
+	return state.Node{}, fmt.Errorf("desired state of %s: %w", a.cfg.Node, ErrNoNode)
+}
+
+// applyPending applies the pending desired state: the difference from the
+// last applied one, or in full (read back) the first time. On failure the
+// applier rolled the node back; the state stays pending and the next
+// resync tries again.
+func (a *Agent) applyPending(ctx context.Context) {
+	p := a.pending
+	if p == nil {
+		return
+	}
+	opts := apply.Options{Drivers: a.cfg.Drivers, Logger: a.log, Prev: a.last, Remove: a.last}
+	if a.last == nil {
+		opts.Remove = a.removed
+	}
+	res, err := apply.ApplyWith(ctx, a.cfg.NS, p.node, opts)
+	a.status.Applies++
+	a.status.Changes = res.Changes
+	if err != nil {
+		a.log.Error("apply failed (rolled back)", "generation", p.gen, "err", err)
+		a.report(ctx, err)
+		return
+	}
+	a.last, a.pending, a.removed = &p.node, nil, nil
+	gen := p.gen
+	a.status.AppliedGeneration = &gen
+	a.log.Info("applied", "generation", gen, "changes", res.Changes)
+	var ferr error
+	if a.cfg.StateFile != "" {
+		ferr = writeStateFile(a.cfg.StateFile, &p.node)
+	}
+	a.report(ctx, ferr)
+}
+
+// deleted: the node's desired state is gone (the node left the spec).
+// What was applied stays: on a host it may carry traffic that the
+// operator moves away first; the status says so.
+func (a *Agent) deleted(ctx context.Context, rev int64) {
+	if a.last == nil && a.pending == nil && a.status.DesiredGeneration == 0 {
+		a.report(ctx, nil)
+		return
+	}
+	a.pending = nil
+	a.status.DesiredGeneration = 0
+	a.stateErr = errors.New("no desired state for this node; the last applied state is left in place")
+	a.log.Warn("desired state deleted; the applied state is left in place", "revision", rev)
+	a.report(ctx, nil)
+}
+
+// resync retries a pending apply, else checks the applied state and
+// re-applies it in full when something drifted.
+func (a *Agent) resync(ctx context.Context) {
+	if a.pending != nil {
+		a.applyPending(ctx)
+		return
+	}
+	if a.last == nil {
+		return
+	}
+	drift, err := apply.Check(ctx, a.cfg.NS, *a.last)
+	if err == nil {
+		var pd []string
+		pd, err = apply.CheckProgramsWith(ctx, a.cfg.NS, *a.last, a.cfg.Drivers)
+		drift = append(drift, pd...)
+	}
+	now := time.Now().UTC()
+	a.status.Drift, a.status.DriftChecked = drift, &now
+	if err != nil {
+		a.report(ctx, fmt.Errorf("check drift: %w", err))
+		return
+	}
+	if len(drift) == 0 {
+		a.report(ctx, nil)
+		return
+	}
+	a.log.Warn("drift found, re-applying", "drift", drift)
+	// In full (no Prev): what drifted must be read back to be repaired.
+	res, err := apply.ApplyWith(ctx, a.cfg.NS, *a.last, apply.Options{Drivers: a.cfg.Drivers, Logger: a.log})
+	a.status.Applies++
+	a.status.Changes = res.Changes
+	if err != nil {
+		err = fmt.Errorf("repair drift: %w", err)
+	} else {
+		a.status.Repaired, a.status.RepairedAt = drift, &now
+	}
+	a.report(ctx, err)
+}
+
+// report sets LastError to err (the last apply's or check's) and what is
+// wrong with the desired state, and writes the status.
+func (a *Agent) report(ctx context.Context, err error) {
+	a.status.LastError = ""
+	if err := errors.Join(a.stateErr, err); err != nil {
+		a.status.LastError = err.Error()
+	}
+	a.write(ctx)
+}
+
+// write puts the status under the lease.
+func (a *Agent) write(ctx context.Context) {
+	if a.lease == 0 {
+		// Never without a lease: such a status would outlive the agent.
+		// The next grant writes it.
+		return
+	}
+	a.status.Time = time.Now().UTC()
+	b, _ := json.Marshal(a.status)
+	pctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	if _, perr := a.cfg.Client.Put(pctx, store.StatusKey(a.cfg.Node), string(b), clientv3.WithLease(a.lease)); perr != nil && ctx.Err() == nil {
+		a.log.Warn("write status", "err", perr)
+	}
+}
+
+// stateFile is what StateFile holds.
+type stateFile struct {
+	Version int         `json:"version"`
+	Node    *state.Node `json:"node"`
+}
+
+func readStateFile(path string) (*state.Node, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read agent state: %w", err)
+	}
+	var f stateFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("decode agent state %s: %w", path, err)
+	}
+	if f.Version != state.FormatVersion {
+		// Written by another srchain: not trusted to remove anything.
+		return nil, nil
+	}
+	return f.Node, nil
+}
+
+// writeStateFile replaces path (write, then rename: never half a file).
+func writeStateFile(path string, n *state.Node) error {
+	b, err := json.Marshal(stateFile{Version: state.FormatVersion, Node: n})
+	if err != nil {
+		return fmt.Errorf("encode agent state: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write agent state: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write agent state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write agent state: %w", err)
+	}
+	return nil
+}
