@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 type agentOptions struct {
 	node, netns, stateDir string
+	metricsListen         string
 	etcdEndpoints         []string
 	ttl, resync           time.Duration
 }
@@ -46,6 +49,7 @@ func newAgentCmd(e *env) *cobra.Command {
 	f.StringVar(&o.stateDir, "state-dir", filepath.Join(defaultDataDir, "agent"), "keeps the last applied state across restarts (NODE.json, NODE@NETNS.json)")
 	f.DurationVar(&o.ttl, "lease-ttl", agent.DefaultTTL, "status lease TTL: how long a stopped agent still shows as up")
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "drift check and repair period")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address, e.g. 127.0.0.1:9472 (default: off; docs/metrics.md)")
 	_ = cmd.MarkFlagRequired("node")
 	return cmd
 }
@@ -90,6 +94,22 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		StateFile: stateFile, Version: version})
 	if err != nil {
 		return err
+	}
+	if o.metricsListen != "" {
+		l, err := net.Listen("tcp", o.metricsListen)
+		if err != nil {
+			return fmt.Errorf("agent: metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", a.MetricsHandler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				slog.Error("metrics server", "err", err)
+			}
+		}()
+		defer srv.Close()
+		slog.Info("serving metrics", "addr", l.Addr().String()+"/metrics")
 	}
 	slog.Info("agent started", "node", o.node, "netns", ns.Name, "etcd", strings.Join(o.etcdEndpoints, ","))
 	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

@@ -18,13 +18,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/metrics"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/store"
@@ -82,6 +89,9 @@ type Status struct {
 	// already as desired, e.g. the first apply after a restart).
 	Applies int `json:"applies"`
 	Changes int `json:"changes"`
+	// ApplyErrors counts the applies and drift repairs that failed
+	// since the agent started.
+	ApplyErrors int `json:"apply_errors"`
 	// LastError is the last apply's or check's failure ("" when it
 	// worked); a failed apply was rolled back by the applier.
 	LastError string `json:"last_error,omitempty"`
@@ -105,6 +115,11 @@ type Agent struct {
 	log *slog.Logger
 
 	status Status // only Run's goroutine touches the agent
+
+	// snap is what the metrics collector reads, from the scraping
+	// goroutine: a copy published at every status write.
+	snapMu sync.Mutex
+	snap   metrics.Snapshot
 
 	lease   clientv3.LeaseID
 	last    *state.Node // last applied in full; nil before the first
@@ -226,6 +241,7 @@ func (a *Agent) watch(ctx context.Context, wch clientv3.WatchChan, tick <-chan t
 			// was never granted: take a new one and report again.
 			a.log.Warn("no status lease, granting one")
 			a.lease = 0
+			a.publish()
 			lost, err := a.grant(ctx)
 			if err != nil {
 				a.log.Warn("grant lease", "err", err)
@@ -349,6 +365,7 @@ func (a *Agent) applyPending(ctx context.Context) {
 	a.status.Applies++
 	a.status.Changes = res.Changes
 	if err != nil {
+		a.status.ApplyErrors++
 		a.log.Error("apply failed (rolled back)", "generation", p.gen, "err", err)
 		a.report(ctx, err)
 		return
@@ -411,6 +428,7 @@ func (a *Agent) resync(ctx context.Context) {
 	a.status.Applies++
 	a.status.Changes = res.Changes
 	if err != nil {
+		a.status.ApplyErrors++
 		err = fmt.Errorf("repair drift: %w", err)
 	} else {
 		a.status.Repaired, a.status.RepairedAt = drift, &now
@@ -430,6 +448,7 @@ func (a *Agent) report(ctx context.Context, err error) {
 
 // write puts the status under the lease.
 func (a *Agent) write(ctx context.Context) {
+	a.publish()
 	if a.lease == 0 {
 		// Never without a lease: such a status would outlive the agent.
 		// The next grant writes it.
@@ -442,6 +461,46 @@ func (a *Agent) write(ctx context.Context) {
 	if _, perr := a.cfg.Client.Put(pctx, store.StatusKey(a.cfg.Node), string(b), clientv3.WithLease(a.lease)); perr != nil && ctx.Err() == nil {
 		a.log.Warn("write status", "err", perr)
 	}
+}
+
+// publish copies what the metrics show of the status for Snapshot.
+func (a *Agent) publish() {
+	s := metrics.Snapshot{
+		Node:              a.last,
+		Up:                a.lease != 0,
+		DesiredGeneration: a.status.DesiredGeneration,
+		ApplyErrors:       uint64(a.status.ApplyErrors),
+		Drift:             len(a.status.Drift),
+	}
+	if g := a.status.AppliedGeneration; g != nil {
+		v := *g
+		s.AppliedGeneration = &v
+	}
+	a.snapMu.Lock()
+	a.snap = s
+	a.snapMu.Unlock()
+}
+
+// Snapshot returns what the agent last published (safe from any
+// goroutine). a.last is never changed in place, only replaced, so
+// sharing the pointer is safe.
+func (a *Agent) Snapshot() metrics.Snapshot {
+	a.snapMu.Lock()
+	defer a.snapMu.Unlock()
+	return a.snap
+}
+
+// MetricsHandler serves the node's Prometheus metrics (docs/metrics.md):
+// collected at scrape time from the pinned maps of what the agent last
+// applied, plus the agent's own status.
+func (a *Agent) MetricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	drivers := make(map[string]kind.Driver, len(a.cfg.Drivers))
+	for k, d := range a.cfg.Drivers {
+		drivers[k] = d
+	}
+	reg.MustRegister(metrics.New(metrics.Config{Node: a.cfg.Node, NS: a.cfg.NS, Snapshot: a.Snapshot, Drivers: drivers}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)})
 }
 
 // stateFile is what StateFile holds.

@@ -1,0 +1,254 @@
+// Package metrics exports a node's counters to Prometheus (docs/metrics.md).
+//
+// It follows the collector model of cloudflare/tubular: nothing is
+// counted or cached between scrapes. On every scrape Collect asks each
+// program's kind driver for its counters (kind.Driver.Counters, which
+// opens the pinned maps read-only), turns the counter names into metric
+// families with labels, and emits constant metrics. A scrape nobody makes
+// costs nothing. What could not be read is counted in
+// srchain_collection_errors_total, emitted last so that the failing scrape
+// already reports it.
+package metrics
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// Snapshot is what the collector reads of the agent at scrape time.
+type Snapshot struct {
+	// Node is the last state applied in full; nil before the first
+	// apply (then no program counters are read).
+	Node *state.Node
+	// Up: the agent holds its status lease (the controller sees it up).
+	Up bool
+	// AppliedGeneration is nil until a generation was applied.
+	AppliedGeneration *int64
+	DesiredGeneration int64
+	// ApplyErrors counts failed applies and drift repairs since start.
+	ApplyErrors uint64
+	// Drift is how many differences the last drift check found.
+	Drift int
+}
+
+// Config is one node's collector.
+type Config struct {
+	// Node names the node in every metric's node label.
+	Node string
+	// NS is the namespace whose pins the drivers read.
+	NS *netns.NS
+	// Snapshot returns the agent's current state; it must be safe to
+	// call from the scraping goroutine.
+	Snapshot func() Snapshot
+	// Drivers overrides the registered program drivers (tests).
+	Drivers map[string]kind.Driver
+	// Timeout bounds one scrape's reads (DefaultTimeout when 0).
+	Timeout time.Duration
+}
+
+// DefaultTimeout of one collection.
+const DefaultTimeout = 5 * time.Second
+
+// Metric names (docs/metrics.md).
+const (
+	NameSIDPackets        = "srchain_sid_packets_total"
+	NameSIDBytes          = "srchain_sid_bytes_total"
+	NameRulePackets       = "srchain_firewall_rule_packets_total"
+	NameRuleBytes         = "srchain_firewall_rule_bytes_total"
+	NameDrops             = "srchain_drops_total"
+	NameFIB               = "srchain_fib_total"
+	NameCounter           = "srchain_program_counter_total"
+	NameAgentUp           = "srchain_agent_up"
+	NameDesiredGeneration = "srchain_desired_generation"
+	NameAppliedGeneration = "srchain_applied_generation"
+	NameApplyErrors       = "srchain_apply_errors_total"
+	NameDrift             = "srchain_drift"
+	NameCollectionErrors  = "srchain_collection_errors_total"
+)
+
+// Collector implements prometheus.Collector for one node.
+type Collector struct {
+	cfg    Config
+	errors atomic.Uint64
+	names  []string
+
+	sidPackets, sidBytes, rulePackets, ruleBytes, drops, fib, counter *prometheus.Desc
+	up, desired, applied, applyErrors, drift, collectionErrors       *prometheus.Desc
+}
+
+// New returns the collector of cfg.Node.
+func New(cfg Config) *Collector {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Snapshot == nil {
+		cfg.Snapshot = func() Snapshot { return Snapshot{} }
+	}
+	// The node label is constant: one collector serves one node.
+	node := prometheus.Labels{"node": cfg.Node}
+	var names []string
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		names = append(names, name)
+		return prometheus.NewDesc(name, help, labels, node)
+	}
+	c := &Collector{
+		cfg:         cfg,
+		sidPackets:  d(NameSIDPackets, "Packets served by an eBPF SID.", "sid", "nf"),
+		sidBytes:    d(NameSIDBytes, "Bytes served by an eBPF SID.", "sid", "nf"),
+		rulePackets: d(NameRulePackets, "Packets that matched a firewall rule (rule=\"policy\": the chain policy).", "nf", "rule"),
+		ruleBytes:   d(NameRuleBytes, "Bytes that matched a firewall rule (rule=\"policy\": the chain policy).", "nf", "rule"),
+		drops:       d(NameDrops, "Packets a program dropped, by reason (internal/drop).", "program", "nf", "reason"),
+		fib:         d(NameFIB, "FIB lookup outcomes of a program (bpf/lib/fib.h).", "program", "nf", "outcome"),
+		counter:     d(NameCounter, "Any other counter a program's driver reports, by its name.", "program", "nf", "counter"),
+		up:          d(NameAgentUp, "1 when the agent holds its status lease (the controller sees it up)."),
+		desired:     d(NameDesiredGeneration, "Newest desired-state generation the agent saw (0: none)."),
+		applied:     d(NameAppliedGeneration, "Desired-state generation last applied in full (absent before the first)."),
+		applyErrors: d(NameApplyErrors, "Failed applies and drift repairs since the agent started."),
+		drift:       d(NameDrift, "Differences from the applied state the last drift check found."),
+		collectionErrors: d(NameCollectionErrors,
+			"Reads that failed while collecting these metrics since start (counted in the scrape that failed)."),
+	}
+	c.names = names
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs() {
+		ch <- d
+	}
+}
+
+func (c *Collector) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{c.sidPackets, c.sidBytes, c.rulePackets, c.ruleBytes, c.drops, c.fib, c.counter,
+		c.up, c.desired, c.applied, c.applyErrors, c.drift, c.collectionErrors}
+}
+
+// Names lists every metric name the collector may emit (the dashboard
+// test checks its queries against it).
+func (c *Collector) Names() []string {
+	return append([]string(nil), c.names...)
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.cfg.Snapshot()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	up := 0.0
+	if snap.Up {
+		up = 1
+	}
+	gauge(c.up, up)
+	gauge(c.desired, float64(snap.DesiredGeneration))
+	if snap.AppliedGeneration != nil {
+		gauge(c.applied, float64(*snap.AppliedGeneration))
+	}
+	ch <- prometheus.MustNewConstMetric(c.applyErrors, prometheus.CounterValue, float64(snap.ApplyErrors))
+	gauge(c.drift, float64(snap.Drift))
+	if snap.Node != nil {
+		c.collectPrograms(ch, *snap.Node)
+	}
+	// Last: the errors of this very scrape are in it.
+	ch <- prometheus.MustNewConstMetric(c.collectionErrors, prometheus.CounterValue, float64(c.errors.Load()))
+}
+
+// collectPrograms emits the counters of every program of node.
+func (c *Collector) collectPrograms(ch chan<- prometheus.Metric, node state.Node) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	sidNF := sidNFs(node)
+	// Two programs must not emit the same series (the registry would
+	// fail the whole scrape): the first wins, the rest are errors.
+	seen := map[string]bool{}
+	emit := func(d *prometheus.Desc, v uint64, labels ...string) {
+		key := d.String() + "\x00" + strings.Join(labels, "\x00")
+		if seen[key] {
+			c.errors.Add(1)
+			return
+		}
+		seen[key] = true
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, p := range node.Programs {
+		d, ok := c.cfg.Drivers[p.Kind]
+		if !ok {
+			d, ok = kind.DriverFor(p.Kind)
+		}
+		if !ok {
+			c.errors.Add(1)
+			continue
+		}
+		counters, err := d.Counters(ctx, c.cfg.NS, node, p)
+		if err != nil {
+			c.errors.Add(1)
+			continue
+		}
+		for _, k := range counters {
+			c.emitCounter(emit, p, sidNF, k)
+		}
+	}
+}
+
+// emitCounter maps one driver counter (kind.Counter.Name) to its family.
+// Names a driver reports (internal/kinds/*/driver.go):
+//
+//	sid/ADDR/packets, sid/ADDR/bytes   End program's per-SID counters
+//	rule/N/packets, rule/N/bytes       firewall rule N (0-based)
+//	policy/packets, policy/bytes       firewall chain policy
+//	drop/REASON                        drops (internal/drop names)
+//	fib/OUTCOME                        FIB outcomes (bpfrt.ReadFIBCounts)
+//
+// Anything else goes to srchain_program_counter_total, so a new kind's
+// counters are exported before anyone names them here.
+func (c *Collector) emitCounter(emit func(*prometheus.Desc, uint64, ...string), p state.Program, sidNF map[string]string, k kind.Counter) {
+	parts := strings.Split(k.Name, "/")
+	switch {
+	case len(parts) == 3 && parts[0] == "sid" && (parts[2] == "packets" || parts[2] == "bytes"):
+		d := c.sidPackets
+		if parts[2] == "bytes" {
+			d = c.sidBytes
+		}
+		emit(d, k.Value, parts[1], sidNF[parts[1]])
+		return
+	case len(parts) == 3 && parts[0] == "rule" && (parts[2] == "packets" || parts[2] == "bytes"),
+		len(parts) == 2 && parts[0] == "policy" && (parts[1] == "packets" || parts[1] == "bytes"):
+		d := c.rulePackets
+		if parts[len(parts)-1] == "bytes" {
+			d = c.ruleBytes
+		}
+		rule := "policy"
+		if parts[0] == "rule" {
+			rule = parts[1]
+		}
+		emit(d, k.Value, p.NF, rule)
+		return
+	case len(parts) == 2 && parts[0] == "drop":
+		emit(c.drops, k.Value, p.Kind, p.NF, parts[1])
+		return
+	case len(parts) == 2 && parts[0] == "fib":
+		emit(c.fib, k.Value, p.Kind, p.NF, parts[1])
+		return
+	}
+	emit(c.counter, k.Value, p.Kind, p.NF, k.Name)
+}
+
+// sidNFs maps each SID address (as the End driver names it) to the NF it
+// fronts.
+func sidNFs(node state.Node) map[string]string {
+	out := map[string]string{}
+	for _, s := range node.SIDs {
+		out[s.SID.Addr().String()] = s.NF
+	}
+	return out
+}
+
