@@ -65,7 +65,7 @@ const (
 	NameRuleBytes         = "srchain_firewall_rule_bytes_total"
 	NameDrops             = "srchain_drops_total"
 	NameFIB               = "srchain_fib_total"
-	NameCounter           = "srchain_program_counter_total"
+	NameCounter           = "srchain_program_events_total"
 	NameAgentUp           = "srchain_agent_up"
 	NameDesiredGeneration = "srchain_desired_generation"
 	NameAppliedGeneration = "srchain_applied_generation"
@@ -208,7 +208,7 @@ func (c *Collector) collectPrograms(ch chan<- prometheus.Metric, node state.Node
 //	drop/REASON                        drops (internal/drop names)
 //	fib/OUTCOME                        FIB outcomes (bpfrt.ReadFIBCounts)
 //
-// Anything else goes to srchain_program_counter_total, so a new kind's
+// Anything else goes to srchain_program_events_total, so a new kind's
 // counters are exported before anyone names them here.
 func (c *Collector) emitCounter(emit func(*prometheus.Desc, uint64, ...string), p state.Program, sidNF map[string]string, k kind.Counter) {
 	parts := strings.Split(k.Name, "/")
