@@ -61,6 +61,7 @@ type world struct {
 }
 
 type running struct {
+	agent  *Agent
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -182,7 +183,7 @@ func (w *world) start(node string) {
 		w.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1)}
+	r := &running{agent: a, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Run(ctx) }()
 	w.agents[node] = r
 }
