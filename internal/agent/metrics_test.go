@@ -52,7 +52,10 @@ func TestMetricsPrometheus(t *testing.T) {
 	// The counter already holds the warm-up pings: read it from the
 	// agent's endpoint, with no traffic in flight.
 	series := fmt.Sprintf(`%s{nf="fw",node="r2",sid="%s"}`, metrics.NameSIDPackets, sid)
+	t0 := time.Now()
 	before := scrape(t, metricsURL, series)
+	// A number for docs/metrics.md, not an assertion.
+	t.Logf("one scrape of r2's /metrics: %v", time.Since(t0))
 	out, err := w.nss["h1"].Run(context.Background(), "ping", "-c", "50", "-i", "0.01", "-W", "1", "10.0.4.2")
 	if err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)

@@ -144,33 +144,21 @@ func (endDriver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p 
 	if _, err := os.Stat(pin); err != nil {
 		return nil, fmt.Errorf("read end counters: not pinned at %s: %w", pin, err)
 	}
-	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
+	// Read-only map pins, no program load: Prometheus scrapes this.
+	ec, err := datapath.ReadPinnedEndCounters(pin)
 	if err != nil {
 		return nil, err
 	}
-	defer end.Close()
 	var out []kind.Counter
-	drops, err := end.DropCounts()
-	if err != nil {
-		return nil, err
-	}
-	for i, v := range drops {
+	for i, v := range ec.Drops {
 		if v != 0 {
 			out = append(out, kind.Counter{Name: "drop/" + drop.Reason(i).String(), Value: v})
 		}
 	}
-	fib, err := end.FIBCounts()
-	if err != nil {
-		return nil, err
-	}
-	for name, v := range fib {
+	for name, v := range ec.FIB {
 		out = append(out, kind.Counter{Name: "fib/" + name, Value: v})
 	}
-	sc, err := end.SIDCounts()
-	if err != nil {
-		return nil, err
-	}
-	for sid, c := range sc {
+	for sid, c := range ec.SIDs {
 		out = append(out, kind.Counter{Name: "sid/" + sid.String() + "/packets", Value: c.Packets},
 			kind.Counter{Name: "sid/" + sid.String() + "/bytes", Value: c.Bytes})
 	}

@@ -1,0 +1,69 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/drop"
+)
+
+// EndCounters are the counters of a pinned End datapath.
+type EndCounters struct {
+	Drops drop.Counts
+	// FIB as FIBCounts reports it (zero outcomes left out).
+	FIB map[string]uint64
+	// SIDs as SIDCounts reports it: every SID in the pinned SID map.
+	SIDs map[netip.Addr]SIDCount
+}
+
+// ReadPinnedEndCounters reads the counters of the End datapath pinned at
+// pin (an EndOptions.PinPath) through read-only map pins, without loading
+// the program: LoadEnd runs the verifier (hundreds of ms) and may create
+// missing pins, neither of which a Prometheus scrape should do.
+func ReadPinnedEndCounters(pin string) (EndCounters, error) {
+	var c EndCounters
+	open := func(name string) (*ebpf.Map, error) {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(pin, name), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			return nil, fmt.Errorf("read end counters: open pinned map %s: %w", name, err)
+		}
+		return m, nil
+	}
+	maps := map[string]*ebpf.Map{}
+	defer closeMaps(maps)
+	for _, name := range endSharedMaps {
+		m, err := open(name)
+		if err != nil {
+			return c, err
+		}
+		maps[name] = m
+	}
+	var err error
+	if c.Drops, err = bpfrt.ReadDropCounts(maps[endProgMapDropCounters]); err != nil {
+		return c, err
+	}
+	if c.FIB, err = bpfrt.ReadFIBCounts(maps[endProgMapFibCounters]); err != nil {
+		return c, err
+	}
+	c.SIDs = map[netip.Addr]SIDCount{}
+	var key [16]byte
+	var val sidEntry
+	it := maps[endProgMapSids].Iterate()
+	for it.Next(&key, &val) {
+		if val.Counter >= maxSIDs {
+			continue
+		}
+		sid := netip.AddrFrom16(key)
+		if c.SIDs[sid], err = bpfrt.ReadPacketCount(maps[endProgMapSidCounters], val.Counter); err != nil {
+			return c, fmt.Errorf("read counters of sid %s: %w", sid, err)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return c, fmt.Errorf("read pinned sids: %w", err)
+	}
+	return c, nil
+}
