@@ -81,7 +81,7 @@ type Collector struct {
 	names  []string
 
 	sidPackets, sidBytes, rulePackets, ruleBytes, drops, fib, counter *prometheus.Desc
-	up, desired, applied, applyErrors, drift, collectionErrors       *prometheus.Desc
+	up, desired, applied, applyErrors, drift, collectionErrors        *prometheus.Desc
 }
 
 // New returns the collector of cfg.Node.
@@ -251,4 +251,3 @@ func sidNFs(node state.Node) map[string]string {
 	}
 	return out
 }
-
