@@ -453,6 +453,15 @@ func TestApplyFailureRolledBack(t *testing.T) {
 	if *st.AppliedGeneration != g1 || st.InSync || !strings.Contains(rep.LastError, "no driver") {
 		t.Errorf("after a failed apply: %+v, report %+v; want applied %d, not in sync, error naming the driver", st, rep, g1)
 	}
+	// What the metrics show (srchain_apply_errors_total, ...): the
+	// failure counted, the node still at g1. The snapshot is read after
+	// the report, and the apply is retried at each resync: >=.
+	snap := w.agents["x"].agent.Snapshot()
+	if rep.ApplyErrors < 1 || snap.ApplyErrors < uint64(rep.ApplyErrors) || !snap.Up ||
+		snap.AppliedGeneration == nil || *snap.AppliedGeneration != g1 || snap.DesiredGeneration != g2 {
+		t.Errorf("after a failed apply: report counts %d apply errors, metrics snapshot %+v; want >= 1, up, applied %d, desired %d",
+			rep.ApplyErrors, snap, g1, g2)
+	}
 	if has("fd00:99::2", "-6", "addr", "show", "dev", "lo") || has("fd00:98::/64", "-6", "route") {
 		t.Error("the failed generation left its address or route behind (half applied)")
 	}
