@@ -169,9 +169,13 @@ func (c *Collector) collectPrograms(ch chan<- prometheus.Metric, node state.Node
 	sidNF := sidNFs(node)
 	// Two programs must not emit the same series (the registry would
 	// fail the whole scrape): the first wins, the rest are errors.
-	seen := map[string]bool{}
+	type series struct {
+		d      *prometheus.Desc
+		labels string
+	}
+	seen := map[series]bool{}
 	emit := func(d *prometheus.Desc, v uint64, labels ...string) {
-		key := d.String() + "\x00" + strings.Join(labels, "\x00")
+		key := series{d, strings.Join(labels, "\x00")}
 		if seen[key] {
 			c.errors.Add(1)
 			return
