@@ -499,7 +499,7 @@ func (a *Agent) MetricsHandler() http.Handler {
 	for k, d := range a.cfg.Drivers {
 		drivers[k] = d
 	}
-	reg.MustRegister(metrics.New(metrics.Config{Node: a.cfg.Node, NS: a.cfg.NS, Snapshot: a.Snapshot, Drivers: drivers}))
+	reg.MustRegister(metrics.New(metrics.Config{Node: a.cfg.Node, NS: a.cfg.NS, Snapshot: a.Snapshot, Drivers: drivers, Logger: a.log}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)})
 }
 

@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,8 @@ type Config struct {
 	Drivers map[string]kind.Driver
 	// Timeout bounds one scrape's reads (DefaultTimeout when 0).
 	Timeout time.Duration
+	// Logger says why a read failed (slog.Default when nil).
+	Logger *slog.Logger
 }
 
 // DefaultTimeout of one collection.
@@ -88,6 +91,9 @@ type Collector struct {
 func New(cfg Config) *Collector {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	if cfg.Snapshot == nil {
 		cfg.Snapshot = func() Snapshot { return Snapshot{} }
@@ -178,6 +184,7 @@ func (c *Collector) collectPrograms(ch chan<- prometheus.Metric, node state.Node
 		key := series{d, strings.Join(labels, "\x00")}
 		if seen[key] {
 			c.errors.Add(1)
+			c.cfg.Logger.Warn("metrics: series reported twice", "metric", d.String(), "labels", labels)
 			return
 		}
 		seen[key] = true
@@ -190,11 +197,13 @@ func (c *Collector) collectPrograms(ch chan<- prometheus.Metric, node state.Node
 		}
 		if !ok {
 			c.errors.Add(1)
+			c.cfg.Logger.Warn("metrics: no driver", "program", p.Kind, "nf", p.NF)
 			continue
 		}
 		counters, err := d.Counters(ctx, c.cfg.NS, node, p)
 		if err != nil {
 			c.errors.Add(1)
+			c.cfg.Logger.Warn("metrics: read counters", "program", p.Kind, "nf", p.NF, "err", err)
 			continue
 		}
 		for _, k := range counters {
