@@ -102,7 +102,8 @@ int srchain_end(struct __sk_buff *skb)
 	sid = bpf_map_lookup_elem(&sids, &ip6->daddr);
 	if (!sid)
 		return TC_ACT_OK;
-	count_sid(sid->counter, skb->len);
+	/* IP bytes, as the kernel's seg6local counters and ip6tables. */
+	count_sid(sid->counter, skb->len - p.l3off);
 
 	/* The SRH may lie beyond the linear head (GRO, some drivers): pull
 	 * the whole packet once. Rare on the forwarding path.

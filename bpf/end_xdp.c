@@ -60,7 +60,8 @@ int srchain_end_xdp(struct xdp_md *ctx)
 	if (!sid || sid->behavior != SRCHAIN_BEH_END)
 		return XDP_PASS;
 	counter = sid->counter;
-	len = p.data_end - p.data;
+	/* IP bytes, as the kernel's seg6local counters and ip6tables. */
+	len = p.data_end - p.data - p.l3off;
 
 	if (ip6->version != 6 || ip6->payload_len == 0)
 		return xdrop(counter, len, DROP_UNSUPPORTED);

@@ -66,7 +66,9 @@ static __always_inline __u32 count_drop(__u32 reason)
 	return reason;
 }
 
-/* count_sid accounts one packet of len bytes to SID counter slot idx. */
+/* count_sid accounts one packet of len bytes to SID counter slot idx.
+ * Callers pass IP bytes (no Ethernet header), as seg6local and ip6tables.
+ */
 static __always_inline void count_sid(__u32 idx, __u64 len)
 {
 	struct sid_counter *c;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* A small context abstraction so that packet-moving helpers are written
- * once for tc and XDP (the way cilium's ctx_* wrappers let bpf/lib/srv6.h
+ * once for tc and XDP (the way cilium's ctx_* wrappers let its lib/srv6.h
  * serve both).
  *
  * A struct pctx holds the program's context and the struct pkt view of

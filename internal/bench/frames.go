@@ -9,7 +9,7 @@ import (
 	"github.com/srchain/srchain/internal/srv6"
 )
 
-// Frame limits; they mirror bpf/lib/bench.h.
+// Frame limits; they mirror bpf/bench/bench.h.
 const (
 	MaxFrame     = 2048 // BENCH_MAX_FRAME: largest template (bytes, no FCS)
 	MaxTemplates = 64   // BENCH_MAX_TEMPLATES

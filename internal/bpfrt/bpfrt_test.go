@@ -115,9 +115,17 @@ func TestNetnsIdentity(t *testing.T) {
 
 func TestClaimPinDir(t *testing.T) {
 	dir := t.TempDir()
+	claimed := func(want bool) {
+		t.Helper()
+		if here, err := ClaimedHere(dir); err != nil || here != want {
+			t.Fatalf("ClaimedHere = %v, %v; want %v", here, err, want)
+		}
+	}
+	claimed(false)
 	if re, err := ClaimPinDir(dir, IsHookPin); err != nil || re {
 		t.Fatalf("fresh dir: reclaimed %v, %v", re, err)
 	}
+	claimed(true)
 	for _, n := range []string{"tcx_ingress_5", "xdp_5", "sids", "fw_tcx_ingress_5"} {
 		if err := os.WriteFile(dir+"/"+n, nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -139,9 +147,11 @@ func TestClaimPinDir(t *testing.T) {
 			}
 		}
 	}
+	claimed(false)
 	if re, err := ClaimPinDir(dir, IsHookPin); err != nil || !re {
 		t.Fatalf("recreated namespace: reclaimed %v, %v", re, err)
 	}
+	claimed(true)
 	var left []string
 	ents, _ = os.ReadDir(dir)
 	for _, e := range ents {

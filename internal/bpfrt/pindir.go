@@ -23,11 +23,10 @@ const netnsMarkerPrefix = "netns-"
 // is decided by namespace identity (NetnsID), not by comparing ifindexes,
 // program tags or map IDs. Other pins (maps) are kept.
 func ClaimPinDir(dir string, isLinkPin func(name string) bool) (reclaimed bool, err error) {
-	id, err := CurrentNetns()
+	mine, err := netnsMarker()
 	if err != nil {
 		return false, fmt.Errorf("claim pin dir %s: %w", dir, err)
 	}
-	mine := netnsMarkerPrefix + fmt.Sprintf("%d-%d", id.Dev, id.Ino)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return false, fmt.Errorf("claim pin dir %s: %w", dir, err)
@@ -65,6 +64,36 @@ func ClaimPinDir(dir string, isLinkPin func(name string) bool) (reclaimed bool, 
 		}
 	}
 	return len(others) > 0, nil
+}
+
+// netnsMarker is the claim ClaimPinDir records for the calling thread's
+// network namespace.
+func netnsMarker() (string, error) {
+	id, err := CurrentNetns()
+	if err != nil {
+		return "", err
+	}
+	return netnsMarkerPrefix + fmt.Sprintf("%d-%d", id.Dev, id.Ino), nil
+}
+
+// ClaimedHere reports whether dir's link pins belong to the calling
+// thread's network namespace (ClaimPinDir ran for dir in it, and no other
+// namespace claimed dir since). It changes nothing: a checker asks it
+// before trusting a link pin, an applier calls ClaimPinDir. A dir without
+// a claim (never attached from, or released) is not claimed here.
+func ClaimedHere(dir string) (bool, error) {
+	mine, err := netnsMarker()
+	if err != nil {
+		return false, fmt.Errorf("check pin dir %s claim: %w", dir, err)
+	}
+	_, err = os.Stat(filepath.Join(dir, mine))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check pin dir %s claim: %w", dir, err)
+	}
+	return true, nil
 }
 
 // IsHookPin reports whether name is a link pin named by Hook.String.

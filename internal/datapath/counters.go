@@ -8,5 +8,7 @@ import (
 // expects (bpfrt.ErrBadMap).
 var ErrBadMap = bpfrt.ErrBadMap
 
-// SIDCount is what one SID's counter slot accumulated (all CPUs).
+// SIDCount is what one SID's counter slot accumulated (all CPUs). Bytes
+// are IP bytes (IPv6 header and payload, no Ethernet header), as the
+// kernel's seg6local counters and ip6tables count them.
 type SIDCount = bpfrt.PacketCount

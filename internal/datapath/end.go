@@ -212,10 +212,17 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 					return nil, fmt.Errorf("check pinned map %s: %w", name, err)
 				}
 				// The pin goes; the running program (pinned link)
-				// keeps its old map until Attach replaces it.
+				// keeps its old map until Attach replaces it. The
+				// directory's namespace claim goes too, so that no
+				// checker takes the pinned links for this program's
+				// (bpfrt.ClaimedHere) before Attach has updated them.
 				if err := os.Remove(path); err != nil {
 					closeMaps(pinned)
 					return nil, fmt.Errorf("replace incompatible pinned map %s: %w", name, err)
+				}
+				if err := bpfrt.ReleasePinDir(mapDir); err != nil {
+					closeMaps(pinned)
+					return nil, err
 				}
 				e.log.Warn("pinned end map incompatible with this program, replaced by a new empty map",
 					"map", name, "pin", path, "reason", err.Error())

@@ -423,10 +423,26 @@ func (env *testEnv) check(t *testing.T, tc tcase, xdp bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sidBefore, err := env.end.SIDCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ret, out := env.runMark(t, frame, xdp, tc.mark)
 	after, err := env.end.DropCounts()
 	if err != nil {
 		t.Fatal(err)
+	}
+	sidAfter, err := env.end.SIDCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SID counters count IP bytes (no Ethernet header), as the kernel's
+	// seg6local counters and ip6tables do.
+	for sid, c := range sidAfter {
+		b := sidBefore[sid]
+		if dp, db := c.Packets-b.Packets, c.Bytes-b.Bytes; dp > 1 || db != dp*uint64(len(frame)-14) {
+			t.Errorf("sid %s counter += %d packets %d bytes, want at most 1 packet of %d IP bytes", sid, dp, db, len(frame)-14)
+		}
 	}
 	if ret != tc.want {
 		t.Fatalf("verdict %d, want %d", ret, tc.want)

@@ -57,13 +57,13 @@ func TestBPFExtHeaders(t *testing.T) {
 		{"atomic fragment", withExt(tcp, protoFrag, frag(0, false)), true, true, true},
 		{"first fragment", withExt(tcp, protoFrag, frag(0, true)), true, true, true},
 		{"non-first fragment", withExt(tcp, protoFrag, frag(8, false)), false, true, false},
-		{"hbh+dstopts", withExt(withExt(tcp, protoDstOpts, opts), protoHopOpts, opts), true, true, true},
+		{"hbh+dstopts", withExt(withExt(tcp, protoDstOpts, opts), srv6.ProtoHopByHop, opts), true, true, true},
 		{"dstopts+fragment", withExt(withExt(tcp, protoFrag, frag(0, false)), protoDstOpts, opts), true, true, true},
 		{"encap inner dstopts", encap(withExt(tcp, protoDstOpts, opts)), true, true, false},
 		{"encap inner fragment", encap(withExt(tcp, protoFrag, frag(0, false))), true, true, false},
 		{"encap inner non-first", encap(withExt(tcp, protoFrag, frag(3, true))), false, true, false},
 		{"insert dstopts", must(srv6.Insert(withExt(tcp, protoDstOpts, opts), []netip.Addr{fw, eg})), true, true, true},
-		{"outer hbh encap inner frag", withExt(encap(withExt(tcp, protoFrag, frag(0, false))), protoHopOpts, opts), true, true, false},
+		{"outer hbh encap inner frag", withExt(encap(withExt(tcp, protoFrag, frag(0, false))), srv6.ProtoHopByHop, opts), true, true, false},
 	}
 	for _, rule := range []string{"-p tcp --dport 22 -j DROP", "-p tcp -j DROP", "-p tcp -m tcp -j DROP"} {
 		f := loadRules(t, rule, Config{})

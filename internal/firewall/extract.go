@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/srv6"
 )
 
 // SRInfo is what the SR actions need about a packet.
@@ -17,7 +18,6 @@ type SRInfo struct {
 }
 
 const (
-	protoHopOpts = 0
 	protoIPIP    = 4
 	protoTCP     = 6
 	protoUDP     = 17
@@ -33,7 +33,7 @@ const (
 )
 
 // Extract computes the view of an L3 packet (IPv6 or IPv4, no Ethernet
-// header) exactly as bpf/lib/fw.h does; it is the Go model the datapath
+// header) exactly as bpf/lib/fw_extract.h does; it is the Go model the datapath
 // is tested against. A non-None reason means the datapath drops it.
 func Extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	v, si, r := extract(pkt, mode, iif)
@@ -67,16 +67,16 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	if len(pkt) < 40 {
 		return v, si, drop.PktTruncated
 	}
-	rtoff := 0
-	nh, off, nonfirst, r := walkExt(pkt, pkt[6], 40, &rtoff)
-	if r != drop.None {
-		return v, si, r
+	w := srv6.ExtWalk{Off: 40, NextHeader: pkt[6]}
+	if walk(pkt, &w) != nil {
+		return v, si, drop.PktTruncated
 	}
+	nh, off, nonfirst, rtoff := w.NextHeader, w.Off, w.NonFirst, w.RoutingOff
 	icmpErr := nh == protoICMPv6 && !nonfirst && off <= maxOff && (off >= len(pkt) || pkt[off] < 128)
 	v.SetAddr(FSrc, addr16(pkt[8:24]))
 	v.SetAddr(FDst, addr16(pkt[24:40]))
 	v.Set(FFamily, 6)
-	if rtoff != 0 {
+	if rtoff >= 0 {
 		if rtoff+8 > len(pkt) {
 			return v, si, drop.SRHTruncated
 		}
@@ -120,14 +120,14 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 			v.SetAddr(FInnerDst, addr16(in[24:40]))
 			v.Set(FInnerFamily, 6)
 			if basic {
-				inh, ioff, infrag, r := walkExt(pkt, in[6], off+40, nil)
-				if r != drop.None {
-					return v, si, r
+				iw := srv6.ExtWalk{Off: off + 40, NextHeader: in[6]}
+				if walk(pkt, &iw) != nil {
+					return v, si, drop.PktTruncated
 				}
-				if infrag {
-					ioff = len(pkt)
+				if iw.NonFirst {
+					iw.Off = len(pkt)
 				}
-				ports(pkt, &v, inh, ioff)
+				ports(pkt, &v, iw.NextHeader, iw.Off)
 			}
 		}
 		if basic {
@@ -151,39 +151,13 @@ func extract(pkt []byte, mode Mode, iif uint32) (View, SRInfo, drop.Reason) {
 	return v, si, drop.None
 }
 
-// walkExt mirrors fw_walk (bpf/lib/fw.h): it skips Hop-by-Hop,
-// Destination Options, Routing, Fragment and AH headers (at most maxExt)
-// from off, as ip6tables' ipv6_find_hdr. A non-first fragment stops at
-// its fragment header (nonfirst: protocol known, no ports). rtoff, if not
-// nil, receives the first routing header's offset.
-func walkExt(pkt []byte, nh uint8, off int, rtoff *int) (uint8, int, bool, drop.Reason) {
-	for i := 0; i < maxExt; i++ {
-		if nh != protoHopOpts && nh != protoDstOpts && nh != protoRouting && nh != protoFrag && nh != protoAH {
-			break
-		}
-		if off > maxOff || off+2 > len(pkt) || (nh == protoFrag && off+8 > len(pkt)) {
-			return nh, off, false, drop.PktTruncated
-		}
-		h := pkt[off:]
-		if nh == protoRouting && rtoff != nil && *rtoff == 0 {
-			*rtoff = off
-		}
-		if nh == protoFrag {
-			nh = h[0]
-			off += 8
-			if binary.BigEndian.Uint16(h[2:4])&0xfff8 != 0 {
-				return nh, off, true, drop.None
-			}
-			continue
-		}
-		if nh == protoAH {
-			off += (int(h[1]) + 2) * 4
-		} else {
-			off += (int(h[1]) + 1) * 8
-		}
-		nh = h[0]
-	}
-	return nh, off, false, drop.None
+// walk skips what ip6tables' ipv6_find_hdr skips (Hop-by-Hop,
+// Destination Options, Routing, Fragment and AH headers), with the bounds
+// of fw_extract.h's ipv6_walk calls (FW_MAX_EXT headers starting within
+// FW_MAX_OFF bytes). An error means the datapath drops the packet as
+// DROP_PKT_TRUNCATED.
+func walk(pkt []byte, w *srv6.ExtWalk) error {
+	return srv6.WalkExt(pkt, w, srv6.WalkAll, maxExt, maxOff)
 }
 
 func addr16(b []byte) netip.Addr { return netip.AddrFrom16([16]byte(b[:16])) }

@@ -19,7 +19,7 @@ import (
 )
 
 // MaxRules bounds a rule set: 10240 rules = 160 64-bit bitmap words
-// (FW_MAX_WORDS in bpf/lib/fw.h).
+// (FW_MAX_WORDS in bpf/lib/fw_maps.h).
 const MaxRules = 10240
 
 // Words is the number of 64-bit words of a full rule bitmap.
@@ -36,7 +36,7 @@ var (
 // Field is one packet attribute a rule can test.
 type Field uint8
 
-// Fields, in the order of the datapath's field ids (FW_F_* in bpf/lib/fw.h).
+// Fields, in the order of the datapath's field ids (FW_F_* in bpf/lib/fw_maps.h).
 // The first NumAddrFields are prefix fields (looked up in an LPM trie), the
 // rest are small integer domains (looked up in arrays).
 const (
@@ -111,7 +111,7 @@ type Cond struct {
 // Verdict is what a matching rule does.
 type Verdict uint8
 
-// Verdicts; values are ABI with bpf/lib/fw.h (FW_ACT_*).
+// Verdicts; values are ABI with bpf/lib/fw_maps.h (FW_ACT_*).
 const (
 	Accept Verdict = iota + 1
 	Drop

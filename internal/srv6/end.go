@@ -14,8 +14,8 @@ const MaxExtHeaders = 4
 
 // FindSRH locates and validates (with ParseSRHReduced, as the kernel) the
 // first SRH of the IPv6 packet pkt, skipping up to MaxExtHeaders
-// Hop-by-Hop and Destination Options headers (RFC 8200 section 4.1), the
-// way the eBPF srh_locate does. It returns the
+// Hop-by-Hop and Destination Options headers (RFC 8200 section 4.1) with
+// WalkExt, the way the eBPF srh_locate does with ipv6_walk. It returns the
 // SRH and its offset in pkt. No routing header: ErrNotSRv6; a routing
 // header of another type: ErrBadRoutingType; an IPv6 payload length
 // beyond the bytes given: ErrTruncated (the kernel's ipv6_rcv drops such
@@ -29,14 +29,12 @@ func FindSRH(pkt []byte) (SRH, int, error) {
 	if end > len(pkt) {
 		return SRH{}, 0, decodeErr("ipv6", "payload length", 4, ErrTruncated)
 	}
-	off, nh := IPv6HeaderLen, h.NextHeader
-	for i := 0; i < MaxExtHeaders && (nh == ProtoHopByHop || nh == ProtoDestOpts); i++ {
-		if off+2 > end {
-			return SRH{}, 0, decodeErr("ipv6", fmt.Sprintf("extension header %d", nh), off, ErrTruncated)
-		}
-		nh, off = pkt[off], off+(int(pkt[off+1])+1)*8
+	w := ExtWalk{Off: IPv6HeaderLen, NextHeader: h.NextHeader}
+	if err := WalkExt(pkt[:end], &w, WalkOpts, MaxExtHeaders, 0); err != nil {
+		return SRH{}, 0, err
 	}
-	if nh != ProtoRouting {
+	off := w.Off
+	if w.NextHeader != ProtoRouting {
 		return SRH{}, 0, decodeErr("ipv6", "next header", off, ErrNotSRv6)
 	}
 	if off > end {

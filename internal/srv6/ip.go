@@ -16,6 +16,7 @@ const (
 	ProtoIPv6     uint8 = 41
 	ProtoRouting  uint8 = 43
 	ProtoFragment uint8 = 44
+	ProtoAH       uint8 = 51 // Authentication Header (RFC 4302)
 	ProtoICMPv6   uint8 = 58
 	ProtoNoNext   uint8 = 59
 	ProtoDestOpts uint8 = 60

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/kind"
@@ -35,9 +36,6 @@ func (endDriver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p sta
 
 // endProgName is the kernel name of the End program (bpf/end.c).
 const endProgName = "srchain_end"
-
-// endSIDMapPin is the pinned SID map of datapath.End under a pin dir.
-const endSIDMapPin = "sids"
 
 // Check reports interfaces of p where the End program serving this
 // node's pinned SID map does not run (absent, detached by hand, or
@@ -169,7 +167,7 @@ func (endDriver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p 
 // endLinkPin is where datapath.End pins the tcx link of ifindex (see
 // datapath.End.Attach).
 func endLinkPin(pin string, ifindex int) string {
-	return filepath.Join(pin, fmt.Sprintf("tcx_ingress_%d", ifindex))
+	return filepath.Join(pin, bpfrt.Hook{Ifindex: ifindex}.String())
 }
 
 type ebpfSID struct {
@@ -240,13 +238,16 @@ const (
 )
 
 // endAttachment tells whether the End program serving the node's pinned
-// SID map really runs on the tcx ingress of ifindex, asking the kernel: it
-// is end's own program, or the program of the link pinned for ifindex (by
-// an earlier apply, maybe in another process) when that link is attached
-// to ifindex in this namespace, is srchain_end with the same code (tag) as
-// end's, and uses the pinned SID map. A pin file alone proves nothing: the
-// namespace or the interface may have been recreated and the ifindex
-// reused.
+// maps really runs on the tcx ingress of ifindex, asking the kernel: it
+// is end's own program, or the link pinned for ifindex (by an earlier
+// apply, maybe in another process; datapath.End attaches only programs
+// loaded with the pin directory's maps) when the pin directory belongs to
+// this namespace (bpfrt.ClaimedHere: namespace identity, so a namespace
+// deleted and created again under the same name does not inherit the old
+// one's link pins) and the kernel has that link on ifindex here
+// (bpfrt.LinkAttachedHere). A pin file alone proves nothing: the
+// interface may have been recreated and the ifindex reused, or the link
+// detached by hand. Another srchain_end on the hook is endForeign.
 func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (endAttach, error) {
 	st := endAbsent
 	err := ns.Do(func() error {
@@ -256,33 +257,32 @@ func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (en
 			st = endOurs
 			return nil
 		}
-		res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+		hook := bpfrt.Hook{Ifindex: ifindex}
+		here, err := bpfrt.ClaimedHere(pin)
 		if err != nil {
-			return fmt.Errorf("query tcx ingress of ifindex %d: %w", ifindex, err)
+			return err
 		}
-		pinnedLink := pinnedLinkID(endLinkPin(pin, ifindex))
-		for _, ap := range res.Programs {
-			info, err := programInfo(ap.ID)
+		if here {
+			if l, err := link.LoadPinnedLink(endLinkPin(pin, ifindex), nil); err == nil {
+				live, _ := bpfrt.LinkAttachedHere(l, hook)
+				l.Close()
+				if live {
+					st = endOurs
+					return nil
+				}
+			}
+		}
+		atts, err := bpfrt.TCXIngress(ifindex)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			name, err := programName(a.Program)
 			if err != nil {
 				return err
 			}
-			if info.Name != endProgName {
-				continue
-			}
-			st = endForeign
-			if id, ok := ap.LinkID(); !ok || id != pinnedLink || pinnedLink == 0 {
-				continue
-			}
-			if ours, err := end.Program().Info(); err != nil || ours.Tag != info.Tag {
-				continue
-			}
-			sidMap, err := pinnedMapID(filepath.Join(pin, endSIDMapPin))
-			if err != nil {
-				continue
-			}
-			if ids, ok := info.MapIDs(); ok && slices.Contains(ids, sidMap) {
-				st = endOurs
-				return nil
+			if name == endProgName {
+				st = endForeign
 			}
 		}
 		return nil
@@ -290,34 +290,17 @@ func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (en
 	return st, err
 }
 
-func programInfo(id ebpf.ProgramID) (*ebpf.ProgramInfo, error) {
+func programName(id ebpf.ProgramID) (string, error) {
 	prog, err := ebpf.NewProgramFromID(id)
 	if err != nil {
-		return nil, fmt.Errorf("open program %d: %w", id, err)
+		return "", fmt.Errorf("open program %d: %w", id, err)
 	}
 	defer prog.Close()
 	info, err := prog.Info()
 	if err != nil {
-		return nil, fmt.Errorf("read program %d info: %w", id, err)
+		return "", fmt.Errorf("read program %d info: %w", id, err)
 	}
-	return info, nil
-}
-
-func pinnedMapID(path string) (ebpf.MapID, error) {
-	m, err := ebpf.LoadPinnedMap(path, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer m.Close()
-	info, err := m.Info()
-	if err != nil {
-		return 0, err
-	}
-	id, ok := info.ID()
-	if !ok {
-		return 0, fmt.Errorf("map %s has no id", path)
-	}
-	return id, nil
+	return info.Name, nil
 }
 
 // endUndo is what one applyEnd did, to undo it from the pins alone: the

@@ -210,3 +210,83 @@ func TestCheckProgramsByName(t *testing.T) {
 		t.Errorf("check with only a decoy attached = %q, %v", missing, err)
 	}
 }
+
+// TestApplyEndRecreatedNamespace: a namespace deleted and created again
+// under the same name keeps its pin directory (maps, the old link pins,
+// the old namespace's claim): Check reports the program missing, Apply
+// attaches it again and claims the directory, and a re-apply changes
+// nothing.
+func TestApplyEndRecreatedNamespace(t *testing.T) {
+	a := pair(t, "r")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := endNode()
+	if err := apply.Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // no handle keeps the old namespace alive
+	a = pair(t, "r")
+	if _, err := os.Stat(kind.PinDir(a)); err != nil {
+		t.Fatalf("pin dir of the old namespace: %v", err)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || !slices.Contains(missing, "program end (srchain_end) not attached on eth0") {
+		t.Errorf("check in the recreated namespace = %q, %v; want the program reported", missing, err)
+	}
+	res, err := apply.ApplyWith(ctx, a, node, apply.Options{})
+	if err != nil || res.Changes == 0 {
+		t.Fatalf("apply in the recreated namespace = %d changes, %v; want the program attached", res.Changes, err)
+	}
+	if names, _ := apply.IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
+		t.Errorf("ingress programs = %v, want [srchain_end]", names)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check after apply = %q, %v", missing, err)
+	}
+	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply = %d changes, %v; want 0", res.Changes, err)
+	}
+}
+
+// TestCheckEndForeignClaim: link pins recorded for another namespace
+// (the pin directory's claim, bpfrt.ClaimPinDir) are not this
+// namespace's, whatever program runs: Check reports the program, Apply
+// attaches it afresh under this namespace's claim. The program tag and
+// map IDs of the link's program match; they decide nothing.
+func TestCheckEndForeignClaim(t *testing.T) {
+	a := pair(t, "c")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := endNode()
+	if err := apply.Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(kind.PinDir(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := false
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "netns-") {
+			if err := os.Rename(kind.PinDir(a)+"/"+e.Name(), kind.PinDir(a)+"/netns-1-2"); err != nil {
+				t.Fatal(err)
+			}
+			moved = true
+		}
+	}
+	if !moved {
+		t.Fatalf("no namespace claim in %s: %v", kind.PinDir(a), ents)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 1 || !strings.Contains(missing[0], "eth0") {
+		t.Errorf("check under another namespace's claim = %q, %v; want the program on eth0 reported", missing, err)
+	}
+	res, err := apply.ApplyWith(ctx, a, node, apply.Options{})
+	if err != nil || res.Changes == 0 {
+		t.Fatalf("apply = %d changes, %v; want the program attached afresh", res.Changes, err)
+	}
+	if names, _ := apply.IngressPrograms(a, "eth0"); !slices.Equal(names, []string{"srchain_end"}) {
+		t.Errorf("ingress programs = %v, want [srchain_end]", names)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check after apply = %q, %v", missing, err)
+	}
+}
