@@ -94,6 +94,39 @@ func Detach(h Hook, l link.Link, pinned bool) error {
 	return nil
 }
 
+// DetachPinned detaches the tcx or XDP link pinned at path and removes
+// the pin (no pin: nothing to do). A link that is already severed (its
+// interface or namespace went away, or someone detached it by hand) is
+// only unpinned: detaching it again would fail for nothing.
+func DetachPinned(path string) error {
+	l, err := link.LoadPinnedLink(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open link pin %s: %w", path, err)
+	}
+	defer l.Close()
+	if info, err := l.Info(); err == nil {
+		attached := false
+		if ti := info.TCX(); ti != nil && ti.Ifindex != 0 {
+			attached = true
+		}
+		if xi := info.XDP(); xi != nil && xi.Ifindex != 0 {
+			attached = true
+		}
+		if attached {
+			if err := l.Detach(); err != nil {
+				return fmt.Errorf("detach link %s: %w", path, err)
+			}
+		}
+	}
+	if err := l.Unpin(); err != nil {
+		return fmt.Errorf("unpin link %s: %w", path, err)
+	}
+	return nil
+}
+
 // takeOver returns the link pinned at pin, updated to prog, when it
 // really is attached at h in the current network namespace. A stale pin
 // (the interface or namespace was deleted and the link severed, the link

@@ -112,7 +112,7 @@ func (endDriver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p st
 		if err != nil {
 			continue // the interface and its link are gone
 		}
-		errs = append(errs, detachPinnedLink(endLinkPin(pin, l.Attrs().Index)))
+		errs = append(errs, bpfrt.DetachPinned(endLinkPin(pin, l.Attrs().Index)))
 	}
 	sids, err := ebpfSIDs(ns, node)
 	if err != nil {
@@ -340,7 +340,7 @@ func (u *endUndo) run(end *datapath.End) error {
 	// Detach explicitly: a link whose last pin goes is only released
 	// after an RCU grace period, and the program would run on until then.
 	for _, idx := range slices.Backward(u.attached) {
-		errs = append(errs, detachPinnedLink(endLinkPin(u.pin, idx)))
+		errs = append(errs, bpfrt.DetachPinned(endLinkPin(u.pin, idx)))
 	}
 	if end != nil {
 		errs = append(errs, end.Close())
@@ -364,23 +364,6 @@ func pinnedLinkID(path string) link.ID {
 		return 0
 	}
 	return info.ID
-}
-
-// detachPinnedLink detaches the link pinned at path from its interface
-// and removes the pin.
-func detachPinnedLink(path string) error {
-	l, err := link.LoadPinnedLink(path, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open link pin %s: %w", path, err)
-	}
-	defer l.Close()
-	if err := l.Detach(); err != nil {
-		return fmt.Errorf("detach link %s: %w", path, err)
-	}
-	return l.Unpin()
 }
 
 // applyEnd serves the node's "ebpf" SIDs with srchain's tc End program

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/firewall"
 	"github.com/srchain/srchain/internal/kind"
@@ -99,7 +100,7 @@ func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes 
 	undo := func() error {
 		var errs []error
 		for _, idx := range slices.Backward(added) {
-			errs = append(errs, detachPinnedLink(linkPin(pin, idx)))
+			errs = append(errs, bpfrt.DetachPinned(linkPin(pin, idx)))
 		}
 		if undoRules != nil {
 			errs = append(errs, undoRules())
@@ -202,7 +203,7 @@ func reattach(ns *netns.NS, pin string, ifindex int) error {
 	}
 	defer prog.Close()
 	path := linkPin(pin, ifindex)
-	if err := detachPinnedLink(path); err != nil {
+	if err := bpfrt.DetachPinned(path); err != nil {
 		// Not a link, or one that cannot be detached: only the pin goes.
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove stale link pin: %w", err)
@@ -220,27 +221,6 @@ func reattach(ns *netns.NS, pin string, ifindex int) error {
 		return errors.Join(fmt.Errorf("pin firewall link: %w", err), l.Detach())
 	}
 	return nil
-}
-
-// detachPinnedLink detaches the link pinned at path and removes the pin
-// (no pin: nothing to do). A link already detached is only unpinned.
-func detachPinnedLink(path string) error {
-	l, err := link.LoadPinnedLink(path, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open link pin %s: %w", path, err)
-	}
-	defer l.Close()
-	if info, err := l.Info(); err == nil {
-		if ti := info.TCX(); ti != nil && ti.Ifindex != 0 {
-			if err := l.Detach(); err != nil {
-				return fmt.Errorf("detach link %s: %w", path, err)
-			}
-		}
-	}
-	return l.Unpin()
 }
 
 func nsIfindex(ns *netns.NS) func(string) (uint32, error) {
@@ -360,7 +340,7 @@ func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 	var errs []error
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), "fw_tcx_ingress_") {
-			errs = append(errs, detachPinnedLink(pin+"/"+e.Name()))
+			errs = append(errs, bpfrt.DetachPinned(pin+"/"+e.Name()))
 		}
 	}
 	errs = append(errs, os.RemoveAll(pin))
