@@ -34,6 +34,9 @@ enum srchain_drop_reason {
 	DROP_ADJUST_ROOM,         /* bpf_skb_adjust_room / store failed */
 	DROP_RESERVED_20,         /* was mtu: too big goes to the stack (FIB_SLOT_MTU) */
 	DROP_UNSUPPORTED,         /* valid packet the behavior does not handle */
+	DROP_OPOT_NO_PROFILE,     /* OPoT TLV names a slot with no profile here (lib/opot.h) */
+	DROP_OPOT_STALE,          /* OPoT sequence number left of the anti-replay window, or 0 */
+	DROP_OPOT_SEQ_EXHAUSTED,  /* OPoT headend used every sequence number of the slot */
 	DROP_MAX,
 };
 

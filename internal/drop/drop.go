@@ -33,32 +33,38 @@ const (
 	AdjustRoom
 	Reserved20 // was mtu: no program emits it
 	Unsupported
+	OPoTNoProfile
+	OPoTStale
+	OPoTSeqExhausted
 	Max // number of reasons; not a reason
 )
 
 var names = [...]string{
-	None:           "none",
-	PktTruncated:   "pkt-truncated",
-	NoSRH:          "no-srh",
-	SRHTruncated:   "srh-truncated",
-	SRHBadType:     "srh-bad-type",
-	SRHBadLen:      "srh-bad-len",
-	SRHSLOverLast:  "srh-sl-over-last",
-	SRHTooManySegs: "srh-too-many-segs",
-	SRHSLZero:      "srh-sl-zero",
-	HopLimit:       "hop-limit",
-	Reserved10:     "reserved-10",
-	TLVBad:         "tlv-bad",
-	FWRule:         "fw-rule",
-	FWPrecond:      "fw-precondition",
-	FWArgsUnknown:  "fw-args-unknown",
-	ProxyNoCache:   "proxy-no-cache",
-	OPoTVerify:     "opot-verify",
-	OPoTReplay:     "opot-replay",
-	OPoTNoTLV:      "opot-no-tlv",
-	AdjustRoom:     "adjust-room",
-	Reserved20:     "reserved-20",
-	Unsupported:    "unsupported",
+	None:             "none",
+	PktTruncated:     "pkt-truncated",
+	NoSRH:            "no-srh",
+	SRHTruncated:     "srh-truncated",
+	SRHBadType:       "srh-bad-type",
+	SRHBadLen:        "srh-bad-len",
+	SRHSLOverLast:    "srh-sl-over-last",
+	SRHTooManySegs:   "srh-too-many-segs",
+	SRHSLZero:        "srh-sl-zero",
+	HopLimit:         "hop-limit",
+	Reserved10:       "reserved-10",
+	TLVBad:           "tlv-bad",
+	FWRule:           "fw-rule",
+	FWPrecond:        "fw-precondition",
+	FWArgsUnknown:    "fw-args-unknown",
+	ProxyNoCache:     "proxy-no-cache",
+	OPoTVerify:       "opot-verify",
+	OPoTReplay:       "opot-replay",
+	OPoTNoTLV:        "opot-no-tlv",
+	AdjustRoom:       "adjust-room",
+	Reserved20:       "reserved-20",
+	Unsupported:      "unsupported",
+	OPoTNoProfile:    "opot-no-profile",
+	OPoTStale:        "opot-stale",
+	OPoTSeqExhausted: "opot-seq-exhausted",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

@@ -59,10 +59,9 @@ func TestStringUnknown(t *testing.T) {
 
 // notYetEmitted are reasons no BPF program emits on purpose: HopLimit is
 // the Go reference model's (internal/srv6; the programs hand such packets
-// to the stack), the others wait for their kinds (SR proxies, OPoT).
+// to the stack), the other waits for its kind (SR proxies).
 var notYetEmitted = map[string]bool{
 	"HOP_LIMIT": true, "PROXY_NO_CACHE": true,
-	"OPOT_VERIFY": true, "OPOT_REPLAY": true, "OPOT_NO_TLV": true,
 }
 
 // TestEveryReasonEmitted fails when a reason in drop.h is named by no C

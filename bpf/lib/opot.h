@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Ordered proof of transit (seed 003; docs/opot.md): the OPoT SRH TLV,
+ * the node parameter maps, and the three roles, headend (opot_headend),
+ * transit (opot_transit) and verifier (opot_verify). The C twin of the
+ * Go model in internal/opot (Init, Transit, Verifier.Check, Window);
+ * bpf/test/opot.c runs it against that model.
+ *
+ * Nothing in the packet is trusted: the TLV is found by walking the SRH
+ * TLV area (bounded by SRCHAIN_MAX_TLVS), its type, length, slot and
+ * reserved bytes are checked, and RND/CML are read byte-wise, so any
+ * alignment works (docs/opot.md: readers must not rely on placement).
+ *
+ * Every function returns 0 (DROP_NONE) or a drop reason.
+ */
+#ifndef SRCHAIN_OPOT_H
+#define SRCHAIN_OPOT_H
+
+#include "common.h"
+#include "drop.h"
+#include "srh.h"
+#include "opot_math.h"
+
+/* Wire format (docs/opot.md "Wire format"; internal/opot tlv.go). */
+#define OPOT_TLV_TYPE 252
+#define OPOT_TLV_LEN 24   /* whole TLV */
+#define OPOT_OFF_SLOT 2
+#define OPOT_OFF_RND 8
+#define OPOT_OFF_CML 16
+#define OPOT_SLOTS 2
+
+/* RND layout: bits 60..17 sequence number, 16..0 random. */
+#define OPOT_RAND_BITS 17
+#define OPOT_MAX_SEQ ((1ULL << 44) - 2)
+
+/* Anti-replay window: the Go model's DefaultWindow (1024 sequence
+ * numbers; internal/opot window.go). The Go ring has size/64 + 1 = 17
+ * blocks; here it has 32, the next power of two, so that a ring index is
+ * a mask the verifier can bound (a modulo 17 it cannot). Both hold the
+ * numbers (top - 1024, top] without two sharing a block, so verdicts are
+ * the same (TestBPFWindowModel compares them).
+ */
+#define OPOT_WINDOW 1024
+#define OPOT_WINDOW_BLOCKS 32
+_Static_assert((OPOT_WINDOW_BLOCKS & (OPOT_WINDOW_BLOCKS - 1)) == 0 &&
+	       OPOT_WINDOW_BLOCKS >= OPOT_WINDOW / 64 + 1, "window ring: power of two, > size/64");
+
+/* Roles, as internal/opot Role. */
+#define OPOT_ROLE_HEADEND 1
+#define OPOT_ROLE_TRANSIT 2
+#define OPOT_ROLE_VERIFIER 3
+
+/* opot_key names one profile slot of one chain (profile id: the chain's
+ * number, given by the loader).
+ */
+struct opot_key {
+	__u32 profile;
+	__u32 slot;
+};
+
+/* opot_params is node j's part of a profile: internal/opot NodeParams
+ * (the Go side converts with bpfprog.Params). Share = y_j + B_j (POLY-2
+ * pre-evaluated), lpc = LPC_j, dec_* = d_j (zero at the headend), enc_* =
+ * c_j (zero at the verifier), secret = s (verifier only).
+ */
+struct opot_params {
+	__u32 role; /* OPOT_ROLE_* */
+	__u32 pad;
+	__u64 share;
+	__u64 lpc;
+	__u64 dec_r;
+	__u64 dec_cml;
+	__u64 enc_r;
+	__u64 enc_cml;
+	__u64 secret;
+};
+
+/* opot_window is the verifier's anti-replay state of one slot. Packets
+ * of one chain arrive on every CPU, so it is shared and locked.
+ */
+struct opot_window {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 top; /* highest accepted sequence number, 0: none */
+	__u64 blocks[OPOT_WINDOW_BLOCKS];
+};
+
+#ifndef OPOT_MAX_PROFILES
+#define OPOT_MAX_PROFILES 1024
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPOT_MAX_PROFILES * OPOT_SLOTS);
+	__type(key, struct opot_key);
+	__type(value, struct opot_params);
+} opot_node_params SEC(".maps");
+
+/* Headend sequence counters (per chain and slot, shared by every CPU:
+ * atomic add, so two CPUs never send the same number).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPOT_MAX_PROFILES * OPOT_SLOTS);
+	__type(key, struct opot_key);
+	__type(value, __u64);
+} opot_seqs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPOT_MAX_PROFILES * OPOT_SLOTS);
+	__type(key, struct opot_key);
+	__type(value, struct opot_window);
+} opot_windows SEC(".maps");
+
+/* opot_load64 reads a big-endian u64 byte by byte (any alignment). */
+static __always_inline __u64 opot_load64(const __u8 *b)
+{
+	__u64 v = 0;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 8; i++)
+		v = (v << 8) | b[i];
+	return v;
+}
+
+static __always_inline void opot_store64(__u8 *b, __u64 v)
+{
+	int i;
+
+#pragma unroll
+	for (i = 7; i >= 0; i--) {
+		b[i] = (__u8)v;
+		v >>= 8;
+	}
+}
+
+/* opot_walk advances *cur over the TLVs of the area ending at end until
+ * it reaches an OPoT TLV (returns 1, *cur at it) or the end (returns 0);
+ * -1 when the TLVs do not tile the area. The walk is srh_validate_tlvs'
+ * (Pad1 is one byte), with no state but the offset, so the verifier
+ * prunes the paths of each iteration into one.
+ */
+static __always_inline int opot_walk(const struct pkt *p, __u32 *cur, __u32 end)
+{
+	__u32 off = *cur;
+	__u8 *tlv, type;
+	int i;
+
+	for (i = 0; i < SRCHAIN_MAX_TLVS; i++) {
+		if (off >= end)
+			return off == end ? 0 : -1;
+		off &= 0x3fff; /* no-op at run time; see srh_validate_tlvs */
+		tlv = pkt_ptr(p, off, 1);
+		if (!tlv)
+			return -1;
+		type = tlv[0];
+		if (type == SRH_TLV_PAD1) {
+			off += 1;
+			continue;
+		}
+		if ((void *)(tlv + 2) > p->data_end)
+			return -1;
+		if (type == OPOT_TLV_TYPE) {
+			*cur = off;
+			return 1;
+		}
+		off += 2 + (__u32)tlv[1];
+	}
+	return off == end ? 0 : -1;
+}
+
+/* opot_find returns in *off the offset (from p->data) of the one OPoT
+ * TLV of a validated SRH, checked: length 22, slot 0 or 1, reserved bytes
+ * zero. DROP_OPOT_NO_TLV when there is none, two (an attacker would choose
+ * which one a node updates), a malformed one, or when the TLVs do not
+ * tile the area (callers need not have run srh_validate_tlvs).
+ */
+static __always_inline __u32 opot_find(const struct pkt *p, const struct srh_info *si, __u32 *off)
+{
+	__u32 end = si->srhoff + si->srhlen;
+	__u32 at = si->tlvoff, rest;
+	__u8 *tlv;
+
+	if (opot_walk(p, &at, end) != 1)
+		return DROP_OPOT_NO_TLV;
+	at &= 0x3fff;
+	tlv = pkt_ptr(p, at, OPOT_TLV_LEN);
+	if (!tlv)
+		return DROP_OPOT_NO_TLV;
+	if (tlv[1] != OPOT_TLV_LEN - 2 || tlv[OPOT_OFF_SLOT] >= OPOT_SLOTS)
+		return DROP_OPOT_NO_TLV;
+	if (tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7])
+		return DROP_OPOT_NO_TLV;
+	/* The rest of the area must tile and hold no second OPoT TLV. */
+	rest = at + OPOT_TLV_LEN;
+	if (opot_walk(p, &rest, end) != 0)
+		return DROP_OPOT_NO_TLV;
+	*off = at;
+	return DROP_NONE;
+}
+
+/* opot_tlv returns the TLV found by opot_find (re-checked for the
+ * verifier after any change of packet pointers).
+ */
+static __always_inline __u8 *opot_tlv(const struct pkt *p, __u32 off)
+{
+	return pkt_ptr(p, off & 0x3fff, OPOT_TLV_LEN);
+}
+
+/* opot_hop adds node n's term (seed 003 Eq. 4):
+ * CML + (Share + RND) LPC mod p, for canonical r and cml.
+ */
+static __always_inline __u64 opot_hop(const struct opot_params *n, __u64 r, __u64 cml)
+{
+	return addmod61(cml, mulmod61(addmod61(n->share, r), n->lpc));
+}
+
+/* opot_lookup returns the parameters of (profile, slot) if this node has
+ * them in role.
+ */
+static __always_inline struct opot_params *opot_lookup(__u32 profile, __u32 slot, __u32 role)
+{
+	struct opot_key k = { .profile = profile, .slot = slot };
+	struct opot_params *n = bpf_map_lookup_elem(&opot_node_params, &k);
+
+	if (!n || n->role != role)
+		return NULL;
+	return n;
+}
+
+/* opot_headend writes the TLV at off (found by opot_find; the ingress
+ * reserved it) for slot of profile (seed 003 Algorithm 1 lines 1-8; Go
+ * Headend.Next): seq = ++counter, RND = seq << 17 | 17 random bits,
+ * CML = (Share_0 + RND) LPC_0, both ciphered with c_0.
+ * bpf_get_prandom_u32 is not cryptographic and need not be: uniqueness
+ * comes from the sequence number (docs/opot.md "Threat model").
+ */
+static __always_inline __u32 opot_headend(const struct pkt *p, __u32 off, __u32 profile, __u32 slot)
+{
+	struct opot_key k = { .profile = profile, .slot = slot };
+	struct opot_params *n;
+	__u64 *ctr, seq, r, cml;
+	__u8 *tlv;
+
+	if (slot >= OPOT_SLOTS)
+		return DROP_OPOT_NO_PROFILE;
+	n = opot_lookup(profile, slot, OPOT_ROLE_HEADEND);
+	ctr = bpf_map_lookup_elem(&opot_seqs, &k);
+	if (!n || !ctr)
+		return DROP_OPOT_NO_PROFILE;
+	seq = __sync_fetch_and_add(ctr, 1) + 1;
+	if (seq == 0 || seq > OPOT_MAX_SEQ)
+		return DROP_OPOT_SEQ_EXHAUSTED;
+	r = seq << OPOT_RAND_BITS | (bpf_get_prandom_u32() & ((1U << OPOT_RAND_BITS) - 1));
+	cml = opot_hop(n, r, 0);
+
+	tlv = opot_tlv(p, off);
+	if (!tlv)
+		return DROP_OPOT_NO_TLV;
+	tlv[0] = OPOT_TLV_TYPE;
+	tlv[1] = OPOT_TLV_LEN - 2;
+	tlv[OPOT_OFF_SLOT] = (__u8)slot;
+	tlv[3] = tlv[4] = tlv[5] = tlv[6] = tlv[7] = 0;
+	opot_store64(tlv + OPOT_OFF_RND, r ^ n->enc_r);
+	opot_store64(tlv + OPOT_OFF_CML, cml ^ n->enc_cml);
+	return DROP_NONE;
+}
+
+/* opot_transit updates the TLV at off in place (seed 003 Algorithm 1
+ * lines 19-21; Go Transit): decipher with d_j, reduce mod p (a wrong
+ * predecessor gives garbage, which travels on to the verifier: a transit
+ * never drops on values), add the node's term, cipher with c_j. A node
+ * without a transit profile for the slot leaves the TLV alone; the
+ * verifier drops such packets (docs/opot.md "Two slots").
+ */
+static __always_inline __u32 opot_transit(const struct pkt *p, __u32 off, __u32 profile)
+{
+	struct opot_params *n;
+	__u64 r, cml;
+	__u8 *tlv = opot_tlv(p, off);
+
+	if (!tlv)
+		return DROP_OPOT_NO_TLV;
+	n = opot_lookup(profile, tlv[OPOT_OFF_SLOT], OPOT_ROLE_TRANSIT);
+	if (!n)
+		return DROP_NONE;
+	r = reduce61(opot_load64(tlv + OPOT_OFF_RND) ^ n->dec_r);
+	cml = reduce61(opot_load64(tlv + OPOT_OFF_CML) ^ n->dec_cml);
+	cml = opot_hop(n, r, cml);
+	opot_store64(tlv + OPOT_OFF_RND, r ^ n->enc_r);
+	opot_store64(tlv + OPOT_OFF_CML, cml ^ n->enc_cml);
+	return DROP_NONE;
+}
+
+/* opot_window_check_update is the Go Window's Check then Update, in one
+ * critical section so two copies of a packet on two CPUs end as one
+ * accept and one replay. Called with w locked.
+ */
+static __always_inline __u32 opot_window_check_update(struct opot_window *w, __u64 seq)
+{
+	__u64 bit = 1ULL << (seq & 63);
+	__u32 slot = (seq >> 6) & (OPOT_WINDOW_BLOCKS - 1);
+	__u64 cur, steps, i;
+
+	if (seq == 0)
+		return DROP_OPOT_STALE;
+	if (seq <= w->top) {
+		if (w->top - seq >= OPOT_WINDOW)
+			return DROP_OPOT_STALE;
+		if (w->blocks[slot] & bit)
+			return DROP_OPOT_REPLAY;
+		w->blocks[slot] |= bit;
+		return DROP_NONE;
+	}
+	/* Slide: clear the blocks between the old top's and seq's, at most
+	 * the whole ring (RFC 6479).
+	 */
+	cur = w->top >> 6;
+	steps = (seq >> 6) - cur;
+	for (i = 1; i <= OPOT_WINDOW_BLOCKS; i++) {
+		if (i > steps)
+			break;
+		w->blocks[(cur + i) & (OPOT_WINDOW_BLOCKS - 1)] = 0;
+	}
+	w->top = seq;
+	w->blocks[slot] |= bit;
+	return DROP_NONE;
+}
+
+/* opot_verify checks the TLV at off (seed 003 III-A3, Algorithm 1 lines
+ * 23-29; Go Verifier.Check): slot profile (DROP_OPOT_NO_PROFILE), decipher,
+ * both values canonical and CML + (Share + RND) LPC == RND + s
+ * (DROP_OPOT_VERIFY), then the window (DROP_OPOT_REPLAY / _STALE). The
+ * proof comes first and without the lock: a path deviation is always
+ * opot-verify, and forgeries never move the window (docs/opot.md).
+ * *seq gets the sequence number of a verified packet.
+ */
+static __always_inline __u32 opot_verify(const struct pkt *p, __u32 off, __u32 profile, __u64 *seq)
+{
+	struct opot_key k = { .profile = profile };
+	struct opot_window *w;
+	struct opot_params *n;
+	__u64 r, cml;
+	__u32 ret;
+	__u8 *tlv = opot_tlv(p, off);
+
+	if (!tlv)
+		return DROP_OPOT_NO_TLV;
+	k.slot = tlv[OPOT_OFF_SLOT];
+	n = opot_lookup(profile, k.slot, OPOT_ROLE_VERIFIER);
+	w = bpf_map_lookup_elem(&opot_windows, &k);
+	if (!n || !w)
+		return DROP_OPOT_NO_PROFILE;
+	r = opot_load64(tlv + OPOT_OFF_RND) ^ n->dec_r;
+	cml = opot_load64(tlv + OPOT_OFF_CML) ^ n->dec_cml;
+	/* Canonical only: RND + p must not pass as RND (docs/opot.md). */
+	if (r >= OPOT_P61 || cml >= OPOT_P61)
+		return DROP_OPOT_VERIFY;
+	if (opot_hop(n, r, cml) != addmod61(r, n->secret))
+		return DROP_OPOT_VERIFY;
+	*seq = r >> OPOT_RAND_BITS;
+	bpf_spin_lock(&w->lock);
+	ret = opot_window_check_update(w, *seq);
+	bpf_spin_unlock(&w->lock);
+	return ret;
+}
+
+#endif /* SRCHAIN_OPOT_H */
