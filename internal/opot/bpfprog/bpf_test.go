@@ -542,37 +542,12 @@ var verifierBudget = map[string]int{
 	"srchain_opot_test_xdp": 400_000,
 }
 
-var processedRe = regexp.MustCompile(`processed (\d+) insns`)
-
 // TestBPFVerifierStats reports the verifier's instruction counts and
 // asserts the budgets.
 func TestBPFVerifierStats(t *testing.T) {
-	testutil.RequireRoot(t)
 	spec, err := LoadSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{
-		Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer coll.Close()
-	for name, p := range coll.Programs {
-		m := processedRe.FindStringSubmatch(p.VerifierLog)
-		if m == nil {
-			t.Fatalf("%s: no stats in verifier log %q", name, p.VerifierLog)
-		}
-		n, _ := strconv.Atoi(m[1])
-		b, ok := verifierBudget[name]
-		switch {
-		case !ok:
-			t.Errorf("%s: verifier processed %d insns; no budget set", name, n)
-		case n > b:
-			t.Errorf("%s: verifier processed %d insns, over the budget of %d", name, n, b)
-		default:
-			t.Logf("%s: verifier processed %d insns (budget %d)", name, n, b)
-		}
-	}
+	testutil.VerifierBudgets(t, spec, verifierBudget)
 }
