@@ -140,10 +140,18 @@ func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 		return slices.ContainsFunc(rules, func(r firewall.Rule) bool { return r.Verdict == firewall.EvalArgs })
 	}
 	evalAt := ""
+	// The driver parses the rules and the file as one text (Program.Source):
+	// once each part parses, the whole must too (a rule count over
+	// firewall.MaxRules, or an inline rule ending in a backslash that
+	// would run into the next one).
+	partsOK := len(errs) == 0
+	var whole []string
 	if rn := valueNode(node, "rules"); rn != nil {
 		for i, item := range rn.Content {
+			whole = append(whole, item.Value)
 			rs, err := firewall.Parse(item.Value)
 			if err != nil {
+				partsOK = false
 				for _, e := range unjoin(err) {
 					errs = append(errs, ruleError(s, fmt.Sprintf("%s.rules[%d]", path, i), item, e))
 				}
@@ -158,14 +166,24 @@ func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 	if c.RulesFile != "" {
 		at := valueNode(node, "rules_file")
 		b, err := s.ReadFile(c.RulesFile)
+		whole = append(whole, string(b))
 		if err != nil {
+			partsOK = false
 			errs = append(errs, s.ErrorAt(path+".rules_file", at, "rules_file: %v", err))
 		} else if rs, err := firewall.Parse(string(b)); err != nil {
+			partsOK = false
 			for _, e := range unjoin(err) {
 				errs = append(errs, s.ErrorAt(path+".rules_file", at, "rules_file %q: %s", c.RulesFile, fileError(e)))
 			}
 		} else if evalAt == "" && bits == 0 && evalArgs(rs) {
 			errs = append(errs, s.ErrorAt(path+".rules_file", at, "rules_file %q: eval-args with args_bits 0: the SID has no ARGS", c.RulesFile))
+		}
+	}
+	if partsOK && len(whole) > 1 {
+		if _, err := firewall.Parse(strings.Join(whole, "\n")); err != nil {
+			for _, e := range unjoin(err) {
+				errs = append(errs, s.ErrorAt(path, node, "rules and rules_file together: %s", fileError(e)))
+			}
 		}
 	}
 	return errs

@@ -485,3 +485,38 @@ func TestUpdatePinned(t *testing.T) {
 }
 
 func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }
+
+// TestRulesAndFileTogether: validate checks the rule set the driver will
+// load, the inline rules and the file as one text: each part may parse
+// while the whole has more than firewall.MaxRules rules (it used to pass
+// validate and plan and fail at apply).
+func TestRulesAndFileTogether(t *testing.T) {
+	dir := t.TempDir()
+	var rules strings.Builder
+	for i := 0; i < firewall.MaxRules; i++ {
+		fmt.Fprintf(&rules, "-p udp --dport %d -j DROP\n", 1+i%60000)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "many.rules"), []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		config string
+		ok     bool
+	}{
+		{"    config:\n      rules_file: many.rules\n", true},
+		{"    config:\n      rules: [\"-p tcp -j DROP\"]\n      rules_file: many.rules\n", false},
+	} {
+		b, _ := os.ReadFile(writeSpec(t, c.config))
+		p := filepath.Join(dir, "fw.yaml")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := spec.Load(p)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%d rules in the file alone: %v", firewall.MaxRules, err)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), "too many rules")):
+			t.Errorf("%d+1 rules: err = %v, want too many rules", firewall.MaxRules, err)
+		}
+	}
+}
