@@ -248,11 +248,25 @@ func parseArgs(s *spec.Spec, n *yaml.Node, path string) ([]Arg, []error) {
 
 // ruleError places a rule's parse error at its column inside the YAML
 // scalar (exact for plain and quoted one-line scalars).
+// parserMsg is a message of the rule parser. spec.ErrorAt cuts string
+// arguments to spec.MaxEcho bytes, which suits input echoed back but cut
+// the parser's own advice mid-sentence. The whole message (tokens it
+// quotes included) is capped at 1 KiB instead.
+type parserMsg string
+
+func (m parserMsg) String() string {
+	const max = 1024
+	if len(m) <= max {
+		return string(m)
+	}
+	return string(m[:max]) + "..."
+}
+
 func ruleError(s *spec.Spec, path string, item *yaml.Node, err error) error {
 	fe := s.ErrorAt(path, item, "rule: %v", err)
 	var pe *firewall.ParseError
 	if errors.As(err, &pe) {
-		fe = s.ErrorAt(path, item, "rule: %s", pe.Msg)
+		fe = s.ErrorAt(path, item, "rule: %s", parserMsg(pe.Msg))
 		fe.Line = item.Line + pe.Line - 1
 		if pe.Line == 1 {
 			off := 0

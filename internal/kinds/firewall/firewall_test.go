@@ -520,3 +520,20 @@ func TestRulesAndFileTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleErrorNotCut: the parser's explanation reaches the user whole
+// (it was cut at spec.MaxEcho bytes, losing the advice at its end), while
+// a huge rule still gives a bounded message.
+func TestRuleErrorNotCut(t *testing.T) {
+	p := writeSpec(t, "    config:\n      rules: [\"-m srh --srh-segs-left-gt 0 --srh-segs-left-lt 3 -j DROP\"]\n")
+	_, err := spec.Load(p)
+	if err == nil || !strings.Contains(err.Error(), "its own -m srh") {
+		t.Errorf("err = %v, want the parser's whole advice", err)
+	}
+	huge := "-p udp --dport " + strings.Repeat("9", 1<<20) + " -j DROP"
+	p = writeSpec(t, "    config:\n      rules: [\""+huge+"\"]\n")
+	_, err = spec.Load(p)
+	if err == nil || len(err.Error()) > 4096 {
+		t.Errorf("huge rule: %d-byte error", len(fmt.Sprint(err)))
+	}
+}
