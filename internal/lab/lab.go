@@ -323,6 +323,17 @@ func Load(lab string, opts Options) (*Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode lab record %s: %w", lab, err)
 	}
+	// Down deletes the namespaces and pin directories a record names, as
+	// root: a record planted in a writable state dir must not name
+	// anything but this lab's own (e.g. "../../etc" as a namespace).
+	if r.Name != lab {
+		return nil, fmt.Errorf("load lab %s: the record names lab %s: %w", lab, clip(r.Name), ErrBadName)
+	}
+	for node, ns := range r.Namespaces {
+		if !nameRE.MatchString(node) || ns != NSName(lab, node) {
+			return nil, fmt.Errorf("load lab %s: node %s has namespace %s, not %s: %w", lab, clip(node), clip(ns), NSName(lab, clip(node)), ErrBadName)
+		}
+	}
 	if r.Network == nil {
 		if r.Network, err = readState(opts, lab); err != nil {
 			return nil, err
@@ -528,7 +539,7 @@ func busy(path, lab string) error {
 
 // checkNotUp fails with ErrBusy while an Up of lab holds its Up lock, and
 // removes a stale lock (one nobody holds: its Up was killed).
-func checkNotUp(o Options, lab string) error {
+func checkNotUp(o Options, verb, lab string) error {
 	path := upLockPath(o, lab)
 	f, err := openLock(path, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -540,19 +551,19 @@ func checkNotUp(o Options, lab string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("lab down %s: check up lock: %w", lab, err)
+		return fmt.Errorf("%s %s: check up lock: %w", verb, lab, err)
 	}
 	defer f.Close()
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("lab down %s: %w", lab, busy(path, lab))
+			return fmt.Errorf("%s %s: %w", verb, lab, busy(path, lab))
 		}
-		return fmt.Errorf("lab down %s: check up lock: %w", lab, err)
+		return fmt.Errorf("%s %s: check up lock: %w", verb, lab, err)
 	}
 	if samePath(f, path) {
 		// Stale: remove it while holding its lock (see lockUp).
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("lab down %s: remove stale up lock: %w", lab, err)
+			return fmt.Errorf("%s %s: remove stale up lock: %w", verb, lab, err)
 		}
 		o.log().Debug("removed a stale lab up lock", "path", path)
 	}
@@ -614,7 +625,7 @@ func Down(ctx context.Context, lab string, opts Options) error {
 	if err := checkLabName("lab down", lab); err != nil {
 		return err
 	}
-	if err := checkNotUp(opts, lab); err != nil {
+	if err := checkNotUp(opts, "lab down", lab); err != nil {
 		return err
 	}
 	return down(ctx, lab, opts)

@@ -105,7 +105,7 @@ func TestStaleUpLock(t *testing.T) {
 	if err := os.WriteFile(path, []byte("999999\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkNotUp(opts, "lab1"); err != nil {
+	if err := checkNotUp(opts, "lab down", "lab1"); err != nil {
 		t.Fatalf("stale lock: %v", err)
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
@@ -119,7 +119,7 @@ func TestStaleUpLock(t *testing.T) {
 		t.Fatalf("lockUp over a stale lock: %v", err)
 	}
 	// Held: Down refuses.
-	if err := checkNotUp(opts, "lab1"); !errors.Is(err, ErrBusy) {
+	if err := checkNotUp(opts, "lab down", "lab1"); !errors.Is(err, ErrBusy) {
 		t.Errorf("checkNotUp while held = %v, want ErrBusy", err)
 	}
 	release()

@@ -24,6 +24,17 @@ var ErrTopologyChanged = errors.New("topology changed")
 // A node that fails is rolled back by the applier and reported; the
 // others are still applied.
 func Reapply(ctx context.Context, lab string, opts Options) (map[string]int, error) {
+	// Under the state dir's lock, as Update: a re-apply that read the
+	// record before a concurrent `lab apply FILE` finished would put the
+	// old routes back over the new ones.
+	release, err := lockDir(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if err := checkNotUp(opts, "lab apply", lab); err != nil {
+		return nil, err
+	}
 	rec, err := Load(lab, opts)
 	if err != nil {
 		return nil, err
@@ -77,7 +88,7 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 		return nil, err
 	}
 	defer unlock()
-	if err := checkNotUp(opts.Options, net.Name); err != nil {
+	if err := checkNotUp(opts.Options, "lab apply", net.Name); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()

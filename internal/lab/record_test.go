@@ -1,0 +1,84 @@
+package lab
+
+import (
+	"time"
+
+	"context"
+	"encoding/json"
+	"errors"
+	"github.com/srchain/srchain/internal/state"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestLoadRefusesForeignNames: a record (possibly planted in a writable
+// state dir) that names another lab or a namespace that is not
+// src-<lab>_<node> is refused by Load, so Down never deletes what it
+// names (before, Down ran RemoveAll on a pin path built from it).
+func TestLoadRefusesForeignNames(t *testing.T) {
+	for name, rec := range map[string]Record{
+		"traversal": {Name: "lab1", Namespaces: map[string]string{"x": "../../../../tmp/victim"}},
+		"other ns":  {Name: "lab1", Namespaces: map[string]string{"x": "src-other_x"}},
+		"other lab": {Name: "lab2", Namespaces: map[string]string{"x": "src-lab2_x"}},
+		"bad node":  {Name: "lab1", Namespaces: map[string]string{"../x": "src-lab1_../x"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := Options{StateDir: t.TempDir()}
+			b, err := json.Marshal(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(opts.StateDir, "lab1.json"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Load("lab1", opts); !errors.Is(err, ErrBadName) {
+				t.Errorf("Load = %v, want ErrBadName", err)
+			}
+			if err := Down(context.Background(), "lab1", opts); err == nil {
+				t.Error("Down of a tampered record succeeded")
+			}
+		})
+	}
+	opts := Options{StateDir: t.TempDir()}
+	b, _ := json.Marshal(Record{Name: "lab1", Namespaces: map[string]string{"x": NSName("lab1", "x")}})
+	if err := os.WriteFile(filepath.Join(opts.StateDir, "lab1.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load("lab1", opts); err != nil && errors.Is(err, ErrBadName) {
+		t.Errorf("a well-formed record is refused: %v", err)
+	}
+}
+
+// TestReapplyWaitsForStateLock: `lab apply NAME` takes the state dir's
+// lock, as `lab apply FILE` (Update) does, so it cannot re-apply a record
+// that a concurrent update is replacing.
+func TestReapplyWaitsForStateLock(t *testing.T) {
+	opts := Options{StateDir: t.TempDir()}
+	b, _ := json.Marshal(Record{Name: "lab1", Namespaces: map[string]string{},
+		Network: &state.Network{Name: "lab1", Version: state.FormatVersion}})
+	if err := os.WriteFile(filepath.Join(opts.StateDir, "lab1.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release, err := lockDir(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Reapply(context.Background(), "lab1", opts)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		release()
+		t.Fatalf("Reapply returned (%v) while the state dir was locked", err)
+	case <-time.After(300 * time.Millisecond):
+		// Still waiting (a slow machine can only make this pass
+		// wrongly, never fail wrongly).
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Errorf("Reapply after unlock: %v", err)
+	}
+}
