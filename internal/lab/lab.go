@@ -510,6 +510,12 @@ func openLock(path string, flag int) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: %s: %w", path, fi.Mode().Type(), errNotRegular)
 	}
+	// A hard link to another file would have that file truncated (the
+	// lock records its holder in it), where fs.protected_hardlinks is off.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %d hard links: %w", path, st.Nlink, errNotRegular)
+	}
 	return f, nil
 }
 

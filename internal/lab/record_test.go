@@ -82,3 +82,24 @@ func TestReapplyWaitsForStateLock(t *testing.T) {
 		t.Errorf("Reapply after unlock: %v", err)
 	}
 }
+
+// TestUpLockRefusesHardLink: an up lock that is a hard link to another
+// file is refused and that file keeps its content (the lock would
+// truncate it).
+func TestUpLockRefusesHardLink(t *testing.T) {
+	opts := Options{StateDir: t.TempDir()}
+	victim := filepath.Join(opts.StateDir, "victim")
+	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, upLockPath(opts, "lab1")); err != nil {
+		t.Fatal(err)
+	}
+	if release, err := lockUp(opts, "lab1"); err == nil {
+		release()
+		t.Error("lockUp took a hard-linked lock file")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+		t.Errorf("victim now holds %q", b)
+	}
+}
