@@ -284,8 +284,6 @@ func keyOf(r *netlink.Route, fam int) routeKey {
 type routeView struct {
 	// best is, per destination, the route the kernel uses (lowest metric).
 	best map[routeKey]netlink.Route
-	// all keeps every route per destination, for pruning.
-	all map[routeKey][]netlink.Route
 	// tables read so far; full once every table was read in one dump.
 	tables map[int]bool
 	full   bool
@@ -300,7 +298,7 @@ const perTableDumps = 8
 func (a *applier) routeViewNoLoad(fam int) (*routeView, error) {
 	v, ok := a.views[fam]
 	if !ok {
-		v = &routeView{best: map[routeKey]netlink.Route{}, all: map[routeKey][]netlink.Route{}, tables: map[int]bool{}}
+		v = &routeView{best: map[routeKey]netlink.Route{}, tables: map[int]bool{}}
 		if a.views == nil {
 			a.views = map[int]*routeView{}
 		}
@@ -323,14 +321,12 @@ func (a *applier) routeView(fam, table int) (*routeView, error) {
 		rs, err = listRoutes(a.ns.Netlink(), fam)
 		v.full = true
 		clear(v.best)
-		clear(v.all)
 	}
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range rs {
 		k := keyOf(&r, fam)
-		v.all[k] = append(v.all[k], r)
 		if b, ok := v.best[k]; !ok || r.Priority < b.Priority {
 			v.best[k] = r
 		}
@@ -396,7 +392,6 @@ func (a *applier) listTable(fam, table int) ([]netlink.Route, error) {
 func (v *routeView) set(r netlink.Route, fam int) {
 	k := keyOf(&r, fam)
 	v.best[k] = r
-	v.all[k] = []netlink.Route{r}
 }
 
 // ensureRoute adds want, or replaces the route to the same destination
@@ -728,7 +723,6 @@ func (a *applier) prune() error {
 			return err
 		}
 		delete(v.best, k)
-		delete(v.all, k)
 	}
 	return nil
 }
