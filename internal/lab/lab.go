@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/spec"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -121,18 +122,8 @@ var (
 // is also the BPF pin directory, and bpffs refuses names with a dot.
 func NSName(lab, node string) string { return "src-" + lab + "_" + node }
 
-// maxEcho bounds how much of a name an error repeats: a name is refused
-// for being too long, and the error must not be as long as it.
-const maxEcho = 64
-
-// clip returns s, or its first maxEcho bytes and how much more there was,
-// quoted, for error messages.
-func clip(s string) string {
-	if len(s) <= maxEcho {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprintf("%q... (%d bytes)", s[:maxEcho], len(s))
-}
+// clip bounds a name echoed in an error (spec.Clip).
+var clip = spec.Clip
 
 // checkLabName returns ErrBadName, naming what was refused in bounded form.
 func checkLabName(verb, lab string) error {

@@ -56,25 +56,25 @@ func readBounded(path string) ([]byte, error) {
 	// refused below like any other non-regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", clip(path), unwrapPath(err))
+		return nil, fmt.Errorf("open %s: %w", Clip(path), unwrapPath(err))
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", clip(path), unwrapPath(err))
+		return nil, fmt.Errorf("stat %s: %w", Clip(path), unwrapPath(err))
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: %w", clip(path), ErrNotRegular)
+		return nil, fmt.Errorf("read %s: %w", Clip(path), ErrNotRegular)
 	}
 	if st.Size() > MaxFileSize {
-		return nil, fmt.Errorf("read %s: %w (%d bytes, at most %d)", clip(path), ErrTooLarge, st.Size(), MaxFileSize)
+		return nil, fmt.Errorf("read %s: %w (%d bytes, at most %d)", Clip(path), ErrTooLarge, st.Size(), MaxFileSize)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", clip(path), unwrapPath(err))
+		return nil, fmt.Errorf("read %s: %w", Clip(path), unwrapPath(err))
 	}
 	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("read %s: %w (more than %d bytes)", clip(path), ErrTooLarge, MaxFileSize)
+		return nil, fmt.Errorf("read %s: %w (more than %d bytes)", Clip(path), ErrTooLarge, MaxFileSize)
 	}
 	return data, nil
 }

@@ -59,9 +59,9 @@ func (v *validator) name(path, kind, name string, max int) bool {
 	case name == "":
 		v.add(path, "%s name is required", kind)
 	case len(name) > max:
-		v.add(path, "%s name %s is longer than %d characters", kind, clip(name), max)
+		v.add(path, "%s name %s is longer than %d characters", kind, Clip(name), max)
 	case !nameRE.MatchString(name):
-		v.add(path, "%s name %s must be lower-case letters, digits and inner dashes", kind, clip(name))
+		v.add(path, "%s name %s must be lower-case letters, digits and inner dashes", kind, Clip(name))
 	default:
 		return true
 	}

@@ -190,9 +190,9 @@ func (v *validator) ifName(path, name string) {
 	case name == "":
 		v.add(path, "interface is required")
 	case len(name) > MaxIfName:
-		v.add(path, "interface name %s is longer than %d characters (IFNAMSIZ)", clip(name), MaxIfName)
+		v.add(path, "interface name %s is longer than %d characters (IFNAMSIZ)", Clip(name), MaxIfName)
 	case !ifNameRE.MatchString(name):
-		v.add(path, "interface name %s may hold only letters, digits, '_' and '-' (no '.', '/' or ':': the name is part of sysctl paths)", clip(name))
+		v.add(path, "interface name %s may hold only letters, digits, '_' and '-' (no '.', '/' or ':': the name is part of sysctl paths)", Clip(name))
 	case reservedIfNames[name] != "":
 		v.add(path, "interface name %q is reserved: %s", name, reservedIfNames[name])
 	}
@@ -202,8 +202,9 @@ func (v *validator) ifName(path, name string) {
 // refused for its length must not make an error as long as itself.
 const maxEcho = 64
 
-// clip quotes s for an error message, cut to maxEcho bytes.
-func clip(s string) string {
+// Clip quotes s for an error message, cut to maxEcho bytes; every
+// package that echoes a name from the input uses it.
+func Clip(s string) string {
 	if len(s) <= maxEcho {
 		return strconv.Quote(s)
 	}
