@@ -37,6 +37,10 @@ enum srchain_drop_reason {
 	DROP_OPOT_NO_PROFILE,     /* OPoT TLV names a slot with no profile here (lib/opot.h) */
 	DROP_OPOT_STALE,          /* OPoT sequence number left of the anti-replay window, or 0 */
 	DROP_OPOT_SEQ_EXHAUSTED,  /* OPoT headend used every sequence number of the slot */
+	DROP_ANF_NO_SLOT,         /* End.AN.NF restore: packet without srchain's mark bits (lib/anf.h) */
+	DROP_ANF_STALE,           /* End.AN.NF restore: stash slot empty, reused or older than the age limit */
+	DROP_ANF_TOO_BIG,         /* End.AN.NF restore: re-encapsulated packet exceeds the next hop's MTU */
+	DROP_ANF_NO_ROUTE,        /* End.AN.NF restore: no route to the next SID */
 	DROP_MAX,
 };
 

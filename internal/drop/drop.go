@@ -36,6 +36,10 @@ const (
 	OPoTNoProfile
 	OPoTStale
 	OPoTSeqExhausted
+	ANFNoSlot
+	ANFStale
+	ANFTooBig
+	ANFNoRoute
 	Max // number of reasons; not a reason
 )
 
@@ -65,6 +69,10 @@ var names = [...]string{
 	OPoTNoProfile:    "opot-no-profile",
 	OPoTStale:        "opot-stale",
 	OPoTSeqExhausted: "opot-seq-exhausted",
+	ANFNoSlot:        "anf-no-slot",
+	ANFStale:         "anf-stale",
+	ANFTooBig:        "anf-too-big",
+	ANFNoRoute:       "anf-no-route",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* End.AN.NF (seed 002) on a stock kernel: srchain_anf_in strips and
+ * stashes the outer header before netfilter, srchain_anf_out restores it
+ * after. Design, mark layout and limits: lib/anf.h, docs/netfilter.md.
+ */
+#include "common.h"
+#include "counters.h"
+#include "srh.h"
+#include "fib.h"
+#include "csum.h"
+#include "ctx.h" /* BPF_F_ADJ_ROOM_DECAP_L3_* on old UAPI headers */
+#include "anf.h"
+
+/* tcx: TC_ACT_UNSPEC (-1) lets the next program on the hook run. */
+#define TCX_NEXT -1
+
+static __always_inline int drop(__u32 reason)
+{
+	count_drop(reason);
+	return TC_ACT_SHOT;
+}
+
+/* inner_ttl_inc adds one to the inner packet's TTL / hop limit (unless
+ * 255): the kernel's forwarding path decrements it once, End must not
+ * (RFC 8986 4.1 touches only the outer header), so both cancel out.
+ */
+static __always_inline void inner_ttl_inc(struct __sk_buff *skb, struct pkt *p, __u8 nh)
+{
+	if (nh == IPPROTO_IPIP) {
+		struct iphdr *ip4 = pkt_ptr(p, p->l3off, sizeof(*ip4));
+		__be16 before, after;
+
+		if (!ip4 || ip4->ttl == 255)
+			return;
+		before = *(__be16 *)&ip4->ttl;
+		ip4->ttl += 1;
+		after = *(__be16 *)&ip4->ttl;
+		/* IPv4 header checksum; the header's one's-complement sum stays
+		 * the same, so skb->csum (CHECKSUM_COMPLETE) needs nothing.
+		 */
+		bpf_l3_csum_replace(skb, p->l3off + offsetof(struct iphdr, check), before, after, 2);
+	} else {
+		struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+		__be32 before, after;
+
+		if (!ip6 || ip6->hop_limit == 255)
+			return;
+		before = ((__be32 *)ip6)[1];
+		ip6->hop_limit += 1;
+		after = ((__be32 *)ip6)[1];
+		skb_csum_replace(skb, &before, &after, sizeof(before));
+	}
+}
+
+SEC("tc")
+int srchain_anf_in(struct __sk_buff *skb)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct anf_sid_key key = { .prefixlen = 128 };
+	struct srh_info si = {};
+	struct anf_entry *e;
+	struct anf_sid *sid;
+	struct in6_addr *next;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__u32 reason, hlen, slot, pktlen, args_bits;
+	__u8 nh;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TCX_NEXT;
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6) {
+		if (bpf_skb_pull_data(skb, 0))
+			return TCX_NEXT;
+		p.data = (void *)(long)skb->data;
+		p.data_end = (void *)(long)skb->data_end;
+		ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+		if (!ip6)
+			return TCX_NEXT;
+	}
+	ipv6_addr_copy(&key.addr, &ip6->daddr);
+	sid = bpf_map_lookup_elem(&anf_sids, &key);
+	if (!sid)
+		return TCX_NEXT;
+	args_bits = sid->args_bits;
+	count_sid(sid->counter, skb->len - p.l3off);
+
+	/* The whole outer header must be linear to be read and stashed. */
+	if (p.data + p.l3off + ANF_MAX_HDR + 40 > p.data_end && p.data_end - p.data < skb->len) {
+		if (bpf_skb_pull_data(skb, skb->len < p.l3off + ANF_MAX_HDR + 40 ? skb->len : p.l3off + ANF_MAX_HDR + 40))
+			return drop(DROP_PKT_TRUNCATED);
+		p.data = (void *)(long)skb->data;
+		p.data_end = (void *)(long)skb->data_end;
+		ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+		if (!ip6)
+			return drop(DROP_PKT_TRUNCATED);
+	}
+	if (ip6->version != 6 || ip6->payload_len == 0)
+		return drop(DROP_UNSUPPORTED);
+	pktlen = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	if (skb->len < p.l3off + pktlen)
+		return drop(DROP_PKT_TRUNCATED);
+	if (skb->len > p.l3off + pktlen) {
+		/* Trailing bytes beyond the payload length (ip6_rcv_core trims). */
+		if (bpf_skb_change_tail(skb, p.l3off + pktlen, 0))
+			return drop(DROP_ADJUST_ROOM);
+		p.data = (void *)(long)skb->data;
+		p.data_end = (void *)(long)skb->data_end;
+		ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+		if (!ip6)
+			return drop(DROP_PKT_TRUNCATED);
+	}
+	/* Only an SRH right after the IPv6 header: with other extension
+	 * headers in front (Hop-by-Hop, Destination Options) the packet is
+	 * dropped, never passed to the kernel's End, which would forward
+	 * it without netfilter (docs/netfilter.md).
+	 */
+	if (ip6->nexthdr != IPPROTO_ROUTING)
+		return drop(DROP_NO_SRH);
+	si.ip6off = p.l3off;
+	si.srhoff = p.l3off + sizeof(*ip6);
+	reason = srh_validate(&p, &si);
+	if (!reason)
+		reason = srh_validate_tlvs(&p, &si);
+	if (reason)
+		return drop(reason);
+	if (si.sl == 0)
+		return drop(DROP_SRH_SL_ZERO);
+	if (srh_hmac_present(&p, &si))
+		return drop(DROP_UNSUPPORTED);
+	nh = si.nexthdr;
+	if (nh != IPPROTO_IPIP && nh != IPPROTO_IPV6)
+		return drop(DROP_UNSUPPORTED); /* insert mode, or anything but IP inside */
+	/* Hop limit exhausted: the kernel's End (the SID's seg6local route)
+	 * sends ICMPv6 Time Exceeded, as for End (RFC 8986 4.1 S05-S07).
+	 */
+	if (ip6->hop_limit <= 1) {
+		anf_count(ANF_STAT_TO_KERNEL);
+		return TC_ACT_OK;
+	}
+	hlen = sizeof(*ip6) + si.srhlen;
+	if (hlen > ANF_MAX_HDR)
+		return drop(DROP_UNSUPPORTED);
+	if (!pkt_ptr(&p, (p.l3off + hlen) & 0x3ff, nh == IPPROTO_IPV6 ? 40 : 20))
+		return drop(DROP_PKT_TRUNCATED);
+	next = srh_segment(&p, &si, si.sl - 1);
+	if (!next)
+		return drop(DROP_SRH_TRUNCATED);
+
+	slot = anf_slot_alloc();
+	e = bpf_map_lookup_elem(&anf_stash, &slot);
+	if (!e)
+		return drop(DROP_UNSUPPORTED);
+	if (e->live)
+		anf_count(ANF_STAT_UNCLAIMED);
+	hlen &= 0x1ff;
+	if (hlen < sizeof(*ip6) + 8 || hlen > ANF_MAX_HDR)
+		return drop(DROP_UNSUPPORTED);
+	if (bpf_skb_load_bytes(skb, p.l3off, e->hdr, hlen))
+		return drop(DROP_PKT_TRUNCATED);
+	/* End on the stashed copy (RFC 8986 4.1 S14-S16): hop limit - 1,
+	 * segments left - 1, DA = the new active segment.
+	 */
+	e->hdr[7] -= 1;
+	e->hdr[sizeof(*ip6) + 3] = si.sl - 1;
+	__builtin_memcpy(&e->hdr[24], next, sizeof(*next));
+	e->hlen = hlen;
+	e->ifindex = skb->ingress_ifindex;
+	e->mark = skb->mark;
+	e->ts = bpf_ktime_get_ns();
+	e->live = 1;
+	anf_count(ANF_STAT_STASHED);
+
+	/* The ARG is that of the active SID, the DA on arrival (seed 002
+	 * listing 3.2); read it before the header goes.
+	 */
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return drop(DROP_PKT_TRUNCATED);
+	skb->mark = anf_mark(slot, &ip6->daddr, args_bits);
+
+	/* FIXED_GSO: a GSO packet keeps the sender's segment size, so the
+	 * segments still fit once the outer header is back.
+	 */
+	if (bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC,
+				BPF_F_ADJ_ROOM_FIXED_GSO |
+				(nh == IPPROTO_IPV6 ? BPF_F_ADJ_ROOM_DECAP_L3_IPV6 : BPF_F_ADJ_ROOM_DECAP_L3_IPV4))) {
+		e->live = 0;
+		return drop(DROP_ADJUST_ROOM);
+	}
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	eth = pkt_ptr(&p, 0, sizeof(*eth));
+	if (!eth)
+		return drop(DROP_PKT_TRUNCATED);
+	eth->h_proto = nh == IPPROTO_IPV6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP);
+	inner_ttl_inc(skb, &p, nh);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int srchain_anf_out(struct __sk_buff *skb)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct bpf_fib_lookup params;
+	struct anf_entry *e;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__u32 mark = skb->mark, slot, hlen, inner, ifindex;
+	__u8 nh;
+	long rc;
+
+	if (!(mark & ANF_MARK_FLAG))
+		return drop(DROP_ANF_NO_SLOT);
+	slot = (mark >> ANF_MARK_SLOT_SHIFT) & (ANF_SLOTS - 1);
+	e = bpf_map_lookup_elem(&anf_stash, &slot);
+	if (!e || !e->live)
+		return drop(DROP_ANF_STALE);
+	if (bpf_ktime_get_ns() - e->ts > cfg_max_age_ns) {
+		e->live = 0;
+		return drop(DROP_ANF_STALE);
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IP))
+		nh = IPPROTO_IPIP;
+	else if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		nh = IPPROTO_IPV6;
+	else
+		return drop(DROP_UNSUPPORTED);
+	hlen = e->hlen & 0x1ff;
+	if (hlen < sizeof(*ip6) + 8 || hlen > ANF_MAX_HDR)
+		return drop(DROP_ANF_STALE);
+	inner = skb->len - p.l3off;
+	if (inner + hlen - sizeof(*ip6) > 0xffff)
+		return drop(DROP_ANF_TOO_BIG);
+	if (bpf_skb_adjust_room(skb, hlen, BPF_ADJ_ROOM_MAC,
+				BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV6))
+		return drop(DROP_ADJUST_ROOM);
+	if (bpf_skb_store_bytes(skb, p.l3off, e->hdr, hlen, 0))
+		return drop(DROP_ADJUST_ROOM);
+	ifindex = e->ifindex;
+	skb->mark = e->mark;
+	e->live = 0;
+	anf_count(ANF_STAT_RESTORED);
+
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	eth = pkt_ptr(&p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!eth || !ip6)
+		return drop(DROP_PKT_TRUNCATED);
+	{
+		struct srh_fixed *srh = pkt_ptr(&p, p.l3off + sizeof(*ip6), sizeof(*srh));
+
+		if (!srh)
+			return drop(DROP_PKT_TRUNCATED);
+		/* NAT may have resized the inner packet; the family cannot change. */
+		srh->nexthdr = nh;
+	}
+	ip6->payload_len = bpf_htons(inner + hlen - sizeof(*ip6));
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+
+	/* tot_len 0: the helper checks the skb itself against the MTU of
+	 * the route's device (GSO packets per segment).
+	 */
+	__builtin_memset(&params, 0, sizeof(params));
+	params.family = AF_INET6;
+	params.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
+	params.l4_protocol = ip6->nexthdr;
+	params.ifindex = ifindex;
+	ipv6_addr_copy((struct in6_addr *)params.ipv6_src, &ip6->saddr);
+	ipv6_addr_copy((struct in6_addr *)params.ipv6_dst, &ip6->daddr);
+	rc = bpf_fib_lookup(skb, &params, sizeof(params), 0);
+	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		fib_set_macs(eth, &params);
+		return bpf_redirect(params.ifindex, 0);
+	}
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		struct bpf_redir_neigh rn = { .nh_family = AF_INET6 };
+
+		__builtin_memcpy(rn.ipv6_nh, params.ipv6_dst, sizeof(rn.ipv6_nh));
+		fib_count(FIB_SLOT_REDIRECT_NEIGH);
+		return bpf_redirect_neigh(params.ifindex, &rn, sizeof(rn), 0);
+	}
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return drop(DROP_ANF_TOO_BIG);
+	return drop(DROP_ANF_NO_ROUTE);
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";
