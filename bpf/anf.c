@@ -52,6 +52,30 @@ static __always_inline void inner_ttl_inc(struct __sk_buff *skb, struct pkt *p, 
 	}
 }
 
+/* BPF_F_ADJ_ROOM_DECAP_IPXIP6 (Linux 6.18?): also clear skb->encapsulation
+ * and the IPXIP6 GSO flag the sender's seg6 encapsulation set, so the
+ * restore can encapsulate again (bpf_skb_adjust_room refuses to
+ * encapsulate an skb marked encapsulated, -EALREADY).
+ */
+#ifndef BPF_F_ADJ_ROOM_DECAP_IPXIP6
+#define BPF_F_ADJ_ROOM_DECAP_IPXIP6 (1ULL << 12)
+#endif
+
+/* anf_decap strips hlen bytes of outer header in front of an inner
+ * packet of type nh, keeping the sender's GSO segment size (FIXED_GSO:
+ * the segments still fit once the outer header is back). Kernels
+ * without BPF_F_ADJ_ROOM_DECAP_IPXIP6 reject it: decapsulate without.
+ */
+static __always_inline long anf_decap(struct __sk_buff *skb, __u32 hlen, __u8 nh)
+{
+	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO |
+		      (nh == IPPROTO_IPV6 ? BPF_F_ADJ_ROOM_DECAP_L3_IPV6 : BPF_F_ADJ_ROOM_DECAP_L3_IPV4);
+
+	if (!bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags | BPF_F_ADJ_ROOM_DECAP_IPXIP6))
+		return 0;
+	return bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags);
+}
+
 SEC("tc")
 int srchain_anf_in(struct __sk_buff *skb)
 {
@@ -155,9 +179,12 @@ int srchain_anf_in(struct __sk_buff *skb)
 		return drop(DROP_UNSUPPORTED);
 	if (e->live)
 		anf_count(ANF_STAT_UNCLAIMED);
-	hlen &= 0x1ff;
+	/* Re-bound hlen for the verifier after the compiler's reuse of it. */
+	asm volatile("" : "+r"(hlen));
 	if (hlen < sizeof(*ip6) + 8 || hlen > ANF_MAX_HDR)
 		return drop(DROP_UNSUPPORTED);
+	asm volatile("" : "+r"(hlen));
+	hlen = ((hlen - 1) & (ANF_HDR_ROOM - 1)) + 1; /* [1, ANF_HDR_ROOM]: no change at run time */
 	if (bpf_skb_load_bytes(skb, p.l3off, e->hdr, hlen))
 		return drop(DROP_PKT_TRUNCATED);
 	/* End on the stashed copy (RFC 8986 4.1 S14-S16): hop limit - 1,
@@ -184,9 +211,7 @@ int srchain_anf_in(struct __sk_buff *skb)
 	/* FIXED_GSO: a GSO packet keeps the sender's segment size, so the
 	 * segments still fit once the outer header is back.
 	 */
-	if (bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC,
-				BPF_F_ADJ_ROOM_FIXED_GSO |
-				(nh == IPPROTO_IPV6 ? BPF_F_ADJ_ROOM_DECAP_L3_IPV6 : BPF_F_ADJ_ROOM_DECAP_L3_IPV4))) {
+	if (anf_decap(skb, hlen, nh)) {
 		e->live = 0;
 		return drop(DROP_ADJUST_ROOM);
 	}
@@ -198,6 +223,29 @@ int srchain_anf_in(struct __sk_buff *skb)
 	eth->h_proto = nh == IPPROTO_IPV6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP);
 	inner_ttl_inc(skb, &p, nh);
 	return TC_ACT_OK;
+}
+
+#ifndef EALREADY
+#define EALREADY 114
+#endif
+
+/* anf_encap makes room for hlen bytes of outer header (FIXED_GSO: the
+ * sender's segment size stays). An skb still marked encapsulated by the
+ * sender's seg6 encapsulation (kernels whose decapsulation does not
+ * clear it, -EALREADY) gets the room without the ENCAP flag: its inner
+ * header offsets and tunnel GSO type are those of the original outer
+ * header, which had exactly this size, so they are right again once it
+ * is back. skb->protocol then stays the inner family until the next
+ * receiver parses the Ethernet header (docs/netfilter.md "Limits").
+ */
+static __always_inline long anf_encap(struct __sk_buff *skb, __u32 hlen)
+{
+	long r = bpf_skb_adjust_room(skb, hlen, BPF_ADJ_ROOM_MAC,
+				     BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV6);
+
+	if (r == -EALREADY)
+		r = bpf_skb_adjust_room(skb, hlen, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO);
+	return r;
 }
 
 SEC("tc")
@@ -228,14 +276,16 @@ int srchain_anf_out(struct __sk_buff *skb)
 		nh = IPPROTO_IPV6;
 	else
 		return drop(DROP_UNSUPPORTED);
-	hlen = e->hlen & 0x1ff;
+	hlen = e->hlen;
+	asm volatile("" : "+r"(hlen));
 	if (hlen < sizeof(*ip6) + 8 || hlen > ANF_MAX_HDR)
 		return drop(DROP_ANF_STALE);
+	asm volatile("" : "+r"(hlen));
+	hlen = ((hlen - 1) & (ANF_HDR_ROOM - 1)) + 1; /* [1, ANF_HDR_ROOM]: no change at run time */
 	inner = skb->len - p.l3off;
 	if (inner + hlen - sizeof(*ip6) > 0xffff)
 		return drop(DROP_ANF_TOO_BIG);
-	if (bpf_skb_adjust_room(skb, hlen, BPF_ADJ_ROOM_MAC,
-				BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV6))
+	if (anf_encap(skb, hlen))
 		return drop(DROP_ADJUST_ROOM);
 	if (bpf_skb_store_bytes(skb, p.l3off, e->hdr, hlen, 0))
 		return drop(DROP_ADJUST_ROOM);

@@ -48,6 +48,11 @@
  * segments (8 + 256) + 80 bytes of TLVs. Larger ones are DROP_UNSUPPORTED.
  */
 #define ANF_MAX_HDR 384
+/* Room of anf_entry.hdr: a power of two above ANF_MAX_HDR, so a length
+ * masked with ANF_HDR_ROOM - 1 is provably inside it (the verifier does
+ * not follow clang's rewrite of a range check).
+ */
+#define ANF_HDR_ROOM 512
 
 /* anf_sid: value of anf_sids (LPM trie keyed by SID prefix without ARG). */
 struct anf_sid {
@@ -66,7 +71,7 @@ struct anf_entry {
 	__u32 ifindex;  /* where the SR packet arrived (FIB lookup input) */
 	__u32 mark;     /* the SR packet's mark before anf_in */
 	__u32 hlen;     /* bytes in hdr */
-	__u8 hdr[ANF_MAX_HDR]; /* outer IPv6 + SRH, End already applied */
+	__u8 hdr[ANF_HDR_ROOM]; /* outer IPv6 + SRH, End already applied */
 };
 
 /* Slots of anf_stats (per CPU). */

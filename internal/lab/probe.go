@@ -191,20 +191,31 @@ func owner(net *state.Network, addr netip.Addr) string {
 // ChainSIDs returns the NF SIDs a chain's packets must cross, in order:
 // the segments of the chain's SR policy that are NF SIDs of some node.
 func ChainSIDs(net *state.Network, chain string) []netip.Addr {
-	nf := map[netip.Addr]bool{}
+	// A segment is an NF's when the NF's SID prefix holds it: a SID
+	// written with ARGS bits set (fc00:2::f1:1111 on fc00:2::f1:0/112)
+	// is a segment that differs from the prefix's address.
+	var nfp []netip.Prefix
 	for _, n := range net.Nodes {
 		for _, s := range n.SIDs {
 			if s.NF != "" {
-				nf[s.SID.Addr()] = true
+				nfp = append(nfp, s.SID)
 			}
 		}
+	}
+	nf := func(a netip.Addr) bool {
+		for _, p := range nfp {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, n := range net.Nodes {
 		for _, r := range n.Routes {
 			if r.Chain == chain && r.Encap != nil {
 				var out []netip.Addr
 				for _, s := range r.Encap.Segments {
-					if nf[s] {
+					if nf(s) {
 						out = append(out, s)
 					}
 				}

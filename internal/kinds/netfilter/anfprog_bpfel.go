@@ -20,7 +20,7 @@ type anfProgAnfEntry struct {
 	Ifindex uint32
 	Mark    uint32
 	Hlen    uint32
-	Hdr     [384]uint8
+	Hdr     [512]uint8
 }
 
 type anfProgAnfSid struct {

@@ -164,6 +164,11 @@ func ensureDevice(ns *netns.NS, mtu int) (ifindex int, created bool, err error) 
 		}
 	}
 	for _, name := range []string{RestoreDev, RestorePeer} {
+		// No IPv6 link-local address: the device sends nothing of its
+		// own (MLD, router solicitations) through srchain_anf_out.
+		if err := ns.Sysctl("net.ipv6.conf."+name+".addr_gen_mode", "1"); err != nil {
+			return 0, created, err
+		}
 		pl, err := h.LinkByName(name)
 		if err != nil {
 			return 0, created, fmt.Errorf("find %s: %w", name, err)
@@ -215,7 +220,7 @@ func routingMissing(ctx context.Context, ns *netns.NS) ([]string, error) {
 			missing = append(missing, fmt.Sprintf("netfilter: ip %s rule pref %d fwmark %s lookup %s missing", fam, RulePref, markSel, t))
 		}
 		out, err = ns.Run(ctx, "ip", fam, "route", "show", "table", t)
-		if err != nil {
+		if err != nil && !strings.Contains(err.Error(), "does not exist") {
 			return nil, err
 		}
 		if !strings.Contains(out, "default dev "+RestoreDev) {
