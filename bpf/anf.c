@@ -238,61 +238,28 @@ int srchain_anf_in(struct __sk_buff *skb)
  * is back. skb->protocol then stays the inner family until the next
  * receiver parses the Ethernet header (docs/netfilter.md "Limits").
  */
-static __always_inline long anf_encap(struct __sk_buff *skb, __u32 hlen)
+static __always_inline long anf_encap(struct __sk_buff *skb, __u32 hlen, int *fallback)
 {
 	long r = bpf_skb_adjust_room(skb, hlen, BPF_ADJ_ROOM_MAC,
 				     BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV6);
 
-	if (r == -EALREADY)
+	if (r == -EALREADY) {
+		*fallback = 1;
 		r = bpf_skb_adjust_room(skb, hlen, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO);
+	}
 	return r;
 }
 
-SEC("tc")
-int srchain_anf_out(struct __sk_buff *skb)
+/* anf_forward sends the restored SR packet to the next SID's
+ * neighbour: FIB lookup (as if it arrived on ifindex), then redirect.
+ */
+static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
 	struct bpf_fib_lookup params;
-	struct anf_entry *e;
 	struct ipv6hdr *ip6;
 	struct ethhdr *eth;
-	__u32 mark = skb->mark, slot, hlen, inner, ifindex;
-	__u8 nh;
 	long rc;
-
-	if (!(mark & ANF_MARK_FLAG))
-		return drop(DROP_ANF_NO_SLOT);
-	slot = (mark >> ANF_MARK_SLOT_SHIFT) & (ANF_SLOTS - 1);
-	e = bpf_map_lookup_elem(&anf_stash, &slot);
-	if (!e || !e->live)
-		return drop(DROP_ANF_STALE);
-	if (bpf_ktime_get_ns() - e->ts > cfg_max_age_ns) {
-		e->live = 0;
-		return drop(DROP_ANF_STALE);
-	}
-	if (skb->protocol == bpf_htons(ETH_P_IP))
-		nh = IPPROTO_IPIP;
-	else if (skb->protocol == bpf_htons(ETH_P_IPV6))
-		nh = IPPROTO_IPV6;
-	else
-		return drop(DROP_UNSUPPORTED);
-	hlen = e->hlen;
-	asm volatile("" : "+r"(hlen));
-	if (hlen < sizeof(*ip6) + 8 || hlen > ANF_MAX_HDR)
-		return drop(DROP_ANF_STALE);
-	asm volatile("" : "+r"(hlen));
-	hlen = ((hlen - 1) & (ANF_HDR_ROOM - 1)) + 1; /* [1, ANF_HDR_ROOM]: no change at run time */
-	inner = skb->len - p.l3off;
-	if (inner + hlen - sizeof(*ip6) > 0xffff)
-		return drop(DROP_ANF_TOO_BIG);
-	if (anf_encap(skb, hlen))
-		return drop(DROP_ADJUST_ROOM);
-	if (bpf_skb_store_bytes(skb, p.l3off, e->hdr, hlen, 0))
-		return drop(DROP_ADJUST_ROOM);
-	ifindex = e->ifindex;
-	skb->mark = e->mark;
-	e->live = 0;
-	anf_count(ANF_STAT_RESTORED);
 
 	p.data = (void *)(long)skb->data;
 	p.data_end = (void *)(long)skb->data_end;
@@ -300,17 +267,6 @@ int srchain_anf_out(struct __sk_buff *skb)
 	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
 	if (!eth || !ip6)
 		return drop(DROP_PKT_TRUNCATED);
-	{
-		struct srh_fixed *srh = pkt_ptr(&p, p.l3off + sizeof(*ip6), sizeof(*srh));
-
-		if (!srh)
-			return drop(DROP_PKT_TRUNCATED);
-		/* NAT may have resized the inner packet; the family cannot change. */
-		srh->nexthdr = nh;
-	}
-	ip6->payload_len = bpf_htons(inner + hlen - sizeof(*ip6));
-	eth->h_proto = bpf_htons(ETH_P_IPV6);
-
 	/* tot_len 0: the helper checks the skb itself against the MTU of
 	 * the route's device (GSO packets per segment).
 	 */
@@ -337,6 +293,97 @@ int srchain_anf_out(struct __sk_buff *skb)
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
 		return drop(DROP_ANF_TOO_BIG);
 	return drop(DROP_ANF_NO_ROUTE);
+}
+
+SEC("tc")
+int srchain_anf_out(struct __sk_buff *skb)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct anf_entry *e;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__u32 mark = skb->mark, slot, hlen, inner, ifindex;
+	int fallback = 0;
+	__u8 nh;
+
+	if (!(mark & ANF_MARK_FLAG))
+		return drop(DROP_ANF_NO_SLOT);
+	slot = (mark >> ANF_MARK_SLOT_SHIFT) & (ANF_SLOTS - 1);
+	e = bpf_map_lookup_elem(&anf_stash, &slot);
+	if (!e || !e->live)
+		return drop(DROP_ANF_STALE);
+	if (bpf_ktime_get_ns() - e->ts > cfg_max_age_ns) {
+		e->live = 0;
+		return drop(DROP_ANF_STALE);
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IP))
+		nh = IPPROTO_IPIP;
+	else if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		nh = IPPROTO_IPV6;
+	else
+		return drop(DROP_UNSUPPORTED);
+	hlen = e->hlen;
+	asm volatile("" : "+r"(hlen));
+	if (hlen < sizeof(*ip6) + 8 || hlen > ANF_MAX_HDR)
+		return drop(DROP_ANF_STALE);
+	asm volatile("" : "+r"(hlen));
+	hlen = ((hlen - 1) & (ANF_HDR_ROOM - 1)) + 1; /* [1, ANF_HDR_ROOM]: no change at run time */
+	inner = skb->len - p.l3off;
+	if (inner + hlen - sizeof(*ip6) > 0xffff)
+		return drop(DROP_ANF_TOO_BIG);
+	if (anf_encap(skb, hlen, &fallback))
+		return drop(DROP_ADJUST_ROOM);
+	if (bpf_skb_store_bytes(skb, p.l3off, e->hdr, hlen, 0))
+		return drop(DROP_ADJUST_ROOM);
+	ifindex = e->ifindex;
+	skb->mark = e->mark;
+	e->live = 0;
+	anf_count(ANF_STAT_RESTORED);
+
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	eth = pkt_ptr(&p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!eth || !ip6)
+		return drop(DROP_PKT_TRUNCATED);
+	{
+		struct srh_fixed *srh = pkt_ptr(&p, p.l3off + sizeof(*ip6), sizeof(*srh));
+
+		if (!srh)
+			return drop(DROP_PKT_TRUNCATED);
+		/* NAT may have resized the inner packet; the family cannot change. */
+		srh->nexthdr = nh;
+	}
+	ip6->payload_len = bpf_htons(inner + hlen - sizeof(*ip6));
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+
+	/* Still marked encapsulated (anf_encap's fallback), an IPv4 inner
+	 * GSO packet keeps skb->protocol IPv4, and the software GSO that
+	 * its DODGY flag asks for at the next device would parse the outer
+	 * IPv6 header as IPv4. Through the restore device's peer it is
+	 * received again, which reads the protocol from the Ethernet header
+	 * (eth_type_trans); srchain_anf_fwd forwards it from there.
+	 */
+	if (fallback && nh == IPPROTO_IPIP && skb->gso_size && cfg_peer_ifindex)
+		return bpf_redirect(cfg_peer_ifindex, BPF_F_INGRESS);
+	return anf_forward(skb, ifindex);
+}
+
+/* srchain_anf_fwd (tcx ingress of the restore device's peer): forwards
+ * restored packets that srchain_anf_out sent the long way round.
+ */
+SEC("tc")
+int srchain_anf_fwd(struct __sk_buff *skb)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct ipv6hdr *ip6;
+
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6 || skb->protocol != bpf_htons(ETH_P_IPV6))
+		return drop(DROP_UNSUPPORTED);
+	return anf_forward(skb, skb->ingress_ifindex);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -108,6 +108,8 @@ struct {
  * CPUs)), at most 7); each CPU owns ANF_SLOTS >> cfg_cpu_bits slots.
  */
 SRCHAIN_CONFIG(__u32, cfg_cpu_bits, 0);
+/* cfg_peer_ifindex: the restore device's peer (srchain_anf_fwd), 0: none. */
+SRCHAIN_CONFIG(__u32, cfg_peer_ifindex, 0);
 /* cfg_max_age_ns: an entry older than this is not restored. */
 SRCHAIN_CONFIG(__u64, cfg_max_age_ns, 1000000000ull);
 

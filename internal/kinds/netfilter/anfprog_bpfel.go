@@ -57,10 +57,12 @@ const (
 	anfProgMapDropCounters   = "drop_counters"
 	anfProgMapFibCounters    = "fib_counters"
 	anfProgMapSidCounters    = "sid_counters"
+	anfProgProgSrchainAnfFwd = "srchain_anf_fwd"
 	anfProgProgSrchainAnfIn  = "srchain_anf_in"
 	anfProgProgSrchainAnfOut = "srchain_anf_out"
 	anfProgVarCfgCpuBits     = "cfg_cpu_bits"
 	anfProgVarCfgMaxAgeNs    = "cfg_max_age_ns"
+	anfProgVarCfgPeerIfindex = "cfg_peer_ifindex"
 )
 
 // loadAnfProg returns the embedded CollectionSpec for anfProg.
@@ -105,6 +107,7 @@ type anfProgSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type anfProgProgramSpecs struct {
+	SrchainAnfFwd *ebpf.ProgramSpec `ebpf:"srchain_anf_fwd"`
 	SrchainAnfIn  *ebpf.ProgramSpec `ebpf:"srchain_anf_in"`
 	SrchainAnfOut *ebpf.ProgramSpec `ebpf:"srchain_anf_out"`
 }
@@ -125,8 +128,9 @@ type anfProgMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type anfProgVariableSpecs struct {
-	CfgCpuBits  *ebpf.VariableSpec `ebpf:"cfg_cpu_bits"`
-	CfgMaxAgeNs *ebpf.VariableSpec `ebpf:"cfg_max_age_ns"`
+	CfgCpuBits     *ebpf.VariableSpec `ebpf:"cfg_cpu_bits"`
+	CfgMaxAgeNs    *ebpf.VariableSpec `ebpf:"cfg_max_age_ns"`
+	CfgPeerIfindex *ebpf.VariableSpec `ebpf:"cfg_peer_ifindex"`
 }
 
 // anfProgObjects contains all objects after they have been loaded into the kernel.
@@ -172,20 +176,23 @@ func (m *anfProgMaps) Close() error {
 //
 // It can be passed to loadAnfProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type anfProgVariables struct {
-	CfgCpuBits  *ebpf.Variable `ebpf:"cfg_cpu_bits"`
-	CfgMaxAgeNs *ebpf.Variable `ebpf:"cfg_max_age_ns"`
+	CfgCpuBits     *ebpf.Variable `ebpf:"cfg_cpu_bits"`
+	CfgMaxAgeNs    *ebpf.Variable `ebpf:"cfg_max_age_ns"`
+	CfgPeerIfindex *ebpf.Variable `ebpf:"cfg_peer_ifindex"`
 }
 
 // anfProgPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadAnfProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type anfProgPrograms struct {
+	SrchainAnfFwd *ebpf.Program `ebpf:"srchain_anf_fwd"`
 	SrchainAnfIn  *ebpf.Program `ebpf:"srchain_anf_in"`
 	SrchainAnfOut *ebpf.Program `ebpf:"srchain_anf_out"`
 }
 
 func (p *anfProgPrograms) Close() error {
 	return _AnfProgClose(
+		p.SrchainAnfFwd,
 		p.SrchainAnfIn,
 		p.SrchainAnfOut,
 	)

@@ -34,8 +34,10 @@ type Objects struct {
 	anfProgObjects
 }
 
-// Load loads bpf/anf.c with the stash partitioned over the possible CPUs.
-func Load() (*Objects, error) {
+// Load loads bpf/anf.c with the stash partitioned over the possible CPUs;
+// peer is the ifindex of the restore device's peer (srchain_anf_fwd), 0
+// for none.
+func Load(peer int) (*Objects, error) {
 	spec, err := loadAnfProg()
 	if err != nil {
 		return nil, err
@@ -53,6 +55,9 @@ func Load() (*Objects, error) {
 	}
 	if err := spec.Variables["cfg_cpu_bits"].Set(cpuBits); err != nil {
 		return nil, fmt.Errorf("set cfg_cpu_bits: %w", err)
+	}
+	if err := spec.Variables["cfg_peer_ifindex"].Set(uint32(peer)); err != nil {
+		return nil, fmt.Errorf("set cfg_peer_ifindex: %w", err)
 	}
 	var o Objects
 	if err := spec.LoadAndAssign(&o.anfProgObjects, nil); err != nil {

@@ -43,6 +43,7 @@ func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/anf" }
 
 func inPin(pin string, ifindex int) string  { return fmt.Sprintf("%s/in_%d", pin, ifindex) }
 func outPin(pin string, ifindex int) string { return fmt.Sprintf("%s/out_%d", pin, ifindex) }
+func fwdPin(pin string, ifindex int) string { return fmt.Sprintf("%s/fwd_%d", pin, ifindex) }
 
 type driver struct{}
 
@@ -86,7 +87,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 
 	// 2. The restore device.
-	dev, created, err := ensureDevice(ns, prog.RestoreMTU)
+	dev, peer, created, err := ensureDevice(ns, prog.RestoreMTU)
 	if err != nil {
 		return fail(err)
 	}
@@ -109,7 +110,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	pin := PinDir(ns)
-	ok, err := programsRun(ns, pin, ifs, dev)
+	ok, err := programsRun(ns, pin, ifs, dev, peer)
 	if err != nil {
 		return fail(err)
 	}
@@ -117,7 +118,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err := removePrograms(pin); err != nil {
 			return fail(err)
 		}
-		if err := loadPrograms(ns, pin, ifs, dev); err != nil {
+		if err := loadPrograms(ns, pin, ifs, dev, peer); err != nil {
 			return fail(errors.Join(err, removePrograms(pin)))
 		}
 		undos = append(undos, func() error { return removePrograms(pin) })
@@ -145,42 +146,45 @@ func ifindexes(ns *netns.NS, names []string) ([]int, error) {
 
 // ensureDevice creates the restore veth pair (no ARP: the inner packet's
 // neighbour is never resolved there) or brings an existing one to mtu.
-func ensureDevice(ns *netns.NS, mtu int) (ifindex int, created bool, err error) {
+func ensureDevice(ns *netns.NS, mtu int) (ifindex, peer int, created bool, err error) {
 	h := ns.Netlink()
 	l, err := h.LinkByName(RestoreDev)
 	if err != nil {
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: RestoreDev, MTU: mtu}, PeerName: RestorePeer}
 		if err := h.LinkAdd(veth); err != nil {
-			return 0, false, fmt.Errorf("create %s: %w", RestoreDev, err)
+			return 0, 0, false, fmt.Errorf("create %s: %w", RestoreDev, err)
 		}
 		created = true
 		if l, err = h.LinkByName(RestoreDev); err != nil {
-			return 0, true, errors.Join(fmt.Errorf("find %s: %w", RestoreDev, err), deleteDevice(ns))
+			return 0, 0, true, errors.Join(fmt.Errorf("find %s: %w", RestoreDev, err), deleteDevice(ns))
 		}
 	}
 	if l.Attrs().MTU != mtu {
 		if err := h.LinkSetMTU(l, mtu); err != nil {
-			return 0, created, fmt.Errorf("set %s mtu %d: %w", RestoreDev, mtu, err)
+			return 0, 0, created, fmt.Errorf("set %s mtu %d: %w", RestoreDev, mtu, err)
 		}
 	}
 	for _, name := range []string{RestoreDev, RestorePeer} {
 		// No IPv6 link-local address: the device sends nothing of its
 		// own (MLD, router solicitations) through srchain_anf_out.
 		if err := ns.Sysctl("net.ipv6.conf."+name+".addr_gen_mode", "1"); err != nil {
-			return 0, created, err
+			return 0, 0, created, err
 		}
 		pl, err := h.LinkByName(name)
 		if err != nil {
-			return 0, created, fmt.Errorf("find %s: %w", name, err)
+			return 0, 0, created, fmt.Errorf("find %s: %w", name, err)
 		}
 		if err := h.LinkSetARPOff(pl); err != nil {
-			return 0, created, fmt.Errorf("arp off %s: %w", name, err)
+			return 0, 0, created, fmt.Errorf("arp off %s: %w", name, err)
 		}
 		if err := h.LinkSetUp(pl); err != nil {
-			return 0, created, fmt.Errorf("up %s: %w", name, err)
+			return 0, 0, created, fmt.Errorf("up %s: %w", name, err)
+		}
+		if name == RestorePeer {
+			peer = pl.Attrs().Index
 		}
 	}
-	return l.Attrs().Index, created, nil
+	return l.Attrs().Index, peer, created, nil
 }
 
 func deleteDevice(ns *netns.NS) error {
@@ -289,7 +293,7 @@ func linkRuns(ns *netns.NS, path string, ifindex int, attach ebpf.AttachType) (b
 }
 
 // programsRun: every pinned link runs where it should.
-func programsRun(ns *netns.NS, pin string, ifs []int, dev int) (bool, error) {
+func programsRun(ns *netns.NS, pin string, ifs []int, dev, peer int) (bool, error) {
 	if _, err := os.Stat(pin + "/anf_sids"); err != nil {
 		return false, nil
 	}
@@ -299,11 +303,14 @@ func programsRun(ns *netns.NS, pin string, ifs []int, dev int) (bool, error) {
 			return false, err
 		}
 	}
+	if ok, err := linkRuns(ns, fwdPin(pin, peer), peer, ebpf.AttachTCXIngress); err != nil || !ok {
+		return false, err
+	}
 	return linkRuns(ns, outPin(pin, dev), dev, ebpf.AttachTCXEgress)
 }
 
-func loadPrograms(ns *netns.NS, pin string, ifs []int, dev int) error {
-	o, err := Load()
+func loadPrograms(ns *netns.NS, pin string, ifs []int, dev, peer int) error {
+	o, err := Load(peer)
 	if err != nil {
 		return err
 	}
@@ -336,6 +343,9 @@ func loadPrograms(ns *netns.NS, pin string, ifs []int, dev int) error {
 	if err := attach(dev, o.SrchainAnfOut, ebpf.AttachTCXEgress, outPin(pin, dev)); err != nil {
 		return err
 	}
+	if err := attach(peer, o.SrchainAnfFwd, ebpf.AttachTCXIngress, fwdPin(pin, peer)); err != nil {
+		return err
+	}
 	return o.pinMaps(pin)
 }
 
@@ -350,7 +360,7 @@ func removePrograms(pin string) error {
 	}
 	var errs []error
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "in_") || strings.HasPrefix(e.Name(), "out_") {
+		if strings.HasPrefix(e.Name(), "in_") || strings.HasPrefix(e.Name(), "out_") || strings.HasPrefix(e.Name(), "fwd_") {
 			errs = append(errs, bpfrt.DetachPinned(pin+"/"+e.Name()))
 		}
 	}
