@@ -196,7 +196,7 @@ int srchain_anf_in(struct __sk_buff *skb)
 	e->hlen = hlen;
 	e->ifindex = skb->ingress_ifindex;
 	e->mark = skb->mark;
-	e->ts = bpf_ktime_get_ns();
+	e->ts = bpf_ktime_get_coarse_ns(); /* jiffy resolution: ample for a 1 s age limit, and cheap */
 	e->live = 1;
 	anf_count(ANF_STAT_STASHED);
 
@@ -312,7 +312,7 @@ int srchain_anf_out(struct __sk_buff *skb)
 	e = bpf_map_lookup_elem(&anf_stash, &slot);
 	if (!e || !e->live)
 		return drop(DROP_ANF_STALE);
-	if (bpf_ktime_get_ns() - e->ts > cfg_max_age_ns) {
+	if (bpf_ktime_get_coarse_ns() - e->ts > cfg_max_age_ns) {
 		e->live = 0;
 		return drop(DROP_ANF_STALE);
 	}

@@ -66,7 +66,7 @@ struct anf_sid_key {
 };
 
 struct anf_entry {
-	__u64 ts;       /* bpf_ktime_get_ns() when stashed */
+	__u64 ts;       /* bpf_ktime_get_coarse_ns() when stashed */
 	__u32 live;     /* 1 from stash until restore */
 	__u32 ifindex;  /* where the SR packet arrived (FIB lookup input) */
 	__u32 mark;     /* the SR packet's mark before anf_in */
