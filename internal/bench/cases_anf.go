@@ -35,7 +35,9 @@ func setupANF(ctx context.Context, d *DUT, sid netip.Addr, ruleset string) error
 	if err := d.IP(ctx, "-6", "route", "add", sid.String()+"/128", "encap", "seg6local", "action", "End", "dev", ifDUTIn); err != nil {
 		return err
 	}
-	prog := netfilter.Program{SID: netip.PrefixFrom(sid, 128), Ruleset: ruleset, RestoreMTU: 1500 - netfilter.Overhead(2)}
+	// The restore device fits what the links carry (the lab computes the
+	// same from the node's links).
+	prog := netfilter.Program{SID: netip.PrefixFrom(sid, 128), Ruleset: ruleset, RestoreMTU: linkMTU - netfilter.Overhead(2)}
 	cfg, err := json.Marshal(prog)
 	if err != nil {
 		return err
