@@ -144,15 +144,19 @@ func TestANFLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-		var out []byte
-		var err error
-		for range 20 { // the server needs a moment to listen
-			out, err = src.Command(ctx, "iperf3", "-c", sink4, "-t", "10", "-J").Output()
-			if err == nil {
+		// Wait until the server listens (a probe connection would use up
+		// its one test).
+		for i := 0; ; i++ {
+			out, _ := sink.Run(ctx, "ss", "-Hltn", "sport", "=", ":5201")
+			if strings.Contains(out, "5201") {
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			if i == 100 {
+				t.Fatal("iperf3 server does not listen")
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
+		out, err := src.Command(ctx, "iperf3", "-c", sink4, "-t", "10", "-J").Output()
 		if err != nil {
 			t.Fatalf("iperf3: %v\n%s", err, out)
 		}
