@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* srchain End in XDP: the fast path twin of bpf/end.c (C10).
  *
- * Shares lib/end.h, lib/srh.h and the maps (the loader hands this object
- * the tc object's sids / counter maps). It completes only what it can do
- * entirely at XDP: End with hop limit > 1 whose new DA the FIB resolves
- * (hop limit--, SL--, DA, MACs, XDP_REDIRECT). It decides on a copy of the
- * new DA and writes the packet only when it redirects it, so everything
- * else goes on with XDP_PASS UNTOUCHED (a packet half-processed here would
- * confuse tc and break CHECKSUM_COMPLETE) to the tc End program, which
- * must be attached to the same interface and does the whole job:
+ * Shares lib/end.h (end_classify: the same decision as tc), lib/srh.h
+ * and the maps (the loader hands this object the tc object's maps). It
+ * completes only End packets end_classify accepts whose new DA the FIB
+ * resolves (hop limit--, SL--, DA, MACs, XDP_REDIRECT), deciding before
+ * it writes anything; everything else goes on with XDP_PASS UNTOUCHED to
+ * the tc End program on the same interface, which decides again, counts
+ * the pass reason, and hands it to the kernel's seg6local End:
+ *   - frames whose destination MAC is not the interface's (if_macs);
  *   - End.X SIDs (tc uses bpf_redirect_neigh), cfg_stack_forward;
- *   - hop limit <= 1, FIB miss, no neighbour, next SID local, trailing
- *     bytes after the payload, ...;
- *   - malformed packets: dropped here and counted by reason.
+ *   - every END_PASS of end_classify, FIB results other than SUCCESS.
+ * Malformed packets the kernel drops too are dropped here and counted.
  * SID counters are bumped only for packets this program redirects or
  * drops (tc counts the ones passed on).
  * Native XDP_REDIRECT into a veth needs NAPI on the peer (GRO on or an
@@ -23,6 +22,23 @@
 #include "srh.h"
 #include "end.h"
 #include "fib.h"
+
+/* The MAC address of each interface the program is attached to
+ * (datapath.End.AttachXDP writes it): XDP has no pkt_type, so frames for
+ * another host, broadcast and multicast are recognised by comparing the
+ * destination MAC. An interface missing here passes everything to tc.
+ */
+struct if_mac {
+	__u8 addr[ETH_ALEN];
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct if_mac);
+} if_macs SEC(".maps");
 
 static __always_inline int xdrop(__u32 counter, __u64 len, __u32 reason)
 {
@@ -36,15 +52,15 @@ int srchain_end_xdp(struct xdp_md *ctx)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
 	struct bpf_fib_lookup params;
-	struct srh_fixed *srh;
 	struct sid_entry *sid;
-	struct srh_info si = {};
-	struct in6_addr nda;
+	struct end_plan pl = {};
 	struct ipv6hdr *ip6;
 	struct ethhdr *eth;
-	__u32 reason, pktlen, have, counter;
+	struct if_mac *mac;
+	__u32 reason, counter, ifindex = ctx->ingress_ifindex;
 	__u64 len;
 	long rc;
+	int verdict;
 
 	if (cfg_stack_forward)
 		return XDP_PASS; /* tc hands everything to the stack */
@@ -56,47 +72,36 @@ int srchain_end_xdp(struct xdp_md *ctx)
 	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
 	if (!ip6)
 		return XDP_PASS;
-	sid = bpf_map_lookup_elem(&sids, &ip6->daddr);
+	sid = sid_lookup(&ip6->daddr);
 	if (!sid || sid->behavior != SRCHAIN_BEH_END)
 		return XDP_PASS;
+	mac = bpf_map_lookup_elem(&if_macs, &ifindex);
+	if (!mac || *(__u32 *)mac->addr != *(__u32 *)eth->h_dest ||
+	    *(__u16 *)&mac->addr[4] != *(__u16 *)&eth->h_dest[4])
+		return XDP_PASS; /* not for this host: tc and the kernel decide */
 	counter = sid->counter;
 	/* IP bytes, as the kernel's seg6local counters and ip6tables. */
 	len = p.data_end - p.data - p.l3off;
 
-	if (ip6->version != 6 || ip6->payload_len == 0)
-		return xdrop(counter, len, DROP_UNSUPPORTED);
-	pktlen = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
-	have = p.data_end - p.data - p.l3off;
-	if (pktlen > have)
-		return xdrop(counter, len, DROP_PKT_TRUNCATED);
-	if (pktlen < have)
-		return XDP_PASS; /* trailing bytes: tc trims, then runs End */
-
-	reason = srh_parse(&p, &si);
-	if (reason)
+	verdict = end_classify(&p, len, &pl, &reason);
+	if (verdict == END_DROP)
 		return xdrop(counter, len, reason);
-	if (srh_hmac_present(&p, &si))
-		return xdrop(counter, len, DROP_UNSUPPORTED);
-	reason = end_next_da(&p, &si, &nda);
-	if (reason)
-		return xdrop(counter, len, reason);
-	if (ip6->hop_limit <= 1)
-		return XDP_PASS; /* tc rewrites, the stack sends Time Exceeded */
-	if (bpf_map_lookup_elem(&sids, &nda))
-		return XDP_PASS; /* next SID local: tc runs End twice */
+	if (verdict != END_FAST)
+		return XDP_PASS; /* tc decides again and counts the reason */
 
-	rc = fib_lookup_ip6_dst(ctx, &params, ip6, &nda, ctx->ingress_ifindex, 0);
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return XDP_PASS;
+	rc = fib_lookup_ip6_dst(ctx, &params, ip6, &pl.nda, ifindex, 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
-		return XDP_PASS; /* slow path via tc and the stack */
+		return XDP_PASS; /* the kernel's End via tc */
 
 	/* Redirecting: now, and only now, write the packet. */
-	ip6 = pkt_ptr(&p, si.ip6off, sizeof(*ip6));
-	srh = srh_fixed_hdr(&p, &si);
-	if (!ip6 || !srh)
+	if (end_write(&p, &pl))
 		return xdrop(counter, len, DROP_PKT_TRUNCATED);
-	srh->segments_left = si.sl - 1;
-	ipv6_addr_copy(&ip6->daddr, &nda);
-	ip6_dec_hop_limit(ip6);
+	eth = pkt_ptr(&p, 0, sizeof(*eth));
+	if (!eth)
+		return xdrop(counter, len, DROP_PKT_TRUNCATED);
 	fib_set_macs(eth, &params);
 	count_sid(counter, len);
 	return bpf_redirect(params.ifindex, 0);

@@ -220,7 +220,11 @@ static __always_inline int srh_hmac_present(const struct pkt *p, const struct sr
 /* srh_fixed_hdr returns the fixed SRH part (already validated). */
 static __always_inline struct srh_fixed *srh_fixed_hdr(const struct pkt *p, const struct srh_info *si)
 {
-	return pkt_ptr(p, si->srhoff, sizeof(struct srh_fixed));
+	/* The mask changes nothing (offsets < 0x4000, see
+	 * srh_validate_tlvs) but keeps the offset bounded for the verifier
+	 * when si lives in a stack slot it does not track.
+	 */
+	return pkt_ptr(p, si->srhoff & 0x3fff, sizeof(struct srh_fixed));
 }
 
 /* srh_segment returns a pointer to segment[idx] in the packet, or NULL
@@ -235,7 +239,7 @@ static __always_inline struct in6_addr *srh_segment(const struct pkt *p, const s
 	if (idx > si->last_entry)
 		return NULL;
 	idx &= SRCHAIN_MAX_SEGS - 1;
-	off = si->srhoff + sizeof(struct srh_fixed) + idx * sizeof(struct in6_addr);
+	off = (si->srhoff & 0x3fff) + sizeof(struct srh_fixed) + idx * sizeof(struct in6_addr);
 	return pkt_ptr(p, off, sizeof(struct in6_addr));
 }
 

@@ -513,11 +513,12 @@ func (a *applier) sids() error {
 			return fmt.Errorf("sid %s: End.DX6 next hop %s is the node's own address (use End.DT6 for local delivery): %w",
 				s.SID, s.NH6, ErrBadState)
 		}
-		if s.Datapath == state.EBPF || a.prev.hasSID(s) {
-			// eBPF SIDs are served by the "end" program and its SID
-			// map (driver).
+		if a.prev.hasSID(s) {
 			continue
 		}
+		// An eBPF SID gets its kernel seg6local route too: the End
+		// program hands the kernel, untouched, every packet its fast
+		// path does not complete (docs/datapath.md, slow path).
 		dev, err := a.sidDev()
 		if err != nil {
 			return err
@@ -676,9 +677,7 @@ func (a *applier) prune() error {
 		slots[routeSlot(r)] = true
 	}
 	for _, s := range a.node.SIDs {
-		if s.Datapath != state.EBPF {
-			slots[sidSlot(s)] = true
-		}
+		slots[sidSlot(s)] = true
 	}
 	var olds []*netlink.Route
 	for _, r := range a.remove.Routes {
@@ -692,7 +691,7 @@ func (a *applier) prune() error {
 		olds = append(olds, nr)
 	}
 	for _, s := range a.remove.SIDs {
-		if s.Datapath == state.EBPF || slots[sidSlot(s)] {
+		if slots[sidSlot(s)] {
 			continue
 		}
 		dev, _ := a.sidDev()

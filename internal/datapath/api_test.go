@@ -54,9 +54,9 @@ func TestEndSID(t *testing.T) {
 		ok   bool
 		want SIDEntry
 	}{
-		{sidEnd, true, SIDEntry{Behavior: BehaviorEnd}},
-		{sidEndX, true, SIDEntry{Behavior: BehaviorEndX, OIF: env.out, NH6: nhAddr}},
-		{sidEndXOnLink, true, SIDEntry{Behavior: BehaviorEndX, OIF: env.out}},
+		{sidEnd, true, SIDEntry{Behavior: BehaviorEnd, Bits: 128}},
+		{sidEndX, true, SIDEntry{Behavior: BehaviorEndX, OIF: env.out, NH6: nhAddr, Bits: 128}},
+		{sidEndXOnLink, true, SIDEntry{Behavior: BehaviorEndX, OIF: env.out, Bits: 128}},
 		{routed, false, SIDEntry{}},
 	} {
 		for _, e := range []*End{e1, e2} {

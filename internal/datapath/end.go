@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -98,7 +99,17 @@ type End struct {
 	mu    sync.Mutex
 	links map[bpfrt.Hook]link.Link
 	slots map[netip.Addr]uint32
+	plens map[netip.Addr]int // SID length (LOC+FUNCT) by map key
 	used  [maxSIDs]bool
+}
+
+// sidBits is the LOC+FUNCT length of a map entry (0, from older
+// programs, means 128).
+func sidBits(v sidEntry) int {
+	if v.Plen == 0 || v.Plen > 128 {
+		return 128
+	}
+	return int(v.Plen)
 }
 
 // LoadEnd loads the End program and its maps into the kernel. Loading does
@@ -164,7 +175,7 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("load end spec: %w", err)
 	}
-	e := &End{opts: opts, links: make(map[bpfrt.Hook]link.Link), slots: make(map[netip.Addr]uint32)}
+	e := &End{opts: opts, links: make(map[bpfrt.Hook]link.Link), slots: make(map[netip.Addr]uint32), plens: make(map[netip.Addr]int)}
 	e.log = opts.Logger
 	if e.log == nil {
 		e.log = slog.Default()
@@ -273,7 +284,8 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 var loadEndTestHook func() error
 
 // endSharedMaps are the maps the tc and XDP objects share and LoadEnd pins.
-var endSharedMaps = []string{endProgMapSids, endProgMapDropCounters, endProgMapSidCounters, endProgMapFibCounters}
+var endSharedMaps = []string{endProgMapSids, endProgMapDropCounters, endProgMapSidCounters, endProgMapFibCounters,
+	endProgMapSidLens, endProgMapPassCounters}
 
 func isEndSharedMap(name string) bool { return slices.Contains(endSharedMaps, name) }
 
@@ -281,6 +293,7 @@ func (e *End) sharedMaps() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
 		endProgMapSids: e.objs.Sids, endProgMapDropCounters: e.objs.DropCounters,
 		endProgMapSidCounters: e.objs.SidCounters, endProgMapFibCounters: e.objs.FibCounters,
+		endProgMapSidLens: e.objs.SidLens, endProgMapPassCounters: e.objs.PassCounters,
 	}
 }
 
@@ -328,6 +341,7 @@ func closeMaps(ms map[string]*ebpf.Map) {
 func (e *End) loadSlots() error {
 	e.used = [maxSIDs]bool{}
 	clear(e.slots)
+	clear(e.plens)
 	var key [16]byte
 	var val sidEntry
 	it := e.objs.Sids.Iterate()
@@ -335,6 +349,7 @@ func (e *End) loadSlots() error {
 		if val.Counter < maxSIDs {
 			e.used[val.Counter] = true
 			e.slots[netip.AddrFrom16(key)] = val.Counter
+			e.plens[netip.AddrFrom16(key)] = sidBits(val)
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -362,7 +377,22 @@ func (e *End) Attach(ifindex int) error {
 // supports it). It handles End SIDs whose next hop the FIB resolves and
 // passes everything else on, so the tc program must be attached to the
 // same interface too (Attach).
+//
+// The program compares a frame's destination MAC with the interface's
+// (XDP has no pkt_type), read here in the current network namespace: a
+// frame for another MAC goes to tc, which asks the kernel's pkt_type.
 func (e *End) AttachXDP(ifindex int) error {
+	ifc, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return fmt.Errorf("attach end xdp: %w", err)
+	}
+	var mac endXdpProgIfMac
+	if len(ifc.HardwareAddr) == len(mac.Addr) {
+		copy(mac.Addr[:], ifc.HardwareAddr)
+		if err := e.xdp.IfMacs.Update(uint32(ifindex), mac, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("attach end xdp: set interface mac: %w", err)
+		}
+	}
 	return e.attach(bpfrt.Hook{Ifindex: ifindex, XDP: true})
 }
 
@@ -459,10 +489,21 @@ func (e *End) detach(h bpfrt.Hook) error {
 // and nh6 the next hop (zero: the new destination is on-link); both are
 // ignored for End. The per-SID counters restart when a SID is first added.
 func (e *End) SetSID(sid netip.Addr, b Behavior, oif int, nh6 netip.Addr) error {
-	if !sid.Is6() || sid.Is4In6() {
-		return fmt.Errorf("set sid %s: %w: not an IPv6 address", sid, ErrBadSID)
+	return e.SetSIDPrefix(netip.PrefixFrom(sid, 128), b, oif, nh6)
+}
+
+// SetSIDPrefix installs or replaces the SID prefix p: p's bits are the
+// SID's locator and function (LOC+FUNCT), the rest its ARGS (RFC 8986
+// 3.1), so every destination in p is served, as by the kernel's
+// seg6local route for p. The map key is p's masked address, which
+// SID, DeleteSID and the counters name. At most 4 distinct lengths
+// shorter than 128 (bpf/lib/end.h SID_LENS_MAX).
+func (e *End) SetSIDPrefix(p netip.Prefix, b Behavior, oif int, nh6 netip.Addr) error {
+	if !p.IsValid() || !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() == 0 {
+		return fmt.Errorf("set sid %s: %w: not an IPv6 prefix", p, ErrBadSID)
 	}
-	val := sidEntry{Behavior: uint32(b)}
+	sid := p.Masked().Addr()
+	val := sidEntry{Behavior: uint32(b), Plen: uint32(p.Bits())}
 	switch b {
 	case BehaviorEnd:
 	case BehaviorEndX:
@@ -505,6 +546,19 @@ func (e *End) SetSID(sid netip.Addr, b Behavior, oif int, nh6 netip.Addr) error 
 		}
 	}
 	val.Counter = slot
+	lens := e.lensWith(sid, p.Bits())
+	if len(lens) > len(endProgSidLenSet{}.Len) {
+		if !ok {
+			e.used[slot] = false
+		}
+		return fmt.Errorf("set sid %s: %w: more than %d SID lengths with ARGS", p, ErrFull, len(endProgSidLenSet{}.Len))
+	}
+	// Lengths first: a destination the new SID matches is looked up
+	// under its length only once the entry exists, and a length with no
+	// entry costs one lookup.
+	if err := e.writeLens(lens); err != nil {
+		return fmt.Errorf("set sid %s: %w", p, err)
+	}
 	if err := e.objs.Sids.Update(sid.As16(), val, ebpf.UpdateAny); err != nil {
 		if !ok {
 			e.used[slot] = false
@@ -512,6 +566,41 @@ func (e *End) SetSID(sid netip.Addr, b Behavior, oif int, nh6 netip.Addr) error 
 		return fmt.Errorf("set sid %s: %w", sid, err)
 	}
 	e.slots[sid] = slot
+	e.plens[sid] = p.Bits()
+	return nil
+}
+
+// lensWith is the set of SID lengths below 128 in the map, with sid set
+// to bits (0: sid removed), longest first.
+func (e *End) lensWith(sid netip.Addr, bits int) []int {
+	set := map[int]bool{}
+	for a, l := range e.plens {
+		if a != sid && l < 128 {
+			set[l] = true
+		}
+	}
+	if bits > 0 && bits < 128 {
+		set[bits] = true
+	}
+	out := make([]int, 0, len(set))
+	for l := range set {
+		out = append(out, l)
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out
+}
+
+// writeLens stores the SID lengths for sid_lookup (bpf/lib/end.h).
+func (e *End) writeLens(lens []int) error {
+	var v endProgSidLenSet
+	v.N = uint32(len(lens))
+	for i, l := range lens {
+		v.Len[i] = uint8(l)
+	}
+	if err := e.objs.SidLens.Update(uint32(0), v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("write sid lengths: %w", err)
+	}
 	return nil
 }
 
@@ -544,7 +633,11 @@ func (e *End) DeleteSID(sid netip.Addr) error {
 	if err := e.objs.Sids.Delete(sid.As16()); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("delete sid %s: %w", sid, err)
 	}
+	if err := e.writeLens(e.lensWith(sid, 0)); err != nil {
+		return fmt.Errorf("delete sid %s: %w", sid, err)
+	}
 	delete(e.slots, sid)
+	delete(e.plens, sid)
 	e.used[slot] = false
 	return nil
 }
@@ -559,6 +652,8 @@ type SIDEntry struct {
 	NH6 netip.Addr
 	// Counter is the SID's slot in the per-SID counters.
 	Counter uint32
+	// Bits is the SID's LOC+FUNCT length (128: no ARGS).
+	Bits int
 }
 
 // SID returns the entry the program's SID map holds for addr (read from
@@ -578,7 +673,7 @@ func (e *End) SID(addr netip.Addr) (entry SIDEntry, ok bool, err error) {
 		}
 		return SIDEntry{}, false, fmt.Errorf("look up sid %s: %w", addr, err)
 	}
-	entry = SIDEntry{Behavior: Behavior(val.Behavior), OIF: int(val.Oif), Counter: val.Counter}
+	entry = SIDEntry{Behavior: Behavior(val.Behavior), OIF: int(val.Oif), Counter: val.Counter, Bits: sidBits(val)}
 	if nh := val.Nh6.In6U.U6Addr8; nh != ([16]byte{}) {
 		entry.NH6 = netip.AddrFrom16(nh)
 	}
@@ -615,6 +710,13 @@ func (e *End) SIDCounts() (map[netip.Addr]SIDCount, error) {
 		out[sid] = c
 	}
 	return out, nil
+}
+
+// PassCounts returns how many packets to a SID the tc program handed to
+// the kernel's seg6local End untouched, by reason (bpf/lib/end.h enum
+// end_pass_reason; zero reasons left out).
+func (e *End) PassCounts() (map[string]uint64, error) {
+	return readPassCounts(e.objs.PassCounters)
 }
 
 // FIBCounts returns how forwarding decisions went (bpf/lib/fib.h):

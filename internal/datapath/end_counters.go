@@ -18,6 +18,31 @@ type EndCounters struct {
 	FIB map[string]uint64
 	// SIDs as SIDCounts reports it: every SID in the pinned SID map.
 	SIDs map[netip.Addr]SIDCount
+	// Pass as PassCounts reports it (zero reasons left out).
+	Pass map[string]uint64
+}
+
+// passReasons names enum end_pass_reason (bpf/lib/end.h) by value; only
+// append, in step with the C enum (TestPassReasonsMatchC).
+var passReasons = []string{
+	"none", "not-host", "ipv6-header", "trailing-bytes", "source", "hop-by-hop",
+	"ext-order", "limits", "hmac", "hop-limit", "next-local", "next-special",
+	"fib", "mtu", "pull",
+}
+
+// readPassCounts sums the per-CPU pass counters by reason name.
+func readPassCounts(m *ebpf.Map) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for i := 1; i < len(passReasons); i++ {
+		v, err := bpfrt.SumPerCPU(m, uint32(i))
+		if err != nil {
+			return nil, fmt.Errorf("read pass counters: %w", err)
+		}
+		if v != 0 {
+			out[passReasons[i]] = v
+		}
+	}
+	return out, nil
 }
 
 // ReadPinnedEndCounters reads the counters of the End datapath pinned at
@@ -47,6 +72,9 @@ func ReadPinnedEndCounters(pin string) (EndCounters, error) {
 		return c, err
 	}
 	if c.FIB, err = bpfrt.ReadFIBCounts(maps[endProgMapFibCounters]); err != nil {
+		return c, err
+	}
+	if c.Pass, err = readPassCounts(maps[endProgMapPassCounters]); err != nil {
 		return c, err
 	}
 	c.SIDs = map[netip.Addr]SIDCount{}

@@ -32,8 +32,14 @@ type endProgSidEntry struct {
 	Behavior uint32
 	Oif      uint32
 	Counter  uint32
-	Flags    uint32
+	Plen     uint32
 	Nh6      endProgIn6Addr
+}
+
+type endProgSidLenSet struct {
+	_   structs.HostLayout
+	N   uint32
+	Len [4]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -42,7 +48,9 @@ type endProgSidEntry struct {
 const (
 	endProgMapDropCounters    = "drop_counters"
 	endProgMapFibCounters     = "fib_counters"
+	endProgMapPassCounters    = "pass_counters"
 	endProgMapSidCounters     = "sid_counters"
+	endProgMapSidLens         = "sid_lens"
 	endProgMapSids            = "sids"
 	endProgProgSrchainEnd     = "srchain_end"
 	endProgVarCfgStackForward = "cfg_stack_forward"
@@ -99,7 +107,9 @@ type endProgProgramSpecs struct {
 type endProgMapSpecs struct {
 	DropCounters *ebpf.MapSpec `ebpf:"drop_counters"`
 	FibCounters  *ebpf.MapSpec `ebpf:"fib_counters"`
+	PassCounters *ebpf.MapSpec `ebpf:"pass_counters"`
 	SidCounters  *ebpf.MapSpec `ebpf:"sid_counters"`
+	SidLens      *ebpf.MapSpec `ebpf:"sid_lens"`
 	Sids         *ebpf.MapSpec `ebpf:"sids"`
 }
 
@@ -132,7 +142,9 @@ func (o *endProgObjects) Close() error {
 type endProgMaps struct {
 	DropCounters *ebpf.Map `ebpf:"drop_counters"`
 	FibCounters  *ebpf.Map `ebpf:"fib_counters"`
+	PassCounters *ebpf.Map `ebpf:"pass_counters"`
 	SidCounters  *ebpf.Map `ebpf:"sid_counters"`
+	SidLens      *ebpf.Map `ebpf:"sid_lens"`
 	Sids         *ebpf.Map `ebpf:"sids"`
 }
 
@@ -140,7 +152,9 @@ func (m *endProgMaps) Close() error {
 	return _EndProgClose(
 		m.DropCounters,
 		m.FibCounters,
+		m.PassCounters,
 		m.SidCounters,
+		m.SidLens,
 		m.Sids,
 	)
 }

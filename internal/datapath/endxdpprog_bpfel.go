@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type endXdpProgIfMac struct {
+	_    structs.HostLayout
+	Addr [6]uint8
+	Pad  uint16
+}
+
 type endXdpProgIn6Addr struct {
 	_    structs.HostLayout
 	In6U struct {
@@ -32,8 +38,14 @@ type endXdpProgSidEntry struct {
 	Behavior uint32
 	Oif      uint32
 	Counter  uint32
-	Flags    uint32
+	Plen     uint32
 	Nh6      endXdpProgIn6Addr
+}
+
+type endXdpProgSidLenSet struct {
+	_   structs.HostLayout
+	N   uint32
+	Len [4]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -42,7 +54,10 @@ type endXdpProgSidEntry struct {
 const (
 	endXdpProgMapDropCounters    = "drop_counters"
 	endXdpProgMapFibCounters     = "fib_counters"
+	endXdpProgMapIfMacs          = "if_macs"
+	endXdpProgMapPassCounters    = "pass_counters"
 	endXdpProgMapSidCounters     = "sid_counters"
+	endXdpProgMapSidLens         = "sid_lens"
 	endXdpProgMapSids            = "sids"
 	endXdpProgProgSrchainEndXdp  = "srchain_end_xdp"
 	endXdpProgVarCfgStackForward = "cfg_stack_forward"
@@ -99,7 +114,10 @@ type endXdpProgProgramSpecs struct {
 type endXdpProgMapSpecs struct {
 	DropCounters *ebpf.MapSpec `ebpf:"drop_counters"`
 	FibCounters  *ebpf.MapSpec `ebpf:"fib_counters"`
+	IfMacs       *ebpf.MapSpec `ebpf:"if_macs"`
+	PassCounters *ebpf.MapSpec `ebpf:"pass_counters"`
 	SidCounters  *ebpf.MapSpec `ebpf:"sid_counters"`
+	SidLens      *ebpf.MapSpec `ebpf:"sid_lens"`
 	Sids         *ebpf.MapSpec `ebpf:"sids"`
 }
 
@@ -132,7 +150,10 @@ func (o *endXdpProgObjects) Close() error {
 type endXdpProgMaps struct {
 	DropCounters *ebpf.Map `ebpf:"drop_counters"`
 	FibCounters  *ebpf.Map `ebpf:"fib_counters"`
+	IfMacs       *ebpf.Map `ebpf:"if_macs"`
+	PassCounters *ebpf.Map `ebpf:"pass_counters"`
 	SidCounters  *ebpf.Map `ebpf:"sid_counters"`
+	SidLens      *ebpf.Map `ebpf:"sid_lens"`
 	Sids         *ebpf.Map `ebpf:"sids"`
 }
 
@@ -140,7 +161,10 @@ func (m *endXdpProgMaps) Close() error {
 	return _EndXdpProgClose(
 		m.DropCounters,
 		m.FibCounters,
+		m.IfMacs,
+		m.PassCounters,
 		m.SidCounters,
+		m.SidLens,
 		m.Sids,
 	)
 }

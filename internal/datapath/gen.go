@@ -6,6 +6,6 @@
 // generated Go and object files are committed (docs/datapath.md).
 package datapath
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I../../bpf/include -I../../bpf/lib -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package datapath -type sid_entry endProg ../../bpf/end.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I../../bpf/include -I../../bpf/lib -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package datapath -type sid_entry -type sid_len_set endProg ../../bpf/end.c
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I../../bpf/include -I../../bpf/lib -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package datapath endXdpProg ../../bpf/end_xdp.c
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I../../bpf/include -I../../bpf/lib -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package datapath -type encap_test_cfg encapTestProg ../../bpf/test/encap.c

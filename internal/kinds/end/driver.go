@@ -132,7 +132,8 @@ func (endDriver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p st
 }
 
 // Counters reads the End program's drop counters ("drop/REASON"), FIB
-// outcomes ("fib/RESULT") and per-SID packets and bytes
+// outcomes ("fib/RESULT"), packets handed to the kernel's End untouched
+// ("pass/REASON") and per-SID packets and bytes
 // ("sid/SID/packets", "sid/SID/bytes"), sorted by name.
 func (endDriver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
 	if err := ctx.Err(); err != nil {
@@ -156,6 +157,9 @@ func (endDriver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p 
 	for name, v := range ec.FIB {
 		out = append(out, kind.Counter{Name: "fib/" + name, Value: v})
 	}
+	for name, v := range ec.Pass {
+		out = append(out, kind.Counter{Name: "pass/" + name, Value: v})
+	}
 	for sid, c := range ec.SIDs {
 		out = append(out, kind.Counter{Name: "sid/" + sid.String() + "/packets", Value: c.Packets},
 			kind.Counter{Name: "sid/" + sid.String() + "/bytes", Value: c.Bytes})
@@ -171,8 +175,9 @@ func endLinkPin(pin string, ifindex int) string {
 }
 
 type ebpfSID struct {
-	sid netip.Addr
-	b   datapath.Behavior
+	sid  netip.Addr // the SID prefix's masked address: the map key
+	bits int        // LOC+FUNCT length (128: no ARGS)
+	b    datapath.Behavior
 	oif int
 	nh6 netip.Addr
 }
@@ -180,7 +185,7 @@ type ebpfSID struct {
 // entry is s as the program's SID map holds it (SetSID ignores oif and
 // nh6 for End).
 func (s ebpfSID) entry() datapath.SIDEntry {
-	e := datapath.SIDEntry{Behavior: s.b}
+	e := datapath.SIDEntry{Behavior: s.b, Bits: s.bits}
 	if s.b == datapath.BehaviorEndX {
 		e.OIF, e.NH6 = s.oif, s.nh6
 	}
@@ -189,13 +194,16 @@ func (s ebpfSID) entry() datapath.SIDEntry {
 
 func (s ebpfSID) matches(have datapath.SIDEntry) bool {
 	want := s.entry()
-	return have.Behavior == want.Behavior && have.OIF == want.OIF && have.NH6 == want.NH6
+	return have.Behavior == want.Behavior && have.OIF == want.OIF && have.NH6 == want.NH6 && have.Bits == want.Bits
 }
 
 func (s ebpfSID) describe() string { return describeEntry(s.entry()) }
 
 func describeEntry(e datapath.SIDEntry) string {
 	out := e.Behavior.String()
+	if e.Bits != 0 && e.Bits != 128 {
+		out += fmt.Sprintf(" /%d", e.Bits)
+	}
 	if e.OIF != 0 {
 		out += fmt.Sprintf(" oif %d", e.OIF)
 	}
@@ -216,7 +224,7 @@ func ebpfSIDs(ns *netns.NS, node state.Node) ([]ebpfSID, error) {
 		if err != nil {
 			return nil, err
 		}
-		e := ebpfSID{sid: s.SID.Addr(), b: b, nh6: s.NH6}
+		e := ebpfSID{sid: s.SID.Masked().Addr(), bits: s.SID.Bits(), b: b, nh6: s.NH6}
 		if s.OIF != "" {
 			l, err := ns.Netlink().LinkByName(s.OIF)
 			if err != nil {
@@ -331,7 +339,7 @@ func (u *endUndo) run(end *datapath.End) error {
 		}
 		for _, s := range slices.Backward(u.sids) {
 			if s.found {
-				errs = append(errs, end.SetSID(s.sid, s.prev.Behavior, s.prev.OIF, s.prev.NH6))
+				errs = append(errs, end.SetSIDPrefix(netip.PrefixFrom(s.sid, s.prev.Bits), s.prev.Behavior, s.prev.OIF, s.prev.NH6))
 			} else {
 				errs = append(errs, end.DeleteSID(s.sid))
 			}
@@ -431,7 +439,7 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		if found && s.matches(prev) {
 			continue
 		}
-		if err := end.SetSID(s.sid, s.b, s.oif, s.nh6); err != nil {
+		if err := end.SetSIDPrefix(netip.PrefixFrom(s.sid, s.bits), s.b, s.oif, s.nh6); err != nil {
 			return fail(err)
 		}
 		changed = true
