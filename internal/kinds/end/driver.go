@@ -178,8 +178,8 @@ type ebpfSID struct {
 	sid  netip.Addr // the SID prefix's masked address: the map key
 	bits int        // LOC+FUNCT length (128: no ARGS)
 	b    datapath.Behavior
-	oif int
-	nh6 netip.Addr
+	oif  int
+	nh6  netip.Addr
 }
 
 // entry is s as the program's SID map holds it (SetSID ignores oif and
