@@ -31,6 +31,10 @@ var (
 	// End.X without a next hop: the new DA is resolved on-link.
 	sidEndXOnLink = netip.MustParseAddr("fc00:1::3")
 	srcAddr       = netip.MustParseAddr("fc00:a::1")
+	// sidArgs is an End SID with 8 ARGS bits: LOC+FUNCT fc00:1::100/120.
+	sidArgs = netip.MustParsePrefix("fc00:1::100/120")
+	// argsDA is an address in sidArgs, as a policy writes it.
+	argsDA = netip.MustParseAddr("fc00:1::1d5")
 	nhAddr        = netip.MustParseAddr("fc00:12::2") // neighbour behind the egress veth
 	routed        = netip.MustParseAddr("fc00:2::5")  // next SID with a route via nhAddr
 	routed2       = netip.MustParseAddr("fc00:2::6")  // final segment
@@ -146,6 +150,9 @@ func newTestEnv(t *testing.T) *testEnv {
 		t.Fatal(err)
 	}
 	if err := e.SetSID(sidEndXOnLink, BehaviorEndX, env.out, netip.Addr{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetSIDPrefix(sidArgs, BehaviorEnd, 0, netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	return env
@@ -294,6 +301,10 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 		{name: "end with TLVs", ip: tlvs, want: tcActRedirect, expect: "redirect"},
 		{name: "end hop limit 2", ip: srv6Pkt(t, sidEnd, 2, srhFor(sidEnd, routed)), want: tcActRedirect, expect: "redirect"},
 		{name: "end 16 segments", ip: srv6Pkt(t, sidEnd, 64, srhFor(append(addrs(15), routed)...)), want: tcActRedirect, expect: "redirect"},
+		// Issue 8: a SID with ARGS bits is matched on LOC+FUNCT (the
+		// map holds it masked); the exact lookup used to miss it.
+		{name: "end sid with ARGS", ip: srv6Pkt(t, argsDA, 64, srhFor(argsDA, routed, routed2)), want: tcActRedirect, expect: "redirect"},
+		{name: "outside the ARGS sid", ip: srv6Pkt(t, netip.MustParseAddr("fc00:1::2d5"), 64, srhFor(netip.MustParseAddr("fc00:1::2d5"), routed)), want: tcActOK, expect: "untouched"},
 		{name: "end behind destination options", ip: withDestOpt(valid), want: tcActRedirect, expect: "redirect"},
 		{name: "end behind hop-by-hop -> kernel", ip: withHBH(valid), pass: "hop-by-hop"},
 		{name: "end no route -> kernel", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, noRoute)), pass: "fib", fib: "not-forwarded"},
