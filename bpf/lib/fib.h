@@ -1,20 +1,19 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Forwarding helpers: FIB lookup, MAC rewrite, redirect.
  *
- * Policy shared by srchain programs (docs/datapath.md, "Forwarding"):
- *   - BPF_FIB_LKUP_RET_SUCCESS: the program decrements the hop limit,
- *     writes the MACs from the lookup and redirects to params.ifindex.
+ * Policy of the End programs (docs/datapath.md, "Fast path or kernel"):
+ * look the new DA up BEFORE rewriting (fib_lookup_ip6_dst);
+ *   - BPF_FIB_LKUP_RET_SUCCESS: the program writes the packet (hop
+ *     limit--, SL, DA), the MACs from the lookup, and redirects to
+ *     params.ifindex;
  *   - anything else (no route, no neighbour entry yet, blackhole,
  *     unreachable, MTU exceeded, local destination, route with an lwtunnel
- *     encap such as a seg6 policy, forwarding disabled): the program hands
- *     the already rewritten packet to the stack (TC_ACT_OK / XDP_PASS)
- *     WITHOUT decrementing the hop limit. The kernel then forwards it
- *     exactly as it forwards any packet: ip6_forward decrements the hop
- *     limit, resolves the neighbour, sends ICMPv6 errors (unreachable,
- *     packet too big) and delivers to local SIDs. This is the same path
- *     the kernel's own seg6local End takes after its nexthop lookup.
+ *     encap, forwarding disabled): the packet goes to the kernel
+ *     UNTOUCHED, whose own seg6local End for the SID does everything
+ *     (neighbour resolution, ICMPv6 errors, local delivery).
  * fib_counters counts lookups by return code so operators can see how
- * much traffic takes the slow path.
+ * much traffic takes the slow path (the End programs' pass_counters say
+ * why, lib/end.h).
  */
 #ifndef SRCHAIN_FIB_H
 #define SRCHAIN_FIB_H
@@ -34,7 +33,7 @@
 #define FIB_SLOT_RET_MAX 16
 #define FIB_SLOT_REDIRECT_NEIGH 16 /* End.X: bpf_redirect_neigh to a pinned nexthop */
 #define FIB_SLOT_STACK_FORWARD 17  /* cfg_stack_forward: handed to the stack by configuration */
-#define FIB_SLOT_HOP_LIMIT 18      /* hop limit <= 1: handed to the stack (ICMPv6 Time Exceeded) */
+#define FIB_SLOT_HOP_LIMIT 18      /* unused since issue 8 (pass_counters "hop-limit"); slot kept: ABI */
 #define FIB_SLOT_MTU 19            /* End.X: bpf_check_mtu failed: handed to the stack */
 #define FIB_SLOT_MAX 32
 
