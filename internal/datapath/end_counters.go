@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
@@ -63,6 +65,14 @@ func ReadPinnedEndCounters(pin string) (EndCounters, error) {
 	for _, name := range endSharedMaps {
 		m, err := open(name)
 		if err != nil {
+			if name == endProgMapPassCounters && errors.Is(err, os.ErrNotExist) {
+				// Pinned by an End from before issue 8; the next
+				// LoadEnd on the pins adds it.
+				continue
+			}
+			if name == endProgMapSidLens {
+				continue // not a counter
+			}
 			return c, err
 		}
 		maps[name] = m
@@ -74,8 +84,10 @@ func ReadPinnedEndCounters(pin string) (EndCounters, error) {
 	if c.FIB, err = bpfrt.ReadFIBCounts(maps[endProgMapFibCounters]); err != nil {
 		return c, err
 	}
-	if c.Pass, err = readPassCounts(maps[endProgMapPassCounters]); err != nil {
-		return c, err
+	if m := maps[endProgMapPassCounters]; m != nil {
+		if c.Pass, err = readPassCounts(m); err != nil {
+			return c, err
+		}
 	}
 	c.SIDs = map[netip.Addr]SIDCount{}
 	var key [16]byte

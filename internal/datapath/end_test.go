@@ -34,16 +34,16 @@ var (
 	// sidArgs is an End SID with 8 ARGS bits: LOC+FUNCT fc00:1::100/120.
 	sidArgs = netip.MustParsePrefix("fc00:1::100/120")
 	// argsDA is an address in sidArgs, as a policy writes it.
-	argsDA = netip.MustParseAddr("fc00:1::1d5")
-	nhAddr        = netip.MustParseAddr("fc00:12::2") // neighbour behind the egress veth
-	routed        = netip.MustParseAddr("fc00:2::5")  // next SID with a route via nhAddr
-	routed2       = netip.MustParseAddr("fc00:2::6")  // final segment
-	noRoute       = netip.MustParseAddr("fc00:9::1")  // next SID without a route
-	nhMAC         = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
-	nhAddr2       = netip.MustParseAddr("fc00:12::3") // next hop of table 100 (fwmark 7)
-	nhMAC2        = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x03}
-	inMAC         = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa} // frames' source MAC
-	hostMAC       = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb} // the in interface's MAC: frames' destination
+	argsDA  = netip.MustParseAddr("fc00:1::1d5")
+	nhAddr  = netip.MustParseAddr("fc00:12::2") // neighbour behind the egress veth
+	routed  = netip.MustParseAddr("fc00:2::5")  // next SID with a route via nhAddr
+	routed2 = netip.MustParseAddr("fc00:2::6")  // final segment
+	noRoute = netip.MustParseAddr("fc00:9::1")  // next SID without a route
+	nhMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+	nhAddr2 = netip.MustParseAddr("fc00:12::3") // next hop of table 100 (fwmark 7)
+	nhMAC2  = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x03}
+	inMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa} // frames' source MAC
+	hostMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb} // the in interface's MAC: frames' destination
 )
 
 // skbCtx is the head of struct __sk_buff up to ifindex: the fields
