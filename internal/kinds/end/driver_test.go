@@ -290,3 +290,38 @@ func TestCheckEndForeignClaim(t *testing.T) {
 		t.Errorf("check after apply = %q, %v", missing, err)
 	}
 }
+
+// TestApplyEndARGSSID: a SID with ARGS bits (LOC+FUNCT /120) is stored
+// under its masked address with its length, Check accepts it as applied,
+// and the SID keeps its kernel seg6local route as the slow path (issue
+// 8: the map held the masked SID, the program looked the destination up
+// exactly and dropped every packet).
+func TestApplyEndARGSSID(t *testing.T) {
+	a := pair(t, "g")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := endNode()
+	node.SIDs = append(node.SIDs, state.LocalSID{SID: p("fc00:2::100/120"), Behavior: state.End, Datapath: state.EBPF})
+	if err := apply.Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: kind.PinDir(a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := end.SID(ad("fc00:2::100"))
+	end.Close()
+	if err != nil || !ok || e.Bits != 120 || e.Behavior != datapath.BehaviorEnd {
+		t.Fatalf("SID(fc00:2::100) = %+v, %v, %v; want End /120", e, ok, err)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check = %v, %v", missing, err)
+	}
+	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply = %d changes, %v; want 0", res.Changes, err)
+	}
+	out, err := a.Run(ctx, "ip", "-6", "route", "show", "fc00:2::100/120")
+	if err != nil || !strings.Contains(out, "seg6local") {
+		t.Errorf("kernel route of the eBPF SID (slow path) = %q, %v", out, err)
+	}
+}
