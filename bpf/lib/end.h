@@ -116,7 +116,7 @@ enum end_pass_reason {
 	PASS_NOT_HOST,     /* frame not addressed to this host (pkt_type) */
 	PASS_IPV6_HDR,     /* version, jumbogram, payload length beyond the frame */
 	PASS_TRAILING,     /* bytes beyond the payload length (the kernel trims) */
-	PASS_SOURCE,       /* source ::, ::1, multicast or link-local (ip6_forward) */
+	PASS_SOURCE,       /* source ::, ::1, v4-mapped, multicast, link-local */
 	PASS_HOP_BY_HOP,   /* Hop-by-Hop options (parsed by the kernel) */
 	PASS_EXT_ORDER,    /* SRH not right after IPv6 + Destination Options, or SL 0 */
 	PASS_LIMITS,       /* > SRCHAIN_MAX_SEGS segments or > SRCHAIN_MAX_TLVS TLVs */
@@ -262,9 +262,10 @@ static __always_inline int end_tlvs_kernel(const struct pkt *p, const struct srh
 	return off == end ? END_FAST : END_PASS;
 }
 
-/* ipv6_addr_special: unspecified, loopback, multicast or link-local:
- * addresses ip6_forward treats specially as a source, or that a
- * forwarding lookup treats specially as a destination.
+/* ipv6_addr_special: unspecified, loopback, IPv4-mapped, multicast or
+ * link-local: addresses ip6_rcv_core / ip6_forward treat specially as a
+ * source (RFC 4291 2.5.2, 2.5.3, 2.7; v4-mapped sources are dropped on
+ * input), or that a forwarding lookup treats specially as a destination.
  */
 static __always_inline int ipv6_addr_special(const struct in6_addr *a)
 {
@@ -272,7 +273,11 @@ static __always_inline int ipv6_addr_special(const struct in6_addr *a)
 
 	if ((w0 >> 24) == 0xff || (w0 & 0xffc00000) == 0xfe800000)
 		return 1;
-	return w0 == 0 && a->in6_u.u6_addr32[1] == 0 && a->in6_u.u6_addr32[2] == 0 &&
+	if (w0 != 0 || a->in6_u.u6_addr32[1] != 0)
+		return 0;
+	if (a->in6_u.u6_addr32[2] == bpf_htonl(0xffff))
+		return 1; /* ::ffff:0:0/96 */
+	return a->in6_u.u6_addr32[2] == 0 &&
 	       (a->in6_u.u6_addr32[3] == 0 || a->in6_u.u6_addr32[3] == bpf_htonl(1));
 }
 

@@ -331,6 +331,7 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 		{name: "source :: -> kernel", ip: withSrc(valid, netip.IPv6Unspecified()), pass: "source"},
 		{name: "source link-local -> kernel", ip: withSrc(valid, netip.MustParseAddr("fe80::1")), pass: "source"},
 		{name: "source multicast -> kernel", ip: withSrc(valid, netip.MustParseAddr("ff02::1")), pass: "source"},
+		{name: "source v4-mapped -> kernel", ip: withSrc(valid, netip.MustParseAddr("::ffff:10.0.0.1")), pass: "source"},
 
 		{name: "payload length past end -> kernel", ip: valid[:len(valid)-10], pass: "ipv6-header"},
 		{name: "payload length zero (jumbo) -> kernel", ip: fixPlenTo(valid, 0), pass: "ipv6-header"},
