@@ -28,55 +28,22 @@ import (
 )
 
 // Program is the state.Program kind of the eBPF ingress.
-const Program = "ingress"
+const Program = state.ProgramIngress
 
 // ErrInvalid: a config the ingress cannot run (bad segments, family,
 // too many classifier entries).
 var ErrInvalid = errors.New("invalid ingress config")
 
 // Config is the typed configuration of the ingress program of one node
-// (state.Program.Config). Everything the driver needs is here or on the
-// node (TunSrc); the hop limit of IPv4 packets and the flow label mode
-// are read from the node's sysctls at apply time, as the kernel reads
-// them per packet.
-type Config struct {
-	// XDP also attaches the XDP fast path (bpf/ingress.c
-	// srchain_ingress_xdp) in front of the tc program.
-	XDP bool `json:"xdp,omitempty"`
-	// Chains in classification order (see Rules).
-	Chains []Chain `json:"chains"`
-}
-
-// Chain is one chain the node is the ingress of.
-type Chain struct {
-	Name string          `json:"name"`
-	Mode state.EncapMode `json:"mode"`
-	// Segments in travel order: encap mode, the NF SIDs and the egress
-	// SID; insert mode, the NF SIDs (segment[0] of the SRH is the
-	// packet's destination).
-	Segments []netip.Addr `json:"segments"`
-	// Dev is the device of the chain's kernel policy route: the outer
-	// hop limit of an IPv4 packet is its IPv6 hop_limit, as the kernel's
-	// ip6_dst_hoplimit takes it.
-	Dev string `json:"dev"`
-	// Match (the spec's classifier): destinations, sources (none: any),
-	// IP protocol (0: any), port ranges (zero: any).
-	Dst   []netip.Prefix  `json:"dst"`
-	Src   []netip.Prefix  `json:"src,omitempty"`
-	Proto uint8           `json:"proto,omitempty"`
-	SPort state.PortRange `json:"sport,omitzero"`
-	DPort state.PortRange `json:"dport,omitzero"`
-	// Ext is the headend extension hook (bpf/lib/ingress.h
-	// ing_headend_ext): OPoT (issue 11) will set the profile slot whose
-	// TLV the headend adds to this chain's SRH. 0: none. Until an
-	// extension is built, packets of a chain with Ext set are left to
-	// the stack unencapsulated.
-	Ext uint32 `json:"ext,omitempty"`
-}
+// (state.Program.Config), Chain one of its chains.
+type (
+	Config = state.IngressConfig
+	Chain  = state.IngressChain
+)
 
 // FiveTuple reports whether the chain's match is more than destinations
 // (the kernel needs an ip rule for it).
-func (c Chain) FiveTuple() bool {
+func FiveTuple(c Chain) bool {
 	return len(c.Src) > 0 || c.Proto != 0 || c.SPort != (state.PortRange{}) || c.DPort != (state.PortRange{})
 }
 
@@ -95,18 +62,18 @@ type Entry struct {
 // pair; a rule carries its family (IPv4 prefixes IPv4-mapped, as the
 // firewall keeps them) so an IPv4 chain never matches IPv6 and the
 // reverse.
-func (cfg Config) Rules() ([]Entry, error) {
+func Rules(cfg Config) ([]Entry, error) {
 	type item struct {
 		chain int
 		dst   netip.Prefix
 	}
 	var five, plain []item
 	for i, c := range cfg.Chains {
-		if err := c.check(); err != nil {
+		if err := check(c); err != nil {
 			return nil, err
 		}
 		for _, d := range c.Dst {
-			if c.FiveTuple() {
+			if FiveTuple(c) {
 				five = append(five, item{i, d})
 			} else {
 				plain = append(plain, item{i, d})
@@ -122,7 +89,7 @@ func (cfg Config) Rules() ([]Entry, error) {
 			srcs = []netip.Prefix{{}}
 		}
 		for _, s := range srcs {
-			out = append(out, Entry{Rule: c.rule(it.dst, s), Chain: it.chain})
+			out = append(out, Entry{Rule: rule(c, it.dst, s), Chain: it.chain})
 		}
 	}
 	if len(out) > firewall.MaxRules {
@@ -131,7 +98,7 @@ func (cfg Config) Rules() ([]Entry, error) {
 	return out, nil
 }
 
-func (c Chain) check() error {
+func check(c Chain) error {
 	if len(c.Dst) == 0 {
 		return fmt.Errorf("%w: chain %s has no destination", ErrInvalid, c.Name)
 	}
@@ -165,7 +132,7 @@ func (c Chain) check() error {
 const maxSegs = 16
 
 // rule is the classifier rule of one (destination, source) pair.
-func (c Chain) rule(dst, src netip.Prefix) firewall.Rule {
+func rule(c Chain, dst, src netip.Prefix) firewall.Rule {
 	fam := uint32(6)
 	if dst.Addr().Is4() {
 		fam = 4
@@ -207,7 +174,7 @@ type Settings struct {
 
 // Hash identifies a config with its settings: the driver stores it with
 // the tables so Check can tell whether what runs is what is desired.
-func (cfg Config) Hash(s Settings) [32]byte {
+func Hash(cfg Config, s Settings) [32]byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "tunsrc %v flowlabel %d xdp %v\n", s.TunSrc, s.FlowLabel, cfg.XDP)
 	for _, c := range cfg.Chains {

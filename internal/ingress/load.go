@@ -105,7 +105,7 @@ func (in *Ingress) XDPProgram() *ebpf.Program { return in.objs.SrchainIngressXdp
 // Revert). Per-chain counters restart from zero. Callers sharing pins
 // with other processes hold bpfrt.LockDir(pin, Exclusive).
 func (in *Ingress) Update(cfg Config, s Settings) (prev int, err error) {
-	entries, err := cfg.Rules()
+	entries, err := Rules(cfg)
 	if err != nil {
 		return 0, fmt.Errorf("update ingress: %w", err)
 	}
@@ -145,7 +145,7 @@ func (in *Ingress) Update(cfg Config, s Settings) (prev int, err error) {
 	if _, err := in.objs.IngPolicies.BatchUpdate(keys, vals, nil); err != nil {
 		return 0, fmt.Errorf("update ingress: write policies: %w", err)
 	}
-	conf := ingressProgIngConfig{Flowlabel: int32(s.FlowLabel), Hash: cfg.Hash(s)}
+	conf := ingressProgIngConfig{Flowlabel: int32(s.FlowLabel), Hash: Hash(cfg, s)}
 	conf.Tunsrc.In6U.U6Addr8 = s.TunSrc.As16()
 	// The node settings are one word-sized-or-larger value read per
 	// packet; tunsrc and the flow label mode only change with the node's

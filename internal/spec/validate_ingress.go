@@ -23,7 +23,9 @@ func (v *validator) ingress() {
 		p := fmt.Sprintf("nodes[%d].ingress", i)
 		switch n.Role {
 		case RoleRouter:
-			if n.Ingress != IngressKernel && n.Ingress != IngressEBPF {
+			// "" is the default (kernel) for specs built in code, which
+			// skip applyDefaults.
+			if n.Ingress != "" && n.Ingress != IngressKernel && n.Ingress != IngressEBPF {
 				v.add(p, "ingress must be %q or %q, got %q", IngressKernel, IngressEBPF, n.Ingress)
 			}
 		case RoleHost:
