@@ -286,7 +286,9 @@ func readOutcomes(m *ebpf.Map) (map[string]uint64, error) {
 }
 
 // DropCounts reads the drop reasons.
-func (in *Ingress) DropCounts() (drop.Counts, error) { return bpfrt.ReadDropCounts(in.objs.DropCounters) }
+func (in *Ingress) DropCounts() (drop.Counts, error) {
+	return bpfrt.ReadDropCounts(in.objs.DropCounters)
+}
 
 // Unpin removes the pinned maps under dir (links pinned there by the
 // driver are detached by it first).
