@@ -84,9 +84,10 @@ func Load(opts Options) (*Ingress, error) {
 	return in, nil
 }
 
-// CapacityFor is room for entries classifier rules and later growth.
+// CapacityFor is room for entries classifier rules and later growth
+// (a chain set that outgrows it gets new maps on Apply).
 func CapacityFor(entries int) firewall.Capacity {
-	room := 512 + 4*entries
+	room := 256 + 2*entries
 	return firewall.Capacity{Bitmaps: room, Prefixes: room}
 }
 
