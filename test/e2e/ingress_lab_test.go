@@ -106,9 +106,22 @@ func labIngress(t *testing.T, s *spec.Spec, net *state.Network) {
 		}
 	}
 	d, _ := kind.DriverFor(ingress.Program)
-	cs, err := d.Counters(ctx, ns, r1, prog)
+	// What `srchain lab counters LAB r1` prints.
+	pcs, err := lab.Counters(ctx, net.Name, "r1", opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var cs []kind.Counter
+	for _, pc := range pcs {
+		if pc.Program == ingress.Program {
+			if pc.Error != "" {
+				t.Fatalf("lab counters: %s", pc.Error)
+			}
+			cs = pc.Counters
+		}
+	}
+	if len(cs) == 0 {
+		t.Fatal("lab counters shows no ingress counters on r1")
 	}
 	steered := map[string]bool{}
 	for _, p := range s.Traffic {
