@@ -221,23 +221,6 @@ static __always_inline __u32 fw_extract6(const struct pkt *p, __u32 mode, struct
 	return DROP_NONE;
 }
 
-/* fw_view_reset marks every field absent (before an extract). */
-static __always_inline void fw_view_reset(struct fw_view *v)
-{
-	int f;
-
-#pragma unroll
-	for (f = 0; f < FW_NADDR; f++)
-		v->present[f] = 0;
-#pragma unroll
-	for (f = 0; f < FW_NINT; f++)
-		v->val[f] = 256;
-	v->val[FW_F_SPORT - FW_NADDR] = 65536;
-	v->val[FW_F_DPORT - FW_NADDR] = 65536;
-	v->val[FW_F_TAG - FW_NADDR] = 65536;
-	v->val[FW_F_SRH - FW_NADDR] = 0;
-}
-
 /* fw_srh_absent: SL = last entry + 1 is a valid SRH (RFC 8986 4.1 S09,
  * srh_validate) whose active SID is only in the destination, but the
  * kernel's ip6t_srh does not match it at all (segments_left >
@@ -259,6 +242,23 @@ static __always_inline void fw_srh_absent(struct fw_view *v)
 	v->val[FW_F_SEGS - FW_NADDR] = 256;
 	v->val[FW_F_LAST - FW_NADDR] = 256;
 	v->val[FW_F_TAG - FW_NADDR] = 65536;
+}
+
+/* fw_view_reset marks every field absent (before an extract). */
+static __always_inline void fw_view_reset(struct fw_view *v)
+{
+	int f;
+
+#pragma unroll
+	for (f = 0; f < FW_NADDR; f++)
+		v->present[f] = 0;
+#pragma unroll
+	for (f = 0; f < FW_NINT; f++)
+		v->val[f] = 256;
+	v->val[FW_F_SPORT - FW_NADDR] = 65536;
+	v->val[FW_F_DPORT - FW_NADDR] = 65536;
+	v->val[FW_F_TAG - FW_NADDR] = 65536;
+	v->val[FW_F_SRH - FW_NADDR] = 0;
 }
 
 #endif /* SRCHAIN_FW_EXTRACT_H */
