@@ -176,3 +176,46 @@ func TestBPFClassifyEncap(t *testing.T) {
 		})
 	}
 }
+
+// TestBPFUpdateRevert: a new chain set takes effect at once (one
+// generation flip), its counters start from zero, and Revert brings the
+// previous one back intact.
+func TestBPFUpdateRevert(t *testing.T) {
+	in := loadTest(t, testCfg, testSettings)
+	ns := testNS(t)
+	p := srv6.UDP6(ma("2001:db8:1::1"), ma("2001:db8:5::9"), 4000, 80, nil)
+	f := frame(hostMAC, p)
+	outer := func() netip.Addr {
+		t.Helper()
+		ret, out := run(t, ns, in.Program(), f)
+		if ret != tcActOK {
+			t.Fatalf("ret %d", int32(ret))
+		}
+		return netip.AddrFrom16([16]byte(out[14+24 : 14+40]))
+	}
+	if got := outer(); got != segsA[0] {
+		t.Fatalf("before update: DA %v, want %v", got, segsA[0])
+	}
+	next := Config{Chains: append([]Chain(nil), testCfg.Chains...)}
+	next.Chains[1].Segments = segsB
+	prev, err := in.Update(next, testSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := in.ChainCounts(len(next.Chains))
+	if err != nil || counts[1].Packets != 0 {
+		t.Fatalf("counters after update %v, %v", counts, err)
+	}
+	if got := outer(); got != segsB[0] {
+		t.Fatalf("after update: DA %v, want %v", got, segsB[0])
+	}
+	if h, err := in.Hash(); err != nil || h != Hash(next, testSettings) {
+		t.Errorf("hash after update: %x, %v", h, err)
+	}
+	if err := in.Revert(prev); err != nil {
+		t.Fatal(err)
+	}
+	if got := outer(); got != segsA[0] {
+		t.Fatalf("after revert: DA %v, want %v", got, segsA[0])
+	}
+}
