@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/state"
@@ -217,5 +220,60 @@ func TestBPFUpdateRevert(t *testing.T) {
 	}
 	if got := outer(); got != segsA[0] {
 		t.Fatalf("after revert: DA %v, want %v", got, segsA[0])
+	}
+}
+
+// TestAttachBeforeEnd: on an interface where srchain's End already runs
+// (it ends the tcx chain with TC_ACT_OK for packets not to its SIDs),
+// the ingress goes right before it, behind a firewall at the head.
+func TestAttachBeforeEnd(t *testing.T) {
+	in := loadTest(t, testCfg, testSettings)
+	ns := testNS(t)
+	if _, err := ns.Run(t.Context(), "ip", "link", "add", "a0", "type", "veth", "peer", "name", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ns.Netlink().LinkByName("a0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := l.Attrs().Index
+	end, err := datapath.LoadEnd(datapath.EndOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	var order []string
+	err = ns.Do(func() error {
+		if err := end.Attach(idx); err != nil {
+			return err
+		}
+		il, err := in.Attach(idx, "")
+		if err != nil {
+			return err
+		}
+		defer il.Close()
+		atts, err := bpfrt.TCXIngress(idx)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			p, err := ebpf.NewProgramFromID(a.Program)
+			if err != nil {
+				return err
+			}
+			info, err := p.Info()
+			p.Close()
+			if err != nil {
+				return err
+			}
+			order = append(order, info.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{ProgName, "srchain_end"}; !slices.Equal(order, want) {
+		t.Fatalf("tcx ingress order %q, want %q", order, want)
 	}
 }

@@ -216,14 +216,46 @@ func (in *Ingress) TunSrc() (netip.Addr, error) {
 
 // Attach attaches the tc program to ifindex's tcx ingress in the current
 // network namespace (inside netns.NS.Do), taking over a link pinned at
-// pin ("" : not pinned) with an atomic program swap. It runs after
-// programs already there (a firewall at the head filters first).
+// pin ("" : not pinned) with an atomic program swap. It goes right
+// before srchain's End program if that runs there (End ends the tcx
+// chain with TC_ACT_OK for packets not to its SIDs), else last: a
+// firewall at the head filters first, as it does before the kernel's
+// encap.
 func (in *Ingress) Attach(ifindex int, pin string) (link.Link, error) {
-	l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex}, in.objs.SrchainIngress, bpfrt.AttachOptions{Pin: pin})
+	before, err := programBefore(ifindex, endProgName)
+	if err != nil {
+		return nil, fmt.Errorf("attach ingress: %w", err)
+	}
+	l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex}, in.objs.SrchainIngress, bpfrt.AttachOptions{Pin: pin, Before: before})
 	if err != nil {
 		return nil, fmt.Errorf("attach ingress: %w", err)
 	}
 	return l, nil
+}
+
+// endProgName is the kernel name of srchain's tc End program
+// (internal/kinds/end).
+const endProgName = "srchain_end"
+
+// programBefore returns the id of the first program called name on
+// ifindex's tcx ingress (0: none).
+func programBefore(ifindex int, name string) (ebpf.ProgramID, error) {
+	atts, err := bpfrt.TCXIngress(ifindex)
+	if err != nil {
+		return 0, err
+	}
+	for _, a := range atts {
+		p, err := ebpf.NewProgramFromID(a.Program)
+		if err != nil {
+			continue
+		}
+		info, err := p.Info()
+		p.Close()
+		if err == nil && info.Name == name {
+			return a.Program, nil
+		}
+	}
+	return 0, nil
 }
 
 // AttachXDP attaches the XDP twin (loaded with Options.XDP); the tc
