@@ -170,7 +170,6 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			return nil, fmt.Errorf("ingress: %w", err)
 		}
 	}
-	attachedAny := false
 	for _, idx := range idxs {
 		hooks := []bool{false}
 		if cfg.XDP {
@@ -200,7 +199,17 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 				}
 				return nil, fmt.Errorf("ingress: %w", err)
 			}
-			attachedAny = true
+		}
+	}
+	if !cfg.XDP {
+		// XDP no longer asked for: its links go (tc does the whole job).
+		for _, idx := range idxs {
+			path := linkPin(dir, idx, true)
+			if _, err := os.Stat(path); err == nil {
+				if err := bpfrt.DetachPinned(path); err != nil {
+					return nil, fmt.Errorf("ingress: %w", err)
+				}
+			}
 		}
 	}
 	switch {
@@ -208,10 +217,8 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return removeAll, nil
 	case prev >= 0:
 		return func() error { return revertPinned(dir, prev) }, nil
-	case attachedAny:
-		return nil, nil // links repaired; nothing to take back
 	}
-	return nil, nil
+	return nil, nil // at most links repaired: nothing to take back
 }
 
 // revertPinned switches the pinned ingress back to generation g.
