@@ -16,6 +16,7 @@ import (
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/firewall"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
@@ -139,15 +140,18 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 	defer release()
 	removeAll := func() error { return removePins(dir) }
+	// replaced: the pinned maps were too small and are new; the previous
+	// chain set is gone with them, so this Apply cannot be undone.
+	replaced := false
 
-	in, err := Load(Options{PinPath: dir, Capacity: CapacityFor(len(entries)), XDP: cfg.XDP})
+	in, err := Load(Options{PinPath: dir, Capacity: pinnedCapacity(dir, CapacityFor(len(entries))), XDP: cfg.XDP})
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
 		// Tables too small for the new chain set: new maps, then the
 		// links are taken over by the new program (an atomic swap).
 		if err := removeMapPins(dir); err != nil {
 			return nil, fmt.Errorf("ingress: %w", err)
 		}
-		fresh = true
+		replaced = true
 		in, err = Load(Options{PinPath: dir, Capacity: CapacityFor(len(entries)), XDP: cfg.XDP})
 	}
 	if err != nil {
@@ -160,7 +164,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 
 	want := Hash(cfg, s)
 	have, _ := in.Hash()
-	changed := fresh || have != want
+	changed := fresh || replaced || have != want
 	prev := -1
 	if changed {
 		if prev, err = in.Update(cfg, s); err != nil {
@@ -215,10 +219,31 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	switch {
 	case fresh:
 		return removeAll, nil
+	case replaced:
+		return nil, nil
 	case prev >= 0:
 		return func() error { return revertPinned(dir, prev) }, nil
 	}
 	return nil, nil // at most links repaired: nothing to take back
+}
+
+// pinnedCapacity is the capacity of the pinned tables under dir when
+// they hold at least need (so Load reuses them and a new chain set is
+// swapped in place), else need (new maps).
+func pinnedCapacity(dir string, need firewall.Capacity) firewall.Capacity {
+	size := func(name string) int {
+		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			return 0
+		}
+		defer m.Close()
+		return int(m.MaxEntries()) / 2 // two generations
+	}
+	have := firewall.Capacity{Bitmaps: size("fw_bitmaps"), Prefixes: size("fw_lpm")}
+	if have.Bitmaps >= need.Bitmaps && have.Prefixes >= need.Prefixes {
+		return have
+	}
+	return need
 }
 
 // revertPinned switches the pinned ingress back to generation g.

@@ -86,8 +86,13 @@ func Load(opts Options) (*Ingress, error) {
 
 // CapacityFor is room for entries classifier rules and later growth
 // (a chain set that outgrows it gets new maps on Apply).
+// Sizes go by powers of two from 1024, so a chain set that grows a
+// little reuses the pinned maps.
 func CapacityFor(entries int) firewall.Capacity {
-	room := 256 + 2*entries
+	room := 1024
+	for room < 256+2*entries {
+		room *= 2
+	}
 	return firewall.Capacity{Bitmaps: room, Prefixes: room}
 }
 
