@@ -152,6 +152,7 @@ static __always_inline __u32 srv6_insert(struct pctx *c, const int kind, const s
 	struct ethhdr eth, *e;
 	__u32 srhlen, i;
 	__s64 csum = 0;
+	int fix;
 
 	if (n < 1 || n + 1 > SRCHAIN_MAX_SEGS)
 		return DROP_UNSUPPORTED;
@@ -195,7 +196,8 @@ static __always_inline __u32 srv6_insert(struct pctx *c, const int kind, const s
 	srh->last_entry = n;
 	srh->flags = 0;
 	srh->tag = 0;
-	if (kind == CTX_TC) {
+	fix = ctx_csum_complete(c, kind);
+	if (fix) {
 		csum = bpf_csum_diff((__be32 *)&old, sizeof(old), (__be32 *)ip6, sizeof(*ip6), 0);
 		csum = bpf_csum_diff(NULL, 0, (__be32 *)srh, sizeof(*srh), csum);
 	}
@@ -212,10 +214,10 @@ static __always_inline __u32 srv6_insert(struct pctx *c, const int kind, const s
 			ipv6_addr_copy(seg, &old.daddr);
 		else
 			ipv6_addr_copy(seg, &travel[(n - i) & (SRCHAIN_MAX_SEGS - 1)]);
-		if (kind == CTX_TC)
+		if (fix)
 			csum = bpf_csum_diff(NULL, 0, (__be32 *)seg, sizeof(*seg), csum);
 	}
-	if (kind == CTX_TC && csum >= 0)
+	if (fix && csum >= 0)
 		bpf_csum_update(c->ctx, csum);
 	return DROP_NONE;
 }

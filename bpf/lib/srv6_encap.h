@@ -61,6 +61,7 @@ static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, cons
 	struct ethhdr *eth;
 	__u32 srhlen, inner, i;
 	__s64 csum = 0;
+	int fix;
 	__u8 nh;
 
 	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
@@ -100,7 +101,8 @@ static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, cons
 	srh->last_entry = n - 1;
 	srh->flags = 0;
 	srh->tag = 0;
-	if (kind == CTX_TC) {
+	fix = ctx_csum_complete(c, kind);
+	if (fix) {
 		csum = bpf_csum_diff(NULL, 0, (__be32 *)ip6, sizeof(*ip6), 0);
 		csum = bpf_csum_diff(NULL, 0, (__be32 *)srh, sizeof(*srh), csum);
 	}
@@ -114,13 +116,13 @@ static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, cons
 		if (!seg)
 			return DROP_PKT_TRUNCATED;
 		ipv6_addr_copy(seg, &travel[(n - 1 - i) & (SRCHAIN_MAX_SEGS - 1)]);
-		if (kind == CTX_TC)
+		if (fix)
 			csum = bpf_csum_diff(NULL, 0, (__be32 *)seg, sizeof(*seg), csum);
 	}
 	/* CHECKSUM_COMPLETE: the room was zero when pushed (its sum 0);
-	 * add what now fills it. A no-op for other checksum states.
+	 * add what now fills it.
 	 */
-	if (kind == CTX_TC && csum >= 0)
+	if (fix && csum >= 0)
 		bpf_csum_update(c->ctx, csum);
 	return DROP_NONE;
 }
