@@ -122,4 +122,18 @@ static __always_inline int ctx_pull(struct pctx *c, const int kind, __u32 len, _
 	return 0;
 }
 
+/* ctx_csum_complete reports whether a tc packet is CHECKSUM_COMPLETE,
+ * the only state whose skb->csum a rewrite must fix: bpf_csum_update
+ * adds to skb->csum (adding 0 changes nothing) and returns it only then,
+ * -ENOTSUPP otherwise. Callers skip their bpf_csum_diff work when it is
+ * not (the common case on veths and most NICs' receive path), which
+ * costs more than the rewrite itself. Always 0 at XDP.
+ */
+static __always_inline int ctx_csum_complete(struct pctx *c, const int kind)
+{
+	if (kind != CTX_TC)
+		return 0;
+	return bpf_csum_update(c->ctx, 0) >= 0;
+}
+
 #endif /* SRCHAIN_CTX_H */

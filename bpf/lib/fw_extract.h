@@ -244,4 +244,21 @@ static __always_inline void fw_srh_absent(struct fw_view *v)
 	v->val[FW_F_TAG - FW_NADDR] = 65536;
 }
 
+/* fw_view_reset marks every field absent (before an extract). */
+static __always_inline void fw_view_reset(struct fw_view *v)
+{
+	int f;
+
+#pragma unroll
+	for (f = 0; f < FW_NADDR; f++)
+		v->present[f] = 0;
+#pragma unroll
+	for (f = 0; f < FW_NINT; f++)
+		v->val[f] = 256;
+	v->val[FW_F_SPORT - FW_NADDR] = 65536;
+	v->val[FW_F_DPORT - FW_NADDR] = 65536;
+	v->val[FW_F_TAG - FW_NADDR] = 65536;
+	v->val[FW_F_SRH - FW_NADDR] = 0;
+}
+
 #endif /* SRCHAIN_FW_EXTRACT_H */

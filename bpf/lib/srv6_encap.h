@@ -37,14 +37,31 @@
  * from the frame's headroom, XDP_PACKET_HEADROOM (256) on most drivers:
  * 48 + 16 n must fit, so at most 13 SIDs there.
  */
+static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, const struct in6_addr *src,
+					    const struct in6_addr *travel, __u32 n, __u8 hop_limit,
+					    __be32 flowinfo);
+
 static __always_inline __u32 srv6_encaps(struct pctx *c, const int kind, const struct in6_addr *src,
 					 const struct in6_addr *travel, __u32 n, __u8 hop_limit)
+{
+	return srv6_encaps_fl(c, kind, src, travel, n, hop_limit, 0);
+}
+
+/* srv6_encaps_fl is srv6_encaps with the outer traffic class and flow
+ * label given: flowinfo is the outer header's first word in network
+ * order (the version nibble is ignored), as the eBPF ingress computes it
+ * the way the kernel's seg6 encap does (lib/ingress.h).
+ */
+static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, const struct in6_addr *src,
+					    const struct in6_addr *travel, __u32 n, __u8 hop_limit,
+					    __be32 flowinfo)
 {
 	struct srh_fixed *srh;
 	struct ipv6hdr *ip6;
 	struct ethhdr *eth;
 	__u32 srhlen, inner, i;
 	__s64 csum = 0;
+	int fix;
 	__u8 nh;
 
 	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
@@ -71,7 +88,7 @@ static __always_inline __u32 srv6_encaps(struct pctx *c, const int kind, const s
 	if (!eth || !ip6 || !srh)
 		return DROP_PKT_TRUNCATED;
 	eth->h_proto = bpf_htons(ETH_P_IPV6);
-	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	*(__be32 *)ip6 = bpf_htonl(0x60000000) | (flowinfo & bpf_htonl(0x0fffffff));
 	ip6->payload_len = bpf_htons(srhlen + inner);
 	ip6->nexthdr = IPPROTO_ROUTING;
 	ip6->hop_limit = hop_limit;
@@ -84,7 +101,8 @@ static __always_inline __u32 srv6_encaps(struct pctx *c, const int kind, const s
 	srh->last_entry = n - 1;
 	srh->flags = 0;
 	srh->tag = 0;
-	if (kind == CTX_TC) {
+	fix = ctx_csum_complete(c, kind);
+	if (fix) {
 		csum = bpf_csum_diff(NULL, 0, (__be32 *)ip6, sizeof(*ip6), 0);
 		csum = bpf_csum_diff(NULL, 0, (__be32 *)srh, sizeof(*srh), csum);
 	}
@@ -98,13 +116,13 @@ static __always_inline __u32 srv6_encaps(struct pctx *c, const int kind, const s
 		if (!seg)
 			return DROP_PKT_TRUNCATED;
 		ipv6_addr_copy(seg, &travel[(n - 1 - i) & (SRCHAIN_MAX_SEGS - 1)]);
-		if (kind == CTX_TC)
+		if (fix)
 			csum = bpf_csum_diff(NULL, 0, (__be32 *)seg, sizeof(*seg), csum);
 	}
 	/* CHECKSUM_COMPLETE: the room was zero when pushed (its sum 0);
-	 * add what now fills it. A no-op for other checksum states.
+	 * add what now fills it.
 	 */
-	if (kind == CTX_TC && csum >= 0)
+	if (fix && csum >= 0)
 		bpf_csum_update(c->ctx, csum);
 	return DROP_NONE;
 }

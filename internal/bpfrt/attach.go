@@ -39,6 +39,9 @@ type AttachOptions struct {
 	// Head puts a tcx program first on the interface (before programs
 	// already there, e.g. a firewall in front of End).
 	Head bool
+	// Before, when set (and not Head), puts a tcx program right before
+	// that program (the eBPF ingress before End, after a firewall).
+	Before ebpf.ProgramID
 	// Logger receives stale-pin notices; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -64,6 +67,8 @@ func Attach(h Hook, prog *ebpf.Program, o AttachOptions) (l link.Link, reused bo
 		opts := link.TCXOptions{Interface: h.Ifindex, Program: prog, Attach: ebpf.AttachTCXIngress}
 		if o.Head {
 			opts.Anchor = link.Head()
+		} else if o.Before != 0 {
+			opts.Anchor = link.BeforeProgramByID(o.Before)
 		}
 		l, err = link.AttachTCX(opts)
 	}

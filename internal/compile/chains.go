@@ -90,6 +90,11 @@ func (c *compiler) chain(i int) error {
 	if dev == "" {
 		return fmt.Errorf("%s: %w: no path from %s to %s", where, ErrUnroutable, ch.Ingress, first)
 	}
+	if c.ebpfIngress(ch.Ingress) {
+		if err := c.ingressChain(ch, mode, segs, dev); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	table := 0
 	if ch.Match.HasFiveTuple() {
 		if i >= spec.MaxChains {
@@ -98,8 +103,12 @@ func (c *compiler) chain(i int) error {
 			return fmt.Errorf("%s: %w: chain index %d, at most %d chains", where, ErrUnsupported, i, spec.MaxChains)
 		}
 		table = ChainTableBase + i
-		if err := c.rules(i, table); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+		// An eBPF ingress classifies itself: no ip rule; the chain's
+		// table keeps its policy for plan, status and the probes.
+		if !c.ebpfIngress(ch.Ingress) {
+			if err := c.rules(i, table); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
 		}
 	}
 	for _, dst := range ch.Match.Dst {

@@ -48,6 +48,8 @@ type compiler struct {
 	s     *spec.Spec
 	sids  spec.SIDPlan
 	nodes map[string]*state.Node
+	// ingress collects the chains of each node with an eBPF ingress.
+	ingress map[string][]state.IngressChain
 	// owners maps every routed prefix (link subnets, locators) to the
 	// nodes attached to it.
 	owners map[netip.Prefix][]string
@@ -84,6 +86,9 @@ func Compile(s *spec.Spec) (*state.Network, error) {
 		}
 	}
 	c.programs()
+	if err := c.ingressPrograms(); err != nil {
+		return nil, err
+	}
 	for _, n := range s.Nodes {
 		sn := c.nodes[n.Name]
 		sortNode(sn)

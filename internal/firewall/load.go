@@ -343,41 +343,7 @@ func (fw *Firewall) Update(cfg Config) error {
 
 // clearGen deletes generation g's prefixes and args by walking the maps
 // (a firewall opened from its pins does not know what they hold).
-func (fw *Firewall) clearGen(g int) error {
-	var lk fwProgFwLpmKey
-	var lv uint32
-	var stale []fwProgFwLpmKey
-	it := fw.objs.FwLpm.Iterate()
-	for it.Next(&lk, &lv) {
-		if int(lk.Field)/lpmGen == g {
-			stale = append(stale, lk)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("list prefixes: %w", err)
-	}
-	for _, k := range stale {
-		if err := fw.objs.FwLpm.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete prefix: %w", err)
-		}
-	}
-	var ak fwProgFwArgsKey
-	var av uint32
-	var staleArgs []fwProgFwArgsKey
-	ai := fw.objs.FwArgs.Iterate()
-	for ai.Next(&ak, &av) {
-		if int(ak.Gen) == g {
-			staleArgs = append(staleArgs, ak)
-		}
-	}
-	if err := ai.Err(); err != nil {
-		return fmt.Errorf("list args: %w", err)
-	}
-	for _, k := range staleArgs {
-		_ = fw.objs.FwArgs.Delete(k)
-	}
-	return nil
-}
+func (fw *Firewall) clearGen(g int) error { return fw.tables().clearGen(g) }
 
 // pinnedMaps names the maps Pin pins: enough for OpenPinned (counters,
 // mode) and OpenPinnedFirewall (Update).
@@ -429,115 +395,7 @@ func lpmKey(f Field, p netip.Prefix) fwProgFwLpmKey {
 // fill writes the compiled tables into generation g of the maps (not
 // the one packets use, except at Load) and zeroes its rule counters.
 func (fw *Firewall) fill(g int, c *Classifier, cfg Config) error {
-	bmOff := uint32(g) * fw.bmCap
-	_, idxSize := idxBase()
-	idxOff := uint32(g) * idxSize
-	ruleOff := uint32(g) * ruleSlots
-	// Bitmaps, with their summaries.
-	keys := make([]uint32, len(c.Bitmaps))
-	vals := make([]fwProgFwBitmap, len(c.Bitmaps))
-	for i, b := range c.Bitmaps {
-		keys[i] = bmOff + uint32(i)
-		for w, x := range b {
-			vals[i].W[w] = x
-			if x != 0 {
-				vals[i].Sum[w/64] |= 1 << (w % 64)
-			}
-		}
-	}
-	if _, err := fw.objs.FwBitmaps.BatchUpdate(keys, vals, nil); err != nil {
-		return fmt.Errorf("fill bitmaps: %w", err)
-	}
-	// Prefix fields.
-	var used uint32
-	for f := Field(0); f < NumFields; f++ {
-		t := &c.Fields[f]
-		if !t.Used {
-			continue
-		}
-		used |= 1 << f
-		if !f.IsAddr() {
-			continue
-		}
-		if err := fw.objs.FwFdef.Put(uint32(f)+uint32(g*NumAddrFields), fwProgFwFdef{Nomatch: bmOff + t.NoMatch, Absent: bmOff + t.Absent}); err != nil {
-			return fmt.Errorf("fill field %v defaults: %w", f, err)
-		}
-		for _, p := range t.Prefixes {
-			if err := fw.objs.FwLpm.Put(lpmKey(f+Field(lpmGen*g), p.Prefix), bmOff+p.Bitmap); err != nil {
-				return fmt.Errorf("fill field %v prefix %v: %w", f, p.Prefix, err)
-			}
-		}
-	}
-	// Integer fields: every value (and the absent slot) -> bitmap id.
-	base, size := idxBase()
-	ik := make([]uint32, 0, size)
-	iv := make([]uint32, 0, size)
-	for f := FProto; f < NumFields; f++ {
-		t := &c.Fields[f]
-		if !t.Used {
-			continue
-		}
-		for _, in := range t.Intervals {
-			for x := in.Lo; x <= in.Hi; x++ {
-				ik = append(ik, idxOff+base[f]+x)
-				iv = append(iv, bmOff+in.Bitmap)
-			}
-		}
-		ik = append(ik, idxOff+base[f]+f.Domain())
-		iv = append(iv, bmOff+t.Absent)
-	}
-	if len(ik) > 0 {
-		if _, err := fw.objs.FwIdx.BatchUpdate(ik, iv, nil); err != nil {
-			return fmt.Errorf("fill value index: %w", err)
-		}
-	}
-	// Verdicts, the policy in slot nrules.
-	rk := make([]uint32, 0, len(cfg.Rules)+1)
-	rv := make([]fwProgFwRule, 0, len(cfg.Rules)+1)
-	for i, r := range cfg.Rules {
-		rk = append(rk, ruleOff+uint32(i))
-		rv = append(rv, fwProgFwRule{Verdict: uint32(r.Verdict)})
-	}
-	rk = append(rk, ruleOff+uint32(len(cfg.Rules))) // the policy
-	rv = append(rv, fwProgFwRule{Verdict: uint32(cfg.Policy)})
-	if _, err := fw.objs.FwRules.BatchUpdate(rk, rv, nil); err != nil {
-		return fmt.Errorf("fill rules: %w", err)
-	}
-	// Counters of this generation start from zero.
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return fmt.Errorf("fill counters: %w", err)
-	}
-	zeros := make([]fwProgFwCount, len(rk)*ncpu)
-	if _, err := fw.objs.FwRuleCounters.BatchUpdate(rk, zeros, nil); err != nil {
-		return fmt.Errorf("zero counters: %w", err)
-	}
-	// A new rate starts with a full bucket (fw_icmp_allow).
-	if err := fw.objs.FwIcmpBucket.Put(uint32(0), make([]fwProgFwBucket, ncpu)); err != nil {
-		return fmt.Errorf("reset icmp rate limit: %w", err)
-	}
-	for k, v := range cfg.Args {
-		if err := fw.objs.FwArgs.Put(fwProgFwArgsKey{Args: k, Gen: uint64(g)}, uint32(v)); err != nil {
-			return fmt.Errorf("fill args %d: %w", k, err)
-		}
-	}
-	// The config last: the tables it points into are complete by now.
-	conf := fwProgFwConfig{Gen: uint32(g), Mode: uint32(cfg.Mode), Used: used, Nrules: uint32(len(cfg.Rules)), ArgsBits: uint32(cfg.ArgsBits), SidLen: 255, IcmpRate: uint32(cfg.ICMPRate)}
-	if cfg.SID.IsValid() {
-		conf.Sid.In6U.U6Addr8 = cfg.SID.Masked().Addr().As16()
-		conf.SidLen = uint32(cfg.SID.Bits())
-	}
-	conf.Hash = cfg.hash()
-	for f := Field(0); f < NumFields; f++ {
-		if used&(1<<f) != 0 {
-			conf.Fields[conf.Nused] = uint8(f)
-			conf.Nused++
-		}
-	}
-	if err := fw.objs.FwCfg.Put(uint32(g), conf); err != nil {
-		return fmt.Errorf("fill config: %w", err)
-	}
-	return nil
+	return fw.tables().fill(g, fw.bmCap, c, cfg)
 }
 
 // SetMode switches basic/advanced at run time (one map update).

@@ -95,6 +95,18 @@ func Register(k Kind) {
 	}
 }
 
+// RegisterDriver adds the driver of a node-wide program that no NF kind
+// fronts (the eBPF ingress, internal/ingress). Called from init
+// functions; a program with a driver already panics at start-up.
+func RegisterDriver(program string, d Driver) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := drivers[program]; dup {
+		panic(fmt.Sprintf("program %q already has a driver", program))
+	}
+	drivers[program] = d
+}
+
 // Lookup returns the kind called name.
 func Lookup(name string) (Kind, bool) {
 	mu.RLock()

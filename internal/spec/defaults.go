@@ -23,6 +23,9 @@ func (s *Spec) applyDefaults() {
 		if n.Datapath == "" && n.Role == RoleRouter {
 			n.Datapath = DatapathKernel
 		}
+		if n.Ingress == "" && n.Role == RoleRouter {
+			n.Ingress = IngressKernel
+		}
 	}
 	for i := range s.Links {
 		if !s.has(fmt.Sprintf("links[%d].mtu", i)) {

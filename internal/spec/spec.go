@@ -52,6 +52,13 @@ const (
 	DatapathEBPF   = "ebpf"
 )
 
+// Ingresses: who steers traffic into the chains at a router (the
+// headend, RFC 8986 5.1 H.Encaps / H.Insert).
+const (
+	IngressKernel = "kernel"
+	IngressEBPF   = "ebpf"
+)
+
 // Node is a host (traffic source or sink, never forwards) or a router
 // (forwards, may own a locator and SIDs).
 type Node struct {
@@ -60,6 +67,10 @@ type Node struct {
 	// Locator is the router's SID block (LOC, RFC 8986 section 3.1).
 	Locator  netip.Prefix `yaml:"locator"`
 	Datapath string       `yaml:"datapath"`
+	// Ingress says who classifies and encapsulates the chains this
+	// router is the ingress of: IngressKernel (ip rules + seg6 routes)
+	// or IngressEBPF (srchain's ingress program, docs/datapath.md).
+	Ingress string `yaml:"ingress"`
 }
 
 // Link is a point-to-point wire between two node interfaces.

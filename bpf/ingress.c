@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* srchain eBPF ingress (headend): classify to a chain with the
+ * firewall's bit-vector engine, then H.Encaps or H.Insert, FIB lookup and
+ * redirect. docs/datapath.md "The ingress program".
+ *
+ * srchain_ingress (tc, tcx ingress of every interface of the router) is
+ * the complete implementation: a packet of a chain leaves it
+ * encapsulated, redirected when the FIB resolves the first segment and
+ * the outer hop limit allows it, else handed to the stack (TC_ACT_OK),
+ * which forwards the outer packet exactly as it does after its own seg6
+ * encap (ip6_forward: hop limit, neighbour resolution, Packet Too Big,
+ * Time Exceeded). A packet of no chain, not addressed to this host, or
+ * one the stack would drop (bad IPv4 header, multicast or loopback
+ * addresses) goes on untouched (TC_ACT_UNSPEC: the next tcx program, then
+ * the stack).
+ *
+ * srchain_ingress_xdp is the fast path: it decides on copies first and
+ * rewrites only a packet it redirects (FIB hit, hop limit > 1, no
+ * trailing bytes, flow label not hashed, room in the headroom); any
+ * other packet goes to tc UNTOUCHED (XDP_PASS), so the tc program must
+ * be attached to the same interface.
+ *
+ * The outer header is byte for byte the kernel's (seg6_do_srh_encap /
+ * seg6_do_srh_inline, checked by test/e2e/ingress_diff_test.go): source
+ * the node's tunsrc, hop limit the inner IPv6 packet's (an IPv4 packet:
+ * the route device's IPv6 hop_limit, ip6_dst_hoplimit), traffic class
+ * and flow label per lib/ingress.h ing_flowinfo, then the forwarding
+ * hop decrements the outer hop limit as ip6_forward does.
+ */
+#include "common.h"
+#include "counters.h"
+#include "ctx.h"
+#include "srh.h"
+#include "fib.h"
+#include "srv6_encap.h"
+#include "fw_maps.h"
+#include "fw_extract.h"
+#include "fw_classify.h"
+#include "ingress.h"
+
+/* Headers the classifier reads (advanced mode: the packet's own
+ * addresses, protocol and ports behind at most FW_MAX_EXT extension
+ * headers).
+ */
+#define ING_PULL (14 + FW_MAX_OFF + 64)
+
+/* XDP headroom (XDP_PACKET_HEADROOM) holds the outer IPv6 header and an
+ * SRH of at most 13 segments; longer lists are left to tc.
+ */
+#define ING_XDP_MAX_SEGS 13
+
+#ifndef PACKET_HOST
+#define PACKET_HOST 0
+#endif
+
+/* What the classifier found: the chain's policy and the outer header the
+ * rewrite will produce (for the FIB lookup before rewriting).
+ */
+struct ing_dec {
+	struct ing_policy *pol;
+	struct ing_config *cfg;
+	struct ipv6hdr outer;
+	__u32 l3len; /* the packet's IP length by its header */
+	__be32 first; /* an IPv6 packet's first word (0 for IPv4) */
+	int v6;
+};
+
+/* ing_ip4_ok: what ip_rcv_core and the input route lookup would refuse
+ * (bad version, header length, total length or checksum; multicast,
+ * broadcast, loopback, zero-net addresses) is not ours to steer.
+ */
+static __always_inline int ing_ip4_ok(const struct pkt *p, __u32 have, __u32 *l3len)
+{
+	struct iphdr *ip4 = pkt_ptr(p, p->l3off, sizeof(*ip4));
+	__u32 ihl, tot, sum = 0, i;
+	__u8 s0, d0;
+
+	if (!ip4 || ip4->version != 4 || ip4->ihl < 5)
+		return 0;
+	ihl = ip4->ihl * 4;
+	tot = bpf_ntohs(ip4->tot_len);
+	if (tot < ihl || tot > have)
+		return 0;
+#pragma unroll
+	for (i = 0; i < 15; i++) {
+		__u16 *w;
+
+		if (i * 4 >= ihl)
+			break;
+		w = pkt_ptr(p, p->l3off + i * 4, 4);
+		if (!w)
+			return 0;
+		sum += w[0];
+		sum += w[1];
+	}
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	if (sum != 0xffff)
+		return 0;
+	s0 = ((__u8 *)&ip4->saddr)[0];
+	d0 = ((__u8 *)&ip4->daddr)[0];
+	if ((d0 & 0xf0) == 0xe0 || ip4->daddr == 0xffffffff || d0 == 127 || d0 == 0)
+		return 0;
+	if ((s0 & 0xf0) == 0xe0 || ip4->saddr == 0xffffffff || s0 == 127)
+		return 0;
+	*l3len = tot;
+	return 1;
+}
+
+/* ing_ip6_ok: likewise for IPv6 (ip6_rcv_core): version, payload length
+ * (no jumbograms), multicast source, loopback addresses; multicast and
+ * link-local destinations never take a chain's route.
+ */
+static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3len)
+{
+	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+	__u32 len;
+
+	if (!ip6 || ip6->version != 6 || ip6->payload_len == 0)
+		return 0;
+	len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+	if (len > have)
+		return 0;
+	if (ip6->saddr.in6_u.u6_addr8[0] == 0xff || ip6->daddr.in6_u.u6_addr8[0] == 0xff)
+		return 0;
+	if (ip6->daddr.in6_u.u6_addr8[0] == 0xfe && (ip6->daddr.in6_u.u6_addr8[1] & 0xc0) == 0x80)
+		return 0;
+	if ((ip6->daddr.in6_u.u6_addr32[0] | ip6->daddr.in6_u.u6_addr32[1] |
+	     ip6->daddr.in6_u.u6_addr32[2]) == 0 && ip6->daddr.in6_u.u6_addr32[3] == bpf_htonl(1))
+		return 0;
+	if ((ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |
+	     ip6->saddr.in6_u.u6_addr32[2]) == 0 && ip6->saddr.in6_u.u6_addr32[3] == bpf_htonl(1))
+		return 0;
+	*l3len = len;
+	return 1;
+}
+
+/* ing_classify fills d for a packet of a chain and returns 1; 0 leaves
+ * the packet alone. have: the bytes from the L3 header on; hash: the
+ * flow hash for seg6_flowlabel > 0 (tc), 0 at XDP.
+ */
+static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifindex, __u32 have,
+					struct ing_dec *d)
+{
+	struct fw_pkt fp = {};
+	struct fw_config *cfg;
+	struct fw_view *vp;
+	__u32 zero = 0, gen, slot, *genp;
+	__u32 reason;
+	int idx;
+
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6;
+
+		if (!ing_ip6_ok(p, have, &d->l3len))
+			goto not_ours;
+		ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+		if (!ip6)
+			goto not_ours;
+		d->v6 = 1;
+		d->first = *(__be32 *)ip6;
+		__builtin_memcpy(&d->outer, ip6, sizeof(d->outer));
+	} else {
+		if (!ing_ip4_ok(p, have, &d->l3len))
+			goto not_ours;
+		d->v6 = 0;
+		d->first = 0;
+	}
+
+	genp = bpf_map_lookup_elem(&fw_gen, &zero);
+	gen = genp ? (*genp & 1) : 0;
+	cfg = bpf_map_lookup_elem(&fw_cfg, &gen);
+	vp = bpf_map_lookup_elem(&fw_scratch, &zero);
+	d->cfg = bpf_map_lookup_elem(&ing_config_map, &zero);
+	if (!cfg || !vp || !d->cfg)
+		return 0;
+	fw_view_reset(vp);
+	/* Advanced mode: the packet's own fields, as the kernel's routing
+	 * decision sees them (an SRv6 packet in transit is classified by
+	 * its outer header, never by what it carries).
+	 */
+	if (d->v6)
+		reason = fw_extract6(p, FW_MODE_ADVANCED, vp, &fp);
+	else
+		reason = fw_ip4(p, vp, p->l3off, FW_F_SRC, FW_F_DST, 1);
+	if (reason)
+		goto not_ours; /* malformed: the stack decides */
+	if (fp.sr && fp.si.sl > fp.si.last_entry)
+		fw_srh_absent(vp);
+	vp->addr[FW_F_IIF].in6_u.u6_addr32[0] = bpf_htonl(ifindex);
+	vp->present[FW_F_IIF] = 1;
+
+	idx = fw_classify(vp, cfg);
+	if (idx < 0 || (__u32)idx >= cfg->nrules || idx >= FW_MAX_RULES) {
+		ing_outcome(ING_OUT_NO_CHAIN);
+		return 0;
+	}
+	slot = (cfg->gen & 1) * FW_RULE_SLOTS + idx;
+	d->pol = bpf_map_lookup_elem(&ing_policies, &slot);
+	/* A policy with a headend extension (ext) has nobody to build it
+	 * yet (ing_headend_ext): left alone before anything is rewritten.
+	 */
+	if (!d->pol || d->pol->mode == ING_MODE_NONE || d->pol->ext ||
+	    d->pol->nsegs < 1 || d->pol->nsegs > SRCHAIN_MAX_SEGS ||
+	    (d->pol->mode == ING_MODE_INSERT && (!d->v6 || d->pol->nsegs + 1 > SRCHAIN_MAX_SEGS))) {
+		ing_outcome(ING_OUT_NO_CHAIN);
+		return 0;
+	}
+	return 1;
+not_ours:
+	ing_outcome(ING_OUT_NOT_OURS);
+	return 0;
+}
+
+/* ing_outer computes the outer IPv6 header the rewrite will write (the
+ * packet is not touched): the FIB is asked about it before rewriting.
+ */
+static __always_inline void ing_outer(struct ing_dec *d, __u32 hash)
+{
+	struct ing_policy *pol = d->pol;
+	struct ipv6hdr *oh = &d->outer;
+	__u32 n = pol->nsegs & (2 * SRCHAIN_MAX_SEGS - 1);
+
+	if (pol->mode == ING_MODE_INSERT) {
+		/* Same header, SRH of n + 1 entries inserted, DA = first SID. */
+		oh->payload_len = bpf_htons(d->l3len - sizeof(*oh) + 8 + 16 * (n + 1));
+		oh->nexthdr = IPPROTO_ROUTING;
+		ipv6_addr_copy(&oh->daddr, &pol->segs[0]);
+		return;
+	}
+	*(__be32 *)oh = bpf_htonl(0x60000000) |
+			ing_flowinfo(d->first, d->v6, d->cfg->flowlabel, hash);
+	oh->payload_len = bpf_htons(d->l3len + 8 + 16 * n);
+	oh->nexthdr = IPPROTO_ROUTING;
+	if (!d->v6)
+		oh->hop_limit = pol->hop_limit4;
+	ipv6_addr_copy(&oh->saddr, &d->cfg->tunsrc);
+	ipv6_addr_copy(&oh->daddr, &pol->segs[0]);
+}
+
+/* ing_rewrite applies the chain's policy (H.Encaps or H.Insert) and the
+ * headend extension hook.
+ */
+static __always_inline __u32 ing_rewrite(struct pctx *c, const int kind, struct ing_dec *d)
+{
+	struct ing_policy *pol = d->pol;
+	__u32 r;
+
+	if (pol->mode == ING_MODE_INSERT)
+		r = srv6_insert(c, kind, pol->segs, pol->nsegs);
+	else
+		r = srv6_encaps_fl(c, kind, &d->cfg->tunsrc, pol->segs, pol->nsegs,
+				   d->outer.hop_limit, *(__be32 *)&d->outer);
+	if (r)
+		return r;
+	return ing_headend_ext(c, kind, pol);
+}
+
+SEC("tc")
+int srchain_ingress(struct __sk_buff *skb)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct bpf_fib_lookup params;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	struct ing_dec d = {};
+	__u32 need, r, hash = 0;
+	long rc;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6) && skb->protocol != bpf_htons(ETH_P_IP))
+		return TC_ACT_UNSPEC;
+	if (skb->pkt_type != PACKET_HOST || skb->len <= sizeof(struct ethhdr))
+		return TC_ACT_UNSPEC;
+	need = skb->len < ING_PULL ? skb->len : ING_PULL;
+	if (skb->data_end - skb->data < need && bpf_skb_pull_data(skb, need))
+		return TC_ACT_UNSPEC;
+	ctx_reload(&c, CTX_TC);
+	if (!ing_classify(&c.p, skb->protocol, skb->ingress_ifindex, skb->len - sizeof(struct ethhdr), &d))
+		return TC_ACT_UNSPEC;
+
+	/* Bytes past the IP length (Ethernet padding): ip_rcv / ipv6_rcv
+	 * trim them before the kernel's encap sees the packet.
+	 */
+	if (skb->len > sizeof(struct ethhdr) + d.l3len) {
+		if (bpf_skb_change_tail(skb, sizeof(struct ethhdr) + d.l3len, 0)) {
+			count_drop(DROP_ADJUST_ROOM);
+			return TC_ACT_SHOT;
+		}
+		ctx_reload(&c, CTX_TC);
+	}
+	if (d.cfg->flowlabel > 0 && d.pol->mode == ING_MODE_ENCAP)
+		hash = bpf_get_hash_recalc(skb);
+	ing_outer(&d, hash);
+	rc = fib_lookup_ip6_dst(skb, &params, &d.outer, &d.outer.daddr, skb->ingress_ifindex, skb->mark);
+
+	r = ing_rewrite(&c, CTX_TC, &d);
+	if (r) {
+		count_drop(r);
+		return TC_ACT_SHOT;
+	}
+	ing_count(d.pol->chain, d.l3len);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS || d.outer.hop_limit <= 1) {
+		/* The stack forwards the outer packet as after its own encap. */
+		ing_outcome(ING_OUT_STACK);
+		return TC_ACT_OK;
+	}
+	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&c.p, c.p.l3off, sizeof(*ip6));
+	if (!eth || !ip6) {
+		count_drop(DROP_PKT_TRUNCATED);
+		return TC_ACT_SHOT;
+	}
+	ip6_dec_hop_limit(ip6);
+	fib_set_macs(eth, &params);
+	ing_outcome(ING_OUT_REDIRECT);
+	return bpf_redirect(params.ifindex, 0);
+}
+
+SEC("xdp")
+int srchain_ingress_xdp(struct xdp_md *ctx)
+{
+	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct bpf_fib_lookup params;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	struct ing_dec d = {};
+	__u32 have, r;
+	long rc;
+
+	ctx_reload(&c, CTX_XDP);
+	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
+	if (!eth || (eth->h_proto != bpf_htons(ETH_P_IPV6) && eth->h_proto != bpf_htons(ETH_P_IP)))
+		return XDP_PASS;
+	if (eth->h_dest[0] & 1)
+		return XDP_PASS; /* multicast / broadcast frame: tc decides */
+	have = c.p.data_end - c.p.data - c.p.l3off;
+	if (!ing_classify(&c.p, eth->h_proto, ctx->ingress_ifindex, have, &d))
+		return XDP_PASS;
+	/* Trailing bytes (tc trims), hashed flow labels (XDP has no skb
+	 * hash), SRHs the headroom cannot hold: tc does those.
+	 */
+	if (d.l3len != have || (d.cfg->flowlabel > 0 && d.pol->mode == ING_MODE_ENCAP) ||
+	    d.pol->nsegs + (d.pol->mode == ING_MODE_INSERT) > ING_XDP_MAX_SEGS)
+		goto pass;
+	ing_outer(&d, 0);
+	if (d.outer.hop_limit <= 1)
+		goto pass;
+	rc = fib_lookup_ip6_dst(ctx, &params, &d.outer, &d.outer.daddr, ctx->ingress_ifindex, 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		goto pass;
+
+	/* Redirecting: now, and only now, write the packet. */
+	r = ing_rewrite(&c, CTX_XDP, &d);
+	if (r == DROP_ADJUST_ROOM && c.p.data_end - c.p.data - c.p.l3off == have)
+		goto pass; /* no headroom: nothing was written */
+	if (r) {
+		count_drop(r);
+		return XDP_DROP;
+	}
+	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&c.p, c.p.l3off, sizeof(*ip6));
+	if (!eth || !ip6) {
+		count_drop(DROP_PKT_TRUNCATED);
+		return XDP_DROP;
+	}
+	ip6_dec_hop_limit(ip6);
+	fib_set_macs(eth, &params);
+	ing_count(d.pol->chain, d.l3len);
+	ing_outcome(ING_OUT_REDIRECT);
+	return bpf_redirect(params.ifindex, 0);
+pass:
+	ing_outcome(ING_OUT_XDP_PASS);
+	return XDP_PASS;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The eBPF ingress (headend): chain table, H.Insert, and the outer
+ * header fields computed as the kernel's seg6 encap computes them
+ * (net/ipv6/seg6_iptunnel.c). bpf/ingress.c composes it with the
+ * firewall's classifier (lib/fw_*.h) and lib/srv6_encap.h.
+ *
+ * Classification: every chain's match becomes firewall rules (one per
+ * destination x source pair, advanced mode: the packet's own fields),
+ * built by internal/ingress with internal/firewall's compiler into this
+ * object's copies of the fw_* maps. The rule the packet matches indexes
+ * ing_policy (same generation as the classifier's tables: one word,
+ * fw_gen, switches both).
+ */
+#ifndef SRCHAIN_INGRESS_H
+#define SRCHAIN_INGRESS_H
+
+#include "common.h"
+#include "counters.h"
+#include "ctx.h"
+#include "fw_maps.h"
+
+#define ING_MODE_NONE 0
+#define ING_MODE_ENCAP 1  /* H.Encaps (RFC 8986 5.1) */
+#define ING_MODE_INSERT 2 /* H.Insert (kernel seg6 "inline") */
+
+/* Chains whose counters ing_counters holds (spec.MaxChains). */
+#define ING_MAX_CHAINS 20000
+
+/* What a classifier rule steers into. One per rule slot and generation
+ * (key gen * FW_RULE_SLOTS + rule); mode ING_MODE_NONE: no chain.
+ */
+struct ing_policy {
+	__u32 chain;      /* ing_counters slot: the chain's index on the node */
+	__u32 mode;       /* ING_MODE_* */
+	__u32 nsegs;      /* segments in segs (travel order) */
+	__u32 hop_limit4; /* outer hop limit of an IPv4 packet (see below) */
+	/* Headend extension hook (OPoT, issue 11): a non-zero ext asks the
+	 * headend to add the TLV of profile slot ext to the SRH it builds
+	 * (ing_headend_ext). Zero today: nothing writes it yet.
+	 */
+	__u32 ext;
+	__u32 pad;
+	struct in6_addr segs[SRCHAIN_MAX_SEGS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_GENS * FW_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ing_policy);
+} ing_policies SEC(".maps");
+
+/* Node-wide settings, written by the loader. */
+struct ing_config {
+	struct in6_addr tunsrc; /* outer source (ip sr tunsrc) */
+	__s32 flowlabel;        /* net.ipv6.seg6_flowlabel: -1, 0 or 1 */
+	__u32 pad;
+	__u8 hash[32];          /* SHA-256 of the applied config (internal/ingress) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ing_config);
+} ing_config_map SEC(".maps");
+
+/* Packets and IP bytes (of the packet as it arrived) steered into each
+ * chain, by tc or XDP (each packet counted once, by whoever encapsulates).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ING_MAX_CHAINS);
+	__type(key, __u32);
+	__type(value, struct sid_counter);
+} ing_counters SEC(".maps");
+
+/* Slots of ing_outcomes: what happened to classified packets. */
+#define ING_OUT_REDIRECT 0  /* encapsulated, FIB hit, redirected */
+#define ING_OUT_STACK 1     /* encapsulated, handed to the stack (FIB miss, hop limit, MTU) */
+#define ING_OUT_XDP_PASS 2  /* XDP left it to tc untouched */
+#define ING_OUT_NO_CHAIN 3  /* classified, no chain */
+#define ING_OUT_NOT_OURS 4  /* not looked at: not for this host, multicast, malformed */
+#define ING_OUT_MAX 8
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ING_OUT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} ing_outcomes SEC(".maps");
+
+static __always_inline void ing_outcome(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&ing_outcomes, &slot);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline void ing_count(__u32 chain, __u64 len)
+{
+	struct sid_counter *c;
+
+	if (chain >= ING_MAX_CHAINS)
+		return;
+	c = bpf_map_lookup_elem(&ing_counters, &chain);
+	if (c) {
+		c->packets += 1;
+		c->bytes += len;
+	}
+}
+
+/* ing_flowinfo is the outer header's first word (traffic class and flow
+ * label, network order) as seg6_do_srh_encap writes it:
+ *   - traffic class: the inner IPv6 packet's; 0 for IPv4;
+ *   - flow label (seg6_make_flowlabel, sysctl net.ipv6.seg6_flowlabel):
+ *     0 (default) the inner IPv6 packet's, 0 for IPv4; < 0 always 0;
+ *     > 0 the skb's flow hash rotated by 16 bits, its low 20 bits in
+ *     network order (hash is that hash; the caller has it only at tc).
+ * inner is the IPv6 packet's first word, 0 for IPv4.
+ */
+static __always_inline __be32 ing_flowinfo(__be32 inner, int v6, __s32 mode, __u32 hash)
+{
+	__be32 tclass = v6 ? (inner & bpf_htonl(0x0ff00000)) : 0;
+
+	if (mode > 0) {
+		__u32 h = (hash << 16) | (hash >> 16);
+
+		return tclass | (h & bpf_htonl(0x000fffff));
+	}
+	if (mode == 0 && v6)
+		return tclass | (inner & bpf_htonl(0x000fffff));
+	return tclass;
+}
+
+/* srv6_insert is H.Insert as the kernel's seg6 "inline" mode does it
+ * (seg6_do_srh_inline): an SRH of n + 1 entries goes right after the
+ * fixed IPv6 header (before any extension header, as the kernel puts
+ * it), segment[0] = the original destination, segment[i] = travel[n - i],
+ * SL = last entry = n, flags and tag 0, next header = the IPv6 header's;
+ * the destination becomes travel[0], the payload length grows, the
+ * traffic class, flow label and hop limit stay. Upper-layer checksums
+ * do not change (they use the final destination, RFC 8200 8.1). At tc
+ * CHECKSUM_COMPLETE is fixed. n + 1 <= SRCHAIN_MAX_SEGS.
+ */
+static __always_inline __u32 srv6_insert(struct pctx *c, const int kind, const struct in6_addr *travel,
+					 __u32 n)
+{
+	struct ipv6hdr old, *ip6;
+	struct srh_fixed *srh;
+	struct ethhdr eth, *e;
+	__u32 srhlen, i;
+	__s64 csum = 0;
+	int fix;
+
+	if (n < 1 || n + 1 > SRCHAIN_MAX_SEGS)
+		return DROP_UNSUPPORTED;
+	e = pkt_ptr(&c->p, 0, sizeof(*e));
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!e || !ip6 || c->p.l3off != sizeof(*e))
+		return DROP_PKT_TRUNCATED;
+	__builtin_memcpy(&eth, e, sizeof(eth));
+	__builtin_memcpy(&old, ip6, sizeof(old));
+	srhlen = sizeof(*srh) + (n + 1) * sizeof(struct in6_addr);
+	if (bpf_ntohs(old.payload_len) + srhlen > 0xffff)
+		return DROP_UNSUPPORTED;
+	if (kind == CTX_XDP) {
+		if (bpf_xdp_adjust_head(c->ctx, -(int)srhlen))
+			return DROP_ADJUST_ROOM;
+		ctx_reload(c, kind);
+		e = pkt_ptr(&c->p, 0, sizeof(*e));
+		if (!e)
+			return DROP_PKT_TRUNCATED;
+		__builtin_memcpy(e, &eth, sizeof(eth));
+	} else {
+		/* BPF_ADJ_ROOM_NET: room after the fixed IPv6 header, which
+		 * the kernel moves to the new front with the MAC header.
+		 */
+		if (bpf_skb_adjust_room(c->ctx, srhlen, BPF_ADJ_ROOM_NET, 0))
+			return DROP_ADJUST_ROOM;
+		ctx_reload(c, kind);
+	}
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	srh = pkt_ptr(&c->p, c->p.l3off + sizeof(*ip6), sizeof(*srh));
+	if (!ip6 || !srh)
+		return DROP_PKT_TRUNCATED;
+	__builtin_memcpy(ip6, &old, sizeof(old));
+	ip6->payload_len = bpf_htons(bpf_ntohs(old.payload_len) + srhlen);
+	ip6->nexthdr = IPPROTO_ROUTING;
+	ipv6_addr_copy(&ip6->daddr, &travel[0]);
+	srh->nexthdr = old.nexthdr;
+	srh->hdrlen = 2 * (n + 1);
+	srh->type = SRCHAIN_SRH_TYPE;
+	srh->segments_left = n;
+	srh->last_entry = n;
+	srh->flags = 0;
+	srh->tag = 0;
+	fix = ctx_csum_complete(c, kind);
+	if (fix) {
+		csum = bpf_csum_diff((__be32 *)&old, sizeof(old), (__be32 *)ip6, sizeof(*ip6), 0);
+		csum = bpf_csum_diff(NULL, 0, (__be32 *)srh, sizeof(*srh), csum);
+	}
+	for (i = 0; i < SRCHAIN_MAX_SEGS; i++) {
+		struct in6_addr *seg;
+
+		if (i > n)
+			break;
+		seg = pkt_ptr(&c->p, c->p.l3off + sizeof(*ip6) + sizeof(*srh) + i * sizeof(*seg),
+			      sizeof(*seg));
+		if (!seg)
+			return DROP_PKT_TRUNCATED;
+		if (i == 0)
+			ipv6_addr_copy(seg, &old.daddr);
+		else
+			ipv6_addr_copy(seg, &travel[(n - i) & (SRCHAIN_MAX_SEGS - 1)]);
+		if (fix)
+			csum = bpf_csum_diff(NULL, 0, (__be32 *)seg, sizeof(*seg), csum);
+	}
+	if (fix && csum >= 0)
+		bpf_csum_update(c->ctx, csum);
+	return DROP_NONE;
+}
+
+/* ing_headend_ext is THE place where a headend extension adds to the
+ * SRH srv6_encaps_fl / srv6_insert just built (c->p re-derived, the SRH
+ * right after the outer IPv6 header at c->p.l3off + 40): OPoT (issue 11,
+ * seed 003 "ingress init") will grow the SRH by its TLV here (hdr ext
+ * len, payload length, CHECKSUM_COMPLETE) for chains whose policy has
+ * a non-zero ext (internal/ingress Chain.Ext). No extension exists yet:
+ * bpf/ingress.c leaves packets of a policy with ext != 0 to the stack
+ * before rewriting anything, so this is reached only with ext == 0.
+ */
+static __always_inline __u32 ing_headend_ext(struct pctx *c, const int kind, const struct ing_policy *pol)
+{
+	if (pol->ext)
+		return DROP_UNSUPPORTED;
+	return DROP_NONE;
+}
+
+#endif /* SRCHAIN_INGRESS_H */

@@ -1,0 +1,279 @@
+package ingress
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/datapath"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+const (
+	tcActUnspec = 0xffffffff // TC_ACT_UNSPEC (-1)
+	tcActOK     = 0
+	xdpPass     = 2
+)
+
+var (
+	// BPF_PROG_TEST_RUN runs tc programs on the loopback device: a frame
+	// to its (all-zero) MAC address is PACKET_HOST.
+	hostMAC  = net.HardwareAddr{0, 0, 0, 0, 0, 0}
+	otherMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa}
+	srcMAC   = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb}
+	tunsrc   = netip.MustParseAddr("fc00:a2::1")
+)
+
+func mp(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func ma(s string) netip.Addr   { return netip.MustParseAddr(s) }
+
+func frame(dst net.HardwareAddr, l3 []byte) []byte {
+	et := uint16(srv6.EtherTypeIPv6)
+	if l3[0]>>4 == 4 {
+		et = srv6.EtherTypeIPv4
+	}
+	return srv6.Ether(dst, srcMAC, et, l3)
+}
+
+// testNS runs the test's program runs in a fresh namespace: no routes,
+// forwarding off, so every FIB lookup fails and tc hands the rewritten
+// packet to the stack (TC_ACT_OK) and XDP passes it untouched.
+func testNS(t *testing.T) *netns.NS {
+	t.Helper()
+	ns, err := netns.Create(fmt.Sprintf("srchain-ingt-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	return ns
+}
+
+func loadTest(t *testing.T, cfg Config, s Settings) *Ingress {
+	t.Helper()
+	testutil.RequireRoot(t)
+	in, err := Load(Options{XDP: true, Capacity: CapacityFor(len(cfg.Chains))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	if _, err := in.Update(cfg, s); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func run(t *testing.T, ns *netns.NS, prog *ebpf.Program, in []byte) (uint32, []byte) {
+	t.Helper()
+	opts := &ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+1024)}
+	var ret uint32
+	if err := ns.Do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
+		t.Fatalf("test run: %v", err)
+	}
+	return ret, opts.DataOut
+}
+
+var (
+	segsA = []netip.Addr{ma("fc00:2::1"), ma("fc00:3::d6")}
+	segsB = []netip.Addr{ma("fc00:2::2"), ma("fc00:4::2"), ma("fc00:3::d4")}
+	segsI = []netip.Addr{ma("fc00:2::1"), ma("fc00:4::1")}
+	// Chains in spec order: a 5-tuple chain (udp 53 to 2001:db8:5::/48),
+	// a destination chain for the /64 inside it (longer prefix, but the
+	// 5-tuple rule comes first, as the kernel's ip rule), an IPv4 chain,
+	// an insert chain.
+	testCfg = Config{Chains: []Chain{
+		{Name: "dns", Mode: state.ModeEncap, Segments: segsB, Dev: "eth1", Dst: []netip.Prefix{mp("2001:db8:5::/48")}, Proto: 17, DPort: state.PortRange{From: 53, To: 53}},
+		{Name: "web6", Mode: state.ModeEncap, Segments: segsA, Dev: "eth1", Dst: []netip.Prefix{mp("2001:db8:5::/64")}},
+		{Name: "v4", Mode: state.ModeEncap, Segments: segsB, Dev: "eth1", Dst: []netip.Prefix{mp("10.5.0.0/16")}},
+		{Name: "ins", Mode: state.ModeInsert, Segments: segsI, Dev: "eth1", Dst: []netip.Prefix{mp("2001:db8:7::/64")}},
+	}}
+	testSettings = Settings{TunSrc: tunsrc, HopLimit4: map[string]uint8{"eth1": 61}}
+)
+
+// TestBPFClassifyEncap: the tc program classifies by the chains' rules
+// (5-tuple first, then longest prefix) and writes the kernel's H.Encaps
+// / H.Insert (outer fields inherited from an IPv6 packet, hop limit of
+// the route device for IPv4, trailing bytes trimmed); packets of no
+// chain, to other hosts or to multicast pass untouched; XDP, whose FIB
+// lookup fails here, passes everything untouched to tc.
+func TestBPFClassifyEncap(t *testing.T) {
+	in := loadTest(t, testCfg, testSettings)
+	ns := testNS(t)
+	s6, d6 := ma("2001:db8:1::1"), ma("2001:db8:5::9")
+	udp53 := srv6.UDP6(s6, d6, 4000, 53, []byte("query"))
+	udp80 := srv6.UDP6(s6, d6, 4000, 80, []byte("web"))
+	udp80[1] |= 0x0a // traffic class / flow label bits
+	udp80[2], udp80[3] = 0xbc, 0xde
+	udp80[7] = 33
+	v4 := srv6.UDP4(ma("10.1.0.1"), ma("10.5.0.7"), 1, 2, []byte("x"))
+	ins := srv6.TCP6(s6, ma("2001:db8:7::3"), 1000, 22, 0x02, nil)
+	inherit := srv6.EncapOptions{Inherit: true}
+	mustEncap := func(o srv6.EncapOptions, segs []netip.Addr, inner []byte) []byte {
+		b, err := srv6.EncapWith(o, tunsrc, segs, inner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	mustInsert := func(segs []netip.Addr, p []byte) []byte {
+		b, err := srv6.Insert(p, segs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	padded := frame(hostMAC, v4)
+	padded = append(padded, make([]byte, 60-len(padded))...) // Ethernet minimum
+	for _, c := range []struct {
+		name  string
+		in    []byte
+		want  []byte // L3 out; nil: untouched
+		chain int
+	}{
+		{"5-tuple first", frame(hostMAC, udp53), mustEncap(inherit, segsB, udp53), 0},
+		{"longest prefix, inherited tc/fl/hl", frame(hostMAC, udp80), mustEncap(inherit, segsA, udp80), 1},
+		{"ipv4 padded", padded, mustEncap(srv6.EncapOptions{HopLimit: 61}, segsB, v4), 2},
+		{"insert", frame(hostMAC, ins), mustInsert(segsI, ins), 3},
+		{"no chain", frame(hostMAC, srv6.UDP6(s6, ma("2001:db8:9::1"), 1, 2, nil)), nil, -1},
+		{"other host", frame(otherMAC, udp53), nil, -1},
+		{"multicast dst", frame(hostMAC, srv6.UDP6(s6, ma("ff02::1"), 1, 53, nil)), nil, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before, err := in.ChainCounts(len(testCfg.Chains))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ret, out := run(t, ns, in.Program(), c.in)
+			if c.want == nil {
+				if ret != tcActUnspec || !bytes.Equal(out[:len(c.in)], c.in) {
+					t.Fatalf("tc: ret %d, packet changed:\n got %x\nwant %x", int32(ret), out[:len(c.in)], c.in)
+				}
+			} else {
+				if ret != tcActOK {
+					t.Fatalf("tc: ret %d, want TC_ACT_OK", int32(ret))
+				}
+				if got := out[14 : 14+len(c.want)]; !bytes.Equal(got, c.want) {
+					t.Fatalf("tc output:\n got %x\nwant %x", got, c.want)
+				}
+				after, err := in.ChainCounts(len(testCfg.Chains))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if after[c.chain].Packets != before[c.chain].Packets+1 {
+					t.Errorf("chain %d counter %d -> %d", c.chain, before[c.chain].Packets, after[c.chain].Packets)
+				}
+			}
+			ret, out = run(t, ns, in.XDPProgram(), c.in)
+			if ret != xdpPass || !bytes.Equal(out[:len(c.in)], c.in) {
+				t.Fatalf("xdp: ret %d, packet changed", ret)
+			}
+		})
+	}
+}
+
+// TestBPFUpdateRevert: a new chain set takes effect at once (one
+// generation flip), its counters start from zero, and Revert brings the
+// previous one back intact.
+func TestBPFUpdateRevert(t *testing.T) {
+	in := loadTest(t, testCfg, testSettings)
+	ns := testNS(t)
+	p := srv6.UDP6(ma("2001:db8:1::1"), ma("2001:db8:5::9"), 4000, 80, nil)
+	f := frame(hostMAC, p)
+	outer := func() netip.Addr {
+		t.Helper()
+		ret, out := run(t, ns, in.Program(), f)
+		if ret != tcActOK {
+			t.Fatalf("ret %d", int32(ret))
+		}
+		return netip.AddrFrom16([16]byte(out[14+24 : 14+40]))
+	}
+	if got := outer(); got != segsA[0] {
+		t.Fatalf("before update: DA %v, want %v", got, segsA[0])
+	}
+	next := Config{Chains: append([]Chain(nil), testCfg.Chains...)}
+	next.Chains[1].Segments = segsB
+	prev, err := in.Update(next, testSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := in.ChainCounts(len(next.Chains))
+	if err != nil || counts[1].Packets != 0 {
+		t.Fatalf("counters after update %v, %v", counts, err)
+	}
+	if got := outer(); got != segsB[0] {
+		t.Fatalf("after update: DA %v, want %v", got, segsB[0])
+	}
+	if h, err := in.Hash(); err != nil || h != Hash(next, testSettings) {
+		t.Errorf("hash after update: %x, %v", h, err)
+	}
+	if err := in.Revert(prev); err != nil {
+		t.Fatal(err)
+	}
+	if got := outer(); got != segsA[0] {
+		t.Fatalf("after revert: DA %v, want %v", got, segsA[0])
+	}
+}
+
+// TestAttachBeforeEnd: on an interface where srchain's End already runs
+// (it ends the tcx chain with TC_ACT_OK for packets not to its SIDs),
+// the ingress goes right before it, behind a firewall at the head.
+func TestAttachBeforeEnd(t *testing.T) {
+	in := loadTest(t, testCfg, testSettings)
+	ns := testNS(t)
+	if _, err := ns.Run(t.Context(), "ip", "link", "add", "a0", "type", "veth", "peer", "name", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ns.Netlink().LinkByName("a0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := l.Attrs().Index
+	end, err := datapath.LoadEnd(datapath.EndOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	var order []string
+	err = ns.Do(func() error {
+		if err := end.Attach(idx); err != nil {
+			return err
+		}
+		il, err := in.Attach(idx, "")
+		if err != nil {
+			return err
+		}
+		defer il.Close()
+		atts, err := bpfrt.TCXIngress(idx)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			p, err := ebpf.NewProgramFromID(a.Program)
+			if err != nil {
+				return err
+			}
+			info, err := p.Info()
+			p.Close()
+			if err != nil {
+				return err
+			}
+			order = append(order, info.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{ProgName, "srchain_end"}; !slices.Equal(order, want) {
+		t.Fatalf("tcx ingress order %q, want %q", order, want)
+	}
+}

@@ -1,0 +1,455 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/firewall"
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+func init() { kind.RegisterDriver(Program, Driver{}) }
+
+// Driver makes a node's state.Program of kind Program real: it loads the
+// program with its maps pinned under PinDir(ns), fills them, attaches
+// the tc program (and with Config.XDP the XDP twin) to the program's
+// interfaces, and on a later Apply with another config swaps the chain
+// set in atomically (one generation word).
+type Driver struct{}
+
+// PinDir is where the driver pins the ingress's maps and links.
+func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/ingress" }
+
+func linkPin(dir string, ifindex int, xdp bool) string {
+	if xdp {
+		return fmt.Sprintf("%s/xdp_%d", dir, ifindex)
+	}
+	return fmt.Sprintf("%s/tcx_ingress_%d", dir, ifindex)
+}
+
+// ConfigFromProgram decodes the program's typed config.
+func ConfigFromProgram(p state.Program) (Config, error) {
+	var cfg Config
+	if err := json.Unmarshal(p.Config, &cfg); err != nil {
+		return cfg, fmt.Errorf("decode ingress config: %w", err)
+	}
+	return cfg, nil
+}
+
+// ReadSettings reads what the kernel's seg6 encap takes from the node at
+// packet time: net.ipv6.seg6_flowlabel and the IPv6 hop_limit of each
+// chain's route device.
+func ReadSettings(ns *netns.NS, node state.Node, cfg Config) (Settings, error) {
+	s := Settings{TunSrc: node.TunSrc, HopLimit4: map[string]uint8{}}
+	err := ns.Do(func() error {
+		v, err := readInt("/proc/sys/net/ipv6/seg6_flowlabel")
+		if err != nil {
+			return err
+		}
+		s.FlowLabel = v
+		for _, c := range cfg.Chains {
+			if _, ok := s.HopLimit4[c.Dev]; ok || c.Dev == "" {
+				continue
+			}
+			h, err := readInt("/proc/sys/net/ipv6/conf/" + c.Dev + "/hop_limit")
+			if err != nil {
+				return err
+			}
+			s.HopLimit4[c.Dev] = uint8(h)
+		}
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("read ingress settings: %w", err)
+	}
+	return s, nil
+}
+
+func readInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return v, nil
+}
+
+func ifindexes(ns *netns.NS, names []string) ([]int, error) {
+	out := make([]int, 0, len(names))
+	for _, ifn := range names {
+		l, err := ns.Netlink().LinkByName(ifn)
+		if err != nil {
+			return nil, fmt.Errorf("find interface %s: %w: %w", ifn, kind.ErrNoInterface, err)
+		}
+		out = append(out, l.Attrs().Index)
+	}
+	return out, nil
+}
+
+// Apply is idempotent: a config whose hash already runs, on interfaces
+// where the kernel confirms the pinned links are attached, changes
+// nothing (nil undo). A first Apply's undo removes everything; a later
+// one's undo switches packets back to the previous chain set (intact in
+// the other generation until the next Apply).
+func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := Rules(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	s, err := ReadSettings(ns, node, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	idxs, err := ifindexes(ns, p.Interfaces)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	dir := PinDir(ns)
+	_, statErr := os.Stat(dir + "/fw_gen")
+	fresh := errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("ingress: create pin dir: %w", err)
+	}
+	release, err := bpfrt.LockDir(dir, bpfrt.Exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	defer release()
+	removeAll := func() error { return removePins(dir) }
+	// replaced: the pinned maps were too small and are new; the previous
+	// chain set is gone with them, so this Apply cannot be undone.
+	replaced := false
+
+	in, err := Load(Options{PinPath: dir, Capacity: pinnedCapacity(dir, CapacityFor(len(entries))), XDP: cfg.XDP})
+	if errors.Is(err, ebpf.ErrMapIncompatible) {
+		// Tables too small for the new chain set: new maps, then the
+		// links are taken over by the new program (an atomic swap).
+		if err := removeMapPins(dir); err != nil {
+			return nil, fmt.Errorf("ingress: %w", err)
+		}
+		replaced = true
+		in, err = Load(Options{PinPath: dir, Capacity: CapacityFor(len(entries)), XDP: cfg.XDP})
+	}
+	if err != nil {
+		if fresh {
+			err = errors.Join(err, removeAll())
+		}
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	defer in.Close()
+
+	want := Hash(cfg, s)
+	have, _ := in.Hash()
+	changed := fresh || replaced || have != want
+	prev := -1
+	if changed {
+		if prev, err = in.Update(cfg, s); err != nil {
+			if fresh {
+				err = errors.Join(err, removeAll())
+			}
+			return nil, fmt.Errorf("ingress: %w", err)
+		}
+	}
+	for _, idx := range idxs {
+		hooks := []bool{false}
+		if cfg.XDP {
+			hooks = append(hooks, true)
+		}
+		for _, xdp := range hooks {
+			ok, err := attached(ns, linkPin(dir, idx, xdp), idx, xdp)
+			if err == nil && ok && !changed {
+				continue
+			}
+			err = ns.Do(func() error {
+				var l link.Link
+				var err error
+				if xdp {
+					l, err = in.AttachXDP(idx, linkPin(dir, idx, xdp))
+				} else {
+					l, err = in.Attach(idx, linkPin(dir, idx, xdp))
+				}
+				if err == nil {
+					l.Close() // pinned: stays attached
+				}
+				return err
+			})
+			if err != nil {
+				if fresh {
+					err = errors.Join(err, removeAll())
+				}
+				return nil, fmt.Errorf("ingress: %w", err)
+			}
+		}
+	}
+	if !cfg.XDP {
+		// XDP no longer asked for: its links go (tc does the whole job).
+		for _, idx := range idxs {
+			path := linkPin(dir, idx, true)
+			if _, err := os.Stat(path); err == nil {
+				if err := bpfrt.DetachPinned(path); err != nil {
+					return nil, fmt.Errorf("ingress: %w", err)
+				}
+			}
+		}
+	}
+	switch {
+	case fresh:
+		return removeAll, nil
+	case replaced:
+		return nil, nil
+	case prev >= 0:
+		return func() error { return revertPinned(dir, prev) }, nil
+	}
+	return nil, nil // at most links repaired: nothing to take back
+}
+
+// pinnedCapacity is the capacity of the pinned tables under dir when
+// they hold at least need (so Load reuses them and a new chain set is
+// swapped in place), else need (new maps).
+func pinnedCapacity(dir string, need firewall.Capacity) firewall.Capacity {
+	size := func(name string) int {
+		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			return 0
+		}
+		defer m.Close()
+		return int(m.MaxEntries()) / 2 // two generations
+	}
+	have := firewall.Capacity{Bitmaps: size("fw_bitmaps"), Prefixes: size("fw_lpm")}
+	if have.Bitmaps >= need.Bitmaps && have.Prefixes >= need.Prefixes {
+		return have
+	}
+	return need
+}
+
+// revertPinned switches the pinned ingress back to generation g.
+func revertPinned(dir string, g int) error {
+	release, err := bpfrt.LockDir(dir, bpfrt.Exclusive)
+	if err != nil {
+		return fmt.Errorf("revert ingress: %w", err)
+	}
+	defer release()
+	m, err := ebpf.LoadPinnedMap(dir+"/fw_gen", nil)
+	if err != nil {
+		return fmt.Errorf("revert ingress: %w", err)
+	}
+	defer m.Close()
+	if err := m.Put(uint32(0), uint32(g&1)); err != nil {
+		return fmt.Errorf("revert ingress: %w", err)
+	}
+	return nil
+}
+
+// attached asks the kernel whether the link pinned at pin runs at the
+// hook of ifindex in ns.
+func attached(ns *netns.NS, pin string, ifindex int, xdp bool) (bool, error) {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return false, nil
+	}
+	defer l.Close()
+	var ok bool
+	err = ns.Do(func() error {
+		ok, _ = bpfrt.LinkAttachedHere(l, bpfrt.Hook{Ifindex: ifindex, XDP: xdp})
+		return nil
+	})
+	return ok, err
+}
+
+func isLinkPin(name string) bool {
+	return strings.HasPrefix(name, "tcx_ingress_") || strings.HasPrefix(name, "xdp_")
+}
+
+func removeMapPins(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read pin dir: %w", err)
+	}
+	for _, e := range ents {
+		if isLinkPin(e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(dir + "/" + e.Name()); err != nil {
+			return fmt.Errorf("remove map pin: %w", err)
+		}
+	}
+	return nil
+}
+
+// removePins detaches the pinned links and removes the directory.
+func removePins(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read pin dir: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if isLinkPin(e.Name()) {
+			errs = append(errs, bpfrt.DetachPinned(dir+"/"+e.Name()))
+		}
+	}
+	errs = append(errs, os.RemoveAll(dir))
+	return errors.Join(errs...)
+}
+
+// Check reports, changing nothing, what differs: not loaded, another
+// chain set or settings running, a link not attached.
+func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	dir := PinDir(ns)
+	m, err := ebpf.LoadPinnedMap(dir+"/ing_config_map", nil)
+	if err != nil {
+		return []string{fmt.Sprintf("program ingress (%s) not loaded", ProgName)}, nil
+	}
+	defer m.Close()
+	var conf ingressProgIngConfig
+	if err := m.Lookup(uint32(0), &conf); err != nil {
+		return nil, fmt.Errorf("check ingress: %w", err)
+	}
+	var drift []string
+	s, err := ReadSettings(ns, node, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("check ingress: %w", err)
+	}
+	if conf.Hash != Hash(cfg, s) {
+		drift = append(drift, "ingress runs another chain set or settings (tunsrc, seg6_flowlabel, hop_limit) than desired")
+	}
+	idxs, err := ifindexes(ns, p.Interfaces)
+	if err != nil {
+		return nil, fmt.Errorf("check ingress: %w", err)
+	}
+	for i, idx := range idxs {
+		if ok, err := attached(ns, linkPin(dir, idx, false), idx, false); err != nil || !ok {
+			drift = append(drift, fmt.Sprintf("program ingress (%s) not attached on %s", ProgName, p.Interfaces[i]))
+		}
+		if cfg.XDP {
+			if ok, err := attached(ns, linkPin(dir, idx, true), idx, true); err != nil || !ok {
+				drift = append(drift, fmt.Sprintf("program ingress (%s) not attached on %s", XDPProgName, p.Interfaces[i]))
+			}
+		}
+	}
+	return drift, nil
+}
+
+// Remove detaches the links and removes the pins.
+func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return removePins(PinDir(ns))
+}
+
+// Counters: per chain "chain/NAME/packets|bytes" (packets the ingress
+// steered into the chain, IP bytes as they arrived), what happened to
+// classified packets ("outcome/redirect|stack|xdp-pass|no-chain|not-ours"),
+// drop reasons and FIB results.
+func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	dir := PinDir(ns)
+	open := func(name string) (*ebpf.Map, error) {
+		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			return nil, fmt.Errorf("read ingress counters: %w", err)
+		}
+		return m, nil
+	}
+	var out []kind.Counter
+	cm, err := open("ing_counters")
+	if err != nil {
+		return nil, err
+	}
+	defer cm.Close()
+	counts, err := readChainCounts(cm, len(cfg.Chains))
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range counts {
+		n := cfg.Chains[i].Name
+		out = append(out, kind.Counter{Name: "chain/" + n + "/packets", Value: c.Packets},
+			kind.Counter{Name: "chain/" + n + "/bytes", Value: c.Bytes})
+	}
+	om, err := open("ing_outcomes")
+	if err != nil {
+		return nil, err
+	}
+	defer om.Close()
+	outc, err := readOutcomes(om)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range outcomeNames {
+		out = append(out, kind.Counter{Name: "outcome/" + name, Value: outc[name]})
+	}
+	dm, err := open("drop_counters")
+	if err != nil {
+		return nil, err
+	}
+	defer dm.Close()
+	drops, err := bpfrt.ReadDropCounts(dm)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range drops {
+		if v != 0 {
+			out = append(out, kind.Counter{Name: "drop/" + drop.Reason(i).String(), Value: v})
+		}
+	}
+	fm, err := open("fib_counters")
+	if err != nil {
+		return nil, err
+	}
+	defer fm.Close()
+	fib, err := bpfrt.ReadFIBCounts(fm)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range sortedKeys(fib) {
+		if fib[k] != 0 {
+			out = append(out, kind.Counter{Name: "fib/" + k, Value: fib[k]})
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	return slices.Sorted(maps.Keys(m))
+}

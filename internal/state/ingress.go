@@ -1,0 +1,45 @@
+package state
+
+import "net/netip"
+
+// ProgramIngress is the program kind of srchain's eBPF ingress (headend),
+// which steers a router's chains when its spec says `ingress: ebpf`
+// (internal/ingress).
+const ProgramIngress = "ingress"
+
+// IngressConfig is the typed configuration of a node's ingress program
+// (Program.Config). The node's TunSrc is the outer source; the hop limit
+// of IPv4 packets and the flow label mode are read from the node's
+// sysctls when applied, as the kernel reads them per packet.
+type IngressConfig struct {
+	// XDP also attaches the XDP fast path in front of the tc program.
+	XDP bool `json:"xdp,omitempty"`
+	// Chains in spec order (the classification order is derived from it:
+	// internal/ingress Rules).
+	Chains []IngressChain `json:"chains"`
+}
+
+// IngressChain is one chain the node is the ingress of.
+type IngressChain struct {
+	Name string    `json:"name"`
+	Mode EncapMode `json:"mode"`
+	// Segments in travel order, as SREncap: encap mode, the NF SIDs and
+	// the egress SID; insert mode, the NF SIDs (the SRH's segment[0] is
+	// the packet's destination).
+	Segments []netip.Addr `json:"segments"`
+	// Dev is the device of the chain's kernel policy route: the outer
+	// hop limit of an IPv4 packet is its IPv6 hop_limit, as the kernel's
+	// ip6_dst_hoplimit takes it.
+	Dev string `json:"dev"`
+	// The classifier: destinations, sources (none: any), IP protocol (0:
+	// any), port ranges (zero: any).
+	Dst   []netip.Prefix `json:"dst"`
+	Src   []netip.Prefix `json:"src,omitempty"`
+	Proto uint8          `json:"proto,omitempty"`
+	SPort PortRange      `json:"sport,omitzero"`
+	DPort PortRange      `json:"dport,omitzero"`
+	// Ext is the headend extension hook (bpf/lib/ingress.h
+	// ing_headend_ext): OPoT (issue 11) sets the profile slot whose TLV
+	// the headend adds to this chain's SRH; 0: none.
+	Ext uint32 `json:"ext,omitempty"`
+}
