@@ -56,14 +56,17 @@ func (a *applier) link(name string) (netlink.Link, error) {
 	return l, nil
 }
 
-// interfaces sets MTU and brings every interface (and lo) up.
+// interfaces sets MTU, brings every interface (and lo) up and turns GRO
+// on where the state asks for it (state.Interface.GRO).
 func (a *applier) interfaces() error {
 	h := a.ns.Netlink()
 	names := []string{"lo"}
 	mtus := map[string]int{}
+	gro := map[string]bool{}
 	for _, i := range a.node.Interfaces {
 		names = append(names, i.Name)
 		mtus[i.Name] = i.MTU
+		gro[i.Name] = i.GRO
 	}
 	for _, name := range names {
 		l, err := a.link(name)
@@ -83,6 +86,22 @@ func (a *applier) interfaces() error {
 				func() error { return wrap(h.LinkSetUp(l), "set %s up", name) },
 				func() error { return h.LinkSetDown(l) }); err != nil {
 				return err
+			}
+		}
+		// After up: a veth turns NAPI on when GRO is switched on while it
+		// is up (measured: switched on while down, XDP_REDIRECT into it
+		// still dropped every frame).
+		if gro[name] {
+			on, err := a.ns.GRO(name)
+			if err != nil {
+				return err
+			}
+			if !on {
+				if err := a.change("gro on "+name,
+					func() error { return a.ns.SetGRO(name, true) },
+					func() error { return a.ns.SetGRO(name, false) }); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -38,3 +38,26 @@ func IngressPrograms(ns *netns.NS, ifname string) ([]string, error) {
 	})
 	return names, err
 }
+
+// XDPProgram returns the name of the XDP program attached to ifname in
+// the namespace ("" when none).
+func XDPProgram(ns *netns.NS, ifname string) (string, error) {
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		return "", fmt.Errorf("find interface %s: %w: %w", ifname, ErrNoInterface, err)
+	}
+	x := l.Attrs().Xdp
+	if x == nil || !x.Attached || x.ProgId == 0 {
+		return "", nil
+	}
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+	if err != nil {
+		return "", fmt.Errorf("open program %d: %w", x.ProgId, err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return "", fmt.Errorf("read program %d info: %w", x.ProgId, err)
+	}
+	return info.Name, nil
+}

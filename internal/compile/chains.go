@@ -22,7 +22,7 @@ func (c *compiler) nfSIDs() error {
 		if !ok || node == nil {
 			return fmt.Errorf("compile nfs[%d] %s: no SID: %w", i, nf.Name, ErrUnroutable)
 		}
-		sid := state.LocalSID{SID: p.Masked(), Behavior: state.End, Datapath: state.Datapath(node.Datapath), NF: nf.Name}
+		sid := state.LocalSID{SID: p.Masked(), Behavior: state.End, Datapath: sidDatapath(node), NF: nf.Name}
 		if nf.Behavior == spec.BehaviorEndX {
 			h, ok := c.s.HopOut(nf.Node, nf.Interface)
 			nh, ok6 := c.s.PeerAddr(h, 6)

@@ -89,6 +89,9 @@ func Compile(s *spec.Spec) (*state.Network, error) {
 	if err := c.ingressPrograms(); err != nil {
 		return nil, err
 	}
+	if err := c.xdp(); err != nil {
+		return nil, err
+	}
 	for _, n := range s.Nodes {
 		sn := c.nodes[n.Name]
 		sortNode(sn)

@@ -137,7 +137,7 @@ func (p *Prober) Run(ctx context.Context, pr Probe) (ProbeResult, error) {
 			res.Events = append(res.Events, e)
 		}
 	}
-	res.Hops = trace.Path(all, m)
+	res.Hops = p.throughXDP(trace.Path(all, m))
 	p.judge(&res)
 	if !res.OK && sendErr != nil {
 		res.Why += " (send: " + sendErr.Error() + ")"
@@ -329,6 +329,9 @@ func (p *Prober) Summary(r ProbeResult) string {
 		s := h.Node
 		if d := h.Arrive.Describe(); d != "" {
 			s += " " + d
+		}
+		if h.Arrive != nil && h.Arrive.Inferred {
+			s += " (xdp: not captured, deduced from its links)"
 		}
 		if (h.Arrive == nil || !h.Arrive.HasSRH) && h.Leave != nil && h.Leave.HasSRH {
 			if h.Leave.Encapsulated {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/state"
 )
 
 // NodeStatus is how one node compares with its desired state.
@@ -24,11 +26,15 @@ type NodeStatus struct {
 	SIDs       int               `json:"sids"`
 	// Pending is what `apply` would still change (empty: as desired).
 	Pending []string `json:"pending,omitempty"`
-	// Programs maps interface -> program names attached at tcx ingress.
+	// Programs maps interface -> program names attached there: the XDP
+	// program first, as "xdp:NAME", then those at tcx ingress.
 	// A node is OK only with the program its driver names (srchain_end
 	// for "end") on each of the program's interfaces, and with every SID
 	// the driver serves in its map.
 	Programs map[string][]string `json:"programs,omitempty"`
+	// Notes says what runs differently from what the spec asked, and
+	// why (e.g. an End that falls back from XDP to tc).
+	Notes []string `json:"notes,omitempty"`
 	// Problems says what is broken, in words.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -79,10 +85,16 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 			st.Problems = append(st.Problems, "not applied: "+p)
 		}
 		for _, p := range n.Programs {
+			if note := xdpFallback(p); note != "" {
+				st.Notes = append(st.Notes, note)
+			}
 			for _, ifn := range p.Interfaces {
 				names, err := apply.IngressPrograms(ns, ifn)
 				if err != nil {
 					continue // reported by CheckPrograms
+				}
+				if x, err := apply.XDPProgram(ns, ifn); err == nil && x != "" {
+					names = append([]string{"xdp:" + x}, names...)
 				}
 				if st.Programs == nil {
 					st.Programs = map[string][]string{}
@@ -117,6 +129,9 @@ func PrintStatus(w io.Writer, sts []NodeStatus) {
 		}
 		slices.Sort(progs)
 		state := "ok"
+		if len(s.Notes) > 0 {
+			state += " (" + strings.Join(s.Notes, "; ") + ")"
+		}
 		if !s.OK() {
 			state = "BROKEN: " + strings.Join(s.Problems, "; ")
 		}
@@ -131,4 +146,17 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// xdpFallback is the reason a program that was asked to run at XDP runs
+// at tc only ("" if none): state.EndConfig.XDPFallback.
+func xdpFallback(p state.Program) string {
+	if p.Kind != state.ProgramEnd || len(p.Config) == 0 {
+		return ""
+	}
+	var cfg state.EndConfig
+	if json.Unmarshal(p.Config, &cfg) != nil {
+		return ""
+	}
+	return cfg.XDPFallback
 }

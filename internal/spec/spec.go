@@ -50,7 +50,16 @@ const (
 const (
 	DatapathKernel = "kernel"
 	DatapathEBPF   = "ebpf"
+	// DatapathXDP is DatapathEBPF with the End program's XDP twin in
+	// front of its tc program (docs/datapath.md "XDP from the spec").
+	DatapathXDP = "xdp"
 )
+
+// EBPFDatapath reports whether srchain's End program serves the router's
+// End / End.X SIDs (datapath ebpf or xdp).
+func (n *Node) EBPFDatapath() bool {
+	return n.Datapath == DatapathEBPF || n.Datapath == DatapathXDP
+}
 
 // Ingresses: who steers traffic into the chains at a router (the
 // headend, RFC 8986 5.1 H.Encaps / H.Insert).

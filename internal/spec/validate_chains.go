@@ -517,7 +517,7 @@ func (v *validator) segments(p string, c *Chain) {
 				nodes = append(nodes, h.To)
 			}
 			for _, name := range nodes {
-				if nd := s.Node(name); nd != nil && nd.Role == RoleRouter && nd.Datapath == DatapathEBPF {
+				if nd := s.Node(name); nd != nil && nd.Role == RoleRouter && nd.EBPFDatapath() {
 					v.add(p+".nfs", "the chain's SRH would hold %d segments (%d NFs + 1), but node %q on its path runs srchain's eBPF datapath, which handles at most %d (SRCHAIN_MAX_SEGS); use at most %d NFs or datapath: kernel",
 						n, len(c.NFs), name, MaxEBPFSegments, MaxEBPFSegments-1)
 					break

@@ -17,8 +17,8 @@ func (v *validator) nodes() {
 		v.name(p+".name", "node", n.Name, MaxNodeName)
 		switch n.Role {
 		case RoleRouter:
-			if n.Datapath != DatapathKernel && n.Datapath != DatapathEBPF {
-				v.add(p+".datapath", "datapath must be %q or %q, got %q", DatapathKernel, DatapathEBPF, n.Datapath)
+			if n.Datapath != DatapathKernel && !n.EBPFDatapath() {
+				v.add(p+".datapath", "datapath must be %q, %q or %q, got %q", DatapathKernel, DatapathEBPF, DatapathXDP, n.Datapath)
 			}
 		case RoleHost:
 			if n.Locator.IsValid() {

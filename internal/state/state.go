@@ -85,6 +85,10 @@ type Interface struct {
 	MTU   int            `json:"mtu"`
 	Addrs []netip.Prefix `json:"addrs,omitempty"`
 	Peer  Endpoint       `json:"peer"`
+	// GRO turns generic receive offload on: the peer redirects frames
+	// into this veth with XDP, which the kernel drops silently unless the
+	// receiving end has NAPI (MACHINE-NOTES; GRO gives it NAPI).
+	GRO bool `json:"gro,omitempty"`
 }
 
 // EncapMode is how an SR policy adds its segment list.

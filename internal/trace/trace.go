@@ -66,6 +66,10 @@ type Event struct {
 	DstPort  uint16
 	// Err is a decode error (the frame is kept, with what could be read).
 	Err error
+	// Inferred marks an event no capture saw, deduced from the frames
+	// of the neighbours (a node whose XDP program forwards frames past
+	// every packet socket; internal/lab throughXDP).
+	Inferred bool
 }
 
 // IsRequest reports whether the event is an ICMP echo request or UDP/TCP

@@ -10,9 +10,11 @@ import (
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
 )
 
 // TestLabSERAFirewallEBPFEnd deploys examples/sera-firewall.yaml with
@@ -23,21 +25,43 @@ import (
 // on a correct path.
 func TestLabSERAFirewallEBPFEnd(t *testing.T) {
 	fwNeedRoot(t)
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "sera-firewall.yaml"))
+	lb := deployExample(t, "sera-firewall.yaml", spec.DatapathEBPF, "nfv", "ids")
+	lb.probeAll(t)
+	// The fast path served them: ids' SID counter (the SID with ARGS)
+	// moved in the End program, and tc forwarded them (FIB lookups).
+	sid, fib := lb.endCounters(t, "ids", "sid/fc00:4::")
+	if sid == 0 || fib == 0 {
+		t.Errorf("ids' End program: %d packets for its SID, %d tc FIB successes; want both > 0", sid, fib)
+	}
+}
+
+// exampleLab is an example deployed in a lab by deployExample.
+type exampleLab struct {
+	s    *spec.Spec
+	net  *state.Network
+	opts lab.Options
+	pr   *lab.Prober
+}
+
+// deployExample brings examples/file up with datapath dp on the given
+// routers, removed (namespaces and pins) when the test ends.
+func deployExample(t *testing.T, file, dp string, nodes ...string) *exampleLab {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
 	if err != nil {
 		t.Fatalf("read example: %v", err)
 	}
 	src := string(b)
-	for _, n := range []string{"nfv", "ids"} {
-		old := `{name: ` + n + `, role: router, locator: "fc00:`
+	for _, n := range nodes {
+		old := `{name: ` + n + `, role: router, locator: "`
 		i := strings.Index(src, old)
 		if i < 0 {
-			t.Fatalf("sera-firewall's %s line changed; update this test", n)
+			t.Fatalf("%s's %s line changed; update this test", file, n)
 		}
 		j := i + strings.Index(src[i:], "}")
-		src = src[:j] + ", datapath: ebpf" + src[j:]
+		src = src[:j] + ", datapath: " + dp + src[j:]
 	}
-	s, err := spec.Check([]byte(src), "sera-firewall-ebpf.yaml")
+	s, err := spec.Check([]byte(src), file)
 	if err != nil {
 		t.Fatalf("spec: %v", err)
 	}
@@ -66,39 +90,60 @@ func TestLabSERAFirewallEBPFEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pr.Close()
+	t.Cleanup(func() { pr.Close() })
 	if len(s.Traffic) == 0 {
 		t.Fatal("the example has no probes")
 	}
-	for _, p := range s.Traffic {
-		res, err := pr.Run(ctx, lab.Probe{Name: p.Name, From: p.From, To: p.To, Proto: p.Proto, DPort: p.DPort, Expect: p.Expect})
+	return &exampleLab{s: s, net: net, opts: opts, pr: pr}
+}
+
+// probeAll runs the example's probes; each must pass.
+func (l *exampleLab) probeAll(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, p := range l.s.Traffic {
+		res, err := l.pr.Run(ctx, lab.Probe{Name: p.Name, From: p.From, To: p.To, Proto: p.Proto, DPort: p.DPort, Expect: p.Expect})
 		if err != nil {
 			t.Fatalf("probe %s: %v", p.Name, err)
 		}
 		if !res.OK {
 			var b strings.Builder
-			pr.Print(&b, res, true)
+			l.pr.Print(&b, res, true)
 			t.Errorf("probe %s: %s\n%s", p.Name, res.Why, b.String())
 		}
 	}
-	// The fast path served them: ids' SID counter (the SID with ARGS)
-	// moved in the End program.
-	pcs, err := lab.Counters(ctx, net.Name, "ids", opts)
+}
+
+// endCounters sums node's End packets for SIDs starting with sidPrefix
+// and the tc program's successful FIB lookups (XDP does not count those:
+// a packet the XDP twin forwards moves the first and not the second).
+func (l *exampleLab) endCounters(t *testing.T, node, sidPrefix string) (sid, fib uint64) {
+	t.Helper()
+	pcs, err := lab.Counters(t.Context(), l.net.Name, node, l.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, pc := range pcs {
+		if pc.Program != state.ProgramEnd {
+			continue
+		}
+		sid, fib = sumCounters(pc.Counters, sidPrefix)
+	}
 	var out strings.Builder
 	lab.PrintCounters(&out, pcs)
-	served := false
-	for _, pc := range pcs {
-		for _, c := range pc.Counters {
-			if strings.HasPrefix(c.Name, "sid/fc00:4::") && strings.HasSuffix(c.Name, "/packets") && c.Value > 0 {
-				served = true
-			}
+	t.Logf("%s counters:\n%s", node, out.String())
+	return sid, fib
+}
+
+func sumCounters(cs []kind.Counter, sidPrefix string) (sid, fib uint64) {
+	for _, c := range cs {
+		switch {
+		case strings.HasPrefix(c.Name, sidPrefix) && strings.HasSuffix(c.Name, "/packets"):
+			sid += c.Value
+		case c.Name == "fib/success":
+			fib += c.Value
 		}
 	}
-	if !served {
-		t.Errorf("ids' End program counted no packet for its SID:\n%s", out.String())
-	}
-	t.Logf("ids counters:\n%s", out.String())
+	return sid, fib
 }

@@ -1,7 +1,9 @@
 package end
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -46,6 +48,10 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	cfg, err := endConfig(p)
+	if err != nil {
+		return nil, err
+	}
 	sids, err := ebpfSIDs(ns, node)
 	if err != nil {
 		return nil, err
@@ -78,6 +84,16 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 			missing = append(missing, fmt.Sprintf("program end (%s) not attached on %s", endProgName, name))
 		case endForeign:
 			missing = append(missing, "end program on "+name+" is not the one serving this node's pinned SID map")
+		}
+		live, err := xdpAttached(ns, end, pin, l.Attrs().Index)
+		if err != nil {
+			return missing, err
+		}
+		switch {
+		case cfg.XDP && !live:
+			missing = append(missing, fmt.Sprintf("program end (%s) not attached at xdp on %s", endXDPProgName, name))
+		case !cfg.XDP && live:
+			missing = append(missing, fmt.Sprintf("program end (%s) attached at xdp on %s, not asked for", endXDPProgName, name))
 		}
 	}
 	for _, s := range sids {
@@ -112,7 +128,8 @@ func (endDriver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p st
 		if err != nil {
 			continue // the interface and its link are gone
 		}
-		errs = append(errs, bpfrt.DetachPinned(endLinkPin(pin, l.Attrs().Index)))
+		errs = append(errs, bpfrt.DetachPinned(endLinkPin(pin, l.Attrs().Index)),
+			bpfrt.DetachPinned(endXDPLinkPin(pin, l.Attrs().Index)))
 	}
 	sids, err := ebpfSIDs(ns, node)
 	if err != nil {
@@ -172,6 +189,55 @@ func (endDriver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p 
 // datapath.End.Attach).
 func endLinkPin(pin string, ifindex int) string {
 	return filepath.Join(pin, bpfrt.Hook{Ifindex: ifindex}.String())
+}
+
+// endXDPLinkPin is where datapath.End pins the XDP link of ifindex.
+func endXDPLinkPin(pin string, ifindex int) string {
+	return filepath.Join(pin, bpfrt.Hook{Ifindex: ifindex, XDP: true}.String())
+}
+
+// endXDPProgName is the kernel name of the End's XDP twin (bpf/end_xdp.c).
+const endXDPProgName = "srchain_end_xdp"
+
+// endConfig decodes p's config (absent: tc only).
+func endConfig(p state.Program) (state.EndConfig, error) {
+	var cfg state.EndConfig
+	if len(p.Config) == 0 {
+		return cfg, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(p.Config))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&cfg); err != nil {
+		return cfg, fmt.Errorf("decode end config: %w", err)
+	}
+	return cfg, nil
+}
+
+// xdpAttached tells whether the End's XDP twin serving the node's pinned
+// maps runs on ifindex: end's own program, or the XDP link pinned for
+// ifindex by an earlier apply when the kernel has it there (the same
+// reasoning as endAttachment).
+func xdpAttached(ns *netns.NS, end *datapath.End, pin string, ifindex int) (bool, error) {
+	live := false
+	err := ns.Do(func() error {
+		ok, err := end.AttachedXDP(ifindex)
+		if err != nil || ok {
+			live = ok
+			return err
+		}
+		here, err := bpfrt.ClaimedHere(pin)
+		if err != nil || !here {
+			return err
+		}
+		l, err := link.LoadPinnedLink(endXDPLinkPin(pin, ifindex), nil)
+		if err != nil {
+			return nil
+		}
+		defer l.Close()
+		live, _ = bpfrt.LinkAttachedHere(l, bpfrt.Hook{Ifindex: ifindex, XDP: true})
+		return nil
+	})
+	return live, err
 }
 
 type ebpfSID struct {
@@ -317,6 +383,7 @@ type endUndo struct {
 	pin        string
 	pinExisted bool
 	attached   []int // ifindexes whose link this apply created
+	xdp        []int // ifindexes whose XDP link this apply created
 	sids       []sidUndo
 }
 
@@ -347,6 +414,9 @@ func (u *endUndo) run(end *datapath.End) error {
 	}
 	// Detach explicitly: a link whose last pin goes is only released
 	// after an RCU grace period, and the program would run on until then.
+	for _, idx := range slices.Backward(u.xdp) {
+		errs = append(errs, bpfrt.DetachPinned(endXDPLinkPin(u.pin, idx)))
+	}
 	for _, idx := range slices.Backward(u.attached) {
 		errs = append(errs, bpfrt.DetachPinned(endLinkPin(u.pin, idx)))
 	}
@@ -383,6 +453,10 @@ func pinnedLinkID(path string) link.ID {
 // journaled, so undo restores it.
 func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
 	h := ns.Netlink()
+	cfg, err := endConfig(p)
+	if err != nil {
+		return nil, err
+	}
 	sids, err := ebpfSIDs(ns, node)
 	if err != nil {
 		return nil, err
@@ -430,6 +504,31 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		// Else Attach took over the live pinned link and updated it to
 		// this program (an older End's); undo leaves an End attached, as
 		// one was before.
+	}
+	// The XDP twin goes in front of the tc program (which serves what XDP
+	// passes), or goes away when the config no longer asks for it (the tc
+	// program then does the whole job, so nothing is lost in between).
+	for _, idx := range ifindexes {
+		live, err := xdpAttached(ns, end, pin, idx)
+		if err != nil {
+			return fail(err)
+		}
+		switch {
+		case cfg.XDP && !live:
+			before := pinnedLinkID(endXDPLinkPin(pin, idx))
+			if err := ns.Do(func() error { return end.AttachXDP(idx) }); err != nil {
+				return fail(err)
+			}
+			changed = true
+			if pinnedLinkID(endXDPLinkPin(pin, idx)) != before {
+				u.xdp = append(u.xdp, idx)
+			}
+		case !cfg.XDP && live:
+			if err := bpfrt.DetachPinned(endXDPLinkPin(pin, idx)); err != nil {
+				return fail(err)
+			}
+			changed = true
+		}
 	}
 	for _, s := range sids {
 		prev, found, err := end.SID(s.sid)

@@ -325,3 +325,72 @@ func TestApplyEndARGSSID(t *testing.T) {
 		t.Errorf("kernel route of the eBPF SID (slow path) = %q, %v", out, err)
 	}
 }
+
+// TestApplyEndXDP: an End config with XDP attaches the XDP twin too
+// (pinned, found again by a re-apply that changes nothing, reported by
+// Check when detached by hand), and a config without it takes the twin
+// away again while tc keeps serving.
+func TestApplyEndXDP(t *testing.T) {
+	a := pair(t, "x")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := endNode()
+	node.Programs[0].Config = []byte(`{"xdp":true}`)
+	if err := apply.Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	xdpName := func() string {
+		name, err := apply.XDPProgram(a, "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	if got := xdpName(); got != "srchain_end_xdp" {
+		t.Fatalf("xdp program on eth0 = %q, want srchain_end_xdp", got)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check = %v, %v", missing, err)
+	}
+	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply = %d changes, %v; want 0", res.Changes, err)
+	}
+	// Detached by hand: unpin and close the link, as an operator with
+	// bpftool would.
+	l, err := a.Netlink().LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := fmt.Sprintf("%s/xdp_%d", kind.PinDir(a), l.Attrs().Index)
+	lk, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		t.Fatalf("xdp link pin: %v", err)
+	}
+	if err := lk.Unpin(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closing the last reference releases the link after an RCU grace
+	// period; wait for the kernel to say so.
+	for i := 0; xdpName() != "" && i < 100; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 1 || !strings.Contains(missing[0], "not attached at xdp") {
+		t.Errorf("check after detach = %v, %v; want the missing XDP twin", missing, err)
+	}
+	if err := apply.Apply(ctx, a, node); err != nil || xdpName() != "srchain_end_xdp" {
+		t.Fatalf("repair: %v, xdp %q", err, xdpName())
+	}
+	node.Programs[0].Config = nil
+	if err := apply.Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	if got := xdpName(); got != "" {
+		t.Errorf("xdp program after the config dropped xdp = %q, want none", got)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check tc only = %v, %v", missing, err)
+	}
+}

@@ -1,0 +1,70 @@
+package netns
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ethtool commands (linux/ethtool.h) for generic receive offload.
+const (
+	ethtoolGGRO = 0x0000002b
+	ethtoolSGRO = 0x0000002c
+)
+
+// ethtoolValue is struct ethtool_value.
+type ethtoolValue struct {
+	cmd  uint32
+	data uint32
+}
+
+// ifreqData is struct ifreq with its union holding a pointer.
+type ifreqData struct {
+	name [unix.IFNAMSIZ]byte
+	data uintptr
+	_    [16]byte // rest of the union
+}
+
+// ethtool runs one SIOCETHTOOL value command on ifname inside the
+// namespace (the socket belongs to the namespace it is created in).
+func (n *NS) ethtool(ifname string, v *ethtoolValue) error {
+	if len(ifname) >= unix.IFNAMSIZ {
+		return fmt.Errorf("ethtool %s: interface name too long", ifname)
+	}
+	return n.Do(func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("ethtool %s: socket: %w", ifname, err)
+		}
+		defer unix.Close(fd)
+		var req ifreqData
+		copy(req.name[:], ifname)
+		req.data = uintptr(unsafe.Pointer(v))
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&req))); errno != 0 {
+			return fmt.Errorf("ethtool %s in %s: %w", ifname, n.Name, errno)
+		}
+		return nil
+	})
+}
+
+// GRO reports whether generic receive offload is on for ifname.
+func (n *NS) GRO(ifname string) (bool, error) {
+	v := ethtoolValue{cmd: ethtoolGGRO}
+	if err := n.ethtool(ifname, &v); err != nil {
+		return false, fmt.Errorf("read gro: %w", err)
+	}
+	return v.data != 0, nil
+}
+
+// SetGRO turns generic receive offload on or off for ifname.
+func (n *NS) SetGRO(ifname string, on bool) error {
+	v := ethtoolValue{cmd: ethtoolSGRO}
+	if on {
+		v.data = 1
+	}
+	if err := n.ethtool(ifname, &v); err != nil {
+		return fmt.Errorf("set gro: %w", err)
+	}
+	return nil
+}

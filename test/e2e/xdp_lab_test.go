@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
+)
+
+// TestLabQuickstartXDP deploys examples/quickstart.yaml with `datapath:
+// xdp` on r2 (the NF node): every probe arrives, r2's interfaces run the
+// End's XDP twin in front of its tc program, the twin forwarded the
+// chain's packets (SID counter moved, tc's FIB counter did not), and
+// srchain turned GRO on at r2's peers, without which XDP_REDIRECT into
+// a veth drops silently (issue 8 section 2).
+func TestLabQuickstartXDP(t *testing.T) {
+	fwNeedRoot(t)
+	lb := deployExample(t, "quickstart.yaml", spec.DatapathXDP, "r2")
+	lb.probeAll(t)
+	sts, err := lab.Status(t.Context(), lb.net.Name, lb.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if !st.OK() {
+			t.Errorf("node %s: %v", st.Node, st.Problems)
+		}
+		if st.Node != "r2" {
+			continue
+		}
+		for _, ifn := range []string{"eth0", "eth1"} {
+			if p := st.Programs[ifn]; len(p) < 2 || p[0] != "xdp:srchain_end_xdp" || !slices.Contains(p, "srchain_end") {
+				t.Errorf("r2 %s programs %v, want xdp:srchain_end_xdp then srchain_end", ifn, p)
+			}
+		}
+		if len(st.Notes) != 0 {
+			t.Errorf("r2 notes %v, want none", st.Notes)
+		}
+	}
+	lb.xdpForwards(t, "r2", "sid/fc00:2::", "h1", "fc00:a4::2")
+	for _, peer := range [][2]string{{"r1", "eth1"}, {"r3", "eth0"}} {
+		ns, err := netns.Open(lab.NSName(lb.net.Name, peer[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		on, err := ns.GRO(peer[1])
+		ns.Close()
+		if err != nil || !on {
+			t.Errorf("%s %s: gro %v (%v), want on: r2 redirects into it at XDP", peer[0], peer[1], on, err)
+		}
+	}
+}
+
+// TestLabSERAFirewallXDP deploys examples/sera-firewall.yaml with
+// `datapath: xdp` on nfv and ids. ids (End, SID with ARGS bits) runs its
+// End at XDP; nfv hosts the SERA firewall at tcx, which an XDP End would
+// bypass, so nfv falls back to tc and lab status says why (issue 13's
+// rule). Every probe passes, including the one the firewall must stop.
+func TestLabSERAFirewallXDP(t *testing.T) {
+	fwNeedRoot(t)
+	lb := deployExample(t, "sera-firewall.yaml", spec.DatapathXDP, "nfv", "ids")
+	lb.probeAll(t)
+	sts, err := lab.Status(t.Context(), lb.net.Name, lb.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if !st.OK() {
+			t.Errorf("node %s: %v", st.Node, st.Problems)
+		}
+		switch st.Node {
+		case "nfv":
+			if len(st.Notes) != 1 || !strings.Contains(st.Notes[0], "firewall") {
+				t.Errorf("nfv notes %v, want the XDP fallback because of the firewall", st.Notes)
+			}
+			for ifn, p := range st.Programs {
+				if len(p) > 0 && strings.HasPrefix(p[0], "xdp:") {
+					t.Errorf("nfv %s runs %s in front of its firewall", ifn, p[0])
+				}
+			}
+		case "ids":
+			for ifn, p := range st.Programs {
+				if len(p) == 0 || p[0] != "xdp:srchain_end_xdp" {
+					t.Errorf("ids %s programs %v, want xdp:srchain_end_xdp first", ifn, p)
+				}
+			}
+		}
+	}
+	lb.xdpForwards(t, "ids", "sid/fc00:4::", "ingress", "fc00:d1::2")
+}
+
+// xdpForwards sends 20 echo requests from node from to dst, through a
+// chain with an NF on node, and checks that node's End counted them for
+// its SID and that its interfaces redirected them at XDP (the veth
+// driver's own xdp_redirect statistics, read with ethtool -S).
+func (l *exampleLab) xdpForwards(t *testing.T, node, sidPrefix, from, dst string) {
+	t.Helper()
+	sid0, _ := l.endCounters(t, node, sidPrefix)
+	red0 := l.xdpRedirects(t, node)
+	ns, err := netns.Open(lab.NSName(l.net.Name, from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	out, err := ns.Run(t.Context(), "ping", "-c", "20", "-i", "0.01", "-W", "1", dst)
+	if err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	sid, _ := l.endCounters(t, node, sidPrefix)
+	red := l.xdpRedirects(t, node)
+	if sid-sid0 < 20 || red-red0 < 20 {
+		t.Errorf("%s during 20 echo requests: End counted %d SID packets, its interfaces %d XDP redirects; want >= 20 each", node, sid-sid0, red-red0)
+	}
+}
+
+// xdpRedirects sums the rx_queue_N_xdp_redirect statistics of node's
+// interfaces.
+func (l *exampleLab) xdpRedirects(t *testing.T, node string) uint64 {
+	t.Helper()
+	ns, err := netns.Open(lab.NSName(l.net.Name, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	var sum uint64
+	for _, n := range l.net.Nodes {
+		if n.Name != node {
+			continue
+		}
+		for _, ifc := range n.Interfaces {
+			out, err := ns.Run(t.Context(), "ethtool", "-S", ifc.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+				if ok && strings.HasPrefix(k, "rx_queue_") && strings.HasSuffix(k, "_xdp_redirect") {
+					n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+					if err != nil {
+						t.Fatalf("ethtool -S %s: %q: %v", ifc.Name, line, err)
+					}
+					sum += n
+				}
+			}
+		}
+	}
+	return sum
+}
