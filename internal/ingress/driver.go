@@ -91,17 +91,6 @@ func readInt(path string) (int, error) {
 	return v, nil
 }
 
-func ifindexes(ns *netns.NS, names []string) ([]int, error) {
-	out := make([]int, 0, len(names))
-	for _, ifn := range names {
-		l, err := ns.Netlink().LinkByName(ifn)
-		if err != nil {
-			return nil, fmt.Errorf("find interface %s: %w: %w", ifn, kind.ErrNoInterface, err)
-		}
-		out = append(out, l.Attrs().Index)
-	}
-	return out, nil
-}
 
 // Apply is idempotent: a config whose hash already runs, on interfaces
 // where the kernel confirms the pinned links are attached, changes
@@ -124,7 +113,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
-	idxs, err := ifindexes(ns, p.Interfaces)
+	idxs, err := kind.Ifindexes(ns, p.Interfaces)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
@@ -347,7 +336,7 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if conf.Hash != Hash(cfg, s) {
 		drift = append(drift, "ingress runs another chain set or settings (tunsrc, seg6_flowlabel, hop_limit) than desired")
 	}
-	idxs, err := ifindexes(ns, p.Interfaces)
+	idxs, err := kind.Ifindexes(ns, p.Interfaces)
 	if err != nil {
 		return nil, fmt.Errorf("check ingress: %w", err)
 	}

@@ -168,3 +168,17 @@ const PinRoot = "/sys/fs/bpf/srchain/netns"
 // PinDir is the pin directory of the programs of one namespace; removing
 // it (and the namespace) removes every program srchain attached there.
 func PinDir(ns *netns.NS) string { return PinRoot + "/" + ns.Name }
+
+// Ifindexes resolves interface names in ns, in order; a missing one is
+// ErrNoInterface (drivers attach to every interface of a program).
+func Ifindexes(ns *netns.NS, names []string) ([]int, error) {
+	out := make([]int, 0, len(names))
+	for _, ifn := range names {
+		l, err := ns.Netlink().LinkByName(ifn)
+		if err != nil {
+			return nil, fmt.Errorf("find interface %s: %w: %w", ifn, ErrNoInterface, err)
+		}
+		out = append(out, l.Attrs().Index)
+	}
+	return out, nil
+}

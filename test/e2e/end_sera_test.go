@@ -47,7 +47,8 @@ type exampleLab struct {
 // routers, removed (namespaces and pins) when the test ends.
 func deployExample(t *testing.T, file, dp string, nodes ...string) *exampleLab {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
+	path := filepath.Join("..", "..", "examples", file)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read example: %v", err)
 	}
@@ -61,7 +62,7 @@ func deployExample(t *testing.T, file, dp string, nodes ...string) *exampleLab {
 		j := i + strings.Index(src[i:], "}")
 		src = src[:j] + ", datapath: " + dp + src[j:]
 	}
-	s, err := spec.Check([]byte(src), file)
+	s, err := spec.Check([]byte(src), path) // path: files the spec names are relative to it
 	if err != nil {
 		t.Fatalf("spec: %v", err)
 	}

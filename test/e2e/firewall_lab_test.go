@@ -5,21 +5,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/srchain/srchain/internal/apply"
-	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/firewall"
 	fwkind "github.com/srchain/srchain/internal/kinds/firewall"
 	"github.com/srchain/srchain/internal/lab"
-	"github.com/srchain/srchain/internal/netns"
-	"github.com/srchain/srchain/internal/spec"
 )
 
 // TestFirewallLab deploys examples/sera-firewall.yaml and proves by the
@@ -29,36 +23,10 @@ import (
 // the firewall's rules untouched, and the mode switches at run time.
 func TestFirewallLab(t *testing.T) {
 	fwNeedRoot(t)
-	s, err := spec.Load(filepath.Join("..", "..", "examples", "sera-firewall.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := compile.Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	net.Name = fwPrefix() + "e"
-	opts := lab.Options{StateDir: t.TempDir()}
-	t.Cleanup(func() {
-		_ = lab.Down(context.Background(), net.Name, opts)
-		for _, n := range net.Nodes {
-			name := lab.NSName(net.Name, n.Name)
-			_ = os.RemoveAll(filepath.Join(apply.PinRoot, name))
-			if err := netns.Delete(name); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-	})
+	lb := deployExample(t, "sera-firewall.yaml", "")
+	s, net, opts, pr := lb.s, lb.net, lb.opts, lb.pr
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	if _, err := lab.Up(ctx, net, lab.UpOptions{Options: opts}); err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
-	pr, err := lab.NewProber(net.Name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
 
 	d1, d2 := s.Traffic[0].To, s.Traffic[1].To
 	probe := func(name string, to string, dport int) lab.ProbeResult {

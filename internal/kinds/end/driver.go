@@ -452,7 +452,6 @@ func pinnedLinkID(path string) link.ID {
 // replaced; a SID whose entry differs is rewritten and its old entry
 // journaled, so undo restores it.
 func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
-	h := ns.Netlink()
 	cfg, err := endConfig(p)
 	if err != nil {
 		return nil, err
@@ -461,13 +460,9 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	if err != nil {
 		return nil, err
 	}
-	var ifindexes []int
-	for _, name := range p.Interfaces {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			return nil, fmt.Errorf("find interface %s: %w: %w", name, kind.ErrNoInterface, err)
-		}
-		ifindexes = append(ifindexes, l.Attrs().Index)
+	ifindexes, err := kind.Ifindexes(ns, p.Interfaces)
+	if err != nil {
+		return nil, err
 	}
 
 	pin := kind.PinDir(ns)

@@ -48,7 +48,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
 	pin := PinDir(ns, name)
-	ifindexes, err := ifindexes(ns, p.Interfaces)
+	ifindexes, err := kind.Ifindexes(ns, p.Interfaces)
 	if err != nil {
 		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
@@ -77,17 +77,6 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	return undo, nil
 }
 
-func ifindexes(ns *netns.NS, names []string) ([]int, error) {
-	out := make([]int, 0, len(names))
-	for _, ifn := range names {
-		l, err := ns.Netlink().LinkByName(ifn)
-		if err != nil {
-			return nil, fmt.Errorf("find interface %s: %w: %w", ifn, kind.ErrNoInterface, err)
-		}
-		out = append(out, l.Attrs().Index)
-	}
-	return out, nil
-}
 
 // applyPinned brings a pinned firewall to cfg on ifindexes: rule set
 // first, then missing links. The undo reverses both.

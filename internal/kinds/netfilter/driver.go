@@ -105,7 +105,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 
 	// 4. Programs.
-	ifs, err := ifindexes(ns, p.Interfaces)
+	ifs, err := kind.Ifindexes(ns, p.Interfaces)
 	if err != nil {
 		return fail(err)
 	}
@@ -132,17 +132,6 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	return undo, nil
 }
 
-func ifindexes(ns *netns.NS, names []string) ([]int, error) {
-	out := make([]int, 0, len(names))
-	for _, ifn := range names {
-		l, err := ns.Netlink().LinkByName(ifn)
-		if err != nil {
-			return nil, fmt.Errorf("find interface %s: %w: %w", ifn, kind.ErrNoInterface, err)
-		}
-		out = append(out, l.Attrs().Index)
-	}
-	return out, nil
-}
 
 // ensureDevice creates the restore veth pair (no ARP: the inner packet's
 // neighbour is never resolved there) or brings an existing one to mtu.
