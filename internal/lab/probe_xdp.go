@@ -13,7 +13,7 @@ import (
 // node leaves no frame in the capture. Links are point-to-point veths,
 // so a frame that left node A on the link to X and the next frame seen,
 // arriving at node B on the link from X, went through X: when X runs its
-// End at XDP, X is inserted between them with the frame as A sent it
+// End or its ingress program at XDP, X is inserted between them with the frame as A sent it
 // (X's arrival) and as B received it (X's departure), both marked
 // Inferred. What X did is then judged from those frames like any other
 // hop (trace.Consumed). Nothing is inferred for a node without XDP, so
@@ -43,15 +43,18 @@ func (p *Prober) throughXDP(hops []trace.Hop) []trace.Hop {
 	return out
 }
 
-// xdpNodes returns the nodes whose End program runs at XDP.
+// xdpNodes returns the nodes with an XDP program that forwards: the End
+// or the ingress program attached at XDP (their configs say so).
 func xdpNodes(net *state.Network) map[string]bool {
 	out := map[string]bool{}
 	for _, n := range net.Nodes {
 		for _, p := range n.Programs {
-			if p.Kind != state.ProgramEnd || len(p.Config) == 0 {
+			if (p.Kind != state.ProgramEnd && p.Kind != state.ProgramIngress) || len(p.Config) == 0 {
 				continue
 			}
-			var cfg state.EndConfig
+			var cfg struct {
+				XDP bool `json:"xdp"`
+			}
 			if json.Unmarshal(p.Config, &cfg) == nil && cfg.XDP {
 				out[n.Name] = true
 			}

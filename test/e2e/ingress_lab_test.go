@@ -41,14 +41,22 @@ func TestLabIngressEBPF(t *testing.T) {
 	if err != nil {
 		t.Fatalf("spec: %v", err)
 	}
+	// datapath: xdp on r1, which serves no NF SID: the XDP hook goes to
+	// the ingress program (internal/compile xdp).
+	x := strings.Replace(q, `ingress: ebpf}`, `ingress: ebpf, datapath: xdp}`, 1)
+	xs, err := spec.Check([]byte(x), "quickstart-ingress-xdp.yaml")
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	xs.Name = "quickstart-xdp"
 	ex, _ := example(t, "ingress-ebpf.yaml", "i")
-	for i, s := range []*spec.Spec{qs, ex} {
+	for i, s := range []*spec.Spec{qs, ex, xs} {
 		t.Run(s.Name, func(t *testing.T) {
 			net, err := compile.Compile(s)
 			if err != nil {
 				t.Fatalf("compile: %v", err)
 			}
-			net.Name = labName([]string{"iq", "ie"}[i])
+			net.Name = labName([]string{"iq", "ie", "ix"}[i])
 			labIngress(t, s, net)
 		})
 	}
@@ -82,9 +90,21 @@ func labIngress(t *testing.T, s *spec.Spec, net *state.Network) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	xdp := false // r1 asked for datapath: xdp
+	for _, n := range s.Nodes {
+		xdp = xdp || (n.Name == "r1" && n.Datapath == spec.DatapathXDP)
+	}
 	for _, st := range sts {
 		if !st.OK() {
 			t.Errorf("status %s: %v", st.Node, st.Problems)
+		}
+		if st.Node != "r1" {
+			continue
+		}
+		for ifn, progs := range st.Programs {
+			if got := len(progs) > 0 && progs[0] == "xdp:"+ingress.XDPProgName; got != xdp {
+				t.Errorf("r1 %s programs %v; want the ingress XDP twin first: %v", ifn, progs, xdp)
+			}
 		}
 	}
 	ns, err := lab.Open(net.Name, "r1", opts)
