@@ -91,7 +91,6 @@ func readInt(path string) (int, error) {
 	return v, nil
 }
 
-
 // Apply is idempotent: a config whose hash already runs, on interfaces
 // where the kernel confirms the pinned links are attached, changes
 // nothing (nil undo). A first Apply's undo removes everything; a later

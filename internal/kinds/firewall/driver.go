@@ -77,7 +77,6 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	return undo, nil
 }
 
-
 // applyPinned brings a pinned firewall to cfg on ifindexes: rule set
 // first, then missing links. The undo reverses both.
 func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes []int) (func() error, error) {

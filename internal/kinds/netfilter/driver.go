@@ -132,7 +132,6 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	return undo, nil
 }
 
-
 // ensureDevice creates the restore veth pair (no ARP: the inner packet's
 // neighbour is never resolved there) or brings an existing one to mtu.
 func ensureDevice(ns *netns.NS, mtu int) (ifindex, peer int, created bool, err error) {
