@@ -47,25 +47,7 @@ type exampleLab struct {
 // routers, removed (namespaces and pins) when the test ends.
 func deployExample(t *testing.T, file, dp string, nodes ...string) *exampleLab {
 	t.Helper()
-	path := filepath.Join("..", "..", "examples", file)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read example: %v", err)
-	}
-	src := string(b)
-	for _, n := range nodes {
-		old := `{name: ` + n + `, role: router, locator: "`
-		i := strings.Index(src, old)
-		if i < 0 {
-			t.Fatalf("%s's %s line changed; update this test", file, n)
-		}
-		j := i + strings.Index(src[i:], "}")
-		src = src[:j] + ", datapath: " + dp + src[j:]
-	}
-	s, err := spec.Check([]byte(src), path) // path: files the spec names are relative to it
-	if err != nil {
-		t.Fatalf("spec: %v", err)
-	}
+	s := exampleSpec(t, file, dp, nodes...)
 	net, err := compile.Compile(s)
 	if err != nil {
 		t.Fatal(err)
@@ -91,11 +73,37 @@ func deployExample(t *testing.T, file, dp string, nodes ...string) *exampleLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pr.Close() })
 	if len(s.Traffic) == 0 {
 		t.Fatal("the example has no probes")
 	}
-	return &exampleLab{s: s, net: net, opts: opts, pr: pr}
+	l := &exampleLab{s: s, net: net, opts: opts, pr: pr}
+	t.Cleanup(func() { l.pr.Close() })
+	return l
+}
+
+// exampleSpec reads examples/file with datapath dp on the given routers.
+func exampleSpec(t *testing.T, file, dp string, nodes ...string) *spec.Spec {
+	t.Helper()
+	path := filepath.Join("..", "..", "examples", file)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read example: %v", err)
+	}
+	src := string(b)
+	for _, n := range nodes {
+		old := `{name: ` + n + `, role: router, locator: "`
+		i := strings.Index(src, old)
+		if i < 0 {
+			t.Fatalf("%s's %s line changed; update this test", file, n)
+		}
+		j := i + strings.Index(src[i:], "}")
+		src = src[:j] + ", datapath: " + dp + src[j:]
+	}
+	s, err := spec.Check([]byte(src), path) // path: files the spec names are relative to it
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	return s
 }
 
 // probeAll runs the example's probes; each must pass.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
@@ -149,4 +150,55 @@ func (l *exampleLab) xdpRedirects(t *testing.T, node string) uint64 {
 		}
 	}
 	return sum
+}
+
+// TestLabApplyToXDPAndBack changes a running quickstart lab from
+// `datapath: ebpf` on r2 to `xdp` and back with lab.Update (what `lab
+// apply FILE` does): the GRO the peers get is not a topology change,
+// the XDP twin comes and forwards, and goes again, with every probe
+// delivered at each step.
+func TestLabApplyToXDPAndBack(t *testing.T) {
+	fwNeedRoot(t)
+	lb := deployExample(t, "quickstart.yaml", spec.DatapathEBPF, "r2")
+	lb.probeAll(t)
+	for _, dp := range []string{spec.DatapathXDP, spec.DatapathEBPF} {
+		net, err := compile.Compile(exampleSpec(t, "quickstart.yaml", dp, "r2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.Name = lb.net.Name
+		if _, err := lab.Update(t.Context(), net, lab.UpOptions{Options: lb.opts}); err != nil {
+			t.Fatalf("update to datapath %s: %v", dp, err)
+		}
+		lb.net = net
+		// A prober reads the lab's state when it starts (which nodes
+		// forward at XDP): a new one for the new state.
+		pr, err := lab.NewProber(net.Name, lb.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb.pr.Close()
+		lb.pr = pr
+		lb.probeAll(t)
+		sts, err := lab.Status(t.Context(), net.Name, lb.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if !st.OK() {
+				t.Errorf("datapath %s: node %s: %v", dp, st.Node, st.Problems)
+			}
+			if st.Node != "r2" {
+				continue
+			}
+			for ifn, p := range st.Programs {
+				if got := len(p) > 0 && p[0] == "xdp:srchain_end_xdp"; got != (dp == spec.DatapathXDP) {
+					t.Errorf("datapath %s: r2 %s programs %v", dp, ifn, p)
+				}
+			}
+		}
+		if dp == spec.DatapathXDP {
+			lb.xdpForwards(t, "r2", "sid/fc00:2::", "h1", "fc00:a4::2")
+		}
+	}
 }
