@@ -150,15 +150,36 @@ func printChains(w io.Writer, s *spec.Spec, net *state.Network) {
 					continue
 				}
 				for _, seg := range r.Encap.Segments {
-					p, _ := seg.Prefix(bits)
-					fmt.Fprintf(w, " -> %s [%s]", seg, sids[p.Addr()])
+					in := chainSIDs(s, c, seg)
+					if len(in) == 1 && in[0] == seg {
+						p, _ := seg.Prefix(bits)
+						fmt.Fprintf(w, " -> %s [%s]", seg, sids[p.Addr()])
+						continue
+					}
+					fmt.Fprintf(w, " -> container %s {", seg)
+					for k, sid := range in {
+						p, _ := sid.Prefix(bits)
+						if k > 0 {
+							fmt.Fprint(w, ",")
+						}
+						fmt.Fprintf(w, " %s [%s]", sid, sids[p.Addr()])
+					}
+					fmt.Fprint(w, " }")
 				}
 			}
 		}
 		if c.Mode == spec.ModeInsert {
 			fmt.Fprintf(w, " -> destination")
 		}
-		fmt.Fprintf(w, "\n  overhead %d bytes per packet\n", c.Overhead())
+		if f := s.SIDFormat.CSID; c.Compression == spec.CompressionNextCSID && f != nil {
+			full := c.SRHSegments()
+			packed := (full + f.PerContainer() - 1) / f.PerContainer()
+			fmt.Fprintf(w, "\n  next-c-sid: %d SIDs in %d container(s), SRH %d bytes instead of %d: %d bytes saved per packet",
+				full, packed, spec.SRHFixedLen+spec.SIDLen*packed, spec.SRHFixedLen+spec.SIDLen*full, spec.SIDLen*(full-packed))
+			fmt.Fprintf(w, "\n  overhead %d bytes per packet\n", c.Overhead()-spec.SIDLen*(full-packed))
+		} else {
+			fmt.Fprintf(w, "\n  overhead %d bytes per packet\n", c.Overhead())
+		}
 	}
 	if len(s.Chains) > 0 {
 		fmt.Fprintln(w)
@@ -276,6 +297,9 @@ func sidString(s state.LocalSID) string {
 	if s.Table != 0 {
 		fmt.Fprintf(&b, " table %d", s.Table)
 	}
+	if f := s.NextCSID; f != (state.CSIDFlavor{}) {
+		fmt.Fprintf(&b, " flavors next-csid lblen %d nflen %d", f.BlockBits, f.NodeFunctionBits)
+	}
 	fmt.Fprintf(&b, "  (%s)", s.Datapath)
 	if s.NF != "" {
 		fmt.Fprintf(&b, " [nf %s]", s.NF)
@@ -297,4 +321,14 @@ func programConfig(p state.Program) string {
 		}
 	}
 	return b.String()
+}
+
+// chainSIDs lists the SIDs a segment of chain c stands for: itself, or on
+// a compressed chain each C-SID of the container as a full SID.
+func chainSIDs(s *spec.Spec, c spec.Chain, seg netip.Addr) []netip.Addr {
+	f := s.SIDFormat.CSID
+	if c.Compression != spec.CompressionNextCSID || f == nil {
+		return []netip.Addr{seg}
+	}
+	return state.CSIDFlavor{BlockBits: f.BlockBits, NodeFunctionBits: f.NodeFunctionBits}.Expand(seg)
 }

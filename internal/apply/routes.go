@@ -178,13 +178,15 @@ func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*ne
 	default:
 		return nil, fmt.Errorf("sid %s: unsupported behavior %q: %w", s.SID, s.Behavior, ErrBadState)
 	}
-	return &netlink.Route{
+	r := &netlink.Route{
 		Family:    netlink.FAMILY_V6,
 		Table:     unix.RT_TABLE_MAIN,
 		Dst:       ipNet(s.SID.Masked()),
 		LinkIndex: dev,
 		Encap:     e,
-	}, nil
+	}
+	withFlavor(r, s)
+	return r, nil
 }
 
 // encapSig is a comparable description of a route's encapsulation.
@@ -215,6 +217,10 @@ func encapSig(e netlink.Encap) string {
 			fmt.Fprintf(&b, " table=%d", e.Table)
 		}
 		return b.String()
+	case *csidEncap:
+		// Read-back routes carry no flavor (the library drops it):
+		// csidFlavors compares flavors itself.
+		return encapSig(&e.SEG6LocalEncap)
 	default:
 		return fmt.Sprintf("type=%d", e.Type())
 	}
@@ -531,7 +537,7 @@ func (a *applier) sids() error {
 			return err
 		}
 	}
-	return nil
+	return a.csidFlavors()
 }
 
 // RuleFor builds the netlink form of a policy rule.

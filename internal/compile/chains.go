@@ -75,6 +75,12 @@ func (c *compiler) chain(i int) error {
 	if first == "" {
 		first = ch.Egress
 	}
+	if ch.Compression == spec.CompressionNextCSID {
+		var err error
+		if segs, err = c.compress(ch, segs); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	// The route's device only satisfies the kernel (a route needs one):
 	// after encapsulation the packet is routed again on its new
 	// destination, the first segment (net/ipv6/seg6_iptunnel.c).

@@ -214,9 +214,11 @@ func ChainSIDs(net *state.Network, chain string) []netip.Addr {
 		for _, r := range n.Routes {
 			if r.Chain == chain && r.Encap != nil {
 				var out []netip.Addr
-				for _, s := range r.Encap.Segments {
-					if nf(s) {
-						out = append(out, s)
+				for _, seg := range r.Encap.Segments {
+					for _, s := range expandCSIDs(net, seg) {
+						if nf(s) {
+							out = append(out, s)
+						}
 					}
 				}
 				return out
@@ -288,6 +290,8 @@ func (p *Prober) services(hops []trace.Hop) []trace.Service {
 			out = append(out, s)
 		}
 	}
+	out = append(out, csidShifts(p.net, hops)...)
+	slices.SortStableFunc(out, func(a, b trace.Service) int { return a.Hop - b.Hop })
 	return out
 }
 

@@ -16,7 +16,7 @@ const (
 // Validate can reject e.g. "mtu: 0".
 func (s *Spec) applyDefaults() {
 	if !s.has("sid_format") {
-		s.SIDFormat = SIDFormat{DefaultLocatorBits, DefaultFunctionBits, DefaultArgsBits}
+		s.SIDFormat = SIDFormat{LocatorBits: DefaultLocatorBits, FunctionBits: DefaultFunctionBits, ArgsBits: DefaultArgsBits}
 	}
 	for i := range s.Nodes {
 		n := &s.Nodes[i]

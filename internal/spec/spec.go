@@ -38,6 +38,26 @@ type SIDFormat struct {
 	LocatorBits  int `yaml:"locator_bits"`
 	FunctionBits int `yaml:"function_bits"`
 	ArgsBits     int `yaml:"args_bits"`
+	// CSID is the compressed-SID layout (RFC 9800), needed by chains
+	// with `compression: next-c-sid`.
+	CSID *CSIDFormat `yaml:"csid"`
+}
+
+// CSIDFormat splits LOC:FUNCT into a locator block shared by the SIDs of
+// a compressed chain and a node+function C-SID (RFC 9800 section 4.1,
+// the kernel's NEXT-C-SID flavor lblen / nflen).
+type CSIDFormat struct {
+	BlockBits        int `yaml:"block_bits"`
+	NodeFunctionBits int `yaml:"node_function_bits"`
+}
+
+// PerContainer is how many C-SIDs one 128-bit container holds after its
+// locator block.
+func (f CSIDFormat) PerContainer() int {
+	if f.NodeFunctionBits <= 0 || f.BlockBits >= 128 {
+		return 0
+	}
+	return (128 - f.BlockBits) / f.NodeFunctionBits
 }
 
 // Node roles.
@@ -145,7 +165,13 @@ type Chain struct {
 	// EgressSID is optional; when unset one is allocated from the egress
 	// locator.
 	EgressSID netip.Addr `yaml:"egress_sid"`
+	// Compression packs the chain's SIDs into C-SID containers
+	// (CompressionNextCSID, RFC 9800); "" for full SIDs.
+	Compression string `yaml:"compression"`
 }
+
+// CompressionNextCSID is the NEXT-C-SID flavor (RFC 9800 section 4.1).
+const CompressionNextCSID = "next-c-sid"
 
 // Match is a chain's classifier: destination prefixes plus an optional
 // 5-tuple refinement.

@@ -133,7 +133,7 @@ traffic: [{name: p}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.SIDFormat != (SIDFormat{64, 48, 16}) {
+	if s.SIDFormat != (SIDFormat{LocatorBits: 64, FunctionBits: 48, ArgsBits: 16}) {
 		t.Errorf("sid_format = %+v", s.SIDFormat)
 	}
 	if s.Nodes[0].Datapath != DatapathKernel || s.Links[0].MTU != 1500 {
@@ -156,7 +156,7 @@ traffic: [{name: p}]
 }
 
 func TestSIDAllocation(t *testing.T) {
-	f := SIDFormat{64, 48, 16}
+	f := SIDFormat{LocatorBits: 64, FunctionBits: 48, ArgsBits: 16}
 	loc := netip.MustParsePrefix("fc00:2::/64")
 	if got := f.MakeSID(loc, 0xf1); got != netip.MustParseAddr("fc00:2::f1:0") {
 		t.Errorf("MakeSID = %s", got)
@@ -164,11 +164,11 @@ func TestSIDAllocation(t *testing.T) {
 	if got := f.Function(netip.MustParseAddr("fc00:2::f1:0")); got != 0xf1 {
 		t.Errorf("Function = %#x", got)
 	}
-	g := SIDFormat{48, 32, 0}
+	g := SIDFormat{LocatorBits: 48, FunctionBits: 32, ArgsBits: 0}
 	if got := g.MakeSID(netip.MustParsePrefix("fc00:0:2::/48"), 0xabcd1234); got != netip.MustParseAddr("fc00:0:2:abcd:1234::") {
 		t.Errorf("MakeSID 48/32 = %s", got)
 	}
-	if got := (SIDFormat{32, 96, 0}).MakeSID(netip.MustParsePrefix("fc00:1::/32"), 5); got != netip.MustParseAddr("fc00:1::5") {
+	if got := (SIDFormat{LocatorBits: 32, FunctionBits: 96, ArgsBits: 0}).MakeSID(netip.MustParsePrefix("fc00:1::/32"), 5); got != netip.MustParseAddr("fc00:1::5") {
 		t.Errorf("MakeSID 32/96 = %s", got)
 	}
 

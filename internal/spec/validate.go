@@ -50,6 +50,7 @@ func (s *Spec) Validate() error {
 	v.nfs()
 	v.checkKinds()
 	v.chains()
+	v.csid()
 	v.ingress()
 	v.traffic()
 	return errors.Join(v.errs...)

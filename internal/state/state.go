@@ -168,6 +168,39 @@ type LocalSID struct {
 	Datapath Datapath     `json:"datapath"`
 	// NF is the network function this SID fronts ("" for egress SIDs).
 	NF string `json:"nf,omitempty"`
+	// NextCSID gives End the NEXT-C-SID flavor (RFC 9800 section 4.1)
+	// when set: a compressed chain crosses this SID.
+	NextCSID CSIDFlavor `json:"next_csid,omitzero"`
+}
+
+// CSIDFlavor is the NEXT-C-SID layout: locator block and node+function
+// lengths in bits (the kernel's lblen and nflen).
+type CSIDFlavor struct {
+	BlockBits        int `json:"block_bits"`
+	NodeFunctionBits int `json:"node_function_bits"`
+}
+
+// Expand returns the SIDs a C-SID container stands for: each non-zero
+// C-SID after the locator block, as a full SID (block + C-SID, zeros
+// after), in travel order (RFC 9800 section 4.1).
+func (f CSIDFlavor) Expand(container netip.Addr) []netip.Addr {
+	b := container.As16()
+	lb, nb := f.BlockBits/8, f.NodeFunctionBits/8
+	var out []netip.Addr
+	for off := lb; nb > 0 && off+nb <= 16; off += nb {
+		var sid [16]byte
+		copy(sid[:lb], b[:lb])
+		copy(sid[lb:lb+nb], b[off:off+nb])
+		zero := true
+		for _, x := range b[off : off+nb] {
+			zero = zero && x == 0
+		}
+		if zero {
+			break
+		}
+		out = append(out, netip.AddrFrom16(sid))
+	}
+	return out
 }
 
 // ProgramEnd is the program kind of srchain's tc End program, which
