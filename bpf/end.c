@@ -123,7 +123,7 @@ int srchain_end(struct __sk_buff *skb)
 		p.data = (void *)(long)skb->data;
 		p.data_end = (void *)(long)skb->data_end;
 	}
-	verdict = end_classify(&p, p.data_end - p.data - p.l3off, &pl, &reason);
+	verdict = end_classify(&p, p.data_end - p.data - p.l3off, sid, &pl, &reason);
 	if (verdict == END_DROP)
 		return drop(reason);
 	if (verdict != END_FAST)

@@ -83,7 +83,7 @@ int srchain_end_xdp(struct xdp_md *ctx)
 	/* IP bytes, as the kernel's seg6local counters and ip6tables. */
 	len = p.data_end - p.data - p.l3off;
 
-	verdict = end_classify(&p, len, &pl, &reason);
+	verdict = end_classify(&p, len, sid, &pl, &reason);
 	if (verdict == END_DROP)
 		return xdrop(counter, len, reason);
 	if (verdict != END_FAST)

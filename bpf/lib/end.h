@@ -27,6 +27,7 @@ struct sid_entry {
 	__u32 counter;  /* slot in sid_counters */
 	__u32 plen;     /* LOC+FUNCT length of the SID prefix (0 or 128: whole address) */
 	struct in6_addr nh6; /* End.X: next hop (zero: the new DA is on-link) */
+	__u32 csid;     /* End NEXT-C-SID flavor: block bits << 8 | C-SID bits; 0: none */
 };
 
 /* SIDs served by the End programs. Key: the SID with its ARGS bits zero
@@ -228,7 +229,40 @@ static __always_inline __u32 end_apply(const struct pkt *p, const struct srh_inf
 struct end_plan {
 	struct srh_info si;
 	struct in6_addr nda;
+	__u32 shift; /* NEXT-C-SID: nda is the shifted container, SL stays */
 };
+
+/* csid_shift is the NEXT-C-SID step of RFC 9800 section 4.1.1 for an End
+ * with the flavor (csid: block bits << 8 | C-SID bits, whole bytes, as
+ * the kernel requires): when the destination's argument (the bits after
+ * block + C-SID) is not zero, *out is the destination with the argument
+ * shifted left by one C-SID behind the block, zeros after, and the
+ * result is 1; with a zero argument the result is 0 and the End goes on
+ * as without the flavor (SL - 1, next segment).
+ */
+static __always_inline int csid_shift(const struct in6_addr *da, __u32 csid, struct in6_addr *out)
+{
+	__u32 lb = (csid >> 8) / 8, nf = (csid & 0xff) / 8, i;
+	__u8 arg = 0;
+
+	if (nf == 0 || lb + nf >= 16)
+		return 0; /* no room for an argument */
+	/* Branch-free masks (all-ones or zero), so the unrolled loops stay
+	 * straight-line code for the verifier: keep = i < lb, in = i + nf
+	 * < 16, tail = i >= lb + nf.
+	 */
+	for (i = 0; i < 16; i++) {
+		__u8 b = da->in6_u.u6_addr8[i];
+		__u8 src = da->in6_u.u6_addr8[(i + nf) & 15];
+		__u8 keep = -(__u8)((i - lb) >> 31);
+		__u8 in = -(__u8)((i + nf - 16) >> 31);
+		__u8 tail = ~(__u8)-(__u8)((i - lb - nf) >> 31);
+
+		arg |= b & tail;
+		out->in6_u.u6_addr8[i] = (b & keep) | (src & in & ~keep);
+	}
+	return arg != 0;
+}
 
 /* end_tlvs_kernel walks the TLV area as the kernel's seg6_validate_srh
  * does (every TLV, type 0 included, is type + length + value; they must
@@ -281,6 +315,22 @@ static __always_inline int ipv6_addr_special(const struct in6_addr *a)
 	       (a->in6_u.u6_addr32[3] == 0 || a->in6_u.u6_addr32[3] == bpf_htonl(1));
 }
 
+/* end_next_checks: the new destination must be one the fast path can
+ * forward to: not special (the kernel's lookup treats those apart), not
+ * a SID of this node (the kernel runs every local pass and counts them).
+ */
+static __always_inline int end_next_checks(struct end_plan *pl, __u32 *reason)
+{
+	*reason = PASS_NEXT_SPECIAL;
+	if (ipv6_addr_special(&pl->nda))
+		return END_PASS;
+	*reason = PASS_NEXT_LOCAL;
+	if (sid_lookup(&pl->nda))
+		return END_PASS;
+	*reason = 0;
+	return END_FAST;
+}
+
 /* end_classify decides, before anything is written, whether the End fast
  * path can complete this packet exactly as the kernel's seg6local End
  * (followed by ip6_forward) would, on a linear packet whose IPv6 header
@@ -299,8 +349,8 @@ static __always_inline int ipv6_addr_special(const struct in6_addr *a)
  * certainly drops too: the routing header the kernel's seg6_get_srh
  * would pick is truncated, not type 4, or fails seg6_validate_srh.
  */
-static __always_inline int end_classify(const struct pkt *p, __u32 have, struct end_plan *pl,
-					__u32 *reason)
+static __always_inline int end_classify(const struct pkt *p, __u32 have, const struct sid_entry *sid,
+					struct end_plan *pl, __u32 *reason)
 {
 	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
 	struct srh_info *si = &pl->si;
@@ -324,6 +374,25 @@ static __always_inline int end_classify(const struct pkt *p, __u32 have, struct 
 	*reason = PASS_HOP_BY_HOP;
 	if (ip6->nexthdr == IPPROTO_HOPOPTS)
 		return END_PASS;
+
+	/* NEXT-C-SID with a non-zero argument: the kernel shifts the
+	 * container without looking at any SRH (seg6_local.c
+	 * end_next_csid_core; RFC 9800 4.1.1), Segments Left 0 included.
+	 */
+	pl->shift = 0;
+	if (sid->csid) {
+		struct in6_addr da;
+
+		ipv6_addr_copy(&da, &ip6->daddr);
+		pl->shift = csid_shift(&da, sid->csid, &pl->nda);
+		if (pl->shift) {
+			pl->si.ip6off = p->l3off;
+			*reason = PASS_HOP_LIMIT;
+			if (ip6->hop_limit <= 1)
+				return END_PASS;
+			goto next; /* one copy of the checks: verifier cost */
+		}
+	}
 
 	/* Destination Options only (the first header is not Hop-by-Hop):
 	 * anything else before the routing header (Fragment, AH, more
@@ -405,28 +474,28 @@ static __always_inline int end_classify(const struct pkt *p, __u32 have, struct 
 		*reason = r;
 		return END_DROP;
 	}
-	*reason = PASS_NEXT_SPECIAL;
-	if (ipv6_addr_special(&pl->nda))
-		return END_PASS;
-	*reason = PASS_NEXT_LOCAL;
-	if (sid_lookup(&pl->nda))
-		return END_PASS;
-	*reason = 0;
-	return END_FAST;
+next:
+	return end_next_checks(pl, reason);
 }
 
 /* end_write performs the planned rewrite: SL--, DA = next SID, hop
- * limit-- (RFC 8986 4.1 S12-S14), for a packet the program forwards
- * itself right after.
+ * limit-- (RFC 8986 4.1 S12-S14), or for a NEXT-C-SID shift DA = the
+ * shifted container and hop limit-- with SL unchanged (RFC 9800 4.1.1),
+ * for a packet the program forwards itself right after.
  */
 static __always_inline __u32 end_write(const struct pkt *p, const struct end_plan *pl)
 {
 	struct ipv6hdr *ip6 = pkt_ptr(p, pl->si.ip6off & 0x3fff, sizeof(*ip6));
-	struct srh_fixed *srh = srh_fixed_hdr(p, &pl->si);
+	struct srh_fixed *srh;
 
-	if (!ip6 || !srh)
+	if (!ip6)
 		return DROP_PKT_TRUNCATED;
-	srh->segments_left = pl->si.sl - 1;
+	if (!pl->shift) {
+		srh = srh_fixed_hdr(p, &pl->si);
+		if (!srh)
+			return DROP_PKT_TRUNCATED;
+		srh->segments_left = pl->si.sl - 1;
+	}
 	ipv6_addr_copy(&ip6->daddr, &pl->nda);
 	ip6->hop_limit -= 1;
 	return DROP_NONE;

@@ -654,6 +654,9 @@ type SIDEntry struct {
 	Counter uint32
 	// Bits is the SID's LOC+FUNCT length (128: no ARGS).
 	Bits int
+	// CSIDBlockBits and CSIDBits give End the NEXT-C-SID flavor (RFC
+	// 9800 section 4.1, the kernel's lblen / nflen); 0: none.
+	CSIDBlockBits, CSIDBits int
 }
 
 // SID returns the entry the program's SID map holds for addr (read from
@@ -673,11 +676,37 @@ func (e *End) SID(addr netip.Addr) (entry SIDEntry, ok bool, err error) {
 		}
 		return SIDEntry{}, false, fmt.Errorf("look up sid %s: %w", addr, err)
 	}
-	entry = SIDEntry{Behavior: Behavior(val.Behavior), OIF: int(val.Oif), Counter: val.Counter, Bits: sidBits(val)}
+	entry = SIDEntry{Behavior: Behavior(val.Behavior), OIF: int(val.Oif), Counter: val.Counter, Bits: sidBits(val),
+		CSIDBlockBits: int(val.Csid >> 8), CSIDBits: int(val.Csid & 0xff)}
 	if nh := val.Nh6.In6U.U6Addr8; nh != ([16]byte{}) {
 		entry.NH6 = netip.AddrFrom16(nh)
 	}
 	return entry, true, nil
+}
+
+// SetNextCSID gives the End SID sid (set before with SetSIDPrefix) the
+// NEXT-C-SID flavor with blockBits and csidBits (whole bytes, block +
+// C-SID < 128, as the kernel's flavor route); 0, 0 takes it away.
+func (e *End) SetNextCSID(sid netip.Addr, blockBits, csidBits int) error {
+	if blockBits != 0 || csidBits != 0 {
+		if blockBits <= 0 || csidBits <= 0 || blockBits%8 != 0 || csidBits%8 != 0 || blockBits+csidBits >= 128 {
+			return fmt.Errorf("set sid %s next-csid: %w: block %d, C-SID %d bits", sid, ErrBadSID, blockBits, csidBits)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var val sidEntry
+	if err := e.objs.Sids.Lookup(sid.As16(), &val); err != nil {
+		return fmt.Errorf("set sid %s next-csid: %w", sid, err)
+	}
+	if Behavior(val.Behavior) != BehaviorEnd && (blockBits != 0 || csidBits != 0) {
+		return fmt.Errorf("set sid %s next-csid: %w: the flavor is for End", sid, ErrUnsupportedBehavior)
+	}
+	val.Csid = uint32(blockBits)<<8 | uint32(csidBits)
+	if err := e.objs.Sids.Update(sid.As16(), &val, ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("set sid %s next-csid: %w", sid, err)
+	}
+	return nil
 }
 
 // SIDs returns the configured SIDs.

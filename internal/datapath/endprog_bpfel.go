@@ -34,6 +34,7 @@ type endProgSidEntry struct {
 	Counter  uint32
 	Plen     uint32
 	Nh6      endProgIn6Addr
+	Csid     uint32
 }
 
 type endProgSidLenSet struct {

@@ -40,6 +40,7 @@ type endXdpProgSidEntry struct {
 	Counter  uint32
 	Plen     uint32
 	Nh6      endXdpProgIn6Addr
+	Csid     uint32
 }
 
 type endXdpProgSidLenSet struct {

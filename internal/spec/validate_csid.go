@@ -58,9 +58,6 @@ func (v *validator) csid() {
 			if nf.Kind != "forward" || nf.Behavior == BehaviorEndX {
 				v.add(path, "NF %q is kind %s %s: a compressed chain crosses forward NFs with End only (the NEXT-C-SID flavor of End)", name, nf.Kind, nf.Behavior)
 			}
-			if nd := s.Node(nf.Node); nd != nil && nd.EBPFDatapath() {
-				v.add(path, "NF %q is on node %q with datapath %s: srchain's eBPF End does not implement NEXT-C-SID yet; use datapath: kernel there", name, nf.Node, nd.Datapath)
-			}
 			if sid, ok := plan.NF[name]; ok {
 				sids = append(sids, sid)
 			}

@@ -173,7 +173,13 @@ type oursLine struct {
 var endKernelRoutes = [][]string{
 	{"-6", "route", "add", endSID.String() + "/128", "encap", "seg6local", "action", "End", "dev", endIf("e0")},
 	{"-6", "route", "add", endSIDX.String() + "/128", "encap", "seg6local", "action", "End.X", "nh6", endRecv.String(), "dev", endIf("e0")},
+	{"-6", "route", "add", endSIDC.String(), "encap", "seg6local", "action", "End", "flavors", "next-csid", "lblen", "32", "nflen", "16", "dev", endIf("e0")},
 }
+
+// endSIDC is an End SID with the NEXT-C-SID flavor (RFC 9800): block
+// fc00:2::/32, C-SID 000c (16 bits); a container fc00:2:c:0:B:C:D:E
+// shifts to fc00:2:0:B:C:D:E:0, inside the route to the receiver.
+var endSIDC = netip.MustParsePrefix("fc00:2:c::/48")
 
 // TestEndDifferential sends the same packets through a kernel seg6local
 // End / End.X and through srchain's tc End (line "b") and tc + XDP End

@@ -85,6 +85,12 @@ func TestEndDifferentialRandom(t *testing.T) {
 		if err := end.SetSID(endSIDX, datapath.BehaviorEndX, l.eOut, endRecv); err != nil {
 			t.Fatal(err)
 		}
+		if err := end.SetSIDPrefix(endSIDC, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := end.SetNextCSID(endSIDC.Addr(), 32, 16); err != nil {
+			t.Fatal(err)
+		}
 		lines = append(lines, l)
 		ends = append(ends, end)
 	}
@@ -348,6 +354,7 @@ type endRandomClass struct {
 
 var endRandomClasses = []endRandomClass{
 	{"valid", func(g *endGen, tag string) []byte { return g.frame(g.valid(tag)) }},
+	{"next-c-sid", func(g *endGen, tag string) []byte { return g.frame(g.csid(tag)) }},
 	{"mutated", func(g *endGen, tag string) []byte {
 		ip := g.valid(tag)
 		for k := 1 + g.n(3); k > 0; k-- {
@@ -482,4 +489,36 @@ func insertExt(ip []byte, nh byte, h []byte) []byte {
 	out[6] = nh
 	binary.BigEndian.PutUint16(out[4:6], uint16(len(out)-40))
 	return out
+}
+
+// csid is a packet to the NEXT-C-SID SID endSIDC: a container with a
+// random argument (zero sometimes: the End then moves to the next
+// segment), mostly a routable next C-SID, an SRH with 0-3 more segments
+// (or none at all), random hop limits including 0 and 1.
+func (g *endGen) csid(tag string) []byte {
+	b := endSIDC.Addr().As16()
+	if g.n(5) != 0 {
+		for i := 6; i < 16; i += 2 {
+			if g.n(3) != 0 {
+				binary.BigEndian.PutUint16(b[i:], uint16(g.rng.Uint32()))
+			}
+		}
+		if g.n(4) != 0 {
+			b[6], b[7] = 0, 0 // the next C-SID stays in the receiver's route
+		}
+	}
+	c := netip.AddrFrom16(b)
+	hl := uint8(2 + g.n(254))
+	if g.n(8) == 0 {
+		hl = uint8(g.n(2))
+	}
+	if g.n(10) == 0 {
+		return g.pkt(endSrc, c, hl, 17, nil, tag) // no SRH
+	}
+	var next []netip.Addr
+	for k := g.n(4); k > 0; k-- {
+		next = append(next, g.routedAddr())
+	}
+	wire, sl := g.travel(c, next)
+	return g.pkt(endSrc, c, hl, srv6.ProtoRouting, g.srh(srv6.ProtoIPv6, wire, sl, nil), tag)
 }

@@ -202,3 +202,24 @@ func TestLabApplyToXDPAndBack(t *testing.T) {
 		}
 	}
 }
+
+// TestLabCSIDEBPF deploys examples/csid-quickstart.yaml with r2's End in
+// eBPF, tc and then XDP: the compressed chain's container is shifted by
+// srchain's End (NEXT-C-SID, RFC 9800) and every probe arrives; at XDP
+// the twin forwards the echo requests itself.
+func TestLabCSIDEBPF(t *testing.T) {
+	fwNeedRoot(t)
+	for _, dp := range []string{spec.DatapathEBPF, spec.DatapathXDP} {
+		t.Run(dp, func(t *testing.T) {
+			lb := deployExample(t, "csid-quickstart.yaml", dp, "r2")
+			lb.probeAll(t)
+			if dp == spec.DatapathXDP {
+				lb.xdpForwards(t, "r2", "sid/fc00:0:2:1::", "h1", "fc00:a4::2")
+				return
+			}
+			if sid, fib := lb.endCounters(t, "r2", "sid/fc00:0:2:1::"); sid == 0 || fib == 0 {
+				t.Errorf("r2's tc End: %d SID packets, %d FIB successes; want both > 0", sid, fib)
+			}
+		})
+	}
+}

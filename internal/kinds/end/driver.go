@@ -246,12 +246,13 @@ type ebpfSID struct {
 	b    datapath.Behavior
 	oif  int
 	nh6  netip.Addr
+	csid state.CSIDFlavor // NEXT-C-SID flavor (zero: none)
 }
 
 // entry is s as the program's SID map holds it (SetSID ignores oif and
 // nh6 for End).
 func (s ebpfSID) entry() datapath.SIDEntry {
-	e := datapath.SIDEntry{Behavior: s.b, Bits: s.bits}
+	e := datapath.SIDEntry{Behavior: s.b, Bits: s.bits, CSIDBlockBits: s.csid.BlockBits, CSIDBits: s.csid.NodeFunctionBits}
 	if s.b == datapath.BehaviorEndX {
 		e.OIF, e.NH6 = s.oif, s.nh6
 	}
@@ -260,7 +261,8 @@ func (s ebpfSID) entry() datapath.SIDEntry {
 
 func (s ebpfSID) matches(have datapath.SIDEntry) bool {
 	want := s.entry()
-	return have.Behavior == want.Behavior && have.OIF == want.OIF && have.NH6 == want.NH6 && have.Bits == want.Bits
+	return have.Behavior == want.Behavior && have.OIF == want.OIF && have.NH6 == want.NH6 && have.Bits == want.Bits &&
+		have.CSIDBlockBits == want.CSIDBlockBits && have.CSIDBits == want.CSIDBits
 }
 
 func (s ebpfSID) describe() string { return describeEntry(s.entry()) }
@@ -276,6 +278,9 @@ func describeEntry(e datapath.SIDEntry) string {
 	if e.NH6.IsValid() {
 		out += " nh6 " + e.NH6.String()
 	}
+	if e.CSIDBits != 0 {
+		out += fmt.Sprintf(" next-csid %d/%d", e.CSIDBlockBits, e.CSIDBits)
+	}
 	return out
 }
 
@@ -290,7 +295,7 @@ func ebpfSIDs(ns *netns.NS, node state.Node) ([]ebpfSID, error) {
 		if err != nil {
 			return nil, err
 		}
-		e := ebpfSID{sid: s.SID.Masked().Addr(), bits: s.SID.Bits(), b: b, nh6: s.NH6}
+		e := ebpfSID{sid: s.SID.Masked().Addr(), bits: s.SID.Bits(), b: b, nh6: s.NH6, csid: s.NextCSID}
 		if s.OIF != "" {
 			l, err := ns.Netlink().LinkByName(s.OIF)
 			if err != nil {
@@ -406,7 +411,8 @@ func (u *endUndo) run(end *datapath.End) error {
 		}
 		for _, s := range slices.Backward(u.sids) {
 			if s.found {
-				errs = append(errs, end.SetSIDPrefix(netip.PrefixFrom(s.sid, s.prev.Bits), s.prev.Behavior, s.prev.OIF, s.prev.NH6))
+				errs = append(errs, end.SetSIDPrefix(netip.PrefixFrom(s.sid, s.prev.Bits), s.prev.Behavior, s.prev.OIF, s.prev.NH6),
+					end.SetNextCSID(s.sid, s.prev.CSIDBlockBits, s.prev.CSIDBits))
 			} else {
 				errs = append(errs, end.DeleteSID(s.sid))
 			}
@@ -534,6 +540,9 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 			continue
 		}
 		if err := end.SetSIDPrefix(netip.PrefixFrom(s.sid, s.bits), s.b, s.oif, s.nh6); err != nil {
+			return fail(err)
+		}
+		if err := end.SetNextCSID(s.sid, s.csid.BlockBits, s.csid.NodeFunctionBits); err != nil {
 			return fail(err)
 		}
 		changed = true
