@@ -226,6 +226,11 @@ func (l *endLine) drain() {
 // deadline (the queued ones are read even when deadline has passed: the
 // lines are read one after the other with one deadline).
 func (l *endLine) receive(deadline time.Time) [][]byte {
+	return l.receiveWhere(deadline, isOurs)
+}
+
+// receiveWhere is receive for the frames keep accepts.
+func (l *endLine) receiveWhere(deadline time.Time, keep func([]byte) bool) [][]byte {
 	var got [][]byte
 	buf := make([]byte, 65536)
 	quietUntil := time.Time{}
@@ -249,7 +254,7 @@ func (l *endLine) receive(deadline time.Time) [][]byte {
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue
 		}
-		if isOurs(buf[:n]) {
+		if keep(buf[:n]) {
 			got = append(got, append([]byte(nil), buf[:n]...))
 			quietUntil = time.Now().Add(50 * time.Millisecond)
 		}

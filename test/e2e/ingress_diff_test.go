@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/ingress"
 	"github.com/srchain/srchain/internal/srv6"
@@ -136,37 +133,9 @@ func ip4Sum(h []byte) uint16 {
 // header next (the encapsulated or inserted packets; ND and MLD are
 // not).
 func ingReceive(l *endLine, deadline time.Time) [][]byte {
-	var got [][]byte
-	buf := make([]byte, 65536)
-	quiet := time.Time{}
-	queued := true
-	for queued || time.Now().Before(deadline) && (quiet.IsZero() || time.Now().Before(quiet)) {
-		flags := 0
-		if queued {
-			flags = unix.MSG_DONTWAIT
-		}
-		n, from, err := unix.Recvfrom(l.rx, buf, flags)
-		if queued && errors.Is(err, unix.EAGAIN) {
-			queued = false
-			continue
-		}
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return got
-		}
-		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-			continue
-		}
-		f := buf[:n]
-		if len(f) < 14+40 || f[12] != 0x86 || f[13] != 0xdd || f[14+6] != 43 {
-			continue
-		}
-		got = append(got, append([]byte(nil), f...))
-		quiet = time.Now().Add(50 * time.Millisecond)
-	}
-	return got
+	return l.receiveWhere(deadline, func(f []byte) bool {
+		return len(f) >= 14+40 && f[12] == 0x86 && f[13] == 0xdd && f[14+6] == 43
+	})
 }
 
 // TestIngressDifferential sends the same random inner packets (IPv4 and
