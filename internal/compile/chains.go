@@ -56,7 +56,11 @@ func (c *compiler) chain(i int) error {
 		if !ok {
 			return fmt.Errorf("%s: %w: NF %q has no SID", where, ErrUnroutable, name)
 		}
-		segs = append(segs, p.Addr())
+		seg := p.Addr()
+		if arg, ok := ch.Args[name]; ok {
+			seg = c.s.SIDFormat.WithArgs(seg, arg)
+		}
+		segs = append(segs, seg)
 		if nf := c.s.NF(name); first == "" && nf.Node != ch.Ingress {
 			first = nf.Node
 		}

@@ -21,6 +21,9 @@ import (
 // ExpectNone is the Expect of a probe no chain may steer.
 const ExpectNone = "none"
 
+// ExpectDrop is the Expect of a probe that must not arrive.
+const ExpectDrop = "drop"
+
 // ErrProbe: a probe could not be sent (bad protocol, unknown node).
 var ErrProbe = errors.New("bad probe")
 
@@ -31,7 +34,7 @@ type Probe struct {
 	To     netip.Addr
 	Proto  string // icmp, icmpv6, udp, tcp
 	DPort  int
-	Expect string // chain name or ExpectNone
+	Expect string // chain name, ExpectNone or ExpectDrop
 }
 
 // ProbeResult is what the traces showed for one probe.
@@ -236,6 +239,12 @@ func (p *Prober) judge(r *ProbeResult) {
 		}
 	}
 	switch {
+	case r.Probe.Expect == ExpectDrop:
+		if r.Delivered {
+			r.Why = fmt.Sprintf("delivered to %s, want it dropped on the way", orDash(dst))
+		} else {
+			r.OK = true
+		}
 	case !r.Delivered:
 		r.Why = fmt.Sprintf("not delivered to %s", orDash(dst))
 	case r.Probe.Expect == ExpectNone:
@@ -364,8 +373,11 @@ func (p *Prober) Summary(r ProbeResult) string {
 		verdict = "FAIL: " + r.Why
 	}
 	what := "chain " + r.Probe.Expect
-	if r.Probe.Expect == ExpectNone {
+	switch r.Probe.Expect {
+	case ExpectNone:
 		what = "not steered"
+	case ExpectDrop:
+		what = "dropped"
 	}
 	path := strings.Join(parts, " -> ")
 	if path == "" {

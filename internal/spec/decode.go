@@ -223,6 +223,36 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetInt(i)
+	case reflect.Uint64:
+		u, err := strconv.ParseUint(n.Value, 0, 64)
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || err != nil {
+			d.fail(path, n, "expected a non-negative integer, got %s", kindName(n))
+			return
+		}
+		v.SetUint(u)
+	case reflect.Map:
+		// String keys only (chains[].args): each key once.
+		if n.Kind != yaml.MappingNode || t.Key().Kind() != reflect.String {
+			d.fail(path, n, "expected a mapping, got %s", kindName(n))
+			return
+		}
+		m := reflect.MakeMapWithSize(t, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+				d.fail(path, k, "mapping keys must be strings")
+				continue
+			}
+			key := reflect.ValueOf(k.Value).Convert(t.Key())
+			if m.MapIndex(key).IsValid() {
+				d.fail(path+"."+k.Value, k, "duplicate key %q", k.Value)
+				continue
+			}
+			e := reflect.New(t.Elem()).Elem()
+			d.value(val, e, path+"."+k.Value)
+			m.SetMapIndex(key, e)
+		}
+		v.Set(m)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(n.Value)
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || err != nil {

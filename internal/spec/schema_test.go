@@ -15,7 +15,7 @@ type schemaNode struct {
 	Type                 any                    `json:"type"`
 	Properties           map[string]*schemaNode `json:"properties"`
 	Items                *schemaNode            `json:"items"`
-	AdditionalProperties *bool                  `json:"additionalProperties"`
+	AdditionalProperties json.RawMessage        `json:"additionalProperties"`
 	Enum                 []string               `json:"enum"`
 	Defs                 map[string]*schemaNode `json:"$defs"`
 }
@@ -51,6 +51,13 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		case typ == reflect.TypeOf(yaml.Node{}), typ == reflect.TypeOf(netip.Prefix{}),
 			typ == reflect.TypeOf(netip.Addr{}), typ == reflect.TypeOf(PortRange{}):
 			// Scalars (or free-form config) in YAML.
+		case typ.Kind() == reflect.Map:
+			// A map (chains[].args): an object whose values follow
+			// additionalProperties.
+			var vals schemaNode
+			if n.Type != "object" || json.Unmarshal(n.AdditionalProperties, &vals) != nil || vals.Type == nil {
+				t.Errorf("%s: schema is not an object with typed additionalProperties", path)
+			}
 		case typ.Kind() == reflect.Slice:
 			if n.Type != "array" || n.Items == nil {
 				t.Errorf("%s: schema is not an array", path)
@@ -61,7 +68,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 			if n.Type != "object" {
 				t.Errorf("%s: schema type %v, want object", path, n.Type)
 			}
-			if n.AdditionalProperties == nil || *n.AdditionalProperties {
+			if string(n.AdditionalProperties) != "false" {
 				t.Errorf("%s: schema must set additionalProperties: false", path)
 			}
 			fields := yamlFields(typ)

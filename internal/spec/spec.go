@@ -168,6 +168,11 @@ type Chain struct {
 	// Compression packs the chain's SIDs into C-SID containers
 	// (CompressionNextCSID, RFC 9800); "" for full SIDs.
 	Compression string `yaml:"compression"`
+	// Args gives an NF of the chain the ARGS value this chain writes
+	// into its SID (RFC 8986 section 3.1), by NF name: two chains can
+	// reach one SID with different arguments (End.AN.NF's ARG -> mark,
+	// the firewall's eval-args). Unset: the SID as the NF has it.
+	Args map[string]uint64 `yaml:"args"`
 }
 
 // CompressionNextCSID is the NEXT-C-SID flavor (RFC 9800 section 4.1).
@@ -196,6 +201,10 @@ type Probe struct {
 
 // ExpectNone marks a probe that must not be steered into any chain.
 const ExpectNone = "none"
+
+// ExpectDrop marks a probe that must not arrive (an NF on its path drops
+// it).
+const ExpectDrop = "drop"
 
 // Protocol names accepted in match.proto and traffic[].proto.
 const (

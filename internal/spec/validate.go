@@ -51,6 +51,7 @@ func (s *Spec) Validate() error {
 	v.checkKinds()
 	v.chains()
 	v.csid()
+	v.chainArgs()
 	v.ingress()
 	v.traffic()
 	return errors.Join(v.errs...)

@@ -31,8 +31,8 @@ func (v *validator) chains() {
 		c := &s.Chains[i]
 		p := fmt.Sprintf("chains[%d]", i)
 		names[i] = c.Name
-		if v.name(p+".name", "chain", c.Name, MaxName) && c.Name == ExpectNone {
-			v.add(p+".name", "chain name %q is reserved (traffic expect)", ExpectNone)
+		if v.name(p+".name", "chain", c.Name, MaxName) && (c.Name == ExpectNone || c.Name == ExpectDrop) {
+			v.add(p+".name", "chain name %q is reserved (traffic expect)", c.Name)
 		}
 		inOK := v.router(p+".ingress", "ingress", c.Ingress)
 		egOK := v.router(p+".egress", "egress", c.Egress)
@@ -224,8 +224,8 @@ func (v *validator) traffic() {
 		}
 		switch {
 		case t.Expect == "":
-			v.add(p+".expect", "expect is required: a chain name or %q", ExpectNone)
-		case t.Expect == ExpectNone:
+			v.add(p+".expect", "expect is required: a chain name, %q or %q", ExpectNone, ExpectDrop)
+		case t.Expect == ExpectNone, t.Expect == ExpectDrop:
 		case s.Chain(t.Expect) == nil:
 			v.add(p+".expect", "unknown chain %q", t.Expect)
 		default:
