@@ -18,6 +18,7 @@
 #include "common.h"
 #include "drop.h"
 #include "srh.h"
+#include "ctx.h"
 #include "opot_math.h"
 
 /* Wire format (docs/opot.md "Wire format"; internal/opot tlv.go). */
@@ -170,33 +171,85 @@ static __always_inline int opot_walk(const struct pkt *p, __u32 *cur, __u32 end)
 	return off == end ? 0 : -1;
 }
 
-/* opot_find returns in *off the offset (from p->data) of the one OPoT
- * TLV of a validated SRH, checked: length 22, slot 0 or 1, reserved bytes
- * zero. DROP_OPOT_NO_TLV when there is none, two (an attacker would choose
- * which one a node updates), a malformed one, or when the TLVs do not
- * tile the area (callers need not have run srh_validate_tlvs).
+/* opot_scan is opot_find's body on a bare packet view: the offset of
+ * the one OPoT TLV in [tlvoff, end), or -1. It is shared by the two
+ * global functions below, one per attach point.
  */
-static __always_inline __u32 opot_find(const struct pkt *p, const struct srh_info *si, __u32 *off)
+static __always_inline int opot_scan(const struct pkt *p, __u32 tlvoff, __u32 end)
 {
-	__u32 end = si->srhoff + si->srhlen;
-	__u32 at = si->tlvoff, rest;
+	__u32 at = tlvoff, rest;
 	__u8 *tlv;
 
+	if (tlvoff > 0x3fff || end > 0x3fff)
+		return -1;
 	if (opot_walk(p, &at, end) != 1)
-		return DROP_OPOT_NO_TLV;
+		return -1;
 	at &= 0x3fff;
 	tlv = pkt_ptr(p, at, OPOT_TLV_LEN);
 	if (!tlv)
-		return DROP_OPOT_NO_TLV;
+		return -1;
 	if (tlv[1] != OPOT_TLV_LEN - 2 || tlv[OPOT_OFF_SLOT] >= OPOT_SLOTS)
-		return DROP_OPOT_NO_TLV;
+		return -1;
 	if (tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7])
-		return DROP_OPOT_NO_TLV;
+		return -1;
 	/* The rest of the area must tile and hold no second OPoT TLV. */
 	rest = at + OPOT_TLV_LEN;
 	if (opot_walk(p, &rest, end) != 0)
+		return -1;
+	return (int)at;
+}
+
+/* opot_find_tc and opot_find_xdp are global BPF functions: the verifier
+ * checks each once, with unknown arguments, instead of once per state
+ * of every caller that reaches it (the TLV walk leaves many offset
+ * ranges; inlined, the walk cost 305,979 instructions of verification
+ * per program, docs/opot.md "Verifier cost"). A global function may
+ * take the context but no packet pointer, so it re-derives the packet
+ * view; the offsets it returns are relative to data, as the caller's.
+ */
+__attribute__((noinline)) int opot_find_tc(struct __sk_buff *skb, __u32 tlvoff, __u32 end)
+{
+	struct pkt p;
+
+	if (!skb)
+		return -1;
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	p.l3off = 0;
+	return opot_scan(&p, tlvoff, end);
+}
+
+__attribute__((noinline)) int opot_find_xdp(struct xdp_md *x, __u32 tlvoff, __u32 end)
+{
+	struct pkt p;
+
+	if (!x)
+		return -1;
+	p.data = (void *)(long)x->data;
+	p.data_end = (void *)(long)x->data_end;
+	p.l3off = 0;
+	return opot_scan(&p, tlvoff, end);
+}
+
+/* opot_find returns in *off the offset (from data) of the one OPoT TLV
+ * of a validated SRH, checked: length 22, slot 0 or 1, reserved bytes
+ * zero. DROP_OPOT_NO_TLV when there is none, two (an attacker would choose
+ * which one a node updates), a malformed one, or when the TLVs do not
+ * tile the area (callers need not have run srh_validate_tlvs). kind is
+ * CTX_TC or CTX_XDP, a constant at every call site.
+ */
+static __always_inline __u32 opot_find(const struct pctx *c, const int kind,
+				       const struct srh_info *si, __u32 *off)
+{
+	int at;
+
+	if (kind == CTX_XDP)
+		at = opot_find_xdp(c->ctx, si->tlvoff, si->srhoff + si->srhlen);
+	else
+		at = opot_find_tc(c->ctx, si->tlvoff, si->srhoff + si->srhlen);
+	if (at < 0)
 		return DROP_OPOT_NO_TLV;
-	*off = at;
+	*off = (__u32)at;
 	return DROP_NONE;
 }
 

@@ -33,7 +33,7 @@ struct {
 	__type(value, struct opot_test_cfg);
 } opot_test_cfgs SEC(".maps");
 
-static __always_inline __u32 opot_test(struct pctx *c)
+static __always_inline __u32 opot_test(struct pctx *c, const int kind)
 {
 	struct opot_test_cfg *cfg;
 	struct srh_info si = {};
@@ -53,7 +53,7 @@ static __always_inline __u32 opot_test(struct pctx *c)
 	r = srh_validate(&c->p, &si);
 	if (r)
 		return r;
-	r = opot_find(&c->p, &si, &off);
+	r = opot_find(c, kind, &si, &off);
 	if (r)
 		return r;
 	switch (cfg->op) {
@@ -76,7 +76,7 @@ int srchain_opot_test(struct __sk_buff *skb)
 	__u32 r;
 
 	ctx_reload(&c, CTX_TC);
-	r = opot_test(&c);
+	r = opot_test(&c, CTX_TC);
 	if (r) {
 		count_drop(r);
 		return TC_ACT_SHOT;
@@ -91,7 +91,7 @@ int srchain_opot_test_xdp(struct xdp_md *ctx)
 	__u32 r;
 
 	ctx_reload(&c, CTX_XDP);
-	r = opot_test(&c);
+	r = opot_test(&c, CTX_XDP);
 	if (r) {
 		count_drop(r);
 		return XDP_DROP;
