@@ -173,6 +173,9 @@ type Chain struct {
 	// reach one SID with different arguments (End.AN.NF's ARG -> mark,
 	// the firewall's eval-args). Unset: the SID as the NF has it.
 	Args map[string]uint64 `yaml:"args"`
+	// OPoT turns on ordered proof of transit for the chain (seed 003;
+	// docs/opot.md): the compiler generates its key profile.
+	OPoT bool `yaml:"opot"`
 }
 
 // CompressionNextCSID is the NEXT-C-SID flavor (RFC 9800 section 4.1).

@@ -52,6 +52,7 @@ func (s *Spec) Validate() error {
 	v.chains()
 	v.csid()
 	v.chainArgs()
+	v.opot()
 	v.ingress()
 	v.traffic()
 	return errors.Join(v.errs...)
