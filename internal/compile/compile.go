@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 
@@ -53,12 +54,20 @@ type compiler struct {
 	// owners maps every routed prefix (link subnets, locators) to the
 	// nodes attached to it.
 	owners map[netip.Prefix][]string
+	// keys is the randomness of OPoT profiles (opot.go).
+	keys io.Reader
 }
 
 // Compile produces the desired state of every node of s. s should have
 // passed Validate; Compile still fails rather than panics on bad input.
 func Compile(s *spec.Spec) (*state.Network, error) {
-	c := &compiler{s: s, sids: s.SIDs(), nodes: map[string]*state.Node{}, owners: s.Subnets()}
+	return CompileKeys(s, nil)
+}
+
+// CompileKeys is Compile drawing OPoT key material from keys (nil:
+// crypto/rand); tests pass a seeded stream to get a fixed output.
+func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
+	c := &compiler{s: s, sids: s.SIDs(), nodes: map[string]*state.Node{}, owners: s.Subnets(), keys: keysOrDefault(keys)}
 	for _, n := range s.Nodes {
 		c.nodes[n.Name] = &state.Node{Name: n.Name, Role: n.Role}
 	}
@@ -84,6 +93,9 @@ func Compile(s *spec.Spec) (*state.Network, error) {
 		if err := c.chain(i); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.opot(); err != nil {
+		return nil, err
 	}
 	c.programs()
 	if err := c.ingressPrograms(); err != nil {

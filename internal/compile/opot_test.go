@@ -1,0 +1,157 @@
+package compile
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// seeded is a fixed key stream, so a test gets the same profiles twice.
+type seeded struct{ r *rand.ChaCha8 }
+
+func keyStream(seed byte) seeded { return seeded{rand.NewChaCha8([32]byte{seed})} }
+
+func (s seeded) Read(b []byte) (int, error) { return s.r.Read(b) }
+
+func opotTestbed(t *testing.T) *spec.Spec {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/opot-testbed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Replace(string(b), "nfs: [vnf2, vnf3]", "nfs: [vnf2, vnf3]\n    opot: true", 1)
+	if doc == string(b) {
+		t.Fatal("the testbed's chain changed; update this test")
+	}
+	s, err := spec.Check([]byte(doc), "opot-testbed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestOPoTProfiles: on the seed 003 testbed with opot: true, the headend
+// r1, the NF nodes r2 and r3 and the verifier r6 get one secret per slot
+// holding only their own parameters, in their roles; r4, r5 and the
+// hosts get none; the parameters of each slot make a proof that the Go
+// model verifies in the chain's order and rejects with r2 and r3
+// swapped; the slots differ; the redacted network carries no key byte;
+// and the same key stream compiles to the same bytes.
+func TestOPoTProfiles(t *testing.T) {
+	s := opotTestbed(t)
+	net, err := CompileKeys(s, keyStream(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []string{"r1", "r2", "r3", "r6"}
+	roles := []opot.Role{opot.RoleHeadend, opot.RoleTransit, opot.RoleTransit, opot.RoleVerifier}
+	nfs := []string{"", "vnf2", "vnf3", ""}
+	params := map[string][OPoTSlots]opot.NodeParams{}
+	for _, n := range net.Nodes {
+		want := 0
+		for _, o := range order {
+			if o == n.Name {
+				want = OPoTSlots
+			}
+		}
+		if len(n.Secrets) != want {
+			t.Fatalf("node %s: %d secrets, want %d", n.Name, len(n.Secrets), want)
+		}
+		var ps [OPoTSlots]opot.NodeParams
+		for slot, sec := range n.Secrets {
+			if sec.Name != OPoTSecretName("verified", 1, slot) {
+				t.Errorf("node %s: secret %q", n.Name, sec.Name)
+			}
+			if err := ps[slot].UnmarshalBinary(sec.Value); err != nil {
+				t.Fatalf("node %s slot %d: %v", n.Name, slot, err)
+			}
+		}
+		params[n.Name] = ps
+	}
+	for slot := range OPoTSlots {
+		var nodes []opot.NodeParams
+		for j, name := range order {
+			n := params[name][slot]
+			if n.Role != roles[j] {
+				t.Errorf("slot %d: %s is %s, want %s", slot, name, n.Role, roles[j])
+			}
+			if sec := secretOf(net, name, slot); sec.NF != nfs[j] {
+				t.Errorf("slot %d: %s secret NF %q, want %q", slot, name, sec.NF, nfs[j])
+			}
+			nodes = append(nodes, n)
+		}
+		if !proves(t, nodes, []int{0, 1, 2, 3}) {
+			t.Errorf("slot %d: the chain's order does not verify", slot)
+		}
+		if proves(t, nodes, []int{0, 2, 1, 3}) {
+			t.Errorf("slot %d: r2 and r3 swapped verifies", slot)
+		}
+	}
+	if params["r2"][0] == params["r2"][1] {
+		t.Error("both slots hold the same parameters")
+	}
+
+	plain, _ := json.Marshal(net)
+	red, _ := json.Marshal(net.Redacted())
+	for _, n := range net.Nodes {
+		for _, sec := range n.Secrets {
+			if !bytes.Contains(plain, mustJSON(t, sec.Value)) || bytes.Contains(red, mustJSON(t, sec.Value)) {
+				t.Fatalf("redacted network still holds %s of %s (or the plain one lacks it)", sec.Name, n.Name)
+			}
+		}
+	}
+	again, err := CompileKeys(s, keyStream(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(again); !bytes.Equal(b, plain) {
+		t.Error("the same key stream compiled to different states")
+	}
+	other, _ := CompileKeys(s, keyStream(2))
+	if b, _ := json.Marshal(other); bytes.Equal(b, plain) {
+		t.Error("another key stream compiled to the same state")
+	}
+}
+
+func secretOf(net *state.Network, node string, slot int) state.Secret {
+	for _, n := range net.Nodes {
+		if n.Name == node {
+			return n.Secrets[slot]
+		}
+	}
+	return state.Secret{}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// proves runs the Go model over nodes in the given order (the first must
+// be the headend, the last the verifier) and reports the verdict.
+func proves(t *testing.T, nodes []opot.NodeParams, order []int) bool {
+	t.Helper()
+	f := opot.F61
+	m, err := opot.Init(f, nodes[order[0]], 0, 12345<<opot.RandBits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range order[1 : len(order)-1] {
+		if m, err = opot.Transit(f, nodes[j], m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = opot.Verify(f, nodes[order[len(order)-1]], m)
+	return err == nil
+}
