@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* OPoT data-plane glue (docs/opot.md "Data plane"): which chain a packet
+ * belongs to, growing a kernel-built SRH by the OPoT TLV (headend after
+ * the kernel's seg6 encap), per-chain verdict counters and the event
+ * ring. The roles themselves are lib/opot.h.
+ *
+ * A chain is named by the pair (active SID, last SID): the last SID
+ * (segment[0]) is the chain's egress SID, which the compiler allocates
+ * per chain, so an NF SID shared by two chains still finds the right
+ * profile. The headend looks up (first SID, last SID) after the encap,
+ * a transit (its SID, last SID), the verifier (last SID, last SID).
+ */
+#ifndef SRCHAIN_OPOT_DP_H
+#define SRCHAIN_OPOT_DP_H
+
+#include "common.h"
+#include "drop.h"
+#include "srh.h"
+#include "opot.h"
+
+struct opot_chain_key {
+	__u8 sid[16];  /* the active SID (the DA) */
+	__u8 last[16]; /* segment[0], the chain's egress SID */
+};
+
+struct opot_chain {
+	__u32 profile; /* the opot_key profile id */
+	__u32 slot;    /* headend: the slot it starts packets with */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, OPOT_MAX_PROFILES * 8);
+	__type(key, struct opot_chain_key);
+	__type(value, struct opot_chain);
+} opot_chains SEC(".maps");
+
+/* Verdicts per chain and reason (DROP_NONE: accepted), all CPUs. */
+struct opot_stat_key {
+	__u32 profile;
+	__u32 reason;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, OPOT_MAX_PROFILES * 8);
+	__type(key, struct opot_stat_key);
+	__type(value, __u64);
+} opot_stats SEC(".maps");
+
+/* opot_event is one verifier drop, read by the agent/lab. */
+struct opot_event {
+	__u32 profile;
+	__u32 slot;
+	__u32 reason;
+	__u32 pad;
+	__u64 seq; /* the sequence number when the proof held, else 0 */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} opot_events SEC(".maps");
+
+static __always_inline void opot_count(__u32 profile, __u32 reason)
+{
+	struct opot_stat_key k = { .profile = profile, .reason = reason };
+	__u64 one = 1, *v = bpf_map_lookup_elem(&opot_stats, &k);
+
+	if (v)
+		*v += 1;
+	else
+		bpf_map_update_elem(&opot_stats, &k, &one, BPF_NOEXIST);
+}
+
+/* opot_report sends a drop event; a full ring loses the event, never the
+ * count (opot_stats).
+ */
+static __always_inline void opot_report(__u32 profile, __u32 slot, __u32 reason, __u64 seq)
+{
+	struct opot_event *e = bpf_ringbuf_reserve(&opot_events, sizeof(*e), 0);
+
+	if (!e)
+		return;
+	e->profile = profile;
+	e->slot = slot;
+	e->reason = reason;
+	e->pad = 0;
+	e->seq = seq;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* opot_chain_of returns the chain of a packet whose SRH si describes, if
+ * (DA, segment[0]) names one on this node.
+ */
+static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, const struct srh_info *si)
+{
+	struct opot_chain_key k;
+	__u8 *da = pkt_ptr(p, (si->ip6off + 24) & 0x3fff, 16);
+	__u8 *last = pkt_ptr(p, (si->srhoff + 8) & 0x3fff, 16);
+
+	if (!da || !last)
+		return NULL;
+	__builtin_memcpy(k.sid, da, 16);
+	__builtin_memcpy(k.last, last, 16);
+	return bpf_map_lookup_elem(&opot_chains, &k);
+}
+
+/* OPOT_MAX_SRH is the largest SRH the headend grows: 8 bytes + 15
+ * segments (OPoT chains have at most 6 NFs, spec.OPoTMaxNFs); the
+ * kernel's encap writes no TLV (no HMAC on our routes).
+ */
+#define OPOT_MAX_SRH (8 + 15 * 16)
+
+/* opot_grow adds OPOT_TLV_LEN zero bytes at the end of the SRH of a tc
+ * packet (the headend, after the kernel's seg6 encap) and fixes Hdr Ext
+ * Len and the IPv6 payload length; *tlvoff gets the new TLV's offset.
+ * bpf_skb_adjust_room(BPF_ADJ_ROOM_NET) opens the room right after the
+ * IPv6 header, so the SRH is read first, then written back at the front
+ * of the room: its old place then holds the tail of the SRH and the new
+ * TLV. Packet pointers are invalid afterwards; the caller reloads.
+ * The SRH must have no extension header before it (the kernel's encap
+ * puts it right after the IPv6 header).
+ */
+static __always_inline __u32 opot_grow(struct __sk_buff *skb, const struct srh_info *si, __u32 *tlvoff)
+{
+	__u8 srh[256] = {};
+	__u32 len = si->srhlen, at = si->srhoff;
+	__u16 plen;
+	__u8 hdrlen;
+
+	if (at != si->ip6off + 40 || len < 8 || len > OPOT_MAX_SRH || len % 8)
+		return DROP_OPOT_NO_TLV;
+	/* The same value, in a form the verifier bounds to [8, 256]. */
+	len = ((len - 8) & 0xf8) + 8;
+	if (bpf_skb_load_bytes(skb, at, srh, len))
+		return DROP_PKT_TRUNCATED;
+	if (bpf_skb_load_bytes(skb, si->ip6off + 4, &plen, 2))
+		return DROP_PKT_TRUNCATED;
+	if (bpf_skb_adjust_room(skb, OPOT_TLV_LEN, BPF_ADJ_ROOM_NET, 0))
+		return DROP_OPOT_NO_TLV;
+	hdrlen = srh[1] + OPOT_TLV_LEN / 8;
+	srh[1] = hdrlen;
+	if (bpf_skb_store_bytes(skb, at, srh, len, 0))
+		return DROP_PKT_TRUNCATED;
+	plen = bpf_htons(bpf_ntohs(plen) + OPOT_TLV_LEN);
+	if (bpf_skb_store_bytes(skb, si->ip6off + 4, &plen, 2, 0))
+		return DROP_PKT_TRUNCATED;
+	*tlvoff = at + len;
+	return DROP_NONE;
+}
+
+#endif /* SRCHAIN_OPOT_DP_H */

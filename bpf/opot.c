@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Ordered proof of transit on the SR-aware path (seed 003; docs/opot.md
+ * "Data plane"): three tc programs, each a stage in front of (or behind)
+ * the kernel's own SRv6 behaviour, which they never replace.
+ *
+ * - srchain_opot_headend, tc egress on the chain's ingress router: the
+ *   kernel's seg6 encap has built outer IPv6 + SRH; if (first SID, last
+ *   SID) names an OPoT chain, grow the SRH by the TLV and fill it.
+ * - srchain_opot_transit, tc ingress on each NF node: if (DA, last SID)
+ *   names a chain this node is a transit of, update the TLV in place and
+ *   hand the packet on (TC_ACT_OK) to the End that serves the DA (kernel
+ *   seg6local or srchain's eBPF End, which run after tc ingress).
+ * - srchain_opot_verify, tc ingress on the chain's egress router: if the
+ *   DA is the chain's egress SID, verify; accept -> TC_ACT_OK, the
+ *   kernel's End.DT6/DX4 decapsulates; anything else -> drop, counted per
+ *   chain and reason, and an event on the ring.
+ *
+ * Packets that name no OPoT chain pass untouched (TC_ACT_OK), so a stage
+ * costs one parse and one hash lookup on other traffic.
+ */
+#include "common.h"
+#include "counters.h"
+#include "ctx.h"
+#include "srh.h"
+#include "opot.h"
+#include "opot_dp.h"
+
+/* opot_parse locates and validates the SRH of an Ethernet + IPv6 packet;
+ * non-zero: not an SRv6 packet this stage handles.
+ */
+static __always_inline __u32 opot_parse(struct pctx *c, struct srh_info *si)
+{
+	__u32 r = srh_locate(&c->p, si);
+
+	if (r)
+		return r;
+	return srh_validate(&c->p, si);
+}
+
+SEC("tc")
+int srchain_opot_headend(struct __sk_buff *skb)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct srh_info si = {};
+	struct opot_chain *ch;
+	__u32 r, off = 0, profile, slot;
+
+	ctx_reload(&c, CTX_TC);
+	if (opot_parse(&c, &si))
+		return TC_ACT_OK;
+	ch = opot_chain_of(&c.p, &si);
+	if (!ch)
+		return TC_ACT_OK;
+	profile = ch->profile;
+	slot = ch->slot;
+	r = opot_grow(skb, &si, &off);
+	if (!r) {
+		ctx_reload(&c, CTX_TC);
+		r = opot_headend(&c.p, off, profile, slot);
+	}
+	if (r) {
+		/* A packet of an OPoT chain without its proof would only be
+		 * dropped at the verifier: drop it here, counted.
+		 */
+		opot_count(profile, r);
+		count_drop(r);
+		return TC_ACT_SHOT;
+	}
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int srchain_opot_transit(struct __sk_buff *skb)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct srh_info si = {};
+	struct opot_chain *ch;
+	__u32 off = 0, profile;
+
+	ctx_reload(&c, CTX_TC);
+	if (opot_parse(&c, &si))
+		return TC_ACT_OK;
+	ch = opot_chain_of(&c.p, &si);
+	if (!ch)
+		return TC_ACT_OK;
+	profile = ch->profile;
+	/* A missing or malformed TLV is left for the verifier to drop and
+	 * count: a transit never drops (seed 003 III-A4).
+	 */
+	if (opot_find(&c, CTX_TC, &si, &off))
+		return TC_ACT_OK;
+	opot_transit(&c.p, off, profile);
+	return TC_ACT_OK;
+}
+
+SEC("tc")
+int srchain_opot_verify(struct __sk_buff *skb)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct srh_info si = {};
+	struct opot_chain *ch;
+	__u32 r, off = 0, profile, slot = 0;
+	__u64 seq = 0;
+	__u8 *tlv;
+
+	ctx_reload(&c, CTX_TC);
+	if (opot_parse(&c, &si))
+		return TC_ACT_OK;
+	ch = opot_chain_of(&c.p, &si);
+	if (!ch)
+		return TC_ACT_OK;
+	profile = ch->profile;
+	r = opot_find(&c, CTX_TC, &si, &off);
+	if (!r) {
+		tlv = opot_tlv(&c.p, off);
+		if (tlv)
+			slot = tlv[OPOT_OFF_SLOT];
+		r = opot_verify(&c.p, off, profile, &seq);
+	}
+	opot_count(profile, r);
+	if (r) {
+		opot_report(profile, slot, r, seq);
+		count_drop(r);
+		return TC_ACT_SHOT;
+	}
+	return TC_ACT_OK;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

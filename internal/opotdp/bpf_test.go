@@ -1,0 +1,285 @@
+package opotdp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+const (
+	tcActOK   = 0
+	tcActShot = 2
+	ethLen    = 14
+)
+
+var (
+	outerSrc = netip.MustParseAddr("fc00:e::1")
+	macA     = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa}
+	macB     = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb}
+)
+
+// node is one router of a test chain: its own copy of the programs and
+// maps, as on a real node.
+type node struct {
+	objs Objects
+	n    opot.NodeParams
+}
+
+func newNode(t *testing.T, id uint32, slot uint8, n opot.NodeParams, sid, last netip.Addr) *node {
+	t.Helper()
+	spec, err := LoadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := &node{n: n}
+	if err := spec.LoadAndAssign(&nd.objs, nil); err != nil {
+		t.Fatalf("load opot programs: %v", err)
+	}
+	t.Cleanup(func() { nd.objs.Close() })
+	ck := ChainKey{Sid: sid.As16(), Last: last.As16()}
+	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot)}); err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Profile: id, Slot: uint32(slot)}
+	v := FromNode(n)
+	if err := nd.objs.OpotNodeParams.Put(&k, &v); err != nil {
+		t.Fatal(err)
+	}
+	switch n.Role {
+	case opot.RoleHeadend:
+		if err := nd.objs.OpotSeqs.Put(&k, uint64(0)); err != nil {
+			t.Fatal(err)
+		}
+	case opot.RoleVerifier:
+		if err := nd.objs.OpotWindows.Put(&k, &Window{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nd
+}
+
+func run(t *testing.T, prog *ebpf.Program, frame []byte) (uint32, []byte) {
+	t.Helper()
+	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
+	ret, err := prog.Run(opts)
+	if err != nil {
+		t.Fatalf("test run: %v", err)
+	}
+	return ret, opts.DataOut
+}
+
+// frame is an encapsulated UDP packet over travel with the given TLVs,
+// its DA moved to travel[at] and SL set as an End would have.
+func frame(t *testing.T, travel []netip.Addr, at int, tlvs ...srv6.TLV) []byte {
+	t.Helper()
+	inner := srv6.UDP6(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"), 1000, 2000, []byte("opot"))
+	l3, err := srv6.Encap(outerSrc, travel, inner, tlvs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := srv6.Ether(macA, macB, srv6.EtherTypeIPv6, l3)
+	da := travel[at].As16()
+	copy(f[ethLen+24:], da[:])
+	f[ethLen+40+3] = byte(len(travel) - 1 - at)
+	return f
+}
+
+// tlvOff is the TLV's offset in a frame over n segments.
+func tlvOff(n int) int { return ethLen + 40 + 8 + 16*n }
+
+// stats reads the per-chain verdict counters of a node, summed over CPUs.
+func stats(t *testing.T, m *ebpf.Map, id uint32, r drop.Reason) uint64 {
+	t.Helper()
+	var per []uint64
+	if err := m.Lookup(&StatKey{Profile: id, Reason: uint32(r)}, &per); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return 0
+		}
+		t.Fatal(err)
+	}
+	var s uint64
+	for _, v := range per {
+		s += v
+	}
+	return s
+}
+
+// TestChainTestRun runs a chain of k = 3..8 nodes through the three
+// programs, each node with its own maps: the headend grows the
+// kernel-built SRH by the TLV (the whole frame must equal the Go-built
+// encapsulation with the model's TLV), each transit updates it as
+// opot.Transit does (only while the DA is its SID), and the verifier
+// accepts it once and counts it; the same packet again is a replay,
+// dropped, counted and reported on the ring; a packet whose transits ran
+// in another order is dropped as opot-verify; a packet of no OPoT chain
+// passes every stage untouched.
+func TestChainTestRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for k := 3; k <= 8; k++ {
+		t.Run(fmt.Sprint("k", k), func(t *testing.T) {
+			var seed [32]byte
+			for i := range seed {
+				seed[i] = byte(rng.Uint32())
+			}
+			p, err := opot.GenerateFrom(rand.NewChaCha8(seed), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := p.Field()
+			slot := uint8(k % 2)
+			id := uint32(100 + k)
+			// travel: one SID per transit, then the egress SID.
+			var travel []netip.Addr
+			for j := 1; j < k; j++ {
+				travel = append(travel, netip.MustParseAddr(fmt.Sprintf("fd00:%x::e", j)))
+			}
+			last := travel[len(travel)-1]
+			nodes := make([]*node, k)
+			for j := range k {
+				n, err := p.Node(j)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The headend sees the first SID as DA after its encap,
+				// transit j serves travel[j-1], the verifier the last.
+				sid := last
+				switch {
+				case j == 0:
+					sid = travel[0]
+				case j < k-1:
+					sid = travel[j-1]
+				}
+				nodes[j] = newNode(t, id, slot, n, sid, last)
+			}
+
+			// Headend: the kernel's encap (no TLV) in, the SRH grown.
+			ret, out := run(t, nodes[0].objs.SrchainOpotHeadend, frame(t, travel, 0))
+			if ret != tcActOK {
+				t.Fatalf("headend: verdict %d", ret)
+			}
+			m, err := opot.ParseTLV(out[tlvOff(len(travel)):])
+			if err != nil {
+				t.Fatalf("headend output: %v", err)
+			}
+			r := m.RND ^ nodes[0].n.Enc.R
+			if opot.SeqOf(r) != 1 || m.Slot != slot {
+				t.Fatalf("headend: seq %d slot %d, want 1 and %d", opot.SeqOf(r), m.Slot, slot)
+			}
+			want, err := opot.Init(f, nodes[0].n, slot, r)
+			if err != nil || want != m {
+				t.Fatalf("headend TLV %+v, model %+v (%v)", m, want, err)
+			}
+			if exp := frame(t, travel, 0, m.SRv6TLV()); !bytes.Equal(out, exp) {
+				t.Fatalf("headend frame differs from the Go encapsulation with the TLV:\n got %x\nwant %x", out, exp)
+			}
+
+			// Transits, in order; a node does nothing for another's DA.
+			pkt := out
+			for j := 1; j < k-1; j++ {
+				if ret, o := run(t, nodes[j].objs.SrchainOpotTransit, frame(t, travel, j, m.SRv6TLV())); ret != tcActOK || !bytes.Equal(o, frame(t, travel, j, m.SRv6TLV())) {
+					t.Fatalf("transit %d touched a packet for the next SID", j)
+				}
+				in := frame(t, travel, j-1, m.SRv6TLV())
+				ret, o := run(t, nodes[j].objs.SrchainOpotTransit, in)
+				if ret != tcActOK {
+					t.Fatalf("transit %d: verdict %d", j, ret)
+				}
+				want, err := opot.Transit(f, nodes[j].n, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if exp := frame(t, travel, j-1, want.SRv6TLV()); !bytes.Equal(o, exp) {
+					t.Fatalf("transit %d differs from the model", j)
+				}
+				m = want
+				pkt = frame(t, travel, j, m.SRv6TLV()) // the End's work
+			}
+
+			// Verifier: accepted once, untouched, counted.
+			v := nodes[k-1]
+			ret, o := run(t, v.objs.SrchainOpotVerify, pkt)
+			if ret != tcActOK || !bytes.Equal(o, pkt) {
+				t.Fatalf("verify: verdict %d, frame changed %v", ret, !bytes.Equal(o, pkt))
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.None); n != 1 {
+				t.Fatalf("accepted count %d", n)
+			}
+			rd, err := ringbuf.NewReader(v.objs.OpotEvents)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			if ret, _ := run(t, v.objs.SrchainOpotVerify, pkt); ret != tcActShot {
+				t.Fatalf("replay: verdict %d", ret)
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.OPoTReplay); n != 1 {
+				t.Fatalf("replay count %d", n)
+			}
+			rec, err := rd.Read() // one event is waiting: no blocking
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := ParseEvent(rec.RawSample)
+			if err != nil || ev.Profile != id || ev.Slot != slot || ev.Reason != drop.OPoTReplay || ev.Seq != 1 {
+				t.Fatalf("event %+v (%v)", ev, err)
+			}
+
+			// Transits swapped (k >= 4 has two): opot-verify.
+			if k >= 4 {
+				mm, _ := opot.Init(f, nodes[0].n, slot, (2<<opot.RandBits)|5)
+				mm, _ = opot.Transit(f, nodes[2].n, mm)
+				mm, _ = opot.Transit(f, nodes[1].n, mm)
+				for j := 3; j < k-1; j++ {
+					mm, _ = opot.Transit(f, nodes[j].n, mm)
+				}
+				if ret, _ := run(t, v.objs.SrchainOpotVerify, frame(t, travel, k-2, mm.SRv6TLV())); ret != tcActShot {
+					t.Fatalf("swapped: verdict %d", ret)
+				}
+				if n := stats(t, v.objs.OpotStats, id, drop.OPoTVerify); n != 1 {
+					t.Fatalf("verify count %d", n)
+				}
+			}
+
+			// Another chain's packet (other last SID) passes untouched.
+			other := append(append([]netip.Addr(nil), travel[:len(travel)-1]...), netip.MustParseAddr("fd00:ff::e"))
+			for j, nd := range nodes {
+				for _, prog := range []*ebpf.Program{nd.objs.SrchainOpotHeadend, nd.objs.SrchainOpotTransit, nd.objs.SrchainOpotVerify} {
+					in := frame(t, other, min(j, len(other)-1))
+					if ret, o := run(t, prog, in); ret != tcActOK || !bytes.Equal(o, in) {
+						t.Fatalf("node %d: a packet of no OPoT chain was changed or dropped", j)
+					}
+				}
+			}
+		})
+	}
+}
+
+// verifierBudget: instructions the verifier may process per program
+// (Linux 6.18), global functions included; measured 1,607 / 4,042 /
+// 4,801 when set, about 2x headroom.
+var verifierBudget = map[string]int{
+	"srchain_opot_headend": 4_000,
+	"srchain_opot_transit": 8_000,
+	"srchain_opot_verify":  10_000,
+}
+
+func TestVerifierStats(t *testing.T) {
+	spec, err := LoadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.VerifierBudgets(t, spec, verifierBudget)
+}
