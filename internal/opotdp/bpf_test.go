@@ -123,8 +123,10 @@ func stats(t *testing.T, m *ebpf.Map, id uint32, r drop.Reason) uint64 {
 // opot.Transit does (only while the DA is its SID), and the verifier
 // accepts it once and counts it; the same packet again is a replay,
 // dropped, counted and reported on the ring; a packet whose transits ran
-// in another order is dropped as opot-verify; a packet of no OPoT chain
-// passes every stage untouched.
+// in another order is dropped as opot-verify, and so are a skipped node,
+// an RND or CML bit flip and a forged TLV (each with its event), a
+// packet without TLV as opot-no-tlv, while a legitimate packet still
+// verifies; a packet of no OPoT chain passes every stage untouched.
 func TestChainTestRun(t *testing.T) {
 	testutil.RequireRoot(t)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -251,6 +253,51 @@ func TestChainTestRun(t *testing.T) {
 				if n := stats(t, v.objs.OpotStats, id, drop.OPoTVerify); n != 1 {
 					t.Fatalf("verify count %d", n)
 				}
+			}
+
+			// Skipped node, RND or CML bit flip, forged TLV: opot-verify;
+			// no TLV at all: opot-no-tlv. Each counted and reported.
+			var legit opot.Meta
+			{
+				mm, _ := opot.Init(f, nodes[0].n, slot, (3<<opot.RandBits)|9)
+				for j := 1; j < k-1; j++ {
+					mm, _ = opot.Transit(f, nodes[j].n, mm)
+				}
+				legit = mm
+			}
+			skip, _ := opot.Init(f, nodes[0].n, slot, (4<<opot.RandBits)|9)
+			for j := 2; j < k-1; j++ {
+				skip, _ = opot.Transit(f, nodes[j].n, skip)
+			}
+			rnd, cml := legit, legit
+			rnd.RND ^= 1 << 20
+			cml.CML ^= 1
+			forged := opot.Meta{Slot: slot, RND: rng.Uint64(), CML: rng.Uint64()}
+			before := stats(t, v.objs.OpotStats, id, drop.OPoTVerify)
+			for name, m := range map[string]opot.Meta{"skip": skip, "rnd flip": rnd, "cml flip": cml, "forged": forged} {
+				if ret, _ := run(t, v.objs.SrchainOpotVerify, frame(t, travel, k-2, m.SRv6TLV())); ret != tcActShot {
+					t.Fatalf("%s: verdict %d", name, ret)
+				}
+				rec, err := rd.Read()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev, err := ParseEvent(rec.RawSample); err != nil || ev.Reason != drop.OPoTVerify || ev.Profile != id {
+					t.Fatalf("%s: event %+v (%v)", name, ev, err)
+				}
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.OPoTVerify) - before; n != 4 {
+				t.Fatalf("skip/flips/forged: %d counted as opot-verify, want 4", n)
+			}
+			if ret, _ := run(t, v.objs.SrchainOpotVerify, frame(t, travel, k-2)); ret != tcActShot {
+				t.Fatalf("no TLV: verdict %d", ret)
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.OPoTNoTLV); n != 1 {
+				t.Fatalf("no TLV count %d", n)
+			}
+			// The legitimate packet still verifies after all that.
+			if ret, _ := run(t, v.objs.SrchainOpotVerify, frame(t, travel, k-2, legit.SRv6TLV())); ret != tcActOK {
+				t.Fatalf("legitimate after attacks: verdict %d", ret)
 			}
 
 			// Another chain's packet (other last SID) passes untouched.
