@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/srchain/srchain/internal/opot"
@@ -26,14 +26,16 @@ func opotTestbed(t *testing.T) *spec.Spec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := strings.Replace(string(b), "nfs: [vnf2, vnf3]", "nfs: [vnf2, vnf3]\n    opot: true", 1)
-	if doc == string(b) {
-		t.Fatal("the testbed's chain changed; update this test")
-	}
-	s, err := spec.Check([]byte(doc), "opot-testbed.yaml")
+	// Validate refuses opot until a driver deploys it: check the
+	// testbed, then turn it on for the compiler.
+	s, err := spec.Check(b, "opot-testbed.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(s.Chains) != 1 || !slices.Equal(s.Chains[0].NFs, []string{"vnf2", "vnf3"}) {
+		t.Fatal("the testbed's chain changed; update this test")
+	}
+	s.Chains[0].OPoT = true
 	return s
 }
 

@@ -22,6 +22,10 @@ func (v *validator) opot() {
 			continue
 		}
 		p := fmt.Sprintf("chains[%d].opot", i)
+		// The compiler makes the keys and the programs are built and
+		// tested (internal/opotdp), but no driver attaches them yet: a
+		// chain that promises a proof must not run unverified.
+		v.add(p, "opot is not deployable yet: srchain generates the chain's keys, but no driver attaches the OPoT programs (issue 11); refused rather than silently unverified")
 		if c.Mode == ModeInsert {
 			v.add(p, "opot needs encap mode: the verifier runs at the egress before it decapsulates")
 		}

@@ -23,12 +23,17 @@ func TestOPoTField(t *testing.T) {
 	if !strings.Contains(on(base), "opot: true") {
 		t.Fatal("the testbed's chain changed; update this test")
 	}
-	s, err := Check([]byte(on(base)), "in.yaml")
+	s, err := Parse([]byte(on(base)), "in.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !s.Chains[0].OPoT {
 		t.Fatal("opot: true not decoded")
+	}
+	// Until a driver attaches the programs, opot is refused (never a
+	// chain that promises a proof and runs unverified).
+	if _, err := Check([]byte(on(base)), "in.yaml"); err == nil || !strings.Contains(err.Error(), "not deployable yet") {
+		t.Fatalf("opot: true accepted (%v), want it refused until it is deployable", err)
 	}
 	for _, c := range []struct {
 		name, yaml string
@@ -36,10 +41,10 @@ func TestOPoTField(t *testing.T) {
 		msg        string
 	}{
 		{"off", base, nil, ""},
-		{"insert", strings.Replace(on(base), "opot: true", "opot: true\n    mode: insert", 1), []string{"chains[0].opot"}, "needs encap mode"},
-		{"sr-unaware", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r3, sr_aware: false}", 1), []string{"chains[0].nfs[1]"}, "SR-unaware"},
-		{"same node", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r2}", 1), []string{"chains[0].nfs[1]"}, "one node per share"},
-		{"on egress", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r6}", 1), []string{"chains[0].nfs[1]"}, "also the egress"},
+		{"insert", strings.Replace(on(base), "opot: true", "opot: true\n    mode: insert", 1), []string{"chains[0].opot", "chains[0].opot"}, "needs encap mode"},
+		{"sr-unaware", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r3, sr_aware: false}", 1), []string{"chains[0].nfs[1]", "chains[0].opot"}, "SR-unaware"},
+		{"same node", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r2}", 1), []string{"chains[0].nfs[1]", "chains[0].opot"}, "one node per share"},
+		{"on egress", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r6}", 1), []string{"chains[0].nfs[1]", "chains[0].opot"}, "also the egress"},
 		{"not bool", strings.Replace(on(base), "opot: true", "opot: yes please", 1), []string{"chains[0].opot"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
