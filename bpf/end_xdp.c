@@ -14,6 +14,8 @@
  * Malformed packets the kernel drops too are dropped here and counted.
  * SID counters are bumped only for packets this program redirects or
  * drops (tc counts the ones passed on).
+ * It is the PIPE_END stage of the node's XDP pipeline (lib/pipeline.h):
+ * a packet that is not to one of its SIDs goes to the next stage.
  * Native XDP_REDIRECT into a veth needs NAPI on the peer (GRO on or an
  * XDP program there; MACHINE-NOTES).
  */
@@ -22,6 +24,7 @@
 #include "srh.h"
 #include "end.h"
 #include "fib.h"
+#include "pipeline.h"
 
 /* The MAC address of each interface the program is attached to
  * (datapath.End.AttachXDP writes it): XDP has no pkt_type, so frames for
@@ -40,11 +43,17 @@ struct {
 	__type(value, struct if_mac);
 } if_macs SEC(".maps");
 
-static __always_inline int xdrop(__u32 counter, __u64 len, __u32 reason)
+static __always_inline int xdrop(struct xdp_md *ctx, __u32 counter, __u64 len, __u32 reason)
 {
 	count_sid(counter, len);
 	count_drop(reason);
-	return XDP_DROP;
+	return pipe_ret(ctx, PIPE_END, XDP_DROP);
+}
+
+/* to_tc: the tc End decides again and counts the reason. */
+static __always_inline int to_tc(struct xdp_md *ctx)
+{
+	return pipe_ret(ctx, PIPE_END, XDP_PASS);
 }
 
 SEC("xdp")
@@ -63,48 +72,50 @@ int srchain_end_xdp(struct xdp_md *ctx)
 	int verdict;
 
 	if (cfg_stack_forward)
-		return XDP_PASS; /* tc hands everything to the stack */
+		return pipe_next(ctx, PIPE_END); /* tc hands everything to the stack */
 	p.data = (void *)(long)ctx->data;
 	p.data_end = (void *)(long)ctx->data_end;
 	eth = pkt_ptr(&p, 0, sizeof(*eth));
 	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6))
-		return XDP_PASS;
+		return pipe_next(ctx, PIPE_END);
 	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
 	if (!ip6)
-		return XDP_PASS;
+		return pipe_next(ctx, PIPE_END);
 	sid = sid_lookup(&ip6->daddr);
-	if (!sid || sid->behavior != SRCHAIN_BEH_END)
-		return XDP_PASS;
+	if (!sid)
+		return pipe_next(ctx, PIPE_END);
+	if (sid->behavior != SRCHAIN_BEH_END)
+		return to_tc(ctx); /* End.X: tc's bpf_redirect_neigh */
 	mac = bpf_map_lookup_elem(&if_macs, &ifindex);
 	if (!mac || *(__u32 *)mac->addr != *(__u32 *)eth->h_dest ||
 	    *(__u16 *)&mac->addr[4] != *(__u16 *)&eth->h_dest[4])
-		return XDP_PASS; /* not for this host: tc and the kernel decide */
+		return to_tc(ctx); /* not for this host: tc and the kernel decide */
 	counter = sid->counter;
 	/* IP bytes, as the kernel's seg6local counters and ip6tables. */
 	len = p.data_end - p.data - p.l3off;
 
 	verdict = end_classify(&p, len, sid, &pl, &reason);
 	if (verdict == END_DROP)
-		return xdrop(counter, len, reason);
+		return xdrop(ctx, counter, len, reason);
 	if (verdict != END_FAST)
-		return XDP_PASS; /* tc decides again and counts the reason */
+		return to_tc(ctx);
 
 	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
 	if (!ip6)
-		return XDP_PASS;
+		return to_tc(ctx);
 	rc = fib_lookup_ip6_dst(ctx, &params, ip6, &pl.nda, ifindex, 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
-		return XDP_PASS; /* the kernel's End via tc */
+		return to_tc(ctx); /* the kernel's End via tc */
 
 	/* Redirecting: now, and only now, write the packet. */
 	if (end_write(&p, &pl))
-		return xdrop(counter, len, DROP_PKT_TRUNCATED);
+		return xdrop(ctx, counter, len, DROP_PKT_TRUNCATED);
 	eth = pkt_ptr(&p, 0, sizeof(*eth));
 	if (!eth)
-		return xdrop(counter, len, DROP_PKT_TRUNCATED);
+		return xdrop(ctx, counter, len, DROP_PKT_TRUNCATED);
 	fib_set_macs(eth, &params);
 	count_sid(counter, len);
-	return bpf_redirect(params.ifindex, 0);
+	return pipe_ret(ctx, PIPE_END, bpf_redirect(params.ifindex, 0));
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

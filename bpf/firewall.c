@@ -22,9 +22,12 @@
  * fw_cfg, so switching it is a map update.
  *
  * srchain_fw_xdp is the same firewall at XDP (one object, shared maps and
- * counters): ACCEPT and SR actions are XDP_PASS, drops XDP_DROP, the
- * Parameter Problem leaves by XDP_TX. It filters what XDP sees (no
- * multi-buffer frames: those pass to the tc program).
+ * counters), the first stage of the node's XDP pipeline (lib/pipeline.h):
+ * ACCEPT hands the packet to the next stage (the XDP End), SR actions go
+ * to the stack (XDP_PASS), drops are XDP_DROP, the Parameter Problem
+ * leaves by XDP_TX. Every packet it decided on carries PIPE_DONE_FW in
+ * its metadata, and the tc program lets those by: a packet is filtered
+ * once, at XDP or at tc, never twice and never not at all.
  */
 #include "common.h"
 #include "counters.h"
@@ -37,6 +40,7 @@
 #include "fw_classify.h"
 #include "fw_actions.h"
 #include "fw_ratelimit.h"
+#include "pipeline.h"
 
 /* What the parser may read: extension headers start within FW_MAX_OFF,
  * an SRH is at most 2048 bytes, then an inner header and ports; the
@@ -228,6 +232,9 @@ int srchain_fw(struct __sk_buff *skb)
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6) && skb->protocol != bpf_htons(ETH_P_IP))
 		return TC_ACT_UNSPEC;
+	/* Already filtered by srchain_fw_xdp in this node's pipeline. */
+	if (pipe_tc_done(skb, PIPE_DONE_FW))
+		return TC_ACT_UNSPEC;
 	/* Headers may lie beyond the linear head (GRO): pull once, only
 	 * what the parser can read (not the whole GRO payload).
 	 */
@@ -262,22 +269,28 @@ int srchain_fw_xdp(struct xdp_md *ctx)
 	p.data_end = (void *)(long)ctx->data_end;
 	eth = pkt_ptr(&p, 0, sizeof(*eth));
 	if (!eth || (eth->h_proto != bpf_htons(ETH_P_IPV6) && eth->h_proto != bpf_htons(ETH_P_IP)))
-		return XDP_PASS;
+		return pipe_next(ctx, PIPE_FIREWALL); /* ARP and the like: not filtered, as at tc */
 	fw_decide(ctx, &p, eth->h_proto, ctx->ingress_ifindex, p.data_end - p.data, &o);
+	pipe_mark(ctx, PIPE_DONE_FW);
 	switch (o.kind) {
 	case FW_OUT_DROP:
 		count_drop(o.reason);
-		return XDP_DROP;
+		return pipe_ret(ctx, PIPE_FIREWALL, XDP_DROP);
 	case FW_OUT_ICMP:
 		r = icmp6_err_xdp(ctx, &p, ICMPV6_PARAMPROB, 0, o.ptr);
 		if (r) {
 			count_drop(r);
-			return XDP_DROP;
+			return pipe_ret(ctx, PIPE_FIREWALL, XDP_DROP);
 		}
 		count_drop(DROP_FW_ARGS_UNKNOWN);
-		return XDP_TX;
+		return pipe_ret(ctx, PIPE_FIREWALL, XDP_TX);
+	case FW_OUT_SEG6:
+		/* The stack forwards the rewritten packet (lib/fib.h
+		 * policy); the End must not see it again.
+		 */
+		return pipe_ret(ctx, PIPE_FIREWALL, XDP_PASS);
 	}
-	return XDP_PASS;
+	return pipe_next(ctx, PIPE_FIREWALL);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

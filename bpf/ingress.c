@@ -18,7 +18,9 @@
  * rewrites only a packet it redirects (FIB hit, hop limit > 1, no
  * trailing bytes, flow label not hashed, room in the headroom); any
  * other packet goes to tc UNTOUCHED (XDP_PASS), so the tc program must
- * be attached to the same interface.
+ * be attached to the same interface. It is the PIPE_INGRESS stage of
+ * the node's XDP pipeline (lib/pipeline.h), the last one: a packet of no
+ * chain goes on to the stack.
  *
  * The outer header is byte for byte the kernel's (seg6_do_srh_encap /
  * seg6_do_srh_inline, checked by test/e2e/ingress_diff_test.go): source
@@ -37,6 +39,7 @@
 #include "fw_extract.h"
 #include "fw_classify.h"
 #include "ingress.h"
+#include "pipeline.h"
 
 /* Headers the classifier reads (advanced mode: the packet's own
  * addresses, protocol and ports behind at most FW_MAX_EXT extension
@@ -330,12 +333,12 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 	ctx_reload(&c, CTX_XDP);
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
 	if (!eth || (eth->h_proto != bpf_htons(ETH_P_IPV6) && eth->h_proto != bpf_htons(ETH_P_IP)))
-		return XDP_PASS;
+		return pipe_next(ctx, PIPE_INGRESS);
 	if (eth->h_dest[0] & 1)
-		return XDP_PASS; /* multicast / broadcast frame: tc decides */
+		return pipe_ret(ctx, PIPE_INGRESS, XDP_PASS); /* multicast / broadcast frame: tc decides */
 	have = c.p.data_end - c.p.data - c.p.l3off;
 	if (!ing_classify(&c.p, eth->h_proto, ctx->ingress_ifindex, have, &d))
-		return XDP_PASS;
+		return pipe_next(ctx, PIPE_INGRESS);
 	/* Trailing bytes (tc trims), hashed flow labels (XDP has no skb
 	 * hash), SRHs the headroom cannot hold: tc does those.
 	 */
@@ -355,22 +358,22 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 		goto pass; /* no headroom: nothing was written */
 	if (r) {
 		count_drop(r);
-		return XDP_DROP;
+		return pipe_ret(ctx, PIPE_INGRESS, XDP_DROP);
 	}
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
 	ip6 = pkt_ptr(&c.p, c.p.l3off, sizeof(*ip6));
 	if (!eth || !ip6) {
 		count_drop(DROP_PKT_TRUNCATED);
-		return XDP_DROP;
+		return pipe_ret(ctx, PIPE_INGRESS, XDP_DROP);
 	}
 	ip6_dec_hop_limit(ip6);
 	fib_set_macs(eth, &params);
 	ing_count(d.pol->chain, d.l3len);
 	ing_outcome(ING_OUT_REDIRECT);
-	return bpf_redirect(params.ifindex, 0);
+	return pipe_ret(ctx, PIPE_INGRESS, bpf_redirect(params.ifindex, 0));
 pass:
 	ing_outcome(ING_OUT_XDP_PASS);
-	return XDP_PASS;
+	return pipe_ret(ctx, PIPE_INGRESS, XDP_PASS);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -1,11 +1,13 @@
 package compile
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -20,68 +22,85 @@ func sidDatapath(node *spec.Node) state.Datapath {
 	return state.Kernel
 }
 
-// xdp places the XDP hook of every `datapath: xdp` router. XDP allows one
-// program per interface and runs before every tcx program, so it goes to
-// the End program only when no other stage of the node must see a packet
-// first: a firewall or End.AN.NF at tcx would be bypassed by an End that
-// rewrites and redirects at XDP (issue 13's rule: a packet is never
-// forwarded by a stage that runs before a filtering NF of the same node).
-// Such a node runs its End at tc and says why (EndConfig.XDPFallback,
-// shown by lab status). A node with no eBPF SIDs gives the hook to its
-// ingress program, if any. The peers of a node with an XDP program get
-// GRO, which XDP_REDIRECT into a veth needs.
+// xdp builds the XDP pipeline of every `datapath: xdp` router (issue 13,
+// docs/pipeline.md). The node's programs run in pipeline order
+// (pipeline.Place): at XDP the longest prefix of that order whose stages
+// all have an XDP program, one per stage; from the first stage XDP cannot
+// run (a kind with no XDP program, or a second program for the same
+// stage) every later stage stays at tc, because an XDP stage runs before
+// every tc program and would forward packets before a stage that must
+// see them first (the rule: a packet is never forwarded by a stage that
+// runs before a filtering NF of the same node). The pipeline program says
+// which stages run at XDP and why others do not (lab status shows it).
+// The peers of a node with XDP stages get GRO, which XDP_REDIRECT into a
+// veth needs.
 func (c *compiler) xdp() error {
 	for _, n := range c.s.Nodes {
 		if n.Role != spec.RoleRouter || n.Datapath != spec.DatapathXDP {
 			continue
 		}
 		sn := c.nodes[n.Name]
-		var stages []string
-		end, ingress := -1, -1
-		for i, p := range sn.Programs {
-			switch p.Kind {
-			case ProgramEnd:
-				end = i
-			case ProgramIngress:
-				ingress = i
-			default:
-				stages = append(stages, p.Kind+" "+p.NF)
-			}
+		cfg, xdp := placeXDP(sn.Programs)
+		for i := range xdp {
+			sn.Programs[i].XDP = xdp[i]
 		}
-		attached := false
-		switch {
-		case end >= 0:
-			cfg := state.EndConfig{XDP: len(stages) == 0}
-			if !cfg.XDP {
-				slices.Sort(stages)
-				cfg.XDPFallback = "End runs at tc: an XDP End would forward before " + strings.Join(stages, ", ")
-			}
-			b, err := json.Marshal(cfg)
-			if err != nil {
-				return fmt.Errorf("compile node %s end: %w", n.Name, err)
-			}
-			sn.Programs[end].Config = b
-			attached = cfg.XDP
-		case ingress >= 0 && len(stages) == 0:
-			var cfg state.IngressConfig
-			if err := json.Unmarshal(sn.Programs[ingress].Config, &cfg); err != nil {
-				return fmt.Errorf("compile node %s ingress: %w", n.Name, err)
-			}
-			cfg.XDP = true
-			b, err := json.Marshal(cfg)
-			if err != nil {
-				return fmt.Errorf("compile node %s ingress: %w", n.Name, err)
-			}
-			sn.Programs[ingress].Config = b
-			attached = true
+		if len(cfg.Stages) == 0 && cfg.TC == "" {
+			continue
 		}
-		if attached {
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			return fmt.Errorf("compile node %s pipeline: %w", n.Name, err)
+		}
+		sn.Programs = append(sn.Programs, state.Program{Kind: state.ProgramPipeline, Interfaces: ifNames(sn), Config: b})
+		if len(cfg.Stages) > 0 {
 			for _, i := range sn.Interfaces {
 				c.setGRO(i.Peer)
 			}
 		}
 	}
 	return nil
+}
+
+// placeXDP orders progs by pipeline stage and says which run at XDP (the
+// longest prefix of XDP-capable stages, one program each) and why the
+// others do not.
+func placeXDP(progs []state.Program) (state.PipelineConfig, []bool) {
+	type stage struct {
+		idx  int
+		at   pipeline.Placement
+		name string
+	}
+	var stages []stage
+	for i, p := range progs {
+		stages = append(stages, stage{i, pipeline.Place(p.Kind), strings.TrimSpace(p.Kind + " " + p.NF)})
+	}
+	slices.SortStableFunc(stages, func(a, b stage) int { return cmp.Compare(a.at.Stage, b.at.Stage) })
+	var cfg state.PipelineConfig
+	xdp := make([]bool, len(progs))
+	var blocker string
+	var tc []string
+	for k, s := range stages {
+		shared := (k > 0 && stages[k-1].at.Stage == s.at.Stage) ||
+			(k+1 < len(stages) && stages[k+1].at.Stage == s.at.Stage)
+		if blocker == "" && (!s.at.XDP || shared) {
+			blocker = s.name
+			if s.at.XDP {
+				blocker += " (one XDP program per stage: " + s.at.Stage.String() + " has several)"
+			}
+		}
+		if blocker != "" {
+			if s.at.XDP {
+				tc = append(tc, s.name)
+			}
+			continue
+		}
+		xdp[s.idx] = true
+		cfg.Stages = append(cfg.Stages, s.at.Stage.String())
+	}
+	if len(tc) > 0 {
+		cfg.TC = fmt.Sprintf("%s at tc: XDP would forward before %s", strings.Join(tc, ", "), blocker)
+	}
+	return cfg, xdp
 }
 
 // setGRO turns GRO on at endpoint e (a node's interface).

@@ -10,18 +10,16 @@ import (
 	"github.com/srchain/srchain/internal/state"
 )
 
-// TestXDPPlacement: `datapath: xdp` gives the End program its XDP twin
-// and turns GRO on at the node's peers, unless another stage of the node
-// (a firewall) must see packets first: then End stays at tc and says why.
+// TestXDPPlacement: `datapath: xdp` builds the node's XDP pipeline (the
+// firewall in front of the End) and turns GRO on at the node's peers.
 func TestXDPPlacement(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		kind     string
-		wantXDP  bool
-		fallback string
+		name   string
+		kind   string
+		stages []string
 	}{
-		{"forward NF", "forward", true, ""},
-		{"firewall NF", "firewall", false, "firewall fw"},
+		{"forward NF", "forward", []string{"end"}},
+		{"firewall NF", "firewall", []string{"firewall", "end"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := spec.Load("../../examples/quickstart.yaml")
@@ -47,24 +45,64 @@ func TestXDPPlacement(t *testing.T) {
 				if n.SIDs[0].Datapath != state.EBPF {
 					t.Errorf("r2 SID datapath %q, want ebpf", n.SIDs[0].Datapath)
 				}
-				i := slices.IndexFunc(n.Programs, func(p state.Program) bool { return p.Kind == ProgramEnd })
-				if i < 0 {
-					t.Fatalf("r2 has no End program: %+v", n.Programs)
+				last := n.Programs[len(n.Programs)-1]
+				if last.Kind != state.ProgramPipeline {
+					t.Fatalf("r2's last program is %q, want the pipeline (applied after its stages)", last.Kind)
 				}
-				var cfg state.EndConfig
-				if err := json.Unmarshal(n.Programs[i].Config, &cfg); err != nil {
+				var cfg state.PipelineConfig
+				if err := json.Unmarshal(last.Config, &cfg); err != nil {
 					t.Fatal(err)
 				}
-				if cfg.XDP != tc.wantXDP || (tc.fallback == "") != (cfg.XDPFallback == "") || !strings.Contains(cfg.XDPFallback, tc.fallback) {
-					t.Errorf("r2 end config %+v, want xdp %v fallback mentioning %q", cfg, tc.wantXDP, tc.fallback)
+				if !slices.Equal(cfg.Stages, tc.stages) || cfg.TC != "" {
+					t.Errorf("r2 pipeline %+v, want stages %v, nothing at tc", cfg, tc.stages)
+				}
+				for _, p := range n.Programs[:len(n.Programs)-1] {
+					if !p.XDP {
+						t.Errorf("r2 program %s %s not at XDP", p.Kind, p.NF)
+					}
 				}
 			}
-			want := map[string]bool{}
-			if tc.wantXDP {
-				want = map[string]bool{"r1/eth1": true, "r3/eth0": true}
-			}
+			want := map[string]bool{"r1/eth1": true, "r3/eth0": true}
 			if !mapsEqual(gro, want) {
 				t.Errorf("gro on %v, want %v", gro, want)
+			}
+		})
+	}
+}
+
+// TestPlaceXDP: the XDP part of a pipeline is the longest prefix of
+// stages that XDP can run, one program per stage; the first stage it
+// cannot run keeps every later one at tc, and the note says why.
+func TestPlaceXDP(t *testing.T) {
+	prog := func(kind, nf string) state.Program { return state.Program{Kind: kind, NF: nf} }
+	for _, tc := range []struct {
+		name   string
+		progs  []state.Program
+		xdp    []bool
+		stages []string
+		tc     string // substring of the note; "" none
+	}{
+		{"end alone", []state.Program{prog("end", "")}, []bool{true}, []string{"end"}, ""},
+		{"order from kinds, not from the list",
+			[]state.Program{prog("ingress", ""), prog("end", ""), prog("firewall", "fw")},
+			[]bool{true, true, true}, []string{"firewall", "end", "ingress"}, ""},
+		{"netfilter keeps the end at tc",
+			[]state.Program{prog("netfilter", "anf"), prog("end", ""), prog("firewall", "fw")},
+			[]bool{false, false, true}, []string{"firewall"}, "end at tc: XDP would forward before netfilter anf"},
+		{"two firewalls: one XDP slot",
+			[]state.Program{prog("firewall", "a"), prog("firewall", "b"), prog("end", "")},
+			[]bool{false, false, false}, nil, "firewall a, firewall b, end at tc"},
+		{"an unknown kind runs first, at tc",
+			[]state.Program{prog("end", ""), prog("mystery", "m")},
+			[]bool{false, false}, nil, "end at tc: XDP would forward before mystery m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, xdp := placeXDP(tc.progs)
+			if !slices.Equal(xdp, tc.xdp) || !slices.Equal(cfg.Stages, tc.stages) {
+				t.Errorf("xdp %v stages %v, want %v %v", xdp, cfg.Stages, tc.xdp, tc.stages)
+			}
+			if (tc.tc == "") != (cfg.TC == "") || !strings.Contains(cfg.TC, tc.tc) {
+				t.Errorf("tc note %q, want one containing %q", cfg.TC, tc.tc)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -87,6 +88,11 @@ type EndOptions struct {
 	// follow the routing table for the new destination, not their
 	// adjacency (docs/datapath.md).
 	StackForward bool
+	// Pipeline are the node's XDP pipeline maps (pipeline.Maps
+	// Replacements): the XDP twin loads with them, as the PIPE_END stage
+	// of the node's pipeline (bpf/lib/pipeline.h). Nil: private maps, the
+	// twin works attached on its own (AttachXDP).
+	Pipeline map[string]*ebpf.Map
 }
 
 // End is a loaded tc End/End.X program with its maps.
@@ -322,7 +328,9 @@ func (e *End) loadXDP() error {
 			return err
 		}
 	}
-	opts := ebpf.CollectionOptions{MapReplacements: e.sharedMaps()}
+	repl := e.sharedMaps()
+	maps.Copy(repl, e.opts.Pipeline)
+	opts := ebpf.CollectionOptions{MapReplacements: repl}
 	if err := spec.LoadAndAssign(&e.xdp, &opts); err != nil {
 		return bpfrt.WrapLoad("load end xdp program", err)
 	}
@@ -382,18 +390,28 @@ func (e *End) Attach(ifindex int) error {
 // (XDP has no pkt_type), read here in the current network namespace: a
 // frame for another MAC goes to tc, which asks the kernel's pkt_type.
 func (e *End) AttachXDP(ifindex int) error {
+	if err := e.ServeXDP(ifindex); err != nil {
+		return fmt.Errorf("attach end xdp: %w", err)
+	}
+	return e.attach(bpfrt.Hook{Ifindex: ifindex, XDP: true})
+}
+
+// ServeXDP tells the XDP twin the MAC address of ifindex, read in the
+// current network namespace, so it handles frames for this host there
+// (AttachXDP does it; a pipeline stage needs it without the attach).
+func (e *End) ServeXDP(ifindex int) error {
 	ifc, err := net.InterfaceByIndex(ifindex)
 	if err != nil {
-		return fmt.Errorf("attach end xdp: %w", err)
+		return fmt.Errorf("set interface mac: %w", err)
 	}
 	var mac endXdpProgIfMac
 	if len(ifc.HardwareAddr) == len(mac.Addr) {
 		copy(mac.Addr[:], ifc.HardwareAddr)
 		if err := e.xdp.IfMacs.Update(uint32(ifindex), mac, ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("attach end xdp: set interface mac: %w", err)
+			return fmt.Errorf("set interface mac: %w", err)
 		}
 	}
-	return e.attach(bpfrt.Hook{Ifindex: ifindex, XDP: true})
+	return nil
 }
 
 func (e *End) attach(h bpfrt.Hook) error {

@@ -27,6 +27,12 @@ type endXdpProgIn6Addr struct {
 	}
 }
 
+type endXdpProgPipeCfg struct {
+	_      structs.HostLayout
+	Gen    uint32
+	Cookie uint32
+}
+
 type endXdpProgSidCounter struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -57,6 +63,9 @@ const (
 	endXdpProgMapFibCounters     = "fib_counters"
 	endXdpProgMapIfMacs          = "if_macs"
 	endXdpProgMapPassCounters    = "pass_counters"
+	endXdpProgMapPipeConfig      = "pipe_config"
+	endXdpProgMapPipeProgs       = "pipe_progs"
+	endXdpProgMapPipeStats       = "pipe_stats"
 	endXdpProgMapSidCounters     = "sid_counters"
 	endXdpProgMapSidLens         = "sid_lens"
 	endXdpProgMapSids            = "sids"
@@ -117,6 +126,9 @@ type endXdpProgMapSpecs struct {
 	FibCounters  *ebpf.MapSpec `ebpf:"fib_counters"`
 	IfMacs       *ebpf.MapSpec `ebpf:"if_macs"`
 	PassCounters *ebpf.MapSpec `ebpf:"pass_counters"`
+	PipeConfig   *ebpf.MapSpec `ebpf:"pipe_config"`
+	PipeProgs    *ebpf.MapSpec `ebpf:"pipe_progs"`
+	PipeStats    *ebpf.MapSpec `ebpf:"pipe_stats"`
 	SidCounters  *ebpf.MapSpec `ebpf:"sid_counters"`
 	SidLens      *ebpf.MapSpec `ebpf:"sid_lens"`
 	Sids         *ebpf.MapSpec `ebpf:"sids"`
@@ -153,6 +165,9 @@ type endXdpProgMaps struct {
 	FibCounters  *ebpf.Map `ebpf:"fib_counters"`
 	IfMacs       *ebpf.Map `ebpf:"if_macs"`
 	PassCounters *ebpf.Map `ebpf:"pass_counters"`
+	PipeConfig   *ebpf.Map `ebpf:"pipe_config"`
+	PipeProgs    *ebpf.Map `ebpf:"pipe_progs"`
+	PipeStats    *ebpf.Map `ebpf:"pipe_stats"`
 	SidCounters  *ebpf.Map `ebpf:"sid_counters"`
 	SidLens      *ebpf.Map `ebpf:"sid_lens"`
 	Sids         *ebpf.Map `ebpf:"sids"`
@@ -164,6 +179,9 @@ func (m *endXdpProgMaps) Close() error {
 		m.FibCounters,
 		m.IfMacs,
 		m.PassCounters,
+		m.PipeConfig,
+		m.PipeProgs,
+		m.PipeStats,
 		m.SidCounters,
 		m.SidLens,
 		m.Sids,

@@ -92,6 +92,12 @@ type fwProgFwView struct {
 	Tmp     uint32
 }
 
+type fwProgPipeCfg struct {
+	_      structs.HostLayout
+	Gen    uint32
+	Cookie uint32
+}
+
 type fwProgSidCounter struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -115,6 +121,9 @@ const (
 	fwProgMapFwRuleCounters = "fw_rule_counters"
 	fwProgMapFwRules        = "fw_rules"
 	fwProgMapFwScratch      = "fw_scratch"
+	fwProgMapPipeConfig     = "pipe_config"
+	fwProgMapPipeProgs      = "pipe_progs"
+	fwProgMapPipeStats      = "pipe_stats"
 	fwProgMapSidCounters    = "sid_counters"
 	fwProgProgSrchainFw     = "srchain_fw"
 	fwProgProgSrchainFwXdp  = "srchain_fw_xdp"
@@ -183,6 +192,9 @@ type fwProgMapSpecs struct {
 	FwRuleCounters *ebpf.MapSpec `ebpf:"fw_rule_counters"`
 	FwRules        *ebpf.MapSpec `ebpf:"fw_rules"`
 	FwScratch      *ebpf.MapSpec `ebpf:"fw_scratch"`
+	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
+	PipeProgs      *ebpf.MapSpec `ebpf:"pipe_progs"`
+	PipeStats      *ebpf.MapSpec `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
 }
 
@@ -225,6 +237,9 @@ type fwProgMaps struct {
 	FwRuleCounters *ebpf.Map `ebpf:"fw_rule_counters"`
 	FwRules        *ebpf.Map `ebpf:"fw_rules"`
 	FwScratch      *ebpf.Map `ebpf:"fw_scratch"`
+	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
+	PipeProgs      *ebpf.Map `ebpf:"pipe_progs"`
+	PipeStats      *ebpf.Map `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
 }
 
@@ -243,6 +258,9 @@ func (m *fwProgMaps) Close() error {
 		m.FwRuleCounters,
 		m.FwRules,
 		m.FwScratch,
+		m.PipeConfig,
+		m.PipeProgs,
+		m.PipeStats,
 		m.SidCounters,
 	)
 }

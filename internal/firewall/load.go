@@ -173,6 +173,11 @@ type Capacity struct {
 	// without it only the tc program is loaded (half the load time) and
 	// AttachXDP fails.
 	XDP bool
+	// Pipeline are the node's XDP pipeline maps (pipeline.Maps
+	// Replacements), in place of the object's own: the XDP twin is then
+	// the pipeline's firewall stage, and the tc program recognises the
+	// packets it already filtered (bpf/lib/pipeline.h). Nil: private.
+	Pipeline map[string]*ebpf.Map
 }
 
 func checkConfig(cfg *Config) error {
@@ -239,14 +244,15 @@ func LoadCapacity(cfg Config, capy Capacity) (*Firewall, error) {
 	fw := &Firewall{cls: cls, cfg: cfg, links: map[int]link.Link{}, log: slog.Default(), bmCap: bmCap}
 	fw.gens[0] = generation{cls: cls, cfg: cfg}
 	// Load only the programs asked for: each one is verified on load.
+	opts := &ebpf.CollectionOptions{MapReplacements: capy.Pipeline}
 	if capy.XDP {
-		err = spec.LoadAndAssign(&fw.objs, nil)
+		err = spec.LoadAndAssign(&fw.objs, opts)
 	} else {
 		var tc struct {
 			fwProgMaps
 			SrchainFw *ebpf.Program `ebpf:"srchain_fw"`
 		}
-		if err = spec.LoadAndAssign(&tc, nil); err == nil {
+		if err = spec.LoadAndAssign(&tc, opts); err == nil {
 			fw.objs.fwProgMaps, fw.objs.SrchainFw = tc.fwProgMaps, tc.SrchainFw
 		}
 	}
@@ -354,6 +360,42 @@ func (fw *Firewall) pinnedMaps() map[string]**ebpf.Map {
 		"fw_gen": &o.FwGen, "fw_bitmaps": &o.FwBitmaps, "fw_lpm": &o.FwLpm, "fw_idx": &o.FwIdx,
 		"fw_fdef": &o.FwFdef, "fw_rules": &o.FwRules, "fw_args": &o.FwArgs, "fw_icmp_bucket": &o.FwIcmpBucket,
 	}
+}
+
+// LoadXDPStage loads the XDP twin of the firewall pinned under dir (Pin)
+// as a stage of the node's XDP pipeline: it filters with the pinned
+// tables and counters, so rule updates (Update on OpenPinnedFirewall)
+// reach it as they reach the tc program. pipe are the pipeline's maps.
+func LoadXDPStage(dir string, pipe map[string]*ebpf.Map) (*ebpf.Program, error) {
+	spec, err := loadFwProg()
+	if err != nil {
+		return nil, fmt.Errorf("load firewall spec: %w", err)
+	}
+	repl := map[string]*ebpf.Map{}
+	defer func() {
+		for _, m := range repl {
+			m.Close()
+		}
+	}()
+	fw := &Firewall{}
+	for name := range fw.pinnedMaps() {
+		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			return nil, fmt.Errorf("open pinned firewall map %s: %w", name, err)
+		}
+		repl[name] = m
+		spec.Maps[name].MaxEntries = m.MaxEntries() // the tables' capacity
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	maps.Copy(opts.MapReplacements, repl)
+	maps.Copy(opts.MapReplacements, pipe)
+	var xdp struct {
+		SrchainFwXdp *ebpf.Program `ebpf:"srchain_fw_xdp"`
+	}
+	if err := spec.LoadAndAssign(&xdp, opts); err != nil {
+		return nil, bpfrt.WrapLoad("load firewall xdp stage", err)
+	}
+	return xdp.SrchainFwXdp, nil
 }
 
 // OpenPinnedFirewall opens the tables a driver pinned under dir (Pin) as

@@ -176,7 +176,7 @@ type Settings struct {
 // the tables so Check can tell whether what runs is what is desired.
 func Hash(cfg Config, s Settings) [32]byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "tunsrc %v flowlabel %d xdp %v\n", s.TunSrc, s.FlowLabel, cfg.XDP)
+	fmt.Fprintf(h, "tunsrc %v flowlabel %d\n", s.TunSrc, s.FlowLabel)
 	for _, c := range cfg.Chains {
 		fmt.Fprintf(h, "chain %q %s %v %q %d %v %v %d %v %v %d\n", c.Name, c.Mode, c.Segments, c.Dev,
 			s.HopLimit4[c.Dev], c.Dst, c.Src, c.Proto, c.SPort, c.DPort, c.Ext)

@@ -19,6 +19,7 @@ import (
 	"github.com/srchain/srchain/internal/firewall"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -26,7 +27,8 @@ func init() { kind.RegisterDriver(Program, Driver{}) }
 
 // Driver makes a node's state.Program of kind Program real: it loads the
 // program with its maps pinned under PinDir(ns), fills them, attaches
-// the tc program (and with Config.XDP the XDP twin) to the program's
+// the tc program (and with Program.XDP pins the XDP twin as the node
+// pipeline's ingress stage) to the program's
 // interfaces, and on a later Apply with another config swaps the chain
 // set in atomically (one generation word).
 type Driver struct{}
@@ -132,7 +134,15 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	// chain set is gone with them, so this Apply cannot be undone.
 	replaced := false
 
-	in, err := Load(Options{PinPath: dir, Capacity: pinnedCapacity(dir, CapacityFor(len(entries))), XDP: cfg.XDP})
+	pipe, err := pipeline.OpenMaps(pipeline.NodeDir(ns))
+	if err != nil {
+		if fresh {
+			err = errors.Join(err, removeAll())
+		}
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	defer pipe.Close()
+	in, err := Load(Options{PinPath: dir, Capacity: pinnedCapacity(dir, CapacityFor(len(entries))), XDP: p.XDP, Pipeline: pipe.Replacements()})
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
 		// Tables too small for the new chain set: new maps, then the
 		// links are taken over by the new program (an atomic swap).
@@ -140,7 +150,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			return nil, fmt.Errorf("ingress: %w", err)
 		}
 		replaced = true
-		in, err = Load(Options{PinPath: dir, Capacity: CapacityFor(len(entries)), XDP: cfg.XDP})
+		in, err = Load(Options{PinPath: dir, Capacity: CapacityFor(len(entries)), XDP: p.XDP, Pipeline: pipe.Replacements()})
 	}
 	if err != nil {
 		if fresh {
@@ -163,46 +173,38 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		}
 	}
 	for _, idx := range idxs {
-		hooks := []bool{false}
-		if cfg.XDP {
-			hooks = append(hooks, true)
+		ok, err := attached(ns, linkPin(dir, idx, false), idx, false)
+		if err == nil && ok && !changed {
+			continue
 		}
-		for _, xdp := range hooks {
-			ok, err := attached(ns, linkPin(dir, idx, xdp), idx, xdp)
-			if err == nil && ok && !changed {
-				continue
+		err = ns.Do(func() error {
+			l, err := in.Attach(idx, linkPin(dir, idx, false))
+			if err == nil {
+				l.Close() // pinned: stays attached
 			}
-			err = ns.Do(func() error {
-				var l link.Link
-				var err error
-				if xdp {
-					l, err = in.AttachXDP(idx, linkPin(dir, idx, xdp))
-				} else {
-					l, err = in.Attach(idx, linkPin(dir, idx, xdp))
-				}
-				if err == nil {
-					l.Close() // pinned: stays attached
-				}
-				return err
-			})
-			if err != nil {
-				if fresh {
-					err = errors.Join(err, removeAll())
-				}
-				return nil, fmt.Errorf("ingress: %w", err)
+			return err
+		})
+		if err != nil {
+			if fresh {
+				err = errors.Join(err, removeAll())
 			}
+			return nil, fmt.Errorf("ingress: %w", err)
 		}
 	}
-	if !cfg.XDP {
-		// XDP no longer asked for: its links go (tc does the whole job).
-		for _, idx := range idxs {
-			path := linkPin(dir, idx, true)
-			if _, err := os.Stat(path); err == nil {
-				if err := bpfrt.DetachPinned(path); err != nil {
-					return nil, fmt.Errorf("ingress: %w", err)
-				}
-			}
+	// The XDP twin is the node pipeline's ingress stage (its driver runs
+	// after this one), or leaves it: the tc program does the whole job.
+	pdir := pipeline.NodeDir(ns)
+	switch {
+	case p.XDP && (changed || !pipeline.StagePinned(pdir, pipeline.Ingress)):
+		err = pipeline.PinStage(pdir, pipeline.Ingress, in.XDPProgram())
+	case !p.XDP:
+		err = pipeline.UnpinStage(pdir, pipeline.Ingress)
+	}
+	if err != nil {
+		if fresh {
+			err = errors.Join(err, removeAll())
 		}
+		return nil, fmt.Errorf("ingress: %w", err)
 	}
 	switch {
 	case fresh:
@@ -343,11 +345,9 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if ok, err := attached(ns, linkPin(dir, idx, false), idx, false); err != nil || !ok {
 			drift = append(drift, fmt.Sprintf("program ingress (%s) not attached on %s", ProgName, p.Interfaces[i]))
 		}
-		if cfg.XDP {
-			if ok, err := attached(ns, linkPin(dir, idx, true), idx, true); err != nil || !ok {
-				drift = append(drift, fmt.Sprintf("program ingress (%s) not attached on %s", XDPProgName, p.Interfaces[i]))
-			}
-		}
+	}
+	if p.XDP && !pipeline.StagePinned(pipeline.NodeDir(ns), pipeline.Ingress) {
+		drift = append(drift, fmt.Sprintf("program ingress (%s) not loaded as the xdp pipeline's ingress stage", XDPProgName))
 	}
 	return drift, nil
 }
@@ -356,6 +356,11 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if p.XDP {
+		if err := pipeline.UnpinStage(pipeline.NodeDir(ns), pipeline.Ingress); err != nil {
+			return err
+		}
 	}
 	return removePins(PinDir(ns))
 }

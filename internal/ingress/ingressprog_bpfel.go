@@ -117,6 +117,12 @@ type ingressProgIngPolicy struct {
 	}
 }
 
+type ingressProgPipeCfg struct {
+	_      structs.HostLayout
+	Gen    uint32
+	Cookie uint32
+}
+
 type ingressProgSidCounter struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -143,6 +149,9 @@ const (
 	ingressProgMapIngCounters        = "ing_counters"
 	ingressProgMapIngOutcomes        = "ing_outcomes"
 	ingressProgMapIngPolicies        = "ing_policies"
+	ingressProgMapPipeConfig         = "pipe_config"
+	ingressProgMapPipeProgs          = "pipe_progs"
+	ingressProgMapPipeStats          = "pipe_stats"
 	ingressProgMapSidCounters        = "sid_counters"
 	ingressProgProgSrchainIngress    = "srchain_ingress"
 	ingressProgProgSrchainIngressXdp = "srchain_ingress_xdp"
@@ -214,6 +223,9 @@ type ingressProgMapSpecs struct {
 	IngCounters    *ebpf.MapSpec `ebpf:"ing_counters"`
 	IngOutcomes    *ebpf.MapSpec `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
+	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
+	PipeProgs      *ebpf.MapSpec `ebpf:"pipe_progs"`
+	PipeStats      *ebpf.MapSpec `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
 }
 
@@ -259,6 +271,9 @@ type ingressProgMaps struct {
 	IngCounters    *ebpf.Map `ebpf:"ing_counters"`
 	IngOutcomes    *ebpf.Map `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
+	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
+	PipeProgs      *ebpf.Map `ebpf:"pipe_progs"`
+	PipeStats      *ebpf.Map `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
 }
 
@@ -280,6 +295,9 @@ func (m *ingressProgMaps) Close() error {
 		m.IngCounters,
 		m.IngOutcomes,
 		m.IngPolicies,
+		m.PipeConfig,
+		m.PipeProgs,
+		m.PipeStats,
 		m.SidCounters,
 	)
 }

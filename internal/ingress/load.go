@@ -32,6 +32,9 @@ type Options struct {
 	Capacity firewall.Capacity
 	// XDP also loads the XDP fast path.
 	XDP bool
+	// Pipeline are the node's XDP pipeline maps (pipeline.Maps
+	// Replacements), in place of the object's own; not pinned here.
+	Pipeline map[string]*ebpf.Map
 }
 
 // Ingress is a loaded ingress program and its maps.
@@ -56,13 +59,14 @@ func Load(opts Options) (*Ingress, error) {
 	}
 	var copts ebpf.CollectionOptions
 	if opts.PinPath != "" {
-		for _, m := range spec.Maps {
-			if m.Name != "" && m.Name[0] != '.' {
+		for name, m := range spec.Maps {
+			if _, shared := opts.Pipeline[name]; !shared && m.Name != "" && m.Name[0] != '.' {
 				m.Pinning = ebpf.PinByName
 			}
 		}
 		copts.Maps.PinPath = opts.PinPath
 	}
+	copts.MapReplacements = opts.Pipeline
 	in := &Ingress{}
 	if opts.XDP {
 		err = spec.LoadAndAssign(&in.objs, &copts)

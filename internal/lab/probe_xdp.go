@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"encoding/json"
 
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/trace"
@@ -43,19 +42,13 @@ func (p *Prober) throughXDP(hops []trace.Hop) []trace.Hop {
 	return out
 }
 
-// xdpNodes returns the nodes with an XDP program that forwards: the End
-// or the ingress program attached at XDP (their configs say so).
+// xdpNodes returns the nodes with an XDP stage that forwards: the End or
+// the ingress program in the node's XDP pipeline (Program.XDP).
 func xdpNodes(net *state.Network) map[string]bool {
 	out := map[string]bool{}
 	for _, n := range net.Nodes {
 		for _, p := range n.Programs {
-			if (p.Kind != state.ProgramEnd && p.Kind != state.ProgramIngress) || len(p.Config) == 0 {
-				continue
-			}
-			var cfg struct {
-				XDP bool `json:"xdp"`
-			}
-			if json.Unmarshal(p.Config, &cfg) == nil && cfg.XDP {
+			if p.XDP && (p.Kind == state.ProgramEnd || p.Kind == state.ProgramIngress) {
 				out[n.Name] = true
 			}
 		}

@@ -85,9 +85,7 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 			st.Problems = append(st.Problems, "not applied: "+p)
 		}
 		for _, p := range n.Programs {
-			if note := xdpFallback(p); note != "" {
-				st.Notes = append(st.Notes, note)
-			}
+			st.Notes = append(st.Notes, pipelineNotes(p)...)
 			for _, ifn := range p.Interfaces {
 				names, err := apply.IngressPrograms(ns, ifn)
 				if err != nil {
@@ -148,15 +146,23 @@ func orDash(s string) string {
 	return s
 }
 
-// xdpFallback is the reason a program that was asked to run at XDP runs
-// at tc only ("" if none): state.EndConfig.XDPFallback.
-func xdpFallback(p state.Program) string {
-	if p.Kind != state.ProgramEnd || len(p.Config) == 0 {
-		return ""
+// pipelineNotes says, for a node's pipeline program, which stages run at
+// XDP and which stay at tc although the node asked for XDP, and why
+// (state.PipelineConfig, docs/pipeline.md).
+func pipelineNotes(p state.Program) []string {
+	if p.Kind != state.ProgramPipeline || len(p.Config) == 0 {
+		return nil
 	}
-	var cfg state.EndConfig
+	var cfg state.PipelineConfig
 	if json.Unmarshal(p.Config, &cfg) != nil {
-		return ""
+		return nil
 	}
-	return cfg.XDPFallback
+	var out []string
+	if len(cfg.Stages) > 0 {
+		out = append(out, "xdp pipeline: "+strings.Join(cfg.Stages, " -> "))
+	}
+	if cfg.TC != "" {
+		out = append(out, cfg.TC)
+	}
+	return out
 }

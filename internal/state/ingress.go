@@ -12,8 +12,6 @@ const ProgramIngress = "ingress"
 // of IPv4 packets and the flow label mode are read from the node's
 // sysctls when applied, as the kernel reads them per packet.
 type IngressConfig struct {
-	// XDP also attaches the XDP fast path in front of the tc program.
-	XDP bool `json:"xdp,omitempty"`
 	// Chains in spec order (the classification order is derived from it:
 	// internal/ingress Rules).
 	Chains []IngressChain `json:"chains"`

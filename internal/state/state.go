@@ -222,6 +222,10 @@ type Program struct {
 	// struct fields in declaration order, so the same config always
 	// gives the same bytes; kinds keep any list in it sorted.
 	Config json.RawMessage `json:"config,omitempty"`
+	// XDP: the program's XDP stage runs in the node's XDP pipeline (the
+	// program of kind "pipeline", PipelineConfig), in front of its tc
+	// program, which stays attached for what XDP hands to the stack.
+	XDP bool `json:"xdp,omitempty"`
 }
 
 // Secret is one piece of key material a node's programs need. It lives

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,16 +15,33 @@ import (
 	"github.com/srchain/srchain/internal/firewall"
 	fwkind "github.com/srchain/srchain/internal/kinds/firewall"
 	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/pipeline"
+	"github.com/srchain/srchain/internal/spec"
 )
 
 // TestFirewallLab deploys examples/sera-firewall.yaml and proves by the
 // traces of every node: allowed flows arrive through the IDS, denied ones
 // arrive nowhere, skip-next flows bypass the IDS (it sees nothing), the
 // ARGS of the firewall SID chosen at the ingress change the action with
-// the firewall's rules untouched, and the mode switches at run time.
+// the firewall's rules untouched, and the mode switches at run time. It
+// runs twice: with the firewall and the Ends at tc, and with `datapath:
+// xdp` on nfv and ids, where nfv's XDP pipeline runs the firewall in
+// front of its End (issue 13): the same packets must be dropped, skipped
+// and answered.
 func TestFirewallLab(t *testing.T) {
 	fwNeedRoot(t)
-	lb := deployExample(t, "sera-firewall.yaml", "")
+	t.Run("tc", func(t *testing.T) { firewallLab(t, "") })
+	t.Run("xdp", func(t *testing.T) { firewallLab(t, spec.DatapathXDP) })
+}
+
+func firewallLab(t *testing.T, dp string) {
+	var lb *exampleLab
+	if dp == spec.DatapathXDP {
+		lb = deployExample(t, "sera-firewall.yaml", dp, "nfv", "ids")
+		checkSERAPipeline(t, lb)
+	} else {
+		lb = deployExample(t, "sera-firewall.yaml", dp)
+	}
 	s, net, opts, pr := lb.s, lb.net, lb.opts, lb.pr
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -172,4 +190,66 @@ func TestFirewallLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(probe("basic-again-d1-9", "d1", 9), false, false)
+	if dp == spec.DatapathXDP {
+		// The firewall really ran at XDP: its stage decided (dropped or
+		// handed on) packets, and nfv's End redirected at XDP.
+		st := lb.pipelineCounters(t, "nfv")
+		if st["stage/firewall/drop"] == 0 || st["stage/firewall/next"] == 0 || st["stage/end/redirect"] == 0 {
+			t.Errorf("nfv pipeline counters %v: want firewall drops, firewall hand-ons and End redirects", st)
+		}
+		lb.xdpForwards(t, "nfv", "sid/fc00:2::", "ingress", "fc00:d1::2")
+		lb.xdpForwards(t, "ids", "sid/fc00:4::", "ingress", "fc00:d1::2")
+	}
+}
+
+// checkSERAPipeline: with `datapath: xdp`, nfv runs the dispatcher with
+// the firewall and End stages, ids the End stage, and both keep their tc
+// programs behind (what XDP hands to the stack).
+func checkSERAPipeline(t *testing.T, lb *exampleLab) {
+	t.Helper()
+	sts, err := lab.Status(t.Context(), lb.net.Name, lb.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"nfv": "xdp pipeline: firewall -> end", "ids": "xdp pipeline: end"}
+	for _, st := range sts {
+		if !st.OK() {
+			t.Errorf("node %s: %v", st.Node, st.Problems)
+		}
+		note, ok := want[st.Node]
+		if !ok {
+			continue
+		}
+		if !slices.Equal(st.Notes, []string{note}) {
+			t.Errorf("%s notes %v, want [%s]", st.Node, st.Notes, note)
+		}
+		for ifn, p := range st.Programs {
+			if len(p) < 2 || p[0] != "xdp:"+pipeline.ProgName || !slices.Contains(p, "srchain_end") {
+				t.Errorf("%s %s programs %v, want xdp:%s first, srchain_end at tc", st.Node, ifn, p, pipeline.ProgName)
+			}
+			if st.Node == "nfv" && !slices.Contains(p, fwkind.ProgName) {
+				t.Errorf("nfv %s programs %v, want the tc firewall %s too", ifn, p, fwkind.ProgName)
+			}
+		}
+	}
+}
+
+// pipelineCounters reads node's XDP pipeline counters (stage/NAME/OUTCOME).
+func (l *exampleLab) pipelineCounters(t *testing.T, node string) map[string]uint64 {
+	t.Helper()
+	ns, err := lab.Open(l.net.Name, node, l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	m, err := pipeline.OpenMaps(pipeline.NodeDir(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st, err := m.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

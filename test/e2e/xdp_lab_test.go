@@ -9,6 +9,7 @@ import (
 	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/spec"
 )
 
@@ -34,12 +35,12 @@ func TestLabQuickstartXDP(t *testing.T) {
 			continue
 		}
 		for _, ifn := range []string{"eth0", "eth1"} {
-			if p := st.Programs[ifn]; len(p) < 2 || p[0] != "xdp:srchain_end_xdp" || !slices.Contains(p, "srchain_end") {
-				t.Errorf("r2 %s programs %v, want xdp:srchain_end_xdp then srchain_end", ifn, p)
+			if p := st.Programs[ifn]; len(p) < 2 || p[0] != "xdp:"+pipeline.ProgName || !slices.Contains(p, "srchain_end") {
+				t.Errorf("r2 %s programs %v, want xdp:%s then srchain_end", ifn, p, pipeline.ProgName)
 			}
 		}
-		if len(st.Notes) != 0 {
-			t.Errorf("r2 notes %v, want none", st.Notes)
+		if !slices.Equal(st.Notes, []string{"xdp pipeline: end"}) {
+			t.Errorf("r2 notes %v, want the pipeline [end]", st.Notes)
 		}
 	}
 	lb.xdpForwards(t, "r2", "sid/fc00:2::", "h1", "fc00:a4::2")
@@ -54,44 +55,6 @@ func TestLabQuickstartXDP(t *testing.T) {
 			t.Errorf("%s %s: gro %v (%v), want on: r2 redirects into it at XDP", peer[0], peer[1], on, err)
 		}
 	}
-}
-
-// TestLabSERAFirewallXDP deploys examples/sera-firewall.yaml with
-// `datapath: xdp` on nfv and ids. ids (End, SID with ARGS bits) runs its
-// End at XDP; nfv hosts the SERA firewall at tcx, which an XDP End would
-// bypass, so nfv falls back to tc and lab status says why (issue 13's
-// rule). Every probe passes, including the one the firewall must stop.
-func TestLabSERAFirewallXDP(t *testing.T) {
-	fwNeedRoot(t)
-	lb := deployExample(t, "sera-firewall.yaml", spec.DatapathXDP, "nfv", "ids")
-	lb.probeAll(t)
-	sts, err := lab.Status(t.Context(), lb.net.Name, lb.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, st := range sts {
-		if !st.OK() {
-			t.Errorf("node %s: %v", st.Node, st.Problems)
-		}
-		switch st.Node {
-		case "nfv":
-			if len(st.Notes) != 1 || !strings.Contains(st.Notes[0], "firewall") {
-				t.Errorf("nfv notes %v, want the XDP fallback because of the firewall", st.Notes)
-			}
-			for ifn, p := range st.Programs {
-				if len(p) > 0 && strings.HasPrefix(p[0], "xdp:") {
-					t.Errorf("nfv %s runs %s in front of its firewall", ifn, p[0])
-				}
-			}
-		case "ids":
-			for ifn, p := range st.Programs {
-				if len(p) == 0 || p[0] != "xdp:srchain_end_xdp" {
-					t.Errorf("ids %s programs %v, want xdp:srchain_end_xdp first", ifn, p)
-				}
-			}
-		}
-	}
-	lb.xdpForwards(t, "ids", "sid/fc00:4::", "ingress", "fc00:d1::2")
 }
 
 // xdpForwards sends 20 echo requests from node from to dst, through a
@@ -192,7 +155,7 @@ func TestLabApplyToXDPAndBack(t *testing.T) {
 				continue
 			}
 			for ifn, p := range st.Programs {
-				if got := len(p) > 0 && p[0] == "xdp:srchain_end_xdp"; got != (dp == spec.DatapathXDP) {
+				if got := len(p) > 0 && p[0] == "xdp:"+pipeline.ProgName; got != (dp == spec.DatapathXDP) {
 					t.Errorf("datapath %s: r2 %s programs %v", dp, ifn, p)
 				}
 			}

@@ -1,9 +1,7 @@
 package end
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -20,6 +18,7 @@ import (
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -46,10 +45,6 @@ const endProgName = "srchain_end"
 // without them is reported, not repaired.
 func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cfg, err := endConfig(p)
-	if err != nil {
 		return nil, err
 	}
 	sids, err := ebpfSIDs(ns, node)
@@ -85,16 +80,9 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 		case endForeign:
 			missing = append(missing, "end program on "+name+" is not the one serving this node's pinned SID map")
 		}
-		live, err := xdpAttached(ns, end, pin, l.Attrs().Index)
-		if err != nil {
-			return missing, err
-		}
-		switch {
-		case cfg.XDP && !live:
-			missing = append(missing, fmt.Sprintf("program end (%s) not attached at xdp on %s", endXDPProgName, name))
-		case !cfg.XDP && live:
-			missing = append(missing, fmt.Sprintf("program end (%s) attached at xdp on %s, not asked for", endXDPProgName, name))
-		}
+	}
+	if p.XDP && !pipeline.StagePinned(pipeline.Dir(pin), pipeline.End) {
+		missing = append(missing, fmt.Sprintf("program end (%s) not loaded as the xdp pipeline's end stage", endXDPProgName))
 	}
 	for _, s := range sids {
 		have, found, err := end.SID(s.sid)
@@ -128,9 +116,9 @@ func (endDriver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p st
 		if err != nil {
 			continue // the interface and its link are gone
 		}
-		errs = append(errs, bpfrt.DetachPinned(endLinkPin(pin, l.Attrs().Index)),
-			bpfrt.DetachPinned(endXDPLinkPin(pin, l.Attrs().Index)))
+		errs = append(errs, bpfrt.DetachPinned(endLinkPin(pin, l.Attrs().Index)))
 	}
+	errs = append(errs, pipeline.UnpinStage(pipeline.Dir(pin), pipeline.End))
 	sids, err := ebpfSIDs(ns, node)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -191,54 +179,8 @@ func endLinkPin(pin string, ifindex int) string {
 	return filepath.Join(pin, bpfrt.Hook{Ifindex: ifindex}.String())
 }
 
-// endXDPLinkPin is where datapath.End pins the XDP link of ifindex.
-func endXDPLinkPin(pin string, ifindex int) string {
-	return filepath.Join(pin, bpfrt.Hook{Ifindex: ifindex, XDP: true}.String())
-}
-
 // endXDPProgName is the kernel name of the End's XDP twin (bpf/end_xdp.c).
 const endXDPProgName = "srchain_end_xdp"
-
-// endConfig decodes p's config (absent: tc only).
-func endConfig(p state.Program) (state.EndConfig, error) {
-	var cfg state.EndConfig
-	if len(p.Config) == 0 {
-		return cfg, nil
-	}
-	d := json.NewDecoder(bytes.NewReader(p.Config))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&cfg); err != nil {
-		return cfg, fmt.Errorf("decode end config: %w", err)
-	}
-	return cfg, nil
-}
-
-// xdpAttached tells whether the End's XDP twin serving the node's pinned
-// maps runs on ifindex: end's own program, or the XDP link pinned for
-// ifindex by an earlier apply when the kernel has it there (the same
-// reasoning as endAttachment).
-func xdpAttached(ns *netns.NS, end *datapath.End, pin string, ifindex int) (bool, error) {
-	live := false
-	err := ns.Do(func() error {
-		ok, err := end.AttachedXDP(ifindex)
-		if err != nil || ok {
-			live = ok
-			return err
-		}
-		here, err := bpfrt.ClaimedHere(pin)
-		if err != nil || !here {
-			return err
-		}
-		l, err := link.LoadPinnedLink(endXDPLinkPin(pin, ifindex), nil)
-		if err != nil {
-			return nil
-		}
-		defer l.Close()
-		live, _ = bpfrt.LinkAttachedHere(l, bpfrt.Hook{Ifindex: ifindex, XDP: true})
-		return nil
-	})
-	return live, err
-}
 
 type ebpfSID struct {
 	sid  netip.Addr // the SID prefix's masked address: the map key
@@ -388,7 +330,7 @@ type endUndo struct {
 	pin        string
 	pinExisted bool
 	attached   []int // ifindexes whose link this apply created
-	xdp        []int // ifindexes whose XDP link this apply created
+	xdpPinned  bool  // this apply pinned the XDP pipeline stage
 	sids       []sidUndo
 }
 
@@ -420,8 +362,8 @@ func (u *endUndo) run(end *datapath.End) error {
 	}
 	// Detach explicitly: a link whose last pin goes is only released
 	// after an RCU grace period, and the program would run on until then.
-	for _, idx := range slices.Backward(u.xdp) {
-		errs = append(errs, bpfrt.DetachPinned(endXDPLinkPin(u.pin, idx)))
+	if u.xdpPinned {
+		errs = append(errs, pipeline.UnpinStage(pipeline.Dir(u.pin), pipeline.End))
 	}
 	for _, idx := range slices.Backward(u.attached) {
 		errs = append(errs, bpfrt.DetachPinned(endLinkPin(u.pin, idx)))
@@ -458,10 +400,6 @@ func pinnedLinkID(path string) link.ID {
 // replaced; a SID whose entry differs is rewritten and its old entry
 // journaled, so undo restores it.
 func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
-	cfg, err := endConfig(p)
-	if err != nil {
-		return nil, err
-	}
 	sids, err := ebpfSIDs(ns, node)
 	if err != nil {
 		return nil, err
@@ -474,7 +412,15 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	pin := kind.PinDir(ns)
 	_, statErr := os.Stat(pin)
 	u := &endUndo{pin: pin, pinExisted: statErr == nil}
-	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin})
+	pipe, err := pipeline.OpenMaps(pipeline.Dir(pin))
+	if err != nil {
+		if !u.pinExisted {
+			err = errors.Join(err, os.RemoveAll(pin))
+		}
+		return nil, err
+	}
+	defer pipe.Close()
+	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin, Pipeline: pipe.Replacements()})
 	if err != nil {
 		if !u.pinExisted {
 			// LoadEnd creates the directory before it can fail.
@@ -506,30 +452,27 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		// this program (an older End's); undo leaves an End attached, as
 		// one was before.
 	}
-	// The XDP twin goes in front of the tc program (which serves what XDP
-	// passes), or goes away when the config no longer asks for it (the tc
-	// program then does the whole job, so nothing is lost in between).
-	for _, idx := range ifindexes {
-		live, err := xdpAttached(ns, end, pin, idx)
-		if err != nil {
+	// The XDP twin is the node pipeline's End stage (internal/pipeline,
+	// whose driver runs after this one and puts the pinned stage in the
+	// pipeline), or leaves it when the node no longer asks for XDP: the
+	// tc program does the whole job either way, so nothing is lost.
+	pdir := pipeline.Dir(pin)
+	switch {
+	case p.XDP && !pipeline.StagePinned(pdir, pipeline.End):
+		for _, idx := range ifindexes {
+			if err := ns.Do(func() error { return end.ServeXDP(idx) }); err != nil {
+				return fail(err)
+			}
+		}
+		if err := pipeline.PinStage(pdir, pipeline.End, end.XDPProgram()); err != nil {
 			return fail(err)
 		}
-		switch {
-		case cfg.XDP && !live:
-			before := pinnedLinkID(endXDPLinkPin(pin, idx))
-			if err := ns.Do(func() error { return end.AttachXDP(idx) }); err != nil {
-				return fail(err)
-			}
-			changed = true
-			if pinnedLinkID(endXDPLinkPin(pin, idx)) != before {
-				u.xdp = append(u.xdp, idx)
-			}
-		case !cfg.XDP && live:
-			if err := bpfrt.DetachPinned(endXDPLinkPin(pin, idx)); err != nil {
-				return fail(err)
-			}
-			changed = true
+		u.xdpPinned, changed = true, true
+	case !p.XDP && pipeline.StagePinned(pdir, pipeline.End):
+		if err := pipeline.UnpinStage(pdir, pipeline.End); err != nil {
+			return fail(err)
 		}
+		changed = true
 	}
 	for _, s := range sids {
 		prev, found, err := end.SID(s.sid)

@@ -21,6 +21,7 @@ import (
 	_ "github.com/srchain/srchain/internal/kinds/end"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -345,7 +346,9 @@ func TestApplyEndXDP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node := endNode()
-	node.Programs[0].Config = []byte(`{"xdp":true}`)
+	node.Programs[0].XDP = true
+	node.Programs = append(node.Programs, state.Program{Kind: state.ProgramPipeline, Interfaces: node.Programs[0].Interfaces,
+		Config: []byte(`{"stages":["end"]}`)})
 	if err := apply.Apply(ctx, a, node); err != nil {
 		t.Fatal(err)
 	}
@@ -356,8 +359,17 @@ func TestApplyEndXDP(t *testing.T) {
 		}
 		return name
 	}
-	if got := xdpName(); got != "srchain_end_xdp" {
-		t.Fatalf("xdp program on eth0 = %q, want srchain_end_xdp", got)
+	if got := xdpName(); got != pipeline.ProgName {
+		t.Fatalf("xdp program on eth0 = %q, want %s", got, pipeline.ProgName)
+	}
+	m, err := pipeline.OpenMaps(pipeline.NodeDir(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	active, err := m.Active()
+	if err != nil || len(active) != 1 || active[pipeline.End] == 0 {
+		t.Errorf("pipeline runs %v, %v; want the end stage only", active, err)
 	}
 	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
 		t.Errorf("check = %v, %v", missing, err)
@@ -371,7 +383,7 @@ func TestApplyEndXDP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pin := fmt.Sprintf("%s/xdp_%d", kind.PinDir(a), l.Attrs().Index)
+	pin := fmt.Sprintf("%s/xdp_%d", pipeline.NodeDir(a), l.Attrs().Index)
 	lk, err := link.LoadPinnedLink(pin, nil)
 	if err != nil {
 		t.Fatalf("xdp link pin: %v", err)
@@ -388,17 +400,21 @@ func TestApplyEndXDP(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 1 || !strings.Contains(missing[0], "not attached at xdp") {
-		t.Errorf("check after detach = %v, %v; want the missing XDP twin", missing, err)
+		t.Errorf("check after detach = %v, %v; want the missing dispatcher", missing, err)
 	}
-	if err := apply.Apply(ctx, a, node); err != nil || xdpName() != "srchain_end_xdp" {
+	if err := apply.Apply(ctx, a, node); err != nil || xdpName() != pipeline.ProgName {
 		t.Fatalf("repair: %v, xdp %q", err, xdpName())
 	}
-	node.Programs[0].Config = nil
-	if err := apply.Apply(ctx, a, node); err != nil {
+	prev := node
+	node = endNode()
+	if _, err := apply.ApplyWith(ctx, a, node, apply.Options{Remove: &prev}); err != nil {
 		t.Fatal(err)
 	}
 	if got := xdpName(); got != "" {
-		t.Errorf("xdp program after the config dropped xdp = %q, want none", got)
+		t.Errorf("xdp program after the node dropped xdp = %q, want none", got)
+	}
+	if active, err := m.Active(); err != nil || len(active) != 0 {
+		t.Errorf("pipeline after the node dropped xdp runs %v, %v; want nothing", active, err)
 	}
 	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
 		t.Errorf("check tc only = %v, %v", missing, err)

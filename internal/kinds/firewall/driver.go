@@ -16,6 +16,7 @@ import (
 	"github.com/srchain/srchain/internal/firewall"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -52,12 +53,17 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
+	pipe, err := pipeline.OpenMaps(pipeline.NodeDir(ns))
+	if err != nil {
+		return nil, fmt.Errorf("firewall %s: %w", name, err)
+	}
+	defer pipe.Close()
 	if _, err := os.Stat(pin); err == nil {
-		return applyPinned(ns, pin, name, cfg, ifindexes)
+		return applyPinned(ns, pin, name, cfg, ifindexes, p.XDP, pipe)
 	}
 	// Room for later rule sets (Update does not grow the maps).
 	room := 512 + 4*len(cfg.Rules)
-	fw, err := firewall.LoadCapacity(cfg, firewall.Capacity{Bitmaps: room, Prefixes: room})
+	fw, err := firewall.LoadCapacity(cfg, firewall.Capacity{Bitmaps: room, Prefixes: room, Pipeline: pipe.Replacements()})
 	if err != nil {
 		return nil, fmt.Errorf("firewall %s: %w", name, err)
 	}
@@ -74,19 +80,52 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err := fw.Pin(pin); err != nil {
 		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
 	}
+	if _, err := setXDPStage(ns, pin, p.XDP, pipe); err != nil {
+		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
+	}
 	return undo, nil
+}
+
+// setXDPStage makes the node pipeline's firewall stage (pinned for the
+// pipeline driver, which runs after this one) follow xdp: the XDP twin of
+// the firewall pinned under pin, or none. It reports whether it changed
+// anything.
+func setXDPStage(ns *netns.NS, pin string, xdp bool, pipe *pipeline.Maps) (bool, error) {
+	dir := pipeline.NodeDir(ns)
+	have := pipeline.StagePinned(dir, pipeline.Firewall)
+	switch {
+	case xdp && !have:
+		prog, err := firewall.LoadXDPStage(pin, pipe.Replacements())
+		if err != nil {
+			return false, err
+		}
+		defer prog.Close()
+		return true, pipeline.PinStage(dir, pipeline.Firewall, prog)
+	case !xdp && have:
+		return true, pipeline.UnpinStage(dir, pipeline.Firewall)
+	}
+	return false, nil
 }
 
 // applyPinned brings a pinned firewall to cfg on ifindexes: rule set
 // first, then missing links. The undo reverses both.
-func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes []int) (func() error, error) {
+func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes []int, xdp bool, pipe *pipeline.Maps) (func() error, error) {
 	undoRules, err := updatePinned(pin, name, cfg)
 	if err != nil {
 		return nil, err
 	}
 	var added []int
+	stageChanged := false
 	undo := func() error {
 		var errs []error
+		if stageChanged {
+			m, err := pipeline.OpenMaps(pipeline.NodeDir(ns))
+			if err == nil {
+				_, err = setXDPStage(ns, pin, !xdp, m)
+				m.Close()
+			}
+			errs = append(errs, err)
+		}
 		for _, idx := range slices.Backward(added) {
 			errs = append(errs, bpfrt.DetachPinned(linkPin(pin, idx)))
 		}
@@ -108,7 +147,10 @@ func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes 
 		}
 		added = append(added, idx)
 	}
-	if undoRules == nil && len(added) == 0 {
+	if stageChanged, err = setXDPStage(ns, pin, xdp, pipe); err != nil {
+		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
+	}
+	if undoRules == nil && len(added) == 0 && !stageChanged {
 		return nil, nil
 	}
 	return undo, nil
@@ -302,6 +344,9 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return append(missing, fmt.Sprintf("firewall %s: %v", name, err)), nil
 	}
+	if p.XDP && !pipeline.StagePinned(pipeline.NodeDir(ns), pipeline.Firewall) {
+		missing = append(missing, fmt.Sprintf("firewall %s: not loaded as the xdp pipeline's firewall stage", name))
+	}
 	if len(cfg.Rules) != n {
 		missing = append(missing, fmt.Sprintf("firewall %s: %d rules loaded, %d desired", name, n, len(cfg.Rules)))
 	} else if want, err := cfg.Hash(); err != nil {
@@ -330,6 +375,9 @@ func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 		if strings.HasPrefix(e.Name(), "fw_tcx_ingress_") {
 			errs = append(errs, bpfrt.DetachPinned(pin+"/"+e.Name()))
 		}
+	}
+	if p.XDP {
+		errs = append(errs, pipeline.UnpinStage(pipeline.NodeDir(ns), pipeline.Firewall))
 	}
 	errs = append(errs, os.RemoveAll(pin))
 	return errors.Join(errs...)

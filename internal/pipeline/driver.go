@@ -1,0 +1,342 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+func init() { kind.RegisterDriver(state.ProgramPipeline, Driver{}) }
+
+// Driver makes a node's pipeline program real: the stages its config
+// names (their drivers ran first and pinned their XDP programs at
+// StagePin) become the pipeline in one switch (Maps.Set), then the
+// dispatcher is attached to every interface. A pipeline with no stages
+// leaves the XDP hooks free.
+type Driver struct{}
+
+// NodeDir is the pipeline directory of the node in ns.
+func NodeDir(ns *netns.NS) string { return Dir(kind.PinDir(ns)) }
+
+func linkPin(dir string, ifindex int) string {
+	return filepath.Join(dir, bpfrt.Hook{Ifindex: ifindex, XDP: true}.String())
+}
+
+const dispatcherPin = "dispatcher"
+
+func decode(p state.Program) (state.PipelineConfig, []Stage, error) {
+	var cfg state.PipelineConfig
+	if len(p.Config) > 0 {
+		if err := json.Unmarshal(p.Config, &cfg); err != nil {
+			return cfg, nil, fmt.Errorf("decode pipeline config: %w", err)
+		}
+	}
+	var stages []Stage
+	for _, n := range cfg.Stages {
+		s, err := ParseStage(n)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("decode pipeline config: %w", err)
+		}
+		stages = append(stages, s)
+	}
+	return cfg, stages, nil
+}
+
+// wanted opens the pinned programs of stages.
+func wanted(dir string, stages []Stage) (map[Stage]*ebpf.Program, error) {
+	out := map[Stage]*ebpf.Program{}
+	for _, s := range stages {
+		p, err := ebpf.LoadPinnedProgram(StagePin(dir, s), nil)
+		if err != nil {
+			closeProgs(out)
+			return nil, fmt.Errorf("open %s stage (its driver pins it): %w", s, err)
+		}
+		out[s] = p
+	}
+	return out, nil
+}
+
+func closeProgs(ps map[Stage]*ebpf.Program) {
+	for _, p := range ps {
+		p.Close()
+	}
+}
+
+func ids(ps map[Stage]*ebpf.Program) (map[Stage]ebpf.ProgramID, error) {
+	out := map[Stage]ebpf.ProgramID{}
+	for s, p := range ps {
+		id, err := bpfrt.ProgramID(p)
+		if err != nil {
+			return nil, err
+		}
+		out[s] = id
+	}
+	return out, nil
+}
+
+// dispatcher returns the pinned dispatcher, loading and pinning it once.
+func dispatcher(dir string, m *Maps) (*ebpf.Program, error) {
+	path := filepath.Join(dir, dispatcherPin)
+	p, err := ebpf.LoadPinnedProgram(path, nil)
+	if err == nil {
+		return p, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("open pinned dispatcher: %w", err)
+	}
+	if p, err = LoadDispatcher(m); err != nil {
+		return nil, err
+	}
+	if err := p.Pin(path); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("pin dispatcher: %w", err)
+	}
+	return p, nil
+}
+
+// Apply switches the pipeline to the program's stages, then attaches the
+// dispatcher where it is missing (or, with no stages, detaches it). The
+// stages are in the maps before the first packet reaches the dispatcher.
+func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, stages, err := decode(p)
+	if err != nil {
+		return nil, err
+	}
+	ifindexes, err := kind.Ifindexes(ns, p.Interfaces)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	dir := NodeDir(ns)
+	m, err := OpenMaps(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	defer m.Close()
+	want, err := wanted(dir, stages)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	defer closeProgs(want)
+	wantIDs, err := ids(want)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	have, err := m.Active()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	var undos []func() error
+	undo := func() error {
+		var errs []error
+		for i := len(undos) - 1; i >= 0; i-- {
+			errs = append(errs, undos[i]())
+		}
+		return errors.Join(errs...)
+	}
+	if !maps.Equal(have, wantIDs) {
+		old := map[Stage]*ebpf.Program{}
+		for s, id := range have {
+			if p, err := ebpf.NewProgramFromID(id); err == nil {
+				old[s] = p
+			}
+		}
+		if err := m.Set(want); err != nil {
+			closeProgs(old)
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		undos = append(undos, func() error {
+			defer closeProgs(old)
+			m, err := OpenMaps(dir)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			return m.Set(old)
+		})
+	}
+	if len(stages) == 0 {
+		for _, idx := range ifindexes {
+			if err := bpfrt.DetachPinned(linkPin(dir, idx)); err != nil {
+				return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+			}
+		}
+	} else {
+		prog, err := dispatcher(dir, m)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+		}
+		defer prog.Close()
+		for _, idx := range ifindexes {
+			h := bpfrt.Hook{Ifindex: idx, XDP: true}
+			var live bool
+			if err := ns.Do(func() (err error) { live, err = bpfrt.Attached(prog, h); return err }); err != nil {
+				return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+			}
+			if live {
+				continue
+			}
+			pin := linkPin(dir, idx)
+			if err := ns.Do(func() error {
+				l, _, err := bpfrt.Attach(h, prog, bpfrt.AttachOptions{Pin: pin})
+				if err == nil {
+					l.Close()
+				}
+				return err
+			}); err != nil {
+				return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+			}
+			undos = append(undos, func() error { return bpfrt.DetachPinned(pin) })
+		}
+	}
+	if len(undos) == 0 {
+		return nil, nil
+	}
+	return undo, nil
+}
+
+// Check reports stages that differ from the config and interfaces whose
+// XDP hook does not run the dispatcher.
+func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	_, stages, err := decode(p)
+	if err != nil {
+		return nil, err
+	}
+	dir := NodeDir(ns)
+	var drift []string
+	if len(stages) == 0 {
+		return nil, nil
+	}
+	m, err := OpenMaps(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	defer m.Close()
+	have, err := m.Active()
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	want, err := wanted(dir, stages)
+	if err != nil {
+		return []string{"pipeline: " + err.Error()}, nil
+	}
+	defer closeProgs(want)
+	wantIDs, err := ids(want)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if !maps.Equal(have, wantIDs) {
+		var names []string
+		for s := Stage(0); s < Slots; s++ {
+			if _, ok := have[s]; ok {
+				names = append(names, s.String())
+			}
+		}
+		drift = append(drift, fmt.Sprintf("pipeline runs [%s], not [%s]", strings.Join(names, " "), strings.Join(stageNamesOf(stages), " ")))
+	}
+	prog, err := ebpf.LoadPinnedProgram(filepath.Join(dir, dispatcherPin), nil)
+	if err != nil {
+		return append(drift, "pipeline dispatcher not loaded"), nil
+	}
+	defer prog.Close()
+	for _, ifn := range p.Interfaces {
+		idx, err := kind.Ifindexes(ns, []string{ifn})
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		var live bool
+		if err := ns.Do(func() (err error) {
+			live, err = bpfrt.Attached(prog, bpfrt.Hook{Ifindex: idx[0], XDP: true})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+		if !live {
+			drift = append(drift, fmt.Sprintf("program pipeline (%s) not attached at xdp on %s", ProgName, ifn))
+		}
+	}
+	return drift, nil
+}
+
+func stageNamesOf(stages []Stage) []string {
+	out := make([]string, len(stages))
+	for i, s := range stages {
+		out[i] = s.String()
+	}
+	return out
+}
+
+// Remove frees the XDP hooks and empties the pipeline. The maps stay
+// pinned while the node lives: stage programs loaded with them keep
+// tail-calling into them (package doc).
+func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
+	dir := NodeDir(ns)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove pipeline: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "xdp_") {
+			errs = append(errs, bpfrt.DetachPinned(filepath.Join(dir, e.Name())))
+		}
+	}
+	if m, err := OpenMaps(dir); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, m.Set(nil), m.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove pipeline: %w", err)
+	}
+	return nil
+}
+
+// Counters reads the per-stage outcome counters ("stage/end/redirect").
+func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
+	dir := NodeDir(ns)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, nil
+	}
+	m, err := OpenMaps(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	st, err := m.Stats()
+	if err != nil {
+		return nil, err
+	}
+	var out []kind.Counter
+	for _, k := range sortedKeys(st) {
+		out = append(out, kind.Counter{Name: k, Value: st[k]})
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,3 @@
+package pipeline
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I../../bpf/include -I../../bpf/lib -I/usr/include/x86_64-linux-gnu" -target bpfel -go-package pipeline -type pipe_cfg pipeProg ../../bpf/pipeline.c
