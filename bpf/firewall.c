@@ -25,7 +25,7 @@
  * counters), the first stage of the node's XDP pipeline (lib/pipeline.h):
  * ACCEPT hands the packet to the next stage (the XDP End), SR actions go
  * to the stack (XDP_PASS), drops are XDP_DROP, the Parameter Problem
- * leaves by XDP_TX. Every packet it decided on carries PIPE_DONE_FW in
+ * is redirected back out of the interface it came in on. Every packet it decided on carries PIPE_DONE_FW in
  * its metadata, and the tc program lets those by: a packet is filtered
  * once, at XDP or at tc, never twice and never not at all.
  */
@@ -283,7 +283,12 @@ int srchain_fw_xdp(struct xdp_md *ctx)
 			return pipe_ret(ctx, PIPE_FIREWALL, XDP_DROP);
 		}
 		count_drop(DROP_FW_ARGS_UNKNOWN);
-		return pipe_ret(ctx, PIPE_FIREWALL, XDP_TX);
+		/* Back out of the interface it came in on. Not XDP_TX: a veth
+		 * flushes XDP_TX frames to its peer only when the peer runs
+		 * an XDP program too, so the error would wait in the peer's
+		 * ring for unrelated traffic; a redirect is flushed at once.
+		 */
+		return pipe_ret(ctx, PIPE_FIREWALL, bpf_redirect(ctx->ingress_ifindex, 0));
 	case FW_OUT_SEG6:
 		/* The stack forwards the rewritten packet (lib/fib.h
 		 * policy); the End must not see it again.

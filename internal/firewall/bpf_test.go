@@ -37,9 +37,9 @@ type xdpCtx struct {
 }
 
 const (
-	xdpDrop = 1
-	xdpPass = 2
-	xdpTX   = 3
+	xdpDrop     = 1
+	xdpPass     = 2
+	xdpRedirect = 4
 )
 
 // runXDP makes run use the XDP twin (TestXDPTables).
@@ -130,7 +130,7 @@ func run(t *testing.T, fw *Firewall, l3 []byte) (uint32, []byte, drop.Reason) {
 	}
 	if runXDP {
 		// Map XDP verdicts onto the tc ones the tables expect.
-		ret = map[uint32]uint32{xdpPass: tcActOK, xdpDrop: tcActShot, xdpTX: tcActRedirect}[ret]
+		ret = map[uint32]uint32{xdpPass: tcActOK, xdpDrop: tcActShot, xdpRedirect: tcActRedirect}[ret]
 	}
 	after, err := fw.DropCounts()
 	if err != nil {

@@ -383,8 +383,16 @@ func LoadXDPStage(dir string, pipe map[string]*ebpf.Map) (*ebpf.Program, error) 
 		if err != nil {
 			return nil, fmt.Errorf("open pinned firewall map %s: %w", name, err)
 		}
+		if name == "fw_drop_counters" {
+			name = fwProgMapDropCounters // pinned under another name (Pin)
+		}
+		ms, ok := spec.Maps[name]
+		if !ok {
+			m.Close()
+			return nil, fmt.Errorf("load firewall xdp stage: %w: no map %s", ErrUnsupported, name)
+		}
 		repl[name] = m
-		spec.Maps[name].MaxEntries = m.MaxEntries() // the tables' capacity
+		ms.MaxEntries = m.MaxEntries() // the tables' capacity
 	}
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	maps.Copy(opts.MapReplacements, repl)

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"slices"
 
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/trace"
@@ -31,13 +32,35 @@ func (p *Prober) throughXDP(hops []trace.Hop) []trace.Hop {
 		b := hops[i+1]
 		from, ok1 := peerOf(p.net, a.Node, a.Leave.Interface)
 		to, ok2 := peerOf(p.net, b.Node, b.Arrive.Interface)
-		if !ok1 || !ok2 || from.Node != to.Node || !xdp[from.Node] || from.Node == a.Node || from.Node == b.Node {
+		if !ok1 || !ok2 || !xdp[from.Node] || !xdp[to.Node] || from.Node == a.Node || to.Node == b.Node {
 			continue
 		}
-		in, leave := *a.Leave, *b.Arrive
-		in.Node, in.Interface, in.Dir, in.Inferred = from.Node, from.Interface, trace.In, true
-		leave.Node, leave.Interface, leave.Dir, leave.Inferred = to.Node, to.Interface, trace.Out, true
-		out = append(out, trace.Hop{Node: from.Node, Arrive: &in, Leave: &leave})
+		if from.Node == to.Node {
+			in, leave := *a.Leave, *b.Arrive
+			in.Node, in.Interface, in.Dir, in.Inferred = from.Node, from.Interface, trace.In, true
+			leave.Node, leave.Interface, leave.Dir, leave.Inferred = to.Node, to.Interface, trace.Out, true
+			out = append(out, trace.Hop{Node: from.Node, Arrive: &in, Leave: &leave})
+			continue
+		}
+		// Two XDP nodes in a row (a firewall node and the IDS after it,
+		// say): the frame between them is not seen anywhere. It is what
+		// the first one's End made of a's frame (RFC 8986 4.1: SL - 1,
+		// DA = the next segment), provided the two are linked.
+		mid, ok := linkBetween(p.net, from.Node, to.Node)
+		if !ok {
+			continue
+		}
+		step, ok := endStep(*a.Leave)
+		if !ok {
+			continue
+		}
+		in1, out1 := *a.Leave, step
+		in1.Node, in1.Interface, in1.Dir, in1.Inferred = from.Node, from.Interface, trace.In, true
+		out1.Node, out1.Interface, out1.Dir, out1.Inferred = from.Node, mid.Name, trace.Out, true
+		in2, out2 := step, *b.Arrive
+		in2.Node, in2.Interface, in2.Dir, in2.Inferred = to.Node, mid.Peer.Interface, trace.In, true
+		out2.Node, out2.Interface, out2.Dir, out2.Inferred = to.Node, to.Interface, trace.Out, true
+		out = append(out, trace.Hop{Node: from.Node, Arrive: &in1, Leave: &out1}, trace.Hop{Node: to.Node, Arrive: &in2, Leave: &out2})
 	}
 	return out
 }
@@ -54,6 +77,33 @@ func xdpNodes(net *state.Network) map[string]bool {
 		}
 	}
 	return out
+}
+
+// linkBetween returns the interface of node x that leads to node y.
+func linkBetween(net *state.Network, x, y string) (state.Interface, bool) {
+	for _, n := range net.Nodes {
+		if n.Name != x {
+			continue
+		}
+		for _, i := range n.Interfaces {
+			if i.Peer.Node == y {
+				return i, true
+			}
+		}
+	}
+	return state.Interface{}, false
+}
+
+// endStep is the frame e after an End: SL - 1 and the destination the
+// segment SL - 1 names (Segments is in travel order).
+func endStep(e trace.Event) (trace.Event, bool) {
+	if !e.HasSRH || e.SL == 0 || int(e.SL) > len(e.Segments) {
+		return e, false
+	}
+	e.Segments = slices.Clone(e.Segments)
+	e.SL--
+	e.OuterDst = e.Segments[len(e.Segments)-1-int(e.SL)]
+	return e, true
 }
 
 // peerOf returns the other end of node's interface ifname.

@@ -16,6 +16,7 @@ import (
 	"github.com/srchain/srchain/internal/ingress"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -102,8 +103,8 @@ func labIngress(t *testing.T, s *spec.Spec, net *state.Network) {
 			continue
 		}
 		for ifn, progs := range st.Programs {
-			if got := len(progs) > 0 && progs[0] == "xdp:"+ingress.XDPProgName; got != xdp {
-				t.Errorf("r1 %s programs %v; want the ingress XDP twin first: %v", ifn, progs, xdp)
+			if got := len(progs) > 0 && progs[0] == "xdp:"+pipeline.ProgName; got != xdp {
+				t.Errorf("r1 %s programs %v; want the XDP pipeline first: %v", ifn, progs, xdp)
 			}
 		}
 	}
