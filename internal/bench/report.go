@@ -216,6 +216,14 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 		}
 		b.WriteString("\n")
 	}
+	if res.Ceiling != "" {
+		fmt.Fprintf(&b, "\nXDP cases as a fraction of the XDP ceiling (%s):\n\n| case | frame B | of ceiling |\n|---|---|---|\n", res.Ceiling)
+		for _, p := range res.Points {
+			if p.XDP && p.OfCeiling > 0 {
+				fmt.Fprintf(&b, "| %s | %s | %.2f |\n", p.Case, frameBytes(p), p.OfCeiling)
+			}
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -182,6 +182,10 @@ type Point struct {
 	Ratio    float64 `json:"ratio"`
 	RatioMin float64 `json:"ratio_min"`
 	RatioMax float64 `json:"ratio_max"`
+	// XDP: the case runs at XDP; OfCeiling is then its median over the
+	// scenario's ceiling case's median at the same size (0: no ceiling).
+	XDP       bool    `json:"xdp,omitempty"`
+	OfCeiling float64 `json:"of_ceiling,omitempty"`
 	// SinkOverDUT is the median ratio of sink count to DUT tx count, the
 	// cross-check (about 1 when both agree).
 	SinkOverDUT float64 `json:"sink_over_dut"`
@@ -211,6 +215,7 @@ type Result struct {
 	Scenario string    `json:"scenario"`
 	Desc     string    `json:"desc"`
 	Baseline string    `json:"baseline"`
+	Ceiling  string    `json:"ceiling,omitempty"`
 	XLabel   string    `json:"xlabel,omitempty"`
 	Mode     string    `json:"mode"`
 	Options  Options   `json:"options"`
@@ -278,7 +283,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	if o.Layout == LayoutTwo && runtime.NumCPU() < 2 {
 		return nil, fmt.Errorf("run %s: layout two needs 2 cpus: %w", sc.Name, ErrBadOptions)
 	}
-	res = &Result{Scenario: sc.Name, Desc: sc.Desc, Baseline: sc.Baseline, XLabel: sc.XLabel,
+	res = &Result{Scenario: sc.Name, Desc: sc.Desc, Baseline: sc.Baseline, Ceiling: sc.Ceiling, XLabel: sc.XLabel,
 		Mode: o.Mode, Options: o, Machine: ThisMachine(), Start: time.Now()}
 
 	rigs := make([]*rig, 0, len(sc.Cases))
@@ -316,7 +321,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	pts := map[key]*Point{}
 	for si, size := range o.Sizes {
 		for ci, r := range rigs {
-			p := &Point{Case: r.c.Name, Desc: r.c.Desc, Series: r.c.Series, X: r.c.X, Size: size}
+			p := &Point{Case: r.c.Name, Desc: r.c.Desc, Series: r.c.Series, X: r.c.X, Size: size, XDP: r.c.XDP}
 			if r.err != nil {
 				p.Err = r.err.Error()
 			}
@@ -368,7 +373,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 // Finish computes every point's summary and ratio to the baseline at the
 // same size (also used by report on loaded results).
 func Finish(res *Result) {
-	base := map[int]float64{}
+	base, ceil := map[int]float64{}, map[int]float64{}
 	for i := range res.Points {
 		p := &res.Points[i]
 		vals := make([]float64, 0, len(p.Rounds))
@@ -386,6 +391,9 @@ func Finish(res *Result) {
 		if p.Case == res.Baseline && p.Summary.N > 0 {
 			base[p.Size] = p.Summary.Median
 		}
+		if p.Case == res.Ceiling && p.Summary.N > 0 {
+			ceil[p.Size] = p.Summary.Median
+		}
 	}
 	for i := range res.Points {
 		p := &res.Points[i]
@@ -397,6 +405,9 @@ func Finish(res *Result) {
 		p.Ratio = Ratio(p.Summary.Median, b)
 		p.RatioMin = Ratio(p.Summary.Min, b)
 		p.RatioMax = Ratio(p.Summary.Max, b)
+		if c, ok := ceil[p.Size]; ok && p.XDP {
+			p.OfCeiling = Ratio(p.Summary.Median, c)
+		}
 	}
 }
 

@@ -28,6 +28,9 @@ type Case struct {
 	X float64
 	// Series groups cases into one line of the x plot (e.g. "nft forward").
 	Series string
+	// XDP marks a case whose fast path runs at XDP: with a scenario
+	// Ceiling it is also reported as a fraction of the ceiling case.
+	XDP bool
 	// Setup configures the DUT of a fresh line (routes to the sink exist
 	// already, see NewLine).
 	Setup func(ctx context.Context, d *DUT) error
@@ -38,6 +41,10 @@ type Scenario struct {
 	Name     string
 	Desc     string
 	Baseline string // name of the case every ratio divides by
+	// Ceiling, when set, names the case that bounds the XDP cases (a
+	// bare XDP redirect): each XDP case is also reported as a fraction
+	// of it (Point.OfCeiling).
+	Ceiling string
 	XLabel   string // plot x axis when cases have X
 	Cases    []Case
 }
