@@ -32,7 +32,6 @@ int srchain_pipe_xdp(struct xdp_md *ctx)
 	m->cookie = cfg->cookie;
 	m->gen = gen;
 	m->done = 0;
-	pipe_count(PIPE_DISPATCH, PIPE_OUT_NEXT);
 	pipe_from(ctx, gen, 0);
 	/* No stage in this generation: the stack. */
 	pipe_count(PIPE_DISPATCH, PIPE_OUT_PASS);

@@ -58,7 +58,8 @@ enum pipe_stage {
  * PIPE_DISPATCH (= PIPE_STAGES).
  */
 enum pipe_outcome {
-	PIPE_OUT_NEXT = 0, /* handed to the next stage */
+	PIPE_OUT_NEXT = 0, /* handed to the next stage (not counted for the dispatcher:
+			    * what entered is the first stage's total) */
 	PIPE_OUT_PASS,     /* to the stack (tc programs, kernel) */
 	PIPE_OUT_DROP,
 	PIPE_OUT_TX,
@@ -129,18 +130,16 @@ static __always_inline void pipe_count(__u32 stage, __u32 out)
 
 /* pipe_meta_of returns the packet's pipeline metadata, or NULL when the
  * packet did not come through the dispatcher (a stage attached on its
- * own, as the datapath tests do).
+ * own, as the datapath tests do). In XDP the metadata is always this
+ * node's: the dispatcher writes it afresh for every packet, so no cookie
+ * check (and no map lookup) is needed here, only at tc (pipe_tc_done).
  */
 static __always_inline struct pipe_meta *pipe_meta_of(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	struct pipe_meta *m = (void *)(long)ctx->data_meta;
-	struct pipe_cfg *cfg;
 
 	if ((void *)(m + 1) > data)
-		return NULL;
-	cfg = pipe_conf();
-	if (!cfg || !cfg->cookie || m->cookie != cfg->cookie)
 		return NULL;
 	return m;
 }

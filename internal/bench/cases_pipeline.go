@@ -125,6 +125,8 @@ func init() {
 				Setup: func(ctx context.Context, d *DUT) error { return pipelineDUT(ctx, d, 0, true) }},
 			{Name: fmt.Sprintf("fw-%d+end-tc", pipelineRules), Desc: "tc: SERA firewall then eBPF End (tcx)", Frame: CaseEnd.Frame,
 				Setup: func(ctx context.Context, d *DUT) error { return pipelineDUT(ctx, d, pipelineRules, false) }},
+			{Name: "pipe-fw-1+end-xdp", Desc: "XDP pipeline: SERA firewall (1 rule) -> End", Frame: CaseEnd.Frame, XDP: true,
+				Setup: func(ctx context.Context, d *DUT) error { return pipelineDUT(ctx, d, 1, true) }},
 			{Name: fmt.Sprintf("pipe-fw-%d+end-xdp", pipelineRules), Desc: "XDP pipeline: SERA firewall -> End", Frame: CaseEnd.Frame, XDP: true,
 				Setup: func(ctx context.Context, d *DUT) error { return pipelineDUT(ctx, d, pipelineRules, true) }},
 		},
