@@ -760,7 +760,7 @@ func (dr Driver) Summary(ctx context.Context, ns *netns.NS, node state.Node, p s
 				drops = append(drops, fmt.Sprintf("%s %d", strings.TrimPrefix(c.Name, pre+"drop/"), c.Value))
 			}
 		}
-		line := fmt.Sprintf("opot chain %s: %d packets verified at %s", ch.Name, verified, node.Name)
+		line := fmt.Sprintf("opot chain %s: verified at %s: %d", ch.Name, node.Name, verified)
 		if len(drops) == 0 {
 			line += ", none dropped"
 		} else {
