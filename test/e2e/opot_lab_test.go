@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
@@ -161,6 +162,28 @@ func opotScenario(t *testing.T, l *exampleLab) {
 		t.Errorf("after tampering, probes: %d verified (was %d), drops %v (want %v)", v2, v, d2, want)
 	}
 	t.Logf("r6: %d verified, drops %v, %d events", v2, d2, len(evs))
+
+	// `lab apply FILE` with the same spec: the compile draws new keys,
+	// the lab keeps the running ones (compile.KeepOPoTKeys), so no node
+	// changes and traffic keeps verifying without a drop.
+	again, err := compile.Compile(l.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Name = l.net.Name
+	changes, err := lab.Update(t.Context(), again, lab.UpOptions{Options: l.opts})
+	if err != nil {
+		t.Fatalf("lab apply with the same spec: %v", err)
+	}
+	for n, c := range changes {
+		if c != 0 {
+			t.Errorf("lab apply with the same spec: %s made %d changes, want 0 (keys regenerated?)", n, c)
+		}
+	}
+	l.probeAll(t)
+	if v3, d3 := l.opotCounters(t); v3 <= v2 || fmt.Sprint(d3) != fmt.Sprint(want) {
+		t.Errorf("after re-applying the spec: %d verified (was %d), drops %v (want %v)", v3, v2, d3, want)
+	}
 }
 
 const ethLen = 14
@@ -412,4 +435,3 @@ func sendUDP(t *testing.T, ns *netns.NS, dst netip.Addr, payload string) {
 		t.Fatalf("send udp: %v", err)
 	}
 }
-
