@@ -260,7 +260,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	defer o.Close()
-	if err := syncMaps(&o.Objects, d, &j); err != nil {
+	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
 		return fail(err)
 	}
 	if err := syncLinks(ctx, ns, dir, o, d, idx, &j); err != nil {
@@ -276,7 +276,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 }
 
 // syncMaps makes the pinned maps hold d, journaling what it changes.
-func syncMaps(o *Objects, d desired, j *journal) error {
+func syncMaps(dir string, o *Objects, d desired, j *journal) error {
 	// Chains: put the desired, delete the others.
 	have, err := dumpChains(o.OpotChains)
 	if err != nil {
@@ -290,7 +290,7 @@ func syncMaps(o *Objects, d desired, j *journal) error {
 		if err := o.OpotChains.Put(&k, &v); err != nil {
 			return fmt.Errorf("write opot chain: %w", err)
 		}
-		*j = append(*j, restore(o.OpotChains, k, old, ok))
+		*j = append(*j, restore(dir, "opot_chains", k, old, ok))
 	}
 	for k, old := range have {
 		if _, ok := d.chains[k]; ok {
@@ -299,7 +299,7 @@ func syncMaps(o *Objects, d desired, j *journal) error {
 		if err := o.OpotChains.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("delete opot chain: %w", err)
 		}
-		*j = append(*j, restore(o.OpotChains, k, old, true))
+		*j = append(*j, restore(dir, "opot_chains", k, old, true))
 	}
 	// Parameters: a slot whose parameters change starts afresh (its
 	// sequence counter and window belong to the old profile).
@@ -313,7 +313,7 @@ func syncMaps(o *Objects, d desired, j *journal) error {
 			if err := o.OpotNodeParams.Put(&k, &v); err != nil {
 				return fmt.Errorf("write opot parameters: %w", err)
 			}
-			*j = append(*j, restore(o.OpotNodeParams, k, old, ok))
+			*j = append(*j, restore(dir, "opot_node_params", k, old, ok))
 		}
 		fresh := !ok || old != v
 		switch opot.Role(v.Role) {
@@ -334,7 +334,7 @@ func syncMaps(o *Objects, d desired, j *journal) error {
 		if err := o.OpotNodeParams.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("delete opot parameters: %w", err)
 		}
-		*j = append(*j, restore(o.OpotNodeParams, k, old, true))
+		*j = append(*j, restore(dir, "opot_node_params", k, old, true))
 		for _, m := range []*ebpf.Map{o.OpotSeqs, o.OpotWindows} {
 			if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return fmt.Errorf("delete opot state: %w", err)
@@ -363,12 +363,20 @@ func resetValue[V any](m *ebpf.Map, k Key, zero V, reset bool) error {
 	return nil
 }
 
-func restore[K, V any](m *ebpf.Map, k K, old V, had bool) func() error {
+// restore is the undo of a write to m at k: it puts old back (or
+// deletes k when it had none). It opens m's pin again when run: Apply
+// closes its handles when it returns.
+func restore[K, V any](dir, name string, k K, old V, had bool) func() error {
 	return func() error {
-		if had {
-			return m.Put(&k, &old)
+		pm, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			return fmt.Errorf("undo opot map write: %w", err)
 		}
-		if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		defer pm.Close()
+		if had {
+			return pm.Put(&k, &old)
+		}
+		if err := pm.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return err
 		}
 		return nil
