@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -433,5 +436,32 @@ func sendUDP(t *testing.T, ns *netns.NS, dst netip.Addr, payload string) {
 	})
 	if err != nil {
 		t.Fatalf("send udp: %v", err)
+	}
+}
+
+// TestDemoOPoT runs `srchain demo examples/opot-testbed.yaml`: the probes
+// pass and the demo prints the chain's verification result at r6.
+func TestDemoOPoT(t *testing.T) {
+	requireRoot(t)
+	if srchainBin == "" {
+		t.Fatal("srchain binary not built (see the TestMain output)")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	name := labName("o")
+	t.Cleanup(func() {
+		left, _ := netns.List(lab.NSName(name, ""))
+		for _, n := range left {
+			_ = netns.Delete(n)
+		}
+	})
+	file := renamedSpec(t, "opot-testbed.yaml", "o")
+	out, err := exec.CommandContext(ctx, srchainBin, "demo", "--brief", "--state-dir", t.TempDir(), file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	re := regexp.MustCompile(`== opot chain verified: verified at r6: ([1-9][0-9]*), none dropped`)
+	if !strings.Contains(string(out), "== 2/2 probes OK") || !re.Match(out) {
+		t.Errorf("demo output lacks the probes or the verification result:\n%s", out)
 	}
 }
