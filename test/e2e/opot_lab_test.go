@@ -33,7 +33,8 @@ import (
 // chain (r2, r3, r6), opot: true) with the kernel's End on r2 and r3:
 // the probes verify at r6 with no drop; then, in the lab, packets made
 // from a captured legitimate one are injected on the wire: r2 skipped
-// (the headend's packet sent from r1 straight to r3's SID), a forged TLV
+// (the headend's packet sent from r1 straight to r3's SID), r2 and r3
+// swapped (its segment list reordered), a forged TLV
 // injected between r2 and r3, a replay of a verified packet, RND and CML
 // bit flips. Each is dropped at r6 and counted with its reason, the
 // verifier's events name them, and legitimate traffic still verifies.
@@ -112,6 +113,15 @@ func opotScenario(t *testing.T, l *exampleLab) {
 	skip := clone(atR2)
 	setDA(skip, sid3)
 	skip[ethLen+40+3] = 1
+	// r2 and r3 swapped: the headend's packet with the segment list
+	// (r3, r2, r6), sent from r1: r2 routes it to r3, whose End sends it
+	// back to r2, then on to r6; both transits run, in the wrong order.
+	swap := clone(atR2)
+	seg := ethLen + 40 + 8
+	s1, s2 := clone(swap[seg+16:seg+32]), clone(swap[seg+32:seg+48])
+	copy(swap[seg+16:], s2)
+	copy(swap[seg+32:], s1)
+	setDA(swap, sid3)
 	// A forged TLV injected on the r2 -> r3 link.
 	forged := clone(atR3)
 	off, _ := tlvOffset(forged)
@@ -123,6 +133,7 @@ func opotScenario(t *testing.T, l *exampleLab) {
 	flipCML[off+16+3] ^= 0x10
 	cases := []tamper{
 		{"skip r2", skip, tx1, drop.OPoTVerify},
+		{"r2 and r3 swapped", swap, tx1, drop.OPoTVerify},
 		{"forged TLV between r2 and r3", forged, tx2, drop.OPoTVerify},
 		{"replay", clone(atR6), tx3, drop.OPoTReplay},
 		{"RND bit flip", flipRND, tx3, drop.OPoTVerify},
