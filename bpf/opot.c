@@ -48,7 +48,7 @@ int srchain_opot_headend(struct __sk_buff *skb)
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
 		return TC_ACT_OK;
-	ch = opot_chain_of(&c.p, &si);
+	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_HEADEND);
 	if (!ch)
 		return TC_ACT_OK;
 	profile = ch->profile;
@@ -80,7 +80,7 @@ int srchain_opot_transit(struct __sk_buff *skb)
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
 		return TC_ACT_OK;
-	ch = opot_chain_of(&c.p, &si);
+	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_TRANSIT);
 	if (!ch)
 		return TC_ACT_OK;
 	profile = ch->profile;
@@ -106,7 +106,7 @@ int srchain_opot_verify(struct __sk_buff *skb)
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
 		return TC_ACT_OK;
-	ch = opot_chain_of(&c.p, &si);
+	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_VERIFIER);
 	if (!ch)
 		return TC_ACT_OK;
 	profile = ch->profile;

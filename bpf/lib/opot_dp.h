@@ -26,6 +26,12 @@ struct opot_chain_key {
 struct opot_chain {
 	__u32 profile; /* the opot_key profile id */
 	__u32 slot;    /* headend: the slot it starts packets with */
+	/* OPOT_ROLE_* of this node on the chain: a stage acts only on its
+	 * own role's entries, so a node that is the transit of one chain
+	 * and the verifier of another runs both stages without one taking
+	 * the other's packets. 0: any (test tables that load one role).
+	 */
+	__u32 role;
 };
 
 struct {
@@ -91,11 +97,12 @@ static __always_inline void opot_report(__u32 profile, __u32 slot, __u32 reason,
 }
 
 /* opot_chain_of returns the chain of a packet whose SRH si describes, if
- * (DA, segment[0]) names one on this node.
+ * (DA, segment[0]) names one on this node in role (or in any role).
  */
-static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, const struct srh_info *si)
+static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, const struct srh_info *si, __u32 role)
 {
 	struct opot_chain_key k;
+	struct opot_chain *ch;
 	__u8 *da = pkt_ptr(p, (si->ip6off + 24) & 0x3fff, 16);
 	__u8 *last = pkt_ptr(p, (si->srhoff + 8) & 0x3fff, 16);
 
@@ -103,7 +110,10 @@ static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, con
 		return NULL;
 	__builtin_memcpy(k.sid, da, 16);
 	__builtin_memcpy(k.last, last, 16);
-	return bpf_map_lookup_elem(&opot_chains, &k);
+	ch = bpf_map_lookup_elem(&opot_chains, &k);
+	if (ch && ch->role && ch->role != role)
+		return NULL;
+	return ch;
 }
 
 /* OPOT_MAX_SRH is the largest SRH the headend grows: 8 bytes + 15

@@ -78,6 +78,15 @@ func newDemoCmd(e *env) *cobra.Command {
 				}
 			}
 			fmt.Fprintf(out, "== %d/%d probes OK\n", len(s.Traffic)-failed, len(s.Traffic))
+			// What the programs concluded (e.g. OPoT: packets verified
+			// and dropped per chain at its verifier).
+			sums, err := lab.Summaries(ctx, net.Name, e.labOpts())
+			for _, l := range sums {
+				fmt.Fprintln(out, "== "+l)
+			}
+			if err != nil {
+				return err
+			}
 			if keep {
 				fmt.Fprintf(out, "lab kept: srchain lab status %s; srchain lab down %s\n", net.Name, net.Name)
 			}

@@ -137,7 +137,8 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		{"routes", a.routes, false},
 		{"sids", a.sids, false},
 		{"rules", a.rules, false},
-		{"programs", a.programs, p != nil && equal(p.Programs, node.Programs) && equal(p.SIDs, node.SIDs)},
+		// Secrets feed the programs (OPoT keys): a rotated key re-applies them.
+		{"programs", a.programs, p != nil && equal(p.Programs, node.Programs) && equal(p.SIDs, node.SIDs) && equal(p.Secrets, node.Secrets)},
 		{"prune", a.prune, false},
 	}
 	defer func() {

@@ -12,20 +12,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Hook is one attachment point: an interface's tcx ingress or its XDP
-// hook, in the caller's network namespace.
+// Hook is one attachment point: an interface's tcx ingress (or, with
+// Egress, its tcx egress) or its XDP hook, in the caller's network
+// namespace.
 type Hook struct {
 	Ifindex int
 	XDP     bool
+	// Egress: the tcx egress hook (not with XDP).
+	Egress bool
 }
 
 // String is also the hook's link pin name under a pin directory
-// ("tcx_ingress_<ifindex>", "xdp_<ifindex>").
+// ("tcx_ingress_<ifindex>", "tcx_egress_<ifindex>", "xdp_<ifindex>").
 func (h Hook) String() string {
 	if h.XDP {
 		return fmt.Sprintf("xdp_%d", h.Ifindex)
 	}
+	if h.Egress {
+		return fmt.Sprintf("tcx_egress_%d", h.Ifindex)
+	}
 	return fmt.Sprintf("tcx_ingress_%d", h.Ifindex)
+}
+
+// attachType is the tcx attach type of a tc hook.
+func (h Hook) attachType() ebpf.AttachType {
+	if h.Egress {
+		return ebpf.AttachTCXEgress
+	}
+	return ebpf.AttachTCXIngress
 }
 
 // AttachOptions configure Attach.
@@ -64,7 +78,7 @@ func Attach(h Hook, prog *ebpf.Program, o AttachOptions) (l link.Link, reused bo
 	if h.XDP {
 		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: h.Ifindex})
 	} else {
-		opts := link.TCXOptions{Interface: h.Ifindex, Program: prog, Attach: ebpf.AttachTCXIngress}
+		opts := link.TCXOptions{Interface: h.Ifindex, Program: prog, Attach: h.attachType()}
 		if o.Head {
 			opts.Anchor = link.Head()
 		} else if o.Before != 0 {
@@ -204,7 +218,7 @@ func LinkAttachedHere(l link.Link, h Hook) (bool, string) {
 	if int(ti.Ifindex) != h.Ifindex {
 		return false, fmt.Sprintf("link on ifindex %d", ti.Ifindex)
 	}
-	atts, err := TCXIngress(h.Ifindex)
+	atts, err := tcxPrograms(h.Ifindex, h.attachType())
 	if err != nil {
 		return false, err.Error()
 	}
@@ -213,7 +227,7 @@ func LinkAttachedHere(l link.Link, h Hook) (bool, string) {
 			return true, ""
 		}
 	}
-	return false, fmt.Sprintf("link %d not on ifindex %d in this namespace", info.ID, h.Ifindex)
+	return false, fmt.Sprintf("link %d not on ifindex %d (%s) in this namespace", info.ID, h.Ifindex, h)
 }
 
 // TCXAttachment is one program on a tcx hook.
@@ -225,9 +239,19 @@ type TCXAttachment struct {
 // TCXIngress lists the programs on ifindex's tcx ingress in the current
 // network namespace, in run order.
 func TCXIngress(ifindex int) ([]TCXAttachment, error) {
-	res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+	return tcxPrograms(ifindex, ebpf.AttachTCXIngress)
+}
+
+// TCXEgress lists the programs on ifindex's tcx egress in the current
+// network namespace, in run order.
+func TCXEgress(ifindex int) ([]TCXAttachment, error) {
+	return tcxPrograms(ifindex, ebpf.AttachTCXEgress)
+}
+
+func tcxPrograms(ifindex int, at ebpf.AttachType) ([]TCXAttachment, error) {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: at})
 	if err != nil {
-		return nil, fmt.Errorf("query tcx ingress of ifindex %d: %w", ifindex, err)
+		return nil, fmt.Errorf("query tcx %v of ifindex %d: %w", at, ifindex, err)
 	}
 	out := make([]TCXAttachment, 0, len(res.Programs))
 	for _, p := range res.Programs {
@@ -284,7 +308,7 @@ func Attached(prog *ebpf.Program, h Hook) (bool, error) {
 		}
 		return have == id, nil
 	}
-	atts, err := TCXIngress(h.Ifindex)
+	atts, err := tcxPrograms(h.Ifindex, h.attachType())
 	if err != nil {
 		return false, fmt.Errorf("check attachment at %s: %w", h, err)
 	}

@@ -98,7 +98,7 @@ func ClaimedHere(dir string) (bool, error) {
 
 // IsHookPin reports whether name is a link pin named by Hook.String.
 func IsHookPin(name string) bool {
-	return strings.HasPrefix(name, "tcx_ingress_") || strings.HasPrefix(name, "xdp_")
+	return strings.HasPrefix(name, "tcx_ingress_") || strings.HasPrefix(name, "tcx_egress_") || strings.HasPrefix(name, "xdp_")
 }
 
 // ReleasePinDir removes the namespace claim of dir (ClaimPinDir), for

@@ -34,7 +34,9 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("load: %v", err)
 			}
-			net, err := Compile(s)
+			// OPoT keys from a fixed stream (Compile draws them from
+			// crypto/rand): the goldens stay reviewable.
+			net, err := CompileKeys(s, keyStream(0))
 			if err != nil {
 				t.Fatalf("compile: %v", err)
 			}
@@ -58,7 +60,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("%s differs from %s; run go test ./internal/compile -update and review the diff", name, golden)
 			}
 			// Determinism: a second compile gives the same bytes.
-			again, _ := Compile(s)
+			again, _ := CompileKeys(s, keyStream(0))
 			b, _ := json.MarshalIndent(again, "", "  ")
 			if !bytes.Equal(append(b, '\n'), got) {
 				t.Errorf("second compile differs")

@@ -1,9 +1,14 @@
 package compile
 
 import (
+	"cmp"
 	cryptorand "crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"net/netip"
+	"slices"
 
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/state"
@@ -13,13 +18,13 @@ import (
 // the headend starts with, slot 1 the next key, so that a rotation only
 // switches the headend's slot while packets of the old one are still in
 // flight (docs/opot.md "Profiles").
-const OPoTSlots = 2
+const OPoTSlots = state.OPoTSlots
 
 // OPoTSecretName names the secret holding one node's parameters of one
 // slot of a chain's profile. id is the chain's profile number, the BPF
 // maps' key (chain index + 1, so 0 never names a chain).
 func OPoTSecretName(chain string, id, slot int) string {
-	return fmt.Sprintf("opot/%s/%d/slot%d", chain, id, slot)
+	return state.OPoTSecretName(chain, id, slot)
 }
 
 // opot generates the profiles of every chain with opot: true (seed 003
@@ -30,22 +35,60 @@ func OPoTSecretName(chain string, id, slot int) string {
 // c.keys (crypto/rand in Compile): a compile with OPoT is not
 // deterministic, and its digests change with every run.
 func (c *compiler) opot() error {
+	cfgs := map[string]*state.OPoTConfig{}
+	var order []string
 	for i := range c.s.Chains {
 		ch := &c.s.Chains[i]
 		if !ch.OPoT {
 			continue
 		}
 		where := fmt.Sprintf("compile chains[%d] %s: opot", i, ch.Name)
-		type member struct{ node, nf string }
+		type member struct {
+			node, nf string
+			sid      netip.Addr
+		}
+		eg, ok := c.sids.Egress[ch.Name]
+		if !ok {
+			return fmt.Errorf("%s: %w: no egress SID", where, ErrUnroutable)
+		}
+		last := eg.Addr()
 		members := []member{{node: ch.Ingress}}
 		for _, name := range ch.NFs {
 			nf := c.s.NF(name)
-			if nf == nil {
+			p, ok := c.sids.NF[name]
+			if nf == nil || !ok {
 				return fmt.Errorf("%s: %w: NF %q unknown", where, ErrUnroutable, name)
 			}
-			members = append(members, member{node: nf.Node, nf: name})
+			seg := p.Addr()
+			if arg, ok := ch.Args[name]; ok {
+				seg = c.s.SIDFormat.WithArgs(seg, arg)
+			}
+			members = append(members, member{node: nf.Node, nf: name, sid: seg})
 		}
-		members = append(members, member{node: ch.Egress})
+		members = append(members, member{node: ch.Egress, sid: last})
+		// After the encap the packet's destination is the first segment.
+		members[0].sid = last
+		if len(members) > 2 {
+			members[0].sid = members[1].sid
+		}
+		for j, m := range members {
+			role := state.OPoTTransit
+			switch j {
+			case 0:
+				role = state.OPoTHeadend
+			case len(members) - 1:
+				role = state.OPoTVerifier
+			}
+			cfg := cfgs[m.node]
+			if cfg == nil {
+				cfg = &state.OPoTConfig{}
+				cfgs[m.node] = cfg
+				order = append(order, m.node)
+			}
+			cfg.Chains = append(cfg.Chains, state.OPoTChain{
+				Name: ch.Name, Profile: uint32(i + 1), Role: role, Hop: j, K: len(members), SID: m.sid, Last: last,
+			})
+		}
 		for slot := range OPoTSlots {
 			p, err := opot.GenerateFrom(c.keys, len(members))
 			if err != nil {
@@ -68,6 +111,24 @@ func (c *compiler) opot() error {
 			}
 		}
 	}
+	// One program per node taking part: every interface runs the stages
+	// of its roles (the packet may arrive or leave on any of them).
+	for _, name := range order {
+		sn, cfg := c.nodes[name], cfgs[name]
+		ifs := ifNames(sn)
+		for _, ch := range cfg.Chains {
+			if ch.Role == state.OPoTHeadend {
+				cfg.Egress = ifs
+			} else {
+				cfg.Ingress = ifs
+			}
+		}
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			return fmt.Errorf("compile opot program of %s: %w", name, err)
+		}
+		sn.Programs = append(sn.Programs, state.Program{Kind: state.ProgramOPoT, Interfaces: ifs, Config: b})
+	}
 	return nil
 }
 
@@ -77,4 +138,143 @@ func keysOrDefault(r io.Reader) io.Reader {
 		return cryptorand.Reader
 	}
 	return r
+}
+
+// KeepOPoTKeys gives net, a fresh compile, the OPoT profiles that prev
+// (the state a lab or node already runs) holds for every chain whose
+// proof did not change: the same nodes at the same hops in the same
+// roles (the chain's name, NF names, SIDs and profile number may change:
+// the keys do not depend on them). Re-applying a spec then changes no
+// key, so no packet in flight fails its proof and the nodes' digests
+// stay equal (the nodes are sealed again). A chain whose members
+// changed keeps the fresh profiles of net: all its nodes change keys
+// together. It returns the names of the chains whose keys were kept.
+// prev nil: nothing to keep.
+func KeepOPoTKeys(net, prev *state.Network) ([]string, error) {
+	if prev == nil {
+		return nil, nil
+	}
+	cur, err := opotMembers(net)
+	if err != nil {
+		return nil, err
+	}
+	old, err := opotMembers(prev)
+	if err != nil {
+		return nil, err
+	}
+	prevNodes := map[string]*state.Node{}
+	for i := range prev.Nodes {
+		prevNodes[prev.Nodes[i].Name] = &prev.Nodes[i]
+	}
+	nodes := map[string]*state.Node{}
+	for i := range net.Nodes {
+		nodes[net.Nodes[i].Name] = &net.Nodes[i]
+	}
+	var kept []string
+	touched := map[string]bool{}
+	for _, name := range sortedKeys(cur) {
+		m, o := cur[name], old[name]
+		if o == nil || !sameMembers(m.hops, o.hops) {
+			continue
+		}
+		// Every member node must hold both slots in prev, or nothing is
+		// taken (a half-kept profile would not prove anything).
+		type repl struct {
+			node *state.Node
+			idx  int
+			val  []byte
+		}
+		var todo []repl
+		complete := true
+		for _, h := range m.hops {
+			n, pn := nodes[h.node], prevNodes[h.node]
+			if n == nil || pn == nil {
+				complete = false
+				break
+			}
+			for slot := range OPoTSlots {
+				i := secretIndex(n, OPoTSecretName(name, int(m.profile), slot))
+				j := secretIndex(pn, OPoTSecretName(name, int(o.profile), slot))
+				if i < 0 || j < 0 || len(pn.Secrets[j].Value) == 0 {
+					complete = false
+					break
+				}
+				todo = append(todo, repl{node: n, idx: i, val: pn.Secrets[j].Value})
+			}
+		}
+		if !complete {
+			continue
+		}
+		for _, r := range todo {
+			r.node.Secrets[r.idx].Value = slices.Clone(r.val)
+			touched[r.node.Name] = true
+		}
+		kept = append(kept, name)
+	}
+	for _, name := range sortedKeys(touched) {
+		if err := nodes[name].Seal(); err != nil {
+			return nil, fmt.Errorf("keep opot keys: %w", err)
+		}
+	}
+	return kept, nil
+}
+
+// opotHop is one node's place in a chain's proof.
+type opotHop struct {
+	node, role string
+	hop, k     int
+}
+
+type opotChainMembers struct {
+	profile uint32
+	hops    []opotHop // by hop
+}
+
+// opotMembers reads, from the nodes' OPoT programs, who takes part in
+// each chain's proof.
+func opotMembers(net *state.Network) (map[string]*opotChainMembers, error) {
+	out := map[string]*opotChainMembers{}
+	for _, n := range net.Nodes {
+		for _, p := range n.Programs {
+			if p.Kind != state.ProgramOPoT {
+				continue
+			}
+			var cfg state.OPoTConfig
+			if err := json.Unmarshal(p.Config, &cfg); err != nil {
+				return nil, fmt.Errorf("decode opot program of %s: %w", n.Name, err)
+			}
+			for _, ch := range cfg.Chains {
+				m := out[ch.Name]
+				if m == nil {
+					m = &opotChainMembers{profile: ch.Profile}
+					out[ch.Name] = m
+				}
+				m.hops = append(m.hops, opotHop{node: n.Name, role: ch.Role, hop: ch.Hop, k: ch.K})
+			}
+		}
+	}
+	for _, m := range out {
+		slices.SortFunc(m.hops, func(a, b opotHop) int { return cmp.Compare(a.hop, b.hop) })
+	}
+	return out, nil
+}
+
+func sameMembers(a, b []opotHop) bool {
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] || a[i].hop != i || a[i].k != len(a) {
+			return false
+		}
+	}
+	return true
+}
+
+func secretIndex(n *state.Node, name string) int {
+	return slices.IndexFunc(n.Secrets, func(s state.Secret) bool { return s.Name == name })
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

@@ -3,6 +3,7 @@ package compile
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -156,4 +157,66 @@ func proves(t *testing.T, nodes []opot.NodeParams, order []int) bool {
 	}
 	_, err = opot.Verify(f, nodes[order[len(order)-1]], m)
 	return err == nil
+}
+
+// TestKeepOPoTKeys: two compiles of the same OPoT spec draw different
+// keys; KeepOPoTKeys gives the second the first's, so every node's
+// digest is equal again (a re-apply changes nothing). When the chain's
+// members change (the NFs swapped: r3 becomes hop 1), nothing is kept
+// and the fresh profile stays.
+func TestKeepOPoTKeys(t *testing.T) {
+	s := opotTestbed(t)
+	a, err := CompileKeys(s, keyStream(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := CompileKeys(s, keyStream(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	digests := func(n *state.Network) map[string]string {
+		m := map[string]string{}
+		for _, x := range n.Nodes {
+			m[x.Name] = x.Digest
+		}
+		return m
+	}
+	da, db := digests(a), digests(b)
+	if da["r1"] == db["r1"] || da["r4"] != db["r4"] {
+		t.Fatalf("digests: r1 %v (want different), r4 %v (want equal)", da["r1"] == db["r1"], da["r4"] == db["r4"])
+	}
+	kept, err := KeepOPoTKeys(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(kept, []string{"verified"}) {
+		t.Fatalf("kept %v, want [verified]", kept)
+	}
+	if db := digests(b); !maps.Equal(da, db) {
+		t.Errorf("after keeping the keys the digests differ:\n%v\n%v", da, db)
+	}
+	for i := range b.Nodes {
+		if !b.Nodes[i].Sealed() {
+			t.Errorf("%s not sealed", b.Nodes[i].Name)
+		}
+	}
+	if kept, _ := KeepOPoTKeys(b, nil); kept != nil {
+		t.Errorf("nothing to keep from: kept %v", kept)
+	}
+
+	// NFs swapped: the hops change, the fresh keys stay.
+	s2 := opotTestbed(t)
+	s2.Chains[0].NFs = []string{"vnf3", "vnf2"}
+	c, err := CompileKeys(s2, keyStream(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := digests(c)
+	kept, err = KeepOPoTKeys(c, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 0 || !maps.Equal(before, digests(c)) {
+		t.Errorf("members changed: kept %v, digests changed %v", kept, !maps.Equal(before, digests(c)))
+	}
 }

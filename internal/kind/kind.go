@@ -182,3 +182,26 @@ func Ifindexes(ns *netns.NS, names []string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// Event is one thing a program reported on its own (e.g. an OPoT
+// verifier's drop, read from its ring buffer).
+type Event struct {
+	// Subject is what it is about, e.g. "chain/NAME".
+	Subject string `json:"subject"`
+	// Reason is the named reason (a drop reason of internal/drop).
+	Reason string `json:"reason"`
+	// Detail is the rest, for people.
+	Detail string `json:"detail,omitempty"`
+}
+
+// EventSource is a Driver whose program reports events: Events drains
+// those pending (each is returned once).
+type EventSource interface {
+	Events(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]Event, error)
+}
+
+// Summarizer is a Driver with a result worth a line each after a demo
+// (e.g. an OPoT chain's verified and dropped packets).
+type Summarizer interface {
+	Summary(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error)
+}

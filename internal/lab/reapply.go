@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -112,6 +113,16 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	tLoad := time.Since(t0)
 	if err := sameTopology(recorded, net); err != nil {
 		return nil, fmt.Errorf("lab apply %s: %w (run `srchain lab down %s` and `lab up` to rebuild it)", net.Name, err, net.Name)
+	}
+	// The OPoT keys of chains whose proof did not change are those the
+	// nodes run (every compile draws new ones): packets in flight keep
+	// verifying, and those nodes' digests stay equal.
+	kept, err := compile.KeepOPoTKeys(net, recorded)
+	if err != nil {
+		return nil, fmt.Errorf("lab apply %s: %w", net.Name, err)
+	}
+	if len(kept) > 0 {
+		opts.log().Debug("lab apply: opot keys kept", "lab", net.Name, "chains", kept)
 	}
 	old := map[string]*state.Node{}
 	for i := range recorded.Nodes {

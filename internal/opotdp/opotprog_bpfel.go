@@ -17,6 +17,7 @@ type opotProgOpotChain struct {
 	_       structs.HostLayout
 	Profile uint32
 	Slot    uint32
+	Role    uint32
 }
 
 type opotProgOpotChainKey struct {

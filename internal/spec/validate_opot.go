@@ -12,8 +12,13 @@ const OPoTMaxNFs = 6
 // distinct, so that a node never holds two shares and skipping one
 // always changes the result. What the data plane does not do yet is
 // refused rather than silently unverified (docs/opot.md "Limits"):
-// insert mode (no decapsulating egress to verify before), SR-unaware NFs
-// (the SR proxy's transit hook) and NEXT-C-SID chains.
+// insert mode (no decapsulating egress to verify before),
+// SR-unaware NFs (the SR proxy's transit
+// hook), NEXT-C-SID chains, an NF node with datapath xdp (its XDP End
+// would forward the packet before the tc transit stage updates the
+// proof) and an ingress with `ingress: ebpf` (the OPoT headend runs
+// after the kernel's seg6 encap; the eBPF ingress does not add the TLV
+// yet).
 func (v *validator) opot() {
 	s := v.s
 	for i := range s.Chains {
@@ -22,10 +27,9 @@ func (v *validator) opot() {
 			continue
 		}
 		p := fmt.Sprintf("chains[%d].opot", i)
-		// The compiler makes the keys and the programs are built and
-		// tested (internal/opotdp), but no driver attaches them yet: a
-		// chain that promises a proof must not run unverified.
-		v.add(p, "opot is not deployable yet: srchain generates the chain's keys, but no driver attaches the OPoT programs (issue 11); refused rather than silently unverified")
+		if in := s.Node(c.Ingress); in != nil && in.Ingress == IngressEBPF {
+			v.add(p, "opot with ingress %s on node %s is not supported yet: the OPoT headend follows the kernel's seg6 encap; use the kernel ingress", IngressEBPF, c.Ingress)
+		}
 		if c.Mode == ModeInsert {
 			v.add(p, "opot needs encap mode: the verifier runs at the egress before it decapsulates")
 		}
@@ -42,6 +46,9 @@ func (v *validator) opot() {
 				continue
 			}
 			path := fmt.Sprintf("chains[%d].nfs[%d]", i, k)
+			if n := s.Node(nf.Node); n != nil && n.Datapath == DatapathXDP {
+				v.add(path, "NF %q runs on node %s with datapath %s: its XDP End would forward packets before the OPoT transit stage (tc) updates the proof; use datapath %s or %s", name, nf.Node, DatapathXDP, DatapathEBPF, DatapathKernel)
+			}
 			if nf.SRAware != nil && !*nf.SRAware {
 				v.add(path, "NF %q is SR-unaware: opot through an SR proxy is not supported yet", name)
 			}

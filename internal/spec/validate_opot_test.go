@@ -16,7 +16,11 @@ func TestOPoTField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := string(b)
+	// The example turns opot on; base is it with opot off.
+	base := strings.Replace(string(b), "\n    opot: true", "", 1)
+	if base == string(b) {
+		t.Fatal("examples/opot-testbed.yaml no longer has `    opot: true` after its NFs; update this test")
+	}
 	on := func(s string) string {
 		return strings.Replace(s, "nfs: [vnf2, vnf3]", "nfs: [vnf2, vnf3]\n    opot: true", 1)
 	}
@@ -30,10 +34,8 @@ func TestOPoTField(t *testing.T) {
 	if !s.Chains[0].OPoT {
 		t.Fatal("opot: true not decoded")
 	}
-	// Until a driver attaches the programs, opot is refused (never a
-	// chain that promises a proof and runs unverified).
-	if _, err := Check([]byte(on(base)), "in.yaml"); err == nil || !strings.Contains(err.Error(), "not deployable yet") {
-		t.Fatalf("opot: true accepted (%v), want it refused until it is deployable", err)
+	if _, err := Check([]byte(on(base)), "in.yaml"); err != nil {
+		t.Fatalf("opot: true on the testbed refused: %v", err)
 	}
 	for _, c := range []struct {
 		name, yaml string
@@ -41,10 +43,12 @@ func TestOPoTField(t *testing.T) {
 		msg        string
 	}{
 		{"off", base, nil, ""},
-		{"insert", strings.Replace(on(base), "opot: true", "opot: true\n    mode: insert", 1), []string{"chains[0].opot", "chains[0].opot"}, "needs encap mode"},
-		{"sr-unaware", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r3, sr_aware: false}", 1), []string{"chains[0].nfs[1]", "chains[0].opot"}, "SR-unaware"},
-		{"same node", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r2}", 1), []string{"chains[0].nfs[1]", "chains[0].opot"}, "one node per share"},
-		{"on egress", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r6}", 1), []string{"chains[0].nfs[1]", "chains[0].opot"}, "also the egress"},
+		{"insert", strings.Replace(on(base), "opot: true", "opot: true\n    mode: insert", 1), []string{"chains[0].opot"}, "needs encap mode"},
+		{"sr-unaware", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r3, sr_aware: false}", 1), []string{"chains[0].nfs[1]"}, "SR-unaware"},
+		{"same node", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r2}", 1), []string{"chains[0].nfs[1]"}, "one node per share"},
+		{"on egress", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r6}", 1), []string{"chains[0].nfs[1]"}, "also the egress"},
+		{"xdp", strings.Replace(on(base), `{name: r3, role: router, locator: "fd00:3::/64"}`, `{name: r3, role: router, locator: "fd00:3::/64", datapath: xdp}`, 1), []string{"chains[0].nfs[1]"}, "XDP End"},
+		{"ebpf ingress", strings.Replace(on(base), `{name: r1, role: router, locator: "fd00:1::/64"}`, `{name: r1, role: router, locator: "fd00:1::/64", ingress: ebpf}`, 1), []string{"chains[0].opot"}, "ingress ebpf"},
 		{"not bool", strings.Replace(on(base), "opot: true", "opot: yes please", 1), []string{"chains[0].opot"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,780 @@
+package opotdp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/state"
+)
+
+func init() { kind.RegisterDriver(state.ProgramOPoT, Driver{}) }
+
+// Driver makes a node's state.Program of kind state.ProgramOPoT real
+// (docs/opot.md "Deployment"): it loads bpf/opot.c with its maps pinned
+// under PinDir(ns), writes the node's chains and its own parameters of
+// each profile slot (from Node.Secrets) into them, and attaches the
+// stages of the node's roles: the headend at tcx egress of Config.Egress,
+// the transit and verifier at tcx ingress of Config.Ingress, in front of
+// srchain's End program when the node runs one.
+//
+// Profiles change only when the secrets do (the lab keeps a chain's keys
+// across applies: internal/compile KeepOPoTKeys); a slot whose parameters change
+// starts again at sequence number 1 with an empty anti-replay window,
+// one whose parameters stay keeps its counter and window.
+type Driver struct{}
+
+// Stage names: the pinned link of a stage at a hook is
+// PinDir/<stage>_<hook> (bpfrt.Hook.String).
+const (
+	stageHeadend = "headend"
+	stageTransit = "transit"
+	stageVerify  = "verify"
+)
+
+// Kernel names (15 bytes) of the programs.
+const endProgName = "srchain_end"
+
+// PinDir is where the driver pins the OPoT maps and links of ns.
+func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/opot" }
+
+// mapNames are the maps pinned by name under PinDir.
+var mapNames = []string{"opot_chains", "opot_node_params", "opot_seqs", "opot_windows", "opot_stats", "opot_events", "drop_counters", "sid_counters"}
+
+func isLinkPin(name string) bool {
+	for _, st := range []string{stageHeadend, stageTransit, stageVerify} {
+		if strings.HasPrefix(name, st+"_") {
+			return true
+		}
+	}
+	return false
+}
+
+// ConfigFromProgram decodes the program's typed config.
+func ConfigFromProgram(p state.Program) (state.OPoTConfig, error) {
+	var cfg state.OPoTConfig
+	if err := json.Unmarshal(p.Config, &cfg); err != nil {
+		return cfg, fmt.Errorf("decode opot config: %w", err)
+	}
+	return cfg, nil
+}
+
+// desired is what the node's maps must hold.
+type desired struct {
+	chains map[ChainKey]Chain
+	params map[Key]Params
+	// hooks: the stages to attach, stage -> interfaces.
+	stages map[string][]string
+}
+
+func roleOf(name string) (opot.Role, error) {
+	switch name {
+	case state.OPoTHeadend:
+		return opot.RoleHeadend, nil
+	case state.OPoTTransit:
+		return opot.RoleTransit, nil
+	case state.OPoTVerifier:
+		return opot.RoleVerifier, nil
+	}
+	return 0, fmt.Errorf("opot role %q: %w", name, ErrConfig)
+}
+
+// ErrConfig: the program's config or the node's secrets do not fit.
+var ErrConfig = errors.New("bad opot config")
+
+// want builds the desired map contents from the config and the node's
+// secrets. A chain without the secret of a slot gets no parameters for
+// it (its packets of that slot are dropped at the verifier); a chain
+// without any is an error.
+func want(node state.Node, cfg state.OPoTConfig) (desired, error) {
+	d := desired{chains: map[ChainKey]Chain{}, params: map[Key]Params{}, stages: map[string][]string{}}
+	for _, ch := range cfg.Chains {
+		role, err := roleOf(ch.Role)
+		if err != nil {
+			return d, err
+		}
+		if !ch.SID.Is6() || !ch.Last.Is6() || ch.Profile == 0 || ch.Slot > 1 {
+			return d, fmt.Errorf("opot chain %s: %w: sid, last SID, profile or slot", ch.Name, ErrConfig)
+		}
+		k := ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}
+		if _, dup := d.chains[k]; dup {
+			return d, fmt.Errorf("opot chain %s: %w: two chains with SID %s and egress %s", ch.Name, ErrConfig, ch.SID, ch.Last)
+		}
+		d.chains[k] = Chain{Profile: ch.Profile, Slot: uint32(ch.Slot), Role: uint32(role)}
+		found := 0
+		for slot := range state.OPoTSlots {
+			name := state.OPoTSecretName(ch.Name, int(ch.Profile), slot)
+			i := slices.IndexFunc(node.Secrets, func(s state.Secret) bool { return s.Name == name })
+			if i < 0 {
+				continue
+			}
+			var n opot.NodeParams
+			if err := n.UnmarshalBinary(node.Secrets[i].Value); err != nil {
+				// Never the value: only which secret.
+				return d, fmt.Errorf("opot chain %s: secret %s: %w", ch.Name, name, err)
+			}
+			if n.Role != role {
+				return d, fmt.Errorf("opot chain %s: secret %s is for a %s, the node is the chain's %s: %w", ch.Name, name, n.Role, ch.Role, ErrConfig)
+			}
+			d.params[Key{Profile: ch.Profile, Slot: uint32(slot)}] = FromNode(n)
+			found++
+		}
+		if found == 0 {
+			return d, fmt.Errorf("opot chain %s: no secret %s: %w", ch.Name, state.OPoTSecretName(ch.Name, int(ch.Profile), 0), ErrConfig)
+		}
+		var stage string
+		var ifs []string
+		switch role {
+		case opot.RoleHeadend:
+			stage, ifs = stageHeadend, cfg.Egress
+		case opot.RoleTransit:
+			stage, ifs = stageTransit, cfg.Ingress
+		default:
+			stage, ifs = stageVerify, cfg.Ingress
+		}
+		if len(ifs) == 0 {
+			return d, fmt.Errorf("opot chain %s: %w: no interfaces for the %s stage", ch.Name, ErrConfig, stage)
+		}
+		d.stages[stage] = ifs
+	}
+	return d, nil
+}
+
+// objs is the loaded collection with the pinned maps.
+type objs struct{ Objects }
+
+func load(dir string) (*objs, error) {
+	spec, err := LoadSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load opot spec: %w", err)
+	}
+	for _, name := range mapNames {
+		if ms, ok := spec.Maps[name]; ok {
+			ms.Pinning = ebpf.PinByName
+		}
+	}
+	var o objs
+	if err := spec.LoadAndAssign(&o.Objects, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+		return nil, fmt.Errorf("load opot programs: %w", err)
+	}
+	return &o, nil
+}
+
+func (o *objs) prog(stage string) *ebpf.Program {
+	switch stage {
+	case stageHeadend:
+		return o.SrchainOpotHeadend
+	case stageTransit:
+		return o.SrchainOpotTransit
+	}
+	return o.SrchainOpotVerify
+}
+
+func hookOf(stage string, ifindex int) bpfrt.Hook {
+	return bpfrt.Hook{Ifindex: ifindex, Egress: stage == stageHeadend}
+}
+
+func linkPin(dir, stage string, h bpfrt.Hook) string { return dir + "/" + stage + "_" + h.String() }
+
+// journal collects the undo steps of one Apply, run in reverse.
+type journal []func() error
+
+func (j journal) undo() error {
+	var errs []error
+	for i := len(j) - 1; i >= 0; i-- {
+		errs = append(errs, j[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// Apply is idempotent: entries and links already as desired are left
+// alone (nil undo). Otherwise the undo puts back the map entries this
+// call changed and detaches the links it attached; a first Apply's undo
+// removes everything. On error nothing of this call is left.
+func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (undo func() error, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := want(node, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opot: %w", err)
+	}
+	idx := map[string]int{}
+	for _, ifs := range d.stages {
+		got, err := kind.Ifindexes(ns, ifs)
+		if err != nil {
+			return nil, fmt.Errorf("opot: %w", err)
+		}
+		for i, n := range ifs {
+			idx[n] = got[i]
+		}
+	}
+	dir := PinDir(ns)
+	_, statErr := os.Stat(dir + "/opot_chains")
+	fresh := errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("opot: create pin dir: %w", err)
+	}
+	release, err := bpfrt.LockDir(dir, bpfrt.Exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("opot: %w", err)
+	}
+	defer release()
+	var j journal
+	fail := func(err error) (func() error, error) {
+		if fresh {
+			err = errors.Join(err, removePins(dir))
+		} else if uerr := j.undo(); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("undo: %w", uerr))
+		}
+		return nil, fmt.Errorf("opot: %w", err)
+	}
+	if err := ns.Do(func() error {
+		_, err := bpfrt.ClaimPinDir(dir, isLinkPin)
+		return err
+	}); err != nil {
+		return fail(err)
+	}
+	o, err := load(dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer o.Close()
+	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
+		return fail(err)
+	}
+	if err := syncLinks(ctx, ns, dir, o, d, idx, &j); err != nil {
+		return fail(err)
+	}
+	switch {
+	case fresh:
+		return func() error { return removePins(dir) }, nil
+	case len(j) > 0:
+		return j.undo, nil
+	}
+	return nil, nil
+}
+
+// syncMaps makes the pinned maps hold d, journaling what it changes.
+func syncMaps(dir string, o *Objects, d desired, j *journal) error {
+	// Chains: put the desired, delete the others.
+	have, err := dumpChains(o.OpotChains)
+	if err != nil {
+		return err
+	}
+	for k, v := range d.chains {
+		old, ok := have[k]
+		if ok && old == v {
+			continue
+		}
+		if err := o.OpotChains.Put(&k, &v); err != nil {
+			return fmt.Errorf("write opot chain: %w", err)
+		}
+		*j = append(*j, restore(dir, "opot_chains", k, old, ok))
+	}
+	for k, old := range have {
+		if _, ok := d.chains[k]; ok {
+			continue
+		}
+		if err := o.OpotChains.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete opot chain: %w", err)
+		}
+		*j = append(*j, restore(dir, "opot_chains", k, old, true))
+	}
+	// Parameters: a slot whose parameters change starts afresh (its
+	// sequence counter and window belong to the old profile).
+	params, err := dumpParams(o.OpotNodeParams)
+	if err != nil {
+		return err
+	}
+	for k, v := range d.params {
+		old, ok := params[k]
+		if !ok || old != v {
+			if err := o.OpotNodeParams.Put(&k, &v); err != nil {
+				return fmt.Errorf("write opot parameters: %w", err)
+			}
+			*j = append(*j, restore(dir, "opot_node_params", k, old, ok))
+		}
+		fresh := !ok || old != v
+		switch opot.Role(v.Role) {
+		case opot.RoleHeadend:
+			if err := resetValue(o.OpotSeqs, k, uint64(0), fresh); err != nil {
+				return err
+			}
+		case opot.RoleVerifier:
+			if err := resetValue(o.OpotWindows, k, Window{}, fresh); err != nil {
+				return err
+			}
+		}
+	}
+	for k, old := range params {
+		if _, ok := d.params[k]; ok {
+			continue
+		}
+		if err := o.OpotNodeParams.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete opot parameters: %w", err)
+		}
+		*j = append(*j, restore(dir, "opot_node_params", k, old, true))
+		for _, m := range []*ebpf.Map{o.OpotSeqs, o.OpotWindows} {
+			if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("delete opot state: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// resetValue puts zero at k of m when reset is set or k is missing.
+// The undo of a reset cannot give back a window or counter that packets
+// moved since: it leaves them (the old parameters it restores start over
+// from what it finds, which the verifier sees as stale at worst).
+func resetValue[V any](m *ebpf.Map, k Key, zero V, reset bool) error {
+	flags := ebpf.UpdateNoExist
+	if reset {
+		flags = ebpf.UpdateAny
+	}
+	err := m.Update(&k, &zero, flags)
+	if errors.Is(err, ebpf.ErrKeyExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reset opot %s: %w", m.String(), err)
+	}
+	return nil
+}
+
+// restore is the undo of a write to m at k: it puts old back (or
+// deletes k when it had none). It opens m's pin again when run: Apply
+// closes its handles when it returns.
+func restore[K, V any](dir, name string, k K, old V, had bool) func() error {
+	return func() error {
+		pm, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			return fmt.Errorf("undo opot map write: %w", err)
+		}
+		defer pm.Close()
+		if had {
+			return pm.Put(&k, &old)
+		}
+		if err := pm.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+		return nil
+	}
+}
+
+func dumpChains(m *ebpf.Map) (map[ChainKey]Chain, error) {
+	out := map[ChainKey]Chain{}
+	var k ChainKey
+	var v Chain
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read opot chains: %w", err)
+	}
+	return out, nil
+}
+
+func dumpParams(m *ebpf.Map) (map[Key]Params, error) {
+	out := map[Key]Params{}
+	var k Key
+	var v Params
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out[k] = v
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read opot parameters: %w", err)
+	}
+	return out, nil
+}
+
+// syncLinks attaches each desired stage where the kernel does not show
+// its pinned link, and detaches pinned links no longer desired.
+func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired, idx map[string]int, j *journal) error {
+	wantPins := map[string]bool{}
+	for _, stage := range slices.Sorted(maps.Keys(d.stages)) {
+		for _, ifn := range d.stages[stage] {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			h := hookOf(stage, idx[ifn])
+			pin := linkPin(dir, stage, h)
+			wantPins[pin] = true
+			if ok, _ := attached(ns, pin, h); ok {
+				continue
+			}
+			err := ns.Do(func() error {
+				opts := bpfrt.AttachOptions{Pin: pin}
+				if !h.Egress {
+					// In front of srchain's End (which ends the tcx
+					// chain for its SIDs); else last, after a firewall
+					// at the head: a packet the firewall drops needs no
+					// proof.
+					before, err := programBefore(h.Ifindex, endProgName)
+					if err != nil {
+						return err
+					}
+					opts.Before = before
+				}
+				l, _, err := bpfrt.Attach(h, o.prog(stage), opts)
+				if err != nil {
+					return err
+				}
+				l.Close() // pinned: stays attached
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("attach %s stage on %s: %w", stage, ifn, err)
+			}
+			*j = append(*j, func() error { return bpfrt.DetachPinned(pin) })
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read pin dir: %w", err)
+	}
+	for _, e := range ents {
+		pin := dir + "/" + e.Name()
+		if !isLinkPin(e.Name()) || wantPins[pin] {
+			continue
+		}
+		// A stage no longer desired there; it cannot be put back by an
+		// undo (a new link would be needed), which Apply's caller sees
+		// as a change.
+		if err := bpfrt.DetachPinned(pin); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// programBefore returns the id of the first program called name on
+// ifindex's tcx ingress (0: none), in the current namespace.
+func programBefore(ifindex int, name string) (ebpf.ProgramID, error) {
+	atts, err := bpfrt.TCXIngress(ifindex)
+	if err != nil {
+		return 0, err
+	}
+	for _, a := range atts {
+		p, err := ebpf.NewProgramFromID(a.Program)
+		if err != nil {
+			continue
+		}
+		info, err := p.Info()
+		p.Close()
+		if err == nil && info.Name == name {
+			return a.Program, nil
+		}
+	}
+	return 0, nil
+}
+
+// attached asks the kernel whether the link pinned at pin runs at h in ns.
+func attached(ns *netns.NS, pin string, h bpfrt.Hook) (bool, error) {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return false, nil
+	}
+	defer l.Close()
+	var ok bool
+	err = ns.Do(func() error {
+		ok, _ = bpfrt.LinkAttachedHere(l, h)
+		return nil
+	})
+	return ok, err
+}
+
+// removePins detaches the pinned links and removes the directory.
+func removePins(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read pin dir: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if isLinkPin(e.Name()) {
+			errs = append(errs, bpfrt.DetachPinned(dir+"/"+e.Name()))
+		}
+	}
+	errs = append(errs, os.RemoveAll(dir))
+	return errors.Join(errs...)
+}
+
+// Check reports, changing nothing, what differs: not loaded, a chain or
+// a slot's parameters missing or different, a stage not attached.
+func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	d, err := want(node, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("check opot: %w", err)
+	}
+	dir := PinDir(ns)
+	cm, err := ebpf.LoadPinnedMap(dir+"/opot_chains", nil)
+	if err != nil {
+		return []string{"program opot not loaded"}, nil
+	}
+	defer cm.Close()
+	pm, err := ebpf.LoadPinnedMap(dir+"/opot_node_params", nil)
+	if err != nil {
+		return []string{"program opot not loaded"}, nil
+	}
+	defer pm.Close()
+	var drift []string
+	chains, err := dumpChains(cm)
+	if err != nil {
+		return nil, fmt.Errorf("check opot: %w", err)
+	}
+	names := map[uint32]string{}
+	for _, ch := range cfg.Chains {
+		names[ch.Profile] = ch.Name
+	}
+	for _, k := range sortedChainKeys(d.chains) {
+		v := d.chains[k]
+		if have, ok := chains[k]; !ok || have != v {
+			drift = append(drift, fmt.Sprintf("opot chain %s: entry missing or different in opot_chains", names[v.Profile]))
+		}
+	}
+	for k := range chains {
+		if _, ok := d.chains[k]; !ok {
+			drift = append(drift, "opot_chains holds a chain the node does not take part in")
+			break
+		}
+	}
+	params, err := dumpParams(pm)
+	if err != nil {
+		return nil, fmt.Errorf("check opot: %w", err)
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(d.params), func(a, b Key) int {
+		return int(a.Profile)*2 + int(a.Slot) - int(b.Profile)*2 - int(b.Slot)
+	}) {
+		// Never print the parameters: say which slot differs.
+		if have, ok := params[k]; !ok || have != d.params[k] {
+			drift = append(drift, fmt.Sprintf("opot chain %s: parameters of slot %d missing or different", names[k.Profile], k.Slot))
+		}
+	}
+	for _, stage := range slices.Sorted(maps.Keys(d.stages)) {
+		ifs := d.stages[stage]
+		got, err := kind.Ifindexes(ns, ifs)
+		if err != nil {
+			return nil, fmt.Errorf("check opot: %w", err)
+		}
+		for i, ix := range got {
+			h := hookOf(stage, ix)
+			if ok, err := attached(ns, linkPin(dir, stage, h), h); err != nil || !ok {
+				drift = append(drift, fmt.Sprintf("program opot (%s stage) not attached on %s", stage, ifs[i]))
+			}
+		}
+	}
+	return drift, nil
+}
+
+func sortedChainKeys(m map[ChainKey]Chain) []ChainKey {
+	return slices.SortedFunc(maps.Keys(m), func(a, b ChainKey) int {
+		return cmpBytes(append(a.Sid[:], a.Last[:]...), append(b.Sid[:], b.Last[:]...))
+	})
+}
+
+func cmpBytes(a, b []byte) int { return bytes.Compare(a, b) }
+
+// Remove detaches the stages and removes the pins (keys included).
+func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return removePins(PinDir(ns))
+}
+
+// Counters, per chain the node takes part in: on the verifier
+// "chain/NAME/verified" and "chain/NAME/drop/REASON" (opot-verify,
+// opot-replay, opot-stale, opot-no-tlv, opot-no-profile); on the headend
+// "chain/NAME/drop/REASON" for packets it could not give a proof
+// (opot-seq-exhausted, opot-no-profile...); then the node's drop
+// reasons ("drop/REASON"). Zero drops are left out.
+func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	dir := PinDir(ns)
+	sm, err := ebpf.LoadPinnedMap(dir+"/opot_stats", nil)
+	if err != nil {
+		return nil, fmt.Errorf("read opot counters: %w", err)
+	}
+	defer sm.Close()
+	stats, err := readStats(sm)
+	if err != nil {
+		return nil, err
+	}
+	var out []kind.Counter
+	for _, ch := range cfg.Chains {
+		pre := "chain/" + ch.Name + "/"
+		if ch.Role == state.OPoTVerifier {
+			out = append(out, kind.Counter{Name: pre + "verified", Value: stats[StatKey{Profile: ch.Profile, Reason: 0}]})
+		}
+		for r := drop.Reason(1); r < drop.Max; r++ {
+			if v := stats[StatKey{Profile: ch.Profile, Reason: uint32(r)}]; v != 0 {
+				out = append(out, kind.Counter{Name: pre + "drop/" + r.String(), Value: v})
+			}
+		}
+	}
+	dm, err := ebpf.LoadPinnedMap(dir+"/drop_counters", nil)
+	if err != nil {
+		return nil, fmt.Errorf("read opot counters: %w", err)
+	}
+	defer dm.Close()
+	drops, err := bpfrt.ReadDropCounts(dm)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range drops {
+		if v != 0 {
+			out = append(out, kind.Counter{Name: "drop/" + drop.Reason(i).String(), Value: v})
+		}
+	}
+	return out, nil
+}
+
+// readStats sums opot_stats over CPUs.
+func readStats(m *ebpf.Map) (map[StatKey]uint64, error) {
+	out := map[StatKey]uint64{}
+	var k StatKey
+	var per []uint64
+	it := m.Iterate()
+	for it.Next(&k, &per) {
+		var s uint64
+		for _, v := range per {
+			s += v
+		}
+		out[k] = s
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read opot counters: %w", err)
+	}
+	return out, nil
+}
+
+// Events drains the verifier's drop events (the opot_events ring) of the
+// node: each event is returned once. An event names the chain, the
+// profile slot, the drop reason and, for a replay or a stale packet (a
+// valid proof), its sequence number.
+func (Driver) Events(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	names := map[uint32]string{}
+	for _, ch := range cfg.Chains {
+		names[ch.Profile] = ch.Name
+	}
+	m, err := ebpf.LoadPinnedMap(PinDir(ns)+"/opot_events", nil)
+	if err != nil {
+		return nil, fmt.Errorf("read opot events: %w", err)
+	}
+	defer m.Close()
+	rd, err := ringbuf.NewReader(m)
+	if err != nil {
+		return nil, fmt.Errorf("read opot events: %w", err)
+	}
+	defer rd.Close()
+	rd.SetDeadline(time.Now())
+	var out []kind.Event
+	for {
+		rec, err := rd.Read()
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrClosed) {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("read opot events: %w", err)
+		}
+		ev, err := ParseEvent(rec.RawSample)
+		if err != nil {
+			return out, err
+		}
+		name := names[ev.Profile]
+		if name == "" {
+			name = fmt.Sprintf("profile-%d", ev.Profile)
+		}
+		e := kind.Event{Subject: "chain/" + name, Reason: ev.Reason.String(),
+			Detail: fmt.Sprintf("slot %d", ev.Slot)}
+		if ev.Seq != 0 {
+			e.Detail += fmt.Sprintf(" seq %d", ev.Seq)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Summary is one line per chain the node verifies, for `srchain demo`.
+func (dr Driver) Summary(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	cs, err := dr.Counters(ctx, ns, node, p)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ch := range cfg.Chains {
+		if ch.Role != state.OPoTVerifier {
+			continue
+		}
+		pre := "chain/" + ch.Name + "/"
+		var verified uint64
+		var drops []string
+		for _, c := range cs {
+			switch {
+			case c.Name == pre+"verified":
+				verified = c.Value
+			case strings.HasPrefix(c.Name, pre+"drop/"):
+				drops = append(drops, fmt.Sprintf("%s %d", strings.TrimPrefix(c.Name, pre+"drop/"), c.Value))
+			}
+		}
+		line := fmt.Sprintf("opot chain %s: verified at %s: %d", ch.Name, node.Name, verified)
+		if len(drops) == 0 {
+			line += ", none dropped"
+		} else {
+			line += ", dropped: " + strings.Join(drops, ", ")
+		}
+		out = append(out, line)
+	}
+	return out, nil
+}

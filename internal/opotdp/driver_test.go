@@ -1,0 +1,258 @@
+package opotdp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/kinds/kindtest"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/state"
+)
+
+type seeded struct{ r *rand.ChaCha8 }
+
+func (s seeded) Read(b []byte) (int, error) { return s.r.Read(b) }
+
+// secretsFor gives node j of a fresh k-node profile for both slots of
+// chain (name, profile).
+func secretsFor(t *testing.T, seed byte, name string, profile, k, j int) []state.Secret {
+	t.Helper()
+	rng := seeded{rand.NewChaCha8([32]byte{seed})}
+	var out []state.Secret
+	for slot := range state.OPoTSlots {
+		p, err := opot.GenerateFrom(rng, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := p.Node(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := n.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, state.Secret{Name: state.OPoTSecretName(name, profile, slot), Value: b})
+	}
+	return out
+}
+
+// driverNode is a node that is the headend of chain a, a transit of
+// chain b and the verifier of chain c, on eth0.
+func driverNode(t *testing.T) state.Node {
+	t.Helper()
+	ad := netip.MustParseAddr
+	cfg := state.OPoTConfig{
+		Chains: []state.OPoTChain{
+			{Name: "a", Profile: 1, Role: state.OPoTHeadend, Hop: 0, K: 3, SID: ad("fd00:2::1"), Last: ad("fd00:9::a")},
+			{Name: "b", Profile: 2, Role: state.OPoTTransit, Hop: 1, K: 3, SID: ad("fd00:1::b"), Last: ad("fd00:9::b")},
+			{Name: "c", Profile: 3, Role: state.OPoTVerifier, Hop: 2, K: 3, SID: ad("fd00:1::c"), Last: ad("fd00:1::c")},
+		},
+		Egress:  []string{"eth0"},
+		Ingress: []string{"eth0"},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := state.Node{Name: "r1", Programs: []state.Program{{Kind: state.ProgramOPoT, Interfaces: []string{"eth0"}, Config: b}}}
+	n.Secrets = append(n.Secrets, secretsFor(t, 1, "a", 1, 3, 0)...)
+	n.Secrets = append(n.Secrets, secretsFor(t, 2, "b", 2, 3, 1)...)
+	n.Secrets = append(n.Secrets, secretsFor(t, 3, "c", 3, 3, 2)...)
+	return n
+}
+
+func progNames(t *testing.T, ns *netns.NS, egress bool) []string {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	err = ns.Do(func() error {
+		var atts []bpfrt.TCXAttachment
+		var err error
+		if egress {
+			atts, err = bpfrt.TCXEgress(l.Attrs().Index)
+		} else {
+			atts, err = bpfrt.TCXIngress(l.Attrs().Index)
+		}
+		for _, a := range atts {
+			p, err := ebpf.NewProgramFromID(a.Program)
+			if err != nil {
+				return err
+			}
+			info, err := p.Info()
+			p.Close()
+			if err != nil {
+				return err
+			}
+			names = append(names, info.Name)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestDriver: Apply loads, fills and attaches the stages of the node's
+// roles (headend at egress, transit and verifier at ingress); a second
+// Apply changes nothing; a headend's sequence counter survives a
+// re-apply with the same keys and restarts with new ones (and the undo
+// puts the old parameters back); a stage detached by hand is drift that
+// Check names and Apply repairs; counters name each chain; a secret that
+// does not decode is an error that does not print it; Remove leaves
+// nothing.
+func TestDriver(t *testing.T) {
+	a, _ := kindtest.Pair(t, "o")
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := driverNode(t)
+	p := node.Programs[0]
+	var d Driver
+	undo, err := d.Apply(ctx, a, node, p)
+	if err != nil || undo == nil {
+		t.Fatalf("first apply: undo %v, %v", undo != nil, err)
+	}
+	if got := progNames(t, a, false); !slices.Contains(got, "srchain_opot_transit") || !slices.Contains(got, "srchain_opot_verify") {
+		t.Errorf("tcx ingress runs %v, want the transit and verifier stages", got)
+	}
+	if got := progNames(t, a, true); !slices.Equal(got, []string{"srchain_opot_headend"}) {
+		t.Errorf("tcx egress runs %v, want the headend stage", got)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Fatalf("check after apply: %v, %v", drift, err)
+	}
+	if u, err := d.Apply(ctx, a, node, p); err != nil || u != nil {
+		t.Fatalf("re-apply: undo %v, %v; want nothing to do", u != nil, err)
+	}
+	dir := PinDir(a)
+	seqs, err := ebpf.LoadPinnedMap(dir+"/opot_seqs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seqs.Close()
+	chains, err := ebpf.LoadPinnedMap(dir+"/opot_chains", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chains.Close()
+	var ch Chain
+	if err := chains.Lookup(&ChainKey{Sid: netip.MustParseAddr("fd00:1::b").As16(), Last: netip.MustParseAddr("fd00:9::b").As16()}, &ch); err != nil || ch != (Chain{Profile: 2, Role: uint32(opot.RoleTransit)}) {
+		t.Fatalf("chain b entry %+v, %v", ch, err)
+	}
+	k := Key{Profile: 1, Slot: 0}
+	if err := seqs.Put(&k, uint64(42)); err != nil { // packets went out
+		t.Fatal(err)
+	}
+	// Same keys, another secret list object: the counter stays.
+	again := driverNode(t)
+	if _, err := d.Apply(ctx, a, again, again.Programs[0]); err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	if err := seqs.Lookup(&k, &seq); err != nil || seq != 42 {
+		t.Fatalf("seq after re-apply with the same keys: %d, %v; want 42", seq, err)
+	}
+	// New keys for chain a: slot 0 restarts at 0; undo restores them.
+	rotated := driverNode(t)
+	copy(rotated.Secrets[0:2], secretsFor(t, 9, "a", 1, 3, 0))
+	u, err := d.Apply(ctx, a, rotated, rotated.Programs[0])
+	if err != nil || u == nil {
+		t.Fatalf("apply new keys: undo %v, %v", u != nil, err)
+	}
+	if err := seqs.Lookup(&k, &seq); err != nil || seq != 0 {
+		t.Fatalf("seq after new keys: %d, %v; want 0", seq, err)
+	}
+	if drift, _ := d.Check(ctx, a, node, p); len(drift) != 2 || !strings.Contains(drift[0], "chain a: parameters of slot 0") {
+		t.Errorf("check against the old keys: %q", drift)
+	}
+	if err := u(); err != nil {
+		t.Fatal(err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Fatalf("check after undo: %v, %v", drift, err)
+	}
+	// A stage detached by hand.
+	l, _ := a.Netlink().LinkByName("eth0")
+	pin := linkPin(dir, stageTransit, bpfrt.Hook{Ifindex: l.Attrs().Index})
+	pl, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	pl.Close()
+	if drift, _ := d.Check(ctx, a, node, p); !slices.Equal(drift, []string{"program opot (transit stage) not attached on eth0"}) {
+		t.Errorf("check after detach: %q", drift)
+	}
+	if _, err := d.Apply(ctx, a, node, p); err != nil {
+		t.Fatal(err)
+	}
+	if drift, _ := d.Check(ctx, a, node, p); len(drift) != 0 {
+		t.Errorf("check after repair: %q", drift)
+	}
+	cs, err := d.Counters(ctx, a, node, p)
+	if err != nil || !slices.Contains(cs, kind.Counter{Name: "chain/c/verified"}) {
+		t.Errorf("counters %v, %v; want chain/c/verified 0", cs, err)
+	}
+	if evs, err := d.Events(ctx, a, node, p); err != nil || len(evs) != 0 {
+		t.Errorf("events %v, %v; want none", evs, err)
+	}
+	// A corrupt secret: an error naming it, never its bytes.
+	bad := driverNode(t)
+	bad.Secrets[2].Value = append([]byte{0xde, 0xad}, bad.Secrets[2].Value...)
+	_, err = d.Apply(ctx, a, bad, bad.Programs[0])
+	if err == nil || !strings.Contains(err.Error(), "opot/b/2/slot0") || strings.Contains(err.Error(), "dead") || strings.Contains(err.Error(), fmt.Sprint(bad.Secrets[2].Value[2:6])) {
+		t.Errorf("corrupt secret: %v", err)
+	}
+	if err := d.Remove(ctx, a, node, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pin dir after remove: %v", err)
+	}
+	if got := append(progNames(t, a, false), progNames(t, a, true)...); len(got) != 0 {
+		t.Errorf("programs after remove: %v", got)
+	}
+}
+
+// TestDriverFailureLeavesNothing: an Apply that fails (an interface the
+// node lacks) on a fresh node leaves no pin directory.
+func TestDriverFailureLeavesNothing(t *testing.T) {
+	a, _ := kindtest.Pair(t, "p")
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	node := driverNode(t)
+	var cfg state.OPoTConfig
+	if err := json.Unmarshal(node.Programs[0].Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Ingress = []string{"eth0", "eth9"}
+	b, _ := json.Marshal(cfg)
+	node.Programs[0].Config = b
+	if _, err := (Driver{}).Apply(context.Background(), a, node, node.Programs[0]); !errors.Is(err, kind.ErrNoInterface) {
+		t.Fatalf("apply with a missing interface: %v", err)
+	}
+	if _, err := os.Stat(PinDir(a)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pin dir after a failed apply: %v", err)
+	}
+}

@@ -1,0 +1,478 @@
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// TestLabOPoT deploys examples/opot-testbed.yaml (seed 003 Fig. 7a,
+// chain (r2, r3, r6), opot: true) with the kernel's End on r2 and r3:
+// the probes verify at r6 with no drop; then, in the lab, packets made
+// from a captured legitimate one are injected on the wire: r2 skipped
+// (the headend's packet sent from r1 straight to r3's SID), r2 and r3
+// swapped (its segment list reordered), a forged TLV
+// injected between r2 and r3, a replay of a verified packet, RND and CML
+// bit flips. Each is dropped at r6 and counted with its reason, the
+// verifier's events name them, and legitimate traffic still verifies.
+func TestLabOPoT(t *testing.T) {
+	requireRoot(t)
+	l := deployExample(t, "opot-testbed.yaml", "")
+	opotScenario(t, l)
+}
+
+// TestLabOPoTEBPFEnd is TestLabOPoT with srchain's eBPF End on r2 and
+// r3: the transit stage must run before the End program at tcx ingress.
+func TestLabOPoTEBPFEnd(t *testing.T) {
+	requireRoot(t)
+	l := deployExample(t, "opot-testbed.yaml", spec.DatapathEBPF, "r2", "r3")
+	for _, n := range []string{"r2", "r3"} {
+		ns := l.node(t, n)
+		progs, err := apply.IngressPrograms(ns, "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, ei := index(progs, "srchain_opot_t"), index(progs, "srchain_end")
+		if ti < 0 || ei < 0 || ti > ei {
+			t.Fatalf("%s eth0 tcx ingress runs %v: want the opot transit stage before srchain_end", n, progs)
+		}
+	}
+	opotScenario(t, l)
+}
+
+func index(s []string, prefix string) int {
+	for i, v := range s {
+		if strings.HasPrefix(v, prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+func opotScenario(t *testing.T, l *exampleLab) {
+	l.probeAll(t)
+	verified, drops := l.opotCounters(t)
+	if verified == 0 || len(drops) != 0 {
+		t.Fatalf("after the probes: %d verified, drops %v; want > 0 and none", verified, drops)
+	}
+	if evs := l.opotEvents(t); len(evs) != 0 {
+		t.Fatalf("events without tampering: %v", evs)
+	}
+
+	// One legitimate packet, captured as it arrives at r2 (from the
+	// headend), at r3 (from r2) and at r6 (from r3), before any tc stage.
+	r1, r2, r3, r6 := l.node(t, "r1"), l.node(t, "r2"), l.node(t, "r3"), l.node(t, "r6")
+	c2, c3, c6 := openRing(t, r2, "eth0"), openRing(t, r3, "eth0"), openRing(t, r6, "eth0")
+	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:8::2"), "opot-e2e")
+	sid2, sid3, sid6 := l.chainSIDs(t)
+	atR2 := c2.capture(t, sid2)
+	atR3 := c3.capture(t, sid3)
+	atR6 := c6.capture(t, sid6)
+	if got, _ := l.opotCounters(t); got != verified+1 {
+		t.Fatalf("the captured packet: %d verified, want %d", got, verified+1)
+	}
+	for _, f := range [][]byte{atR2, atR3, atR6} {
+		if _, err := tlvOffset(f); err != nil {
+			t.Fatalf("captured frame: %v", err)
+		}
+	}
+	tx1, tx2, tx3 := openRaw(t, r1, "eth1"), openRaw(t, r2, "eth1"), openRaw(t, r3, "eth1")
+
+	type tamper struct {
+		name   string
+		frame  []byte
+		via    *rawSock
+		reason drop.Reason
+	}
+	// Skip r2: the headend's packet with DA = r3's SID, SL 1, sent from
+	// r1 to r2, which only routes it on (its transit stage and End are
+	// for r2's SID).
+	skip := clone(atR2)
+	setDA(skip, sid3)
+	skip[ethLen+40+3] = 1
+	// r2 and r3 swapped: the headend's packet with the segment list
+	// (r3, r2, r6), sent from r1: r2 routes it to r3, whose End sends it
+	// back to r2, then on to r6; both transits run, in the wrong order.
+	swap := clone(atR2)
+	seg := ethLen + 40 + 8
+	s1, s2 := clone(swap[seg+16:seg+32]), clone(swap[seg+32:seg+48])
+	copy(swap[seg+16:], s2)
+	copy(swap[seg+32:], s1)
+	setDA(swap, sid3)
+	// A forged TLV injected on the r2 -> r3 link.
+	forged := clone(atR3)
+	off, _ := tlvOffset(forged)
+	binary.BigEndian.PutUint64(forged[off+8:], 0x0123456789abcdef)
+	binary.BigEndian.PutUint64(forged[off+16:], 0x0fedcba987654321)
+	flipRND, flipCML := clone(atR6), clone(atR6)
+	off, _ = tlvOffset(flipRND)
+	flipRND[off+8+7] ^= 0x01
+	flipCML[off+16+3] ^= 0x10
+	cases := []tamper{
+		{"skip r2", skip, tx1, drop.OPoTVerify},
+		{"r2 and r3 swapped", swap, tx1, drop.OPoTVerify},
+		{"forged TLV between r2 and r3", forged, tx2, drop.OPoTVerify},
+		{"replay", clone(atR6), tx3, drop.OPoTReplay},
+		{"RND bit flip", flipRND, tx3, drop.OPoTVerify},
+		{"CML bit flip", flipCML, tx3, drop.OPoTVerify},
+	}
+	want := map[string]uint64{}
+	for _, c := range cases {
+		before := l.opotDrop(t, c.reason)
+		c.via.send(t, c.frame)
+		if !waitFor(func() bool { return l.opotDrop(t, c.reason) == before+1 }) {
+			v, d := l.opotCounters(t)
+			t.Errorf("%s: drop/%s %d, want %d (verified %d, drops %v)", c.name, c.reason, l.opotDrop(t, c.reason), before+1, v, d)
+		}
+		want[c.reason.String()]++
+	}
+	v, d := l.opotCounters(t)
+	if v != verified+1 || fmt.Sprint(d) != fmt.Sprint(want) {
+		t.Errorf("after tampering: %d verified, drops %v; want %d, %v", v, d, verified+1, want)
+	}
+	// Each drop has its event at r6, with the sequence number for the
+	// replay (its proof held).
+	evs := l.opotEvents(t)
+	got := map[string]uint64{}
+	for _, e := range evs {
+		got[e.Reason]++
+		if e.Subject != "chain/verified" || e.Node != "r6" {
+			t.Errorf("event %+v: want chain/verified at r6", e)
+		}
+		if e.Reason == drop.OPoTReplay.String() && !strings.Contains(e.Detail, "seq ") {
+			t.Errorf("replay event %+v has no sequence number", e)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	// Legitimate traffic still flows and verifies.
+	l.probeAll(t)
+	v2, d2 := l.opotCounters(t)
+	if v2 <= v || fmt.Sprint(d2) != fmt.Sprint(want) {
+		t.Errorf("after tampering, probes: %d verified (was %d), drops %v (want %v)", v2, v, d2, want)
+	}
+	t.Logf("r6: %d verified, drops %v, %d events", v2, d2, len(evs))
+
+	// `lab apply FILE` with the same spec: the compile draws new keys,
+	// the lab keeps the running ones (compile.KeepOPoTKeys), so no node
+	// changes and traffic keeps verifying without a drop.
+	again, err := compile.Compile(l.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Name = l.net.Name
+	changes, err := lab.Update(t.Context(), again, lab.UpOptions{Options: l.opts})
+	if err != nil {
+		t.Fatalf("lab apply with the same spec: %v", err)
+	}
+	for n, c := range changes {
+		if c != 0 {
+			t.Errorf("lab apply with the same spec: %s made %d changes, want 0 (keys regenerated?)", n, c)
+		}
+	}
+	l.probeAll(t)
+	if v3, d3 := l.opotCounters(t); v3 <= v2 || fmt.Sprint(d3) != fmt.Sprint(want) {
+		t.Errorf("after re-applying the spec: %d verified (was %d), drops %v (want %v)", v3, v2, d3, want)
+	}
+}
+
+const ethLen = 14
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+func setDA(f []byte, a netip.Addr) {
+	b := a.As16()
+	copy(f[ethLen+24:], b[:])
+}
+
+// tlvOffset is the frame offset of the OPoT TLV (the first TLV after the
+// segments, where the headend puts it).
+func tlvOffset(f []byte) (int, error) {
+	if len(f) < ethLen+40+8 || f[ethLen+6] != srv6.ProtoRouting {
+		return 0, errors.New("not an SRv6 frame")
+	}
+	srh := ethLen + 40
+	off := srh + 8 + 16*(int(f[srh+4])+1)
+	if off+opot.TLVLen > len(f) || f[off] != opot.TLVType {
+		return 0, fmt.Errorf("no opot tlv at %d", off)
+	}
+	return off, nil
+}
+
+func waitFor(ok func() bool) bool {
+	for range 50 {
+		if ok() {
+			return true
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	return false
+}
+
+func (l *exampleLab) node(t *testing.T, name string) *netns.NS {
+	t.Helper()
+	ns, err := lab.Open(l.net.Name, name, l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Close)
+	return ns
+}
+
+// chainSIDs are the DAs of the chain's packets at r2, r3 and r6, from
+// r6's opot program config (the verifier's entry) and r2's, r3's.
+func (l *exampleLab) chainSIDs(t *testing.T) (r2, r3, r6 netip.Addr) {
+	t.Helper()
+	get := func(node string) netip.Addr {
+		for _, n := range l.net.Nodes {
+			if n.Name != node {
+				continue
+			}
+			for _, p := range n.Programs {
+				if p.Kind != state.ProgramOPoT {
+					continue
+				}
+				var cfg state.OPoTConfig
+				if err := json.Unmarshal(p.Config, &cfg); err != nil {
+					t.Fatal(err)
+				}
+				return cfg.Chains[0].SID
+			}
+		}
+		t.Fatalf("%s has no opot program", node)
+		return netip.Addr{}
+	}
+	return get("r2"), get("r3"), get("r6")
+}
+
+// opotCounters reads r6's verifier counters of chain "verified".
+func (l *exampleLab) opotCounters(t *testing.T) (verified uint64, drops map[string]uint64) {
+	t.Helper()
+	pcs, err := lab.Counters(t.Context(), l.net.Name, "r6", l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drops = map[string]uint64{}
+	for _, pc := range pcs {
+		if pc.Program != state.ProgramOPoT {
+			continue
+		}
+		if pc.Error != "" {
+			t.Fatalf("r6 opot counters: %s", pc.Error)
+		}
+		for _, c := range pc.Counters {
+			switch {
+			case c.Name == "chain/verified/verified":
+				verified = c.Value
+			case strings.HasPrefix(c.Name, "chain/verified/drop/"):
+				drops[strings.TrimPrefix(c.Name, "chain/verified/drop/")] = c.Value
+			}
+		}
+	}
+	return verified, drops
+}
+
+func (l *exampleLab) opotDrop(t *testing.T, r drop.Reason) uint64 {
+	_, d := l.opotCounters(t)
+	return d[r.String()]
+}
+
+func (l *exampleLab) opotEvents(t *testing.T) []lab.ProgramEvent {
+	t.Helper()
+	evs, err := lab.Events(t.Context(), l.net.Name, "", l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// rawSock is an AF_PACKET socket bound to one interface of a namespace,
+// to send frames as they are (through tc egress).
+type rawSock struct {
+	fd      int
+	ifindex int
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+func openRaw(t *testing.T, ns *netns.NS, ifname string) *rawSock {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawSock{ifindex: l.Attrs().Index}
+	err = ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IPV6)))
+		if err != nil {
+			return err
+		}
+		r.fd = fd
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: r.ifindex})
+	})
+	if err != nil {
+		t.Fatalf("packet socket on %s: %v", ifname, err)
+	}
+	t.Cleanup(func() { unix.Close(r.fd) })
+	return r
+}
+
+// ring is an AF_PACKET socket with a TPACKET_V2 receive ring bound to
+// one interface of a namespace: the kernel copies each arriving frame
+// into the ring at once. It listens to every protocol (ETH_P_ALL): such
+// taps run before tc ingress, while a socket bound to ETH_P_IPV6 is
+// served after ipv6_rcv, when the node's End has already rewritten the
+// packet data it shares.
+type ring struct {
+	fd  int
+	mem []byte
+	cur int
+}
+
+const (
+	ringFrame = 4096
+	ringCount = 64
+)
+
+func openRing(t *testing.T, ns *netns.NS, ifname string) *ring {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ring{fd: -1}
+	err = ns.Do(func() error {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return err
+		}
+		r.fd = fd
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
+			return err
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
+			return err
+		}
+		req := unix.TpacketReq{Block_size: ringFrame, Block_nr: ringCount, Frame_size: ringFrame, Frame_nr: ringCount}
+		if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+			return err
+		}
+		if r.mem, err = unix.Mmap(fd, 0, ringFrame*ringCount, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: l.Attrs().Index})
+	})
+	t.Cleanup(func() {
+		if r.mem != nil {
+			unix.Munmap(r.mem)
+		}
+		if r.fd >= 0 {
+			unix.Close(r.fd)
+		}
+	})
+	if err != nil {
+		t.Fatalf("packet ring on %s: %v", ifname, err)
+	}
+	return r
+}
+
+// capture returns the first frame in the ring that is an SRv6 packet to da.
+func (r *ring) capture(t *testing.T, da netip.Addr) []byte {
+	t.Helper()
+	want := da.As16()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		base := r.cur * ringFrame
+		hdr := (*unix.Tpacket2Hdr)(unsafe.Pointer(&r.mem[base]))
+		status := (*uint32)(unsafe.Pointer(&r.mem[base]))
+		if atomic.LoadUint32(status)&unix.TP_STATUS_USER == 0 {
+			pfd := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(pfd, 100)
+			continue
+		}
+		start := base + int(hdr.Mac)
+		f := clone(r.mem[start : start+int(hdr.Snaplen)])
+		atomic.StoreUint32(status, unix.TP_STATUS_KERNEL)
+		r.cur = (r.cur + 1) % ringCount
+		if len(f) > ethLen+40 && binary.BigEndian.Uint16(f[12:]) == unix.ETH_P_IPV6 && f[ethLen+6] == srv6.ProtoRouting && string(f[ethLen+24:ethLen+40]) == string(want[:]) {
+			return f
+		}
+	}
+	t.Fatalf("no SRv6 frame to %s captured", da)
+	return nil
+}
+
+func (r *rawSock) send(t *testing.T, frame []byte) {
+	t.Helper()
+	if err := unix.Sendto(r.fd, frame, 0, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IPV6), Ifindex: r.ifindex}); err != nil {
+		t.Fatalf("send frame: %v", err)
+	}
+}
+
+// sendUDP sends one UDP datagram from ns to dst:9.
+func sendUDP(t *testing.T, ns *netns.NS, dst netip.Addr, payload string) {
+	t.Helper()
+	err := ns.Do(func() error {
+		c, err := net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte(payload))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("send udp: %v", err)
+	}
+}
+
+// TestDemoOPoT runs `srchain demo examples/opot-testbed.yaml`: the probes
+// pass and the demo prints the chain's verification result at r6.
+func TestDemoOPoT(t *testing.T) {
+	requireRoot(t)
+	if srchainBin == "" {
+		t.Fatal("srchain binary not built (see the TestMain output)")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	name := labName("o")
+	t.Cleanup(func() {
+		left, _ := netns.List(lab.NSName(name, ""))
+		for _, n := range left {
+			_ = netns.Delete(n)
+		}
+	})
+	file := renamedSpec(t, "opot-testbed.yaml", "o")
+	out, err := exec.CommandContext(ctx, srchainBin, "demo", "--brief", "--state-dir", t.TempDir(), file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	re := regexp.MustCompile(`== opot chain verified: verified at r6: ([1-9][0-9]*), none dropped`)
+	if !strings.Contains(string(out), "== 2/2 probes OK") || !re.Match(out) {
+		t.Errorf("demo output lacks the probes or the verification result:\n%s", out)
+	}
+}
