@@ -45,8 +45,8 @@ type Scenario struct {
 	// bare XDP redirect): each XDP case is also reported as a fraction
 	// of it (Point.OfCeiling).
 	Ceiling string
-	XLabel   string // plot x axis when cases have X
-	Cases    []Case
+	XLabel  string // plot x axis when cases have X
+	Cases   []Case
 }
 
 // DUT gives case setups the DUT namespace and shortcuts for the tools
