@@ -377,6 +377,15 @@ static __always_inline __u32 proxy_push(struct pctx *c, const __u8 *hdr, __u32 l
 	return DROP_NONE;
 }
 
+/* proxy_len_bad reports an IPv6 payload length beyond the frame (the
+ * kernel's ipv6_rcv drops those; tc runs before it). Trailing bytes
+ * (Ethernet padding) are allowed.
+ */
+static __always_inline int proxy_len_bad(const struct __sk_buff *skb, const struct ipv6hdr *ip6)
+{
+	return sizeof(struct ethhdr) + sizeof(*ip6) + bpf_ntohs(ip6->payload_len) > skb->len;
+}
+
 /* proxy_redirect_nf sends the packet out of IFACE-OUT to the NF's next
  * hop of family nh (41: IPv6, 4: IPv4); none configured: the packet's
  * own destination, resolved on that link.
@@ -412,6 +421,8 @@ static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct prox
 
 	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
 	if (!ip6)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	if (proxy_len_bad(skb, ip6))
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 
 	r = srh_parse(&c->p, &si);
@@ -644,6 +655,9 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	__be32 wbefore[1];
 	__u32 r;
 
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!ip6 || proxy_len_bad(skb, ip6))
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 	r = srh_parse(&c->p, &si);
 	if (r)
 		return proxy_drop(idx, proxy_srh_stat(r), r);

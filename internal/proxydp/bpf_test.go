@@ -175,7 +175,7 @@ func (e *env) run(t *testing.T, prog *ebpf.Program, in int, frame []byte) (uint3
 		return err
 	})
 	if err != nil {
-		t.Fatalf("test run: %v", err)
+		t.Fatalf("test run of %d bytes %x: %v", len(frame), frame, err)
 	}
 	return ret, opts.DataOut
 }
@@ -485,7 +485,9 @@ func TestMalformed(t *testing.T) {
 		ad("bad hdr len", mutate(valid, func(q []byte) { q[srhOff+1] = 3 }), drop.SRHBadLen),
 		ad("bad routing type", mutate(valid, func(q []byte) { q[srhOff+2] = 3 }), drop.SRHBadType),
 		ad("too many segments", mutate(valid, func(q []byte) { q[srhOff+4] = 16 }), drop.SRHTooManySegs),
-		ad("srh truncated", valid[:srhOff+20], drop.SRHTruncated),
+		ad("srh longer than the packet", mutate(valid, func(q []byte) { q[srhOff+1] = 200 }), drop.SRHTruncated),
+		ad("cut in the srh", valid[:srhOff+20], drop.PktTruncated),
+		ad("payload length beyond the frame", mutate(valid, func(q []byte) { q[4]++ }), drop.PktTruncated),
 		ad("inner truncated", valid[:len(valid)-len(udp6(64, 1))+10], drop.PktTruncated),
 		ad("wrong inner (ipv4 to an ipv6 sid)", toSID(t, udp4(64, 1), sidAD6, seg5), drop.ProxyWrongInner),
 		ad("wrong inner (ipv6 to an ipv4 sid)", toSID(t, udp6(64, 1), sidAD4, seg5), drop.ProxyWrongInner),
