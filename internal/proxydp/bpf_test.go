@@ -469,7 +469,7 @@ func (e *env) checkFlow(t *testing.T, sid netip.Addr, inner []byte) {
 	}
 }
 
-func htons(v uint16) uint16 { return v>>8 | v<<8 }
+
 
 // TestMalformed: every malformed or refused packet, both directions.
 func TestMalformed(t *testing.T) {
