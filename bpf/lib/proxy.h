@@ -377,6 +377,42 @@ static __always_inline __u32 proxy_push(struct pctx *c, const __u8 *hdr, __u32 l
 	return DROP_NONE;
 }
 
+/* proxy_srh_parse is srh_parse on the skb, and proxy_outer_walk walks
+ * every extension header of the outer IPv6 header (what srv6_decap
+ * strips), as global functions: verified once, and their many exit
+ * states (one per header layout) do not multiply the caller's. The
+ * caller gets the results as unknown scalars and bounds them again.
+ */
+__attribute__((noinline)) int proxy_srh_parse(struct __sk_buff *skb, struct srh_info *si)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+
+	if (!skb || !si)
+		return DROP_UNSUPPORTED;
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	return srh_parse(&p, si);
+}
+
+__attribute__((noinline)) int proxy_outer_walk(struct __sk_buff *skb, struct ipv6_walk *w)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct ipv6hdr *ip6;
+
+	if (!skb || !w)
+		return DROP_UNSUPPORTED;
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return DROP_PKT_TRUNCATED;
+	w->nh = ip6->nexthdr;
+	w->off = p.l3off + sizeof(*ip6);
+	w->rtoff = 0;
+	w->nonfirst = 0;
+	return ipv6_walk(&p, w, IPV6_WALK_ALL, SRV6_DECAP_MAX_EXT, CTX_MAX_ROOM, NULL);
+}
+
 /* proxy_len_bad reports an IPv6 payload length beyond the frame (the
  * kernel's ipv6_rcv drops those; tc runs before it). Trailing bytes
  * (Ethernet padding) are allowed.
@@ -425,7 +461,7 @@ static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct prox
 	if (proxy_len_bad(skb, ip6))
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 
-	r = srh_parse(&c->p, &si);
+	r = proxy_srh_parse(c->ctx, &si);
 	if (r == DROP_NONE)
 		have_srh = 1;
 	else if (!(r == DROP_NO_SRH && beh == PROXY_BEH_AS))
@@ -453,9 +489,7 @@ static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct prox
 	}
 
 	/* The header after the outer IPv6 and all its extension headers. */
-	w.nh = ip6->nexthdr;
-	w.off = c->p.l3off + sizeof(*ip6);
-	r = ipv6_walk(&c->p, &w, IPV6_WALK_ALL, SRV6_DECAP_MAX_EXT, CTX_MAX_ROOM, NULL);
+	r = proxy_outer_walk(c->ctx, &w);
 	if (r)
 		return proxy_drop(idx, PS_DROP, r);
 	if (w.nonfirst || w.nh != inner)
@@ -574,32 +608,40 @@ static __always_inline int proxy_control(const struct pkt *p, __be16 proto)
 
 /* proxy_time_exceeded turns the IPv6 packet into an ICMPv6 Time
  * Exceeded (hop limit) from the SID address and sends it back to the
- * NF out of IFACE-IN.
+ * NF out of IFACE-IN. A global function: icmp6_err_tc's checksum loop
+ * is verified once, not at each caller.
  */
-static __always_inline int proxy_time_exceeded(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+__attribute__((noinline)) int proxy_time_exceeded(struct __sk_buff *skb, __u32 idx)
 {
-	struct __sk_buff *skb = c->ctx;
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
 	struct ipv6hdr *ip6;
 	__u16 *check;
 	__u64 sum;
 	__u32 r;
 	int i;
 
+	if (!skb)
+		return TC_ACT_SHOT;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s)
+		return TC_ACT_SHOT;
+	ctx_reload(&c, CTX_TC);
 	proxy_count(idx, PS_TTL);
 	count_drop(DROP_PROXY_TTL);
-	r = icmp6_err_tc(skb, &c->p, ICMPV6_TIME_EXCEED, ICMPV6_EXC_HOPLIMIT, 0, DROP_PROXY_TTL);
+	r = icmp6_err_tc(skb, &c.p, ICMPV6_TIME_EXCEED, ICMPV6_EXC_HOPLIMIT, 0, DROP_PROXY_TTL);
 	if (r) {
 		if (r != DROP_PROXY_TTL)
 			count_drop(r);
 		return TC_ACT_SHOT;
 	}
-	ctx_reload(c, CTX_TC);
+	ctx_reload(&c, CTX_TC);
 	/* Source: the SID, an address of this node (RFC 4443 2.2), not the
 	 * invoking packet's destination icmp6_err_tc puts there. Checksum
 	 * fixed incrementally (RFC 1624): + new words, - old words.
 	 */
-	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
-	check = pkt_ptr(&c->p, c->p.l3off + sizeof(*ip6) + 2, 2);
+	ip6 = pkt_ptr(&c.p, c.p.l3off, sizeof(*ip6));
+	check = pkt_ptr(&c.p, c.p.l3off + sizeof(*ip6) + 2, 2);
 	if (!ip6 || !check)
 		return TC_ACT_SHOT;
 	sum = (__u16)~*check;
@@ -658,7 +700,7 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
 	if (!ip6 || proxy_len_bad(skb, ip6))
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
-	r = srh_parse(&c->p, &si);
+	r = proxy_srh_parse(c->ctx, &si);
 	if (r)
 		return proxy_drop(idx, proxy_srh_stat(r), r);
 	if (si.sl == 0)
@@ -667,7 +709,7 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	if (!ip6)
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 	if (ip6->hop_limit <= 1)
-		return proxy_time_exceeded(c, idx, s);
+		return proxy_time_exceeded(c->ctx, idx);
 	seg0 = srh_segment(&c->p, &si, 0);
 	seg = srh_segment(&c->p, &si, si.sl - 1);
 	srh = srh_fixed_hdr(&c->p, &si);
@@ -717,7 +759,7 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		if (sizeof(struct ethhdr) + l3len > skb->len)
 			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 		if (ip6->hop_limit <= 1)
-			return proxy_time_exceeded(c, idx, s);
+			return proxy_time_exceeded(c->ctx, idx);
 		before = ((__be32 *)ip6)[1];
 		ip6->hop_limit -= 1;
 		skb_csum_replace(skb, &before, &((__be32 *)ip6)[1], sizeof(before));
