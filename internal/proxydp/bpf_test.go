@@ -469,8 +469,6 @@ func (e *env) checkFlow(t *testing.T, sid netip.Addr, inner []byte) {
 	}
 }
 
-
-
 // TestMalformed: every malformed or refused packet, both directions.
 func TestMalformed(t *testing.T) {
 	e := newEnv(t)
