@@ -29,8 +29,9 @@ func TestLoad(t *testing.T) {
 // functions (proxy_sr_run, proxy_nf_run, proxy_hdr_same) are verified
 // on their own; their cost shows in the log of the program that calls them.
 var verifierBudget = map[string]int{
-	"srchain_proxy_sr": 85000,
-	"srchain_proxy_nf": 205000,
+	"srchain_proxy_sr":     85000,
+	"srchain_proxy_nf":     205000,
+	"srchain_proxy_sr_xdp": 85000,
 }
 
 // TestVerifierStats: `make bpf-stats` style budget check.

@@ -56,6 +56,7 @@ func TestMutations(t *testing.T) {
 
 func mutations(t *testing.T, seed uint64) {
 	e := newEnv(t)
+	e.xdp = seed == 3 // one seed through the XDP twin too
 	rng := rand.New(rand.NewPCG(seed, 2))
 	var bases []step
 	for _, sid := range []netip.Addr{sidAS6, sidAS4, sidAD6, sidAD4, sidAM, sidAMNAT, sidFlow, sidFlow4} {

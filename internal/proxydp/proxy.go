@@ -519,6 +519,29 @@ func (p *Proxy) Attach(ifindex int, nfSide bool, linkPin string) error {
 	return nil
 }
 
+// XDPProgram is srchain_proxy_sr_xdp.
+func (p *Proxy) XDPProgram() *ebpf.Program { return p.objs.SrchainProxySrXdp }
+
+// AttachXDP attaches the XDP twin of srchain_proxy_sr to the SR-facing
+// ifindex (native mode where the driver has it). It forwards to the NF
+// what a FIB lookup of the NF's address resolves out of IFACE-OUT and
+// passes the rest to tc, so Attach(ifindex, false, ...) must be done
+// on the same interface too. linkPin as for Attach.
+func (p *Proxy) AttachXDP(ifindex int, linkPin string) error {
+	h := bpfrt.Hook{Ifindex: ifindex, XDP: true}
+	l, _, err := bpfrt.Attach(h, p.objs.SrchainProxySrXdp, bpfrt.AttachOptions{Pin: linkPin})
+	if err != nil {
+		return fmt.Errorf("attach proxy xdp: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.links[h.String()]; ok {
+		old.Close()
+	}
+	p.links[h.String()] = l
+	return nil
+}
+
 // Attached reports whether this Proxy's program for the side (nfSide:
 // srchain_proxy_nf, else srchain_proxy_sr) runs on ifindex's tcx
 // ingress in the current network namespace, asking the kernel.
