@@ -14,7 +14,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/testutil"
@@ -31,6 +30,24 @@ import (
 // pinned: after the loading Proxy is closed the datapath keeps working,
 // and OpenPinned sees its counters.
 func TestEndADThroughNF(t *testing.T) {
+	throughNF(t, SID{Behavior: BehaviorAD, Inner: ProtoIPv6}, true)
+}
+
+// TestThroughNF is TestEndADThroughNF for the other behaviours (not
+// pinned): End.AD.flow, End.AS (pushing a one-segment header: plain
+// IPv6-in-IPv6 to A) and End.AM (the NF forwards the packet with its
+// SRH, unprocessed, back to the proxy).
+func TestThroughNF(t *testing.T) {
+	for _, s := range []SID{
+		{Behavior: BehaviorADFlow, Inner: ProtoIPv6, FlowTimeout: time.Minute},
+		{Behavior: BehaviorAS, Inner: ProtoIPv6, Source: netip.MustParseAddr("fc00:a::1"), Segments: []netip.Addr{netip.MustParseAddr("fc00:a::2")}},
+		{Behavior: BehaviorAM},
+	} {
+		t.Run(s.Behavior.String(), func(t *testing.T) { throughNF(t, s, false) })
+	}
+}
+
+func throughNF(t *testing.T, sid SID, pinned bool) {
 	testutil.RequireRoot(t)
 	pid := os.Getpid() % 100000
 	mk := func(role string) *netns.NS {
@@ -83,6 +100,7 @@ func TestEndADThroughNF(t *testing.T) {
 		{nsN, []string{"ip", "link", "set", n0, "up"}},
 		{nsN, []string{"ip", "-6", "addr", "add", "fc00:99::2/64", "dev", n0, "nodad"}},
 		{nsN, []string{"ip", "-6", "route", "add", "2001:db8::/64", "via", "fc00:99::1", "dev", n0}},
+		{nsN, []string{"ip", "-6", "route", "add", "fc00:a::/64", "via", "fc00:99::1", "dev", n0}}, // End.AM's DA
 	} {
 		run(c.ns, c.args...)
 	}
@@ -102,30 +120,35 @@ func TestEndADThroughNF(t *testing.T) {
 	p1i, _ := ifindex(nsP, p1)
 	a0i, a0mac := ifindex(nsA, a0)
 
-	pin := filepath.Join("/sys/fs/bpf", fmt.Sprintf("srchain-test-proxy-%d", pid))
-	os.RemoveAll(pin)
-	t.Cleanup(func() {
-		for _, l := range []string{"sr", "nf"} {
-			if err := bpfrt.DetachPinned(filepath.Join(pin, "link_"+l)); err != nil {
+	pin, linkSR, linkNF := "", "", ""
+	if pinned {
+		pin = filepath.Join("/sys/fs/bpf", fmt.Sprintf("srchain-test-proxy-%d", pid))
+		linkSR, linkNF = filepath.Join(pin, "link_sr"), filepath.Join(pin, "link_nf")
+		os.RemoveAll(pin)
+		t.Cleanup(func() {
+			if err := Remove(pin); err != nil {
 				t.Error(err)
 			}
-		}
-		os.RemoveAll(pin)
-	})
+		})
+	}
 	p, err := Load(Options{PinPath: pin})
 	if err != nil {
 		t.Fatalf("%+v", err)
 	}
-	sid := SID{Addr: netip.MustParseAddr("fc00:1::d6"), Behavior: BehaviorAD, OutIfindex: p1i, InIfindex: p1i,
-		NFNext6: netip.MustParseAddr("fc00:99::2"), Inner: ProtoIPv6}
+	if !pinned {
+		defer p.Close()
+	}
+	sid.Addr = netip.MustParseAddr("fc00:1::d6")
+	sid.OutIfindex, sid.InIfindex = p1i, p1i
+	sid.NFNext6 = netip.MustParseAddr("fc00:99::2")
 	if err := p.SetSIDs([]SID{sid}); err != nil {
 		t.Fatal(err)
 	}
 	if err := nsP.Do(func() error {
-		if err := p.Attach(p0i, false, filepath.Join(pin, "link_sr")); err != nil {
+		if err := p.Attach(p0i, false, linkSR); err != nil {
 			return err
 		}
-		return p.Attach(p1i, true, filepath.Join(pin, "link_nf"))
+		return p.Attach(p1i, true, linkNF)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +207,7 @@ func TestEndADThroughNF(t *testing.T) {
 				continue
 			}
 			ll, ok := from.(*unix.SockaddrLinklayer)
-			if !ok || ll.Pkttype == unix.PACKET_OUTGOING || n < ethLen+40 || binary.BigEndian.Uint16(buf[12:14]) != EtherIPv6 || buf[ethLen+6] != 43 {
+			if !ok || ll.Pkttype == unix.PACKET_OUTGOING || n < ethLen+40 || binary.BigEndian.Uint16(buf[12:14]) != EtherIPv6 || buf[ethLen+6] == 58 {
 				continue
 			}
 			if got := buf[ethLen:n]; !bytes.Equal(got, want) {
@@ -201,10 +224,15 @@ func TestEndADThroughNF(t *testing.T) {
 		t.Fatal(err)
 	}
 	pre := "sid/" + sid.Addr.String() + "/"
-	if c[pre+"to-nf"] < 1 || c[pre+"cache-hit"] < 1 || c[pre+"control"] < 1 || c[pre+"from-nf"]+c[pre+"stack"] < 1 {
+	hit := sid.Behavior != BehaviorAD && sid.Behavior != BehaviorADFlow || c[pre+"cache-hit"] >= 1
+	if c[pre+"to-nf"] < 1 || !hit || c[pre+"control"] < 1 || c[pre+"from-nf"]+c[pre+"stack"] < 1 {
 		t.Errorf("counters after one round trip: %v", c)
 	}
 	t.Logf("counters: %v", c)
+	if !pinned {
+		roundTrip(1001)
+		return
+	}
 
 	// The loader goes away; the pinned datapath stays.
 	if err := p.Close(); err != nil {
