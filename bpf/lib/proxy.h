@@ -879,7 +879,7 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		if (!ip4)
 			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 		l3len = bpf_ntohs(ip4->tot_len);
-		if (l3len < sizeof(*ip4) || sizeof(struct ethhdr) + l3len > skb->len)
+		if (ip4->ihl < 5 || ip4->ihl * 4 > l3len || sizeof(struct ethhdr) + l3len > skb->len)
 			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 		if (ip4->ttl <= 1)
 			return proxy_drop(idx, PS_TTL, DROP_PROXY_TTL);

@@ -586,6 +586,8 @@ func TestMalformed(t *testing.T) {
 		{name: "am back bad type", in: e.in(sidAM), l3: mutate(toSID(t, udp6(64, 1), seg5, seg6), func(q []byte) { q[srhOff+2] = 2 }), want: Drop, reason: drop.SRHBadType},
 		{name: "ipv6 payload length beyond the frame", in: e.in(sidAS6), l3: udp6(64, 1)[:50], want: Drop, reason: drop.PktTruncated},
 		{name: "ipv4 total length beyond the frame", in: e.in(sidAS4), etherType: EtherIPv4, l3: udp4(64, 1)[:30], want: Drop, reason: drop.PktTruncated},
+		{name: "ipv4 ihl 4", in: e.in(sidAS4), etherType: EtherIPv4, l3: mutate(udp4(64, 1), func(q []byte) { q[0] = 0x44 }), want: Drop, reason: drop.PktTruncated},
+		{name: "ipv4 ihl beyond total length", in: e.in(sidAS4), etherType: EtherIPv4, l3: mutate(udp4(64, 1), func(q []byte) { q[0] = 0x4f; q[2], q[3] = 0, 40 }), want: Drop, reason: drop.PktTruncated},
 		{name: "flow miss", in: e.in(sidFlow), l3: udp6(64, 1), want: Drop, reason: drop.ProxyFlowMiss},
 		{name: "ad4 cache empty", in: e.in(sidAD4), etherType: EtherIPv4, l3: udp4(64, 1), want: Drop, reason: drop.ProxyNoCache},
 

@@ -285,7 +285,7 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 			return dropped(drop.PktTruncated)
 		}
 		l3len = int(binary.BigEndian.Uint16(inner[2:4]))
-		if l3len < 20 || l3len > len(inner) {
+		if ihl := int(inner[0] & 0xf); ihl < 5 || ihl*4 > l3len || l3len > len(inner) {
 			return dropped(drop.PktTruncated)
 		}
 		if inner[8] <= 1 {

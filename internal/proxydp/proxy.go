@@ -499,6 +499,9 @@ func (p *Proxy) NFProgram() *ebpf.Program { return p.objs.SrchainProxyNf }
 // srchain_proxy_sr (the SR-facing interface) to ifindex's tcx ingress in
 // the current network namespace. linkPin, when set, is the bpffs path of
 // the link: a link pinned there is taken over (program swap, no gap).
+// srchain_proxy_nf also serves packets to a proxy SID, so an interface
+// that is both SR-facing and an IFACE-IN (one-armed NF) needs only the
+// NF side attached.
 func (p *Proxy) Attach(ifindex int, nfSide bool, linkPin string) error {
 	prog := p.objs.SrchainProxySr
 	if nfSide {
