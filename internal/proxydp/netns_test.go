@@ -47,7 +47,23 @@ func TestThroughNF(t *testing.T) {
 	}
 }
 
-func throughNF(t *testing.T, sid SID, pinned bool) {
+// topo is A -- P (proxy) -- N (NF): a0/p0 and p1/n0 veth pairs.
+type topo struct {
+	nsA, nsP, nsN  *netns.NS
+	a0, p0, p1, n0 string
+	p0i, p1i, a0i  int
+	p0mac, a0mac   net.HardwareAddr
+}
+
+func (tp *topo) run(t *testing.T, ns *netns.NS, args ...string) {
+	t.Helper()
+	if _, err := ns.Run(t.Context(), args[0], args[1:]...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newTopo(t *testing.T) *topo {
+	t.Helper()
 	testutil.RequireRoot(t)
 	pid := os.Getpid() % 100000
 	mk := func(role string) *netns.NS {
@@ -64,7 +80,8 @@ func throughNF(t *testing.T, sid SID, pinned bool) {
 		})
 		return ns
 	}
-	nsA, nsP, nsN := mk("a"), mk("p"), mk("n")
+	tp := &topo{nsA: mk("a"), nsP: mk("p"), nsN: mk("n")}
+	nsA, nsP, nsN := tp.nsA, tp.nsP, tp.nsN
 	// veth pairs created in P, one end moved to A / N.
 	link := func(local, peer string, peerNS *netns.NS) {
 		if err := nsP.Netlink().LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: local}, PeerName: peer}); err != nil {
@@ -78,15 +95,10 @@ func throughNF(t *testing.T, sid SID, pinned bool) {
 			t.Fatal(err)
 		}
 	}
-	a0, p0, p1, n0 := fmt.Sprintf("pxa%d", pid), fmt.Sprintf("pxp%d0", pid), fmt.Sprintf("pxp%d1", pid), fmt.Sprintf("pxn%d", pid)
+	tp.a0, tp.p0, tp.p1, tp.n0 = fmt.Sprintf("pxa%d", pid), fmt.Sprintf("pxp%d0", pid), fmt.Sprintf("pxp%d1", pid), fmt.Sprintf("pxn%d", pid)
+	a0, p0, p1, n0 := tp.a0, tp.p0, tp.p1, tp.n0
 	link(p0, a0, nsA)
 	link(p1, n0, nsN)
-	run := func(ns *netns.NS, args ...string) {
-		t.Helper()
-		if _, err := ns.Run(t.Context(), args[0], args[1:]...); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, c := range []struct {
 		ns   *netns.NS
 		args []string
@@ -102,7 +114,7 @@ func throughNF(t *testing.T, sid SID, pinned bool) {
 		{nsN, []string{"ip", "-6", "route", "add", "2001:db8::/64", "via", "fc00:99::1", "dev", n0}},
 		{nsN, []string{"ip", "-6", "route", "add", "fc00:a::/64", "via", "fc00:99::1", "dev", n0}}, // End.AM's DA
 	} {
-		run(c.ns, c.args...)
+		tp.run(t, c.ns, c.args...)
 	}
 	for _, ns := range []*netns.NS{nsP, nsN} {
 		if err := ns.Sysctl("net.ipv6.conf.all.forwarding", "1"); err != nil {
@@ -116,10 +128,17 @@ func throughNF(t *testing.T, sid SID, pinned bool) {
 		}
 		return l.Attrs().Index, l.Attrs().HardwareAddr
 	}
-	p0i, p0mac := ifindex(nsP, p0)
-	p1i, _ := ifindex(nsP, p1)
-	a0i, a0mac := ifindex(nsA, a0)
+	tp.p0i, tp.p0mac = ifindex(nsP, p0)
+	tp.p1i, _ = ifindex(nsP, p1)
+	tp.a0i, tp.a0mac = ifindex(nsA, a0)
+	return tp
+}
 
+func throughNF(t *testing.T, sid SID, pinned bool) {
+	tp := newTopo(t)
+	pid := os.Getpid() % 100000
+	nsA, nsP := tp.nsA, tp.nsP
+	p0i, p1i, a0i, p0mac, a0mac := tp.p0i, tp.p1i, tp.a0i, tp.p0mac, tp.a0mac
 	pin, linkSR, linkNF := "", "", ""
 	if pinned {
 		pin = filepath.Join("/sys/fs/bpf", fmt.Sprintf("srchain-test-proxy-%d", pid))
@@ -254,3 +273,114 @@ func throughNF(t *testing.T, sid SID, pinned bool) {
 }
 
 func htons(v uint16) uint16 { return v>>8 | v<<8 }
+
+// TestKernelEncapIPv4AS: IPv4 traffic that A's kernel encapsulates
+// (seg6 encap route, so the skb carries the kernel's encapsulation
+// marks across the veths) goes through End.AS with an IPv4 inner type:
+// P strips it and sends the IPv4 packet to N (bpf_redirect_neigh to the
+// NF's IPv4 address; ARP on IFACE-IN passes to P's stack), N routes it
+// back, P decrements the TTL and pushes the static header (one segment:
+// IPv4-in-IPv6 to A). A must receive exactly that header (hop limit 63:
+// the proxy's hop) around its own datagram with TTL 62 (N and P) and a
+// valid header checksum.
+func TestKernelEncapIPv4AS(t *testing.T) {
+	tp := newTopo(t)
+	for _, c := range []struct {
+		ns   *netns.NS
+		args []string
+	}{
+		{tp.nsA, []string{"ip", "addr", "add", "10.1.0.1/24", "dev", tp.a0}},
+		{tp.nsA, []string{"ip", "-6", "route", "add", "fc00:1::/64", "via", "fc00:a::1", "dev", tp.a0}},
+		{tp.nsA, []string{"ip", "sr", "tunsrc", "set", "fc00:a::2"}},
+		{tp.nsA, []string{"ip", "route", "add", "10.2.0.0/24", "encap", "seg6", "mode", "encap", "segs", "fc00:1::a4", "dev", tp.a0}},
+		{tp.nsP, []string{"ip", "addr", "add", "10.99.0.1/24", "dev", tp.p1}},
+		{tp.nsN, []string{"ip", "addr", "add", "10.99.0.2/24", "dev", tp.n0}},
+		{tp.nsN, []string{"ip", "route", "add", "10.2.0.0/24", "via", "10.99.0.1", "dev", tp.n0}},
+	} {
+		tp.run(t, c.ns, c.args...)
+	}
+	if err := tp.nsN.Sysctl("net.ipv4.ip_forward", "1"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(Options{})
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	defer p.Close()
+	sid := SID{Addr: netip.MustParseAddr("fc00:1::a4"), Behavior: BehaviorAS, OutIfindex: tp.p1i, InIfindex: tp.p1i,
+		NFNext4: netip.MustParseAddr("10.99.0.2"), Inner: ProtoIPv4,
+		Source: netip.MustParseAddr("fc00:a::1"), Segments: []netip.Addr{netip.MustParseAddr("fc00:a::2")}}
+	if err := p.SetSIDs([]SID{sid}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.nsP.Do(func() error {
+		if err := p.Attach(tp.p0i, false, ""); err != nil {
+			return err
+		}
+		return p.Attach(tp.p1i, true, "")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	var conn net.Conn
+	payload := []byte("kernel encapsulated")
+	if err := tp.nsA.Do(func() error {
+		var err error
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL))); err != nil {
+			return err
+		}
+		tv := unix.Timeval{Usec: 200000}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: tp.a0i}); err != nil {
+			return err
+		}
+		conn, err = net.Dial("udp4", "10.2.0.1:2000")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	defer conn.Close()
+	hdr, err := sid.ASHeader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	var sent time.Time
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); {
+		if time.Since(sent) > 500*time.Millisecond {
+			if _, err := conn.Write(payload); err != nil {
+				t.Fatal(err)
+			}
+			sent = time.Now()
+		}
+		n, from, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			continue
+		}
+		ll, ok := from.(*unix.SockaddrLinklayer)
+		f := buf[:n]
+		if !ok || ll.Pkttype == unix.PACKET_OUTGOING || n < ethLen+60 || binary.BigEndian.Uint16(f[12:14]) != EtherIPv6 || f[ethLen+6] != ProtoIPv4 {
+			continue
+		}
+		l3 := f[ethLen:]
+		want := append([]byte(nil), hdr...)
+		binary.BigEndian.PutUint16(want[4:6], uint16(len(l3)-40))
+		want[7]--
+		inner := l3[40:]
+		if !bytes.Equal(l3[:40], want) || inner[8] != 62 || srv6.Checksum(inner[:20]) != 0 ||
+			!bytes.Equal(inner[12:20], []byte{10, 1, 0, 1, 10, 2, 0, 1}) || !bytes.HasSuffix(inner, payload) {
+			t.Fatalf("A received\n %x\nwant outer %x, inner TTL 62, valid checksum, 10.1.0.1 -> 10.2.0.1", l3, want)
+		}
+		c, err := p.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("counters: %v", c)
+		return
+	}
+	c, _ := p.Counters()
+	t.Fatalf("nothing came back to A; counters %v", c)
+}
