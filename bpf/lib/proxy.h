@@ -36,7 +36,11 @@
  *
  * Direction SR -> NF (srchain_proxy_sr on the SR-facing interface; also
  * run by srchain_proxy_nf for packets to a proxy SID, so IFACE-IN may be
- * the SR-facing interface):
+ * the SR-facing interface; srchain_proxy_sr_xdp, its XDP twin, serves
+ * what a FIB lookup of the NF's address resolves out of IFACE-OUT and
+ * passes everything else, untouched and uncounted, to tc). First, for
+ * every behaviour, an IPv6 payload length beyond the frame is
+ * DROP_PKT_TRUNCATED (ipv6_rcv, which would drop it, runs after tc).
  *   End.AS   an SRH, if any, must be valid (never trusted); the header
  *            after the outer IPv6 and all its extension headers must be
  *            the SID's inner type (41 or 4) else DROP_PROXY_WRONG_INNER;
@@ -52,14 +56,18 @@
  * MLD, RS, multicast and broadcast traffic and non-IP frames (ARP) go to
  * the stack untouched; everything else:
  *   End.AS/AD/AD.flow  the inner family must be the SID's inner type
- *            (else DROP_PROXY_WRONG_INNER); hop limit / TTL <= 1: IPv6
+ *            (else DROP_PROXY_WRONG_INNER), its length fields consistent
+ *            with the frame (IPv4: IHL >= 5, within the total length; else
+ *            DROP_PKT_TRUNCATED); hop limit / TTL <= 1: IPv6
  *            gets an ICMPv6 Time Exceeded (from the SID address, back to
  *            the NF), IPv4 is dropped without an ICMPv4 error (counted
  *            DROP_PROXY_TTL; documented choice: the proxy has no IPv4
  *            address of its own to send it from); else decrement it and
  *            push the outer header: End.AS its configured one (built by
  *            the loader: source, segment list in travel order, SL = last
- *            entry; one segment: no SRH, DA = that segment), End.AD the
+ *            entry; one segment: no SRH, DA = that segment; the bytes
+ *            srv6_encaps would write, pushed by proxy_push like End.AD's
+ *            so both share the -EALREADY fallback), End.AD the
  *            cached one (DROP_PROXY_NO_CACHE while empty), End.AD.flow the
  *            flow's (DROP_PROXY_FLOW_MISS when none or idle).
  *   End.AM   SRH required, SL > 0; hop limit <= 1: ICMPv6 Time Exceeded;
