@@ -80,9 +80,14 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 		c.tunsrc(n)
 	}
 	for _, n := range s.Nodes {
-		if n.Role == spec.RoleRouter {
+		switch n.Role {
+		case spec.RoleRouter:
 			c.routerRoutes(n)
-		} else {
+		case spec.RoleLegacyNF:
+			if err := c.legacyNF(n); err != nil {
+				return nil, err
+			}
+		default:
 			c.hostRoutes(n)
 		}
 	}
@@ -150,7 +155,7 @@ func (c *compiler) links(net *state.Network) error {
 func (c *compiler) sysctls(n spec.Node) {
 	sn := c.nodes[n.Name]
 	add := func(k, v string) { sn.Sysctls = append(sn.Sysctls, state.Sysctl{Key: k, Value: v}) }
-	if n.Role == spec.RoleRouter {
+	if n.Role == spec.RoleRouter || n.Role == spec.RoleLegacyNF {
 		add("net.ipv6.conf.all.forwarding", "1")
 		add("net.ipv4.ip_forward", "1")
 	}

@@ -40,6 +40,13 @@ type Kind interface {
 	Drivers() map[string]Driver
 }
 
+// LegacyProxy is implemented by a kind that serves an SR-unaware NF
+// (`sr_aware: false`) through an SR proxy (seed 001): the compiler
+// accepts such an NF only when its kind says so.
+type LegacyProxy interface {
+	ServesLegacy() bool
+}
+
 // Driver makes one kind of state.Program real on a node.
 //
 // Apply must be idempotent: what is already as desired (loaded, pinned,
