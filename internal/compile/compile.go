@@ -159,14 +159,22 @@ func (c *compiler) sysctls(n spec.Node) {
 		add("net.ipv6.conf.all.forwarding", "1")
 		add("net.ipv4.ip_forward", "1")
 	}
+	// A legacy NF is SR-unaware: it keeps the kernel's default
+	// (seg6_enabled=0), so an SRH addressed to it is dropped as by any
+	// node that knows nothing of SRv6.
+	seg6 := n.Role != spec.RoleLegacyNF
 	for _, scope := range []string{"all", "default"} {
 		add("net.ipv6.conf."+scope+".accept_dad", "0")
-		add("net.ipv6.conf."+scope+".seg6_enabled", "1")
+		if seg6 {
+			add("net.ipv6.conf."+scope+".seg6_enabled", "1")
+		}
 	}
 	ifs := ifNames(sn)
 	for _, ifn := range ifs {
 		add("net.ipv6.conf."+ifn+".accept_dad", "0")
-		add("net.ipv6.conf."+ifn+".seg6_enabled", "1")
+		if seg6 {
+			add("net.ipv6.conf."+ifn+".seg6_enabled", "1")
+		}
 	}
 }
 
