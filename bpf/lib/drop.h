@@ -27,7 +27,7 @@ enum srchain_drop_reason {
 	DROP_FW_RULE,             /* firewall rule verdict DROP/REJECT */
 	DROP_FW_PRECOND,          /* SR action precondition failed (e.g. skip-next with SL < 2) */
 	DROP_FW_ARGS_UNKNOWN,     /* eval-args: ARGS value with no action */
-	DROP_PROXY_NO_CACHE,      /* dynamic proxy: no cached SRH for the flow (proxy kind, to come) */
+	DROP_PROXY_NO_CACHE,      /* dynamic proxy: no cached header stack for IFACE-IN yet (lib/proxy.h) */
 	DROP_OPOT_VERIFY,         /* OPoT verification failed at egress (OPoT kind, to come) */
 	DROP_OPOT_REPLAY,         /* OPoT nonce seen before */
 	DROP_OPOT_NO_TLV,         /* OPoT TLV missing or malformed */
@@ -41,6 +41,11 @@ enum srchain_drop_reason {
 	DROP_ANF_STALE,           /* End.AN.NF restore: stash slot empty, reused or older than the age limit */
 	DROP_ANF_TOO_BIG,         /* End.AN.NF restore: re-encapsulated packet exceeds the next hop's MTU */
 	DROP_ANF_NO_ROUTE,        /* End.AN.NF restore: no route to the next SID */
+	DROP_PROXY_WRONG_INNER,   /* SR proxy: next header after the outer headers is not the SID's inner type, or IFACE-IN got the other family (lib/proxy.h) */
+	DROP_PROXY_TTL,           /* SR proxy: inner hop limit / TTL <= 1 on the way back from the NF (ICMPv6 Time Exceeded sent for IPv6) */
+	DROP_PROXY_FLOW_MISS,     /* End.AD.flow: no live cache entry for the returning flow (none, idle or evicted) */
+	DROP_PROXY_CACHE_FULL,    /* End.AD.flow: the flow cache refused the new entry */
+	DROP_PROXY_HDR_TOO_BIG,   /* End.AD/AD.flow: outer header stack longer than PROXY_HDR_MAX */
 	DROP_MAX,
 };
 

@@ -40,6 +40,11 @@ const (
 	ANFStale
 	ANFTooBig
 	ANFNoRoute
+	ProxyWrongInner
+	ProxyTTL
+	ProxyFlowMiss
+	ProxyCacheFull
+	ProxyHdrTooBig
 	Max // number of reasons; not a reason
 )
 
@@ -73,6 +78,11 @@ var names = [...]string{
 	ANFStale:         "anf-stale",
 	ANFTooBig:        "anf-too-big",
 	ANFNoRoute:       "anf-no-route",
+	ProxyWrongInner:  "proxy-wrong-inner",
+	ProxyTTL:         "proxy-ttl",
+	ProxyFlowMiss:    "proxy-flow-miss",
+	ProxyCacheFull:   "proxy-cache-full",
+	ProxyHdrTooBig:   "proxy-hdr-too-big",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

@@ -59,9 +59,9 @@ func TestStringUnknown(t *testing.T) {
 
 // notYetEmitted are reasons no BPF program emits on purpose: HopLimit is
 // the Go reference model's (internal/srv6; the programs hand such packets
-// to the stack), the other waits for its kind (SR proxies).
+// to the stack).
 var notYetEmitted = map[string]bool{
-	"HOP_LIMIT": true, "PROXY_NO_CACHE": true,
+	"HOP_LIMIT": true,
 }
 
 // TestEveryReasonEmitted fails when a reason in drop.h is named by no C

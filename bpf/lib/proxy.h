@@ -1,0 +1,805 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* SR proxies for SR-unaware network functions (seed 001,
+ * draft-ietf-spring-sr-service-programming section 6): End.AS (static),
+ * End.AD (dynamic), End.AM (masquerading, plain and NAT) and End.AD.flow
+ * (a per-flow dynamic proxy). Entry points: bpf/proxy.c. Go model and
+ * loader: internal/proxydp.
+ *
+ * Configuration (written by the loader, internal/proxydp):
+ *   proxy_cfg       array, SID entry index -> struct proxy_sid
+ *   proxy_sids      hash, SID address (exact) -> SID entry index
+ *   proxy_nf        hash, IFACE-IN ifindex -> SID entry index
+ * State:
+ *   proxy_ad_cache  hash, IFACE-IN ifindex -> struct proxy_hdr: End.AD's
+ *                   cached outer header stack (one per SID: a SID has one
+ *                   IFACE-IN and proxy_nf is one to one). A hash, not an
+ *                   array: an update replaces the element under RCU, so a
+ *                   reader on another CPU sees the old or the new header,
+ *                   never a torn mix.
+ *   proxy_flows     LRU hash, struct proxy_flow_key -> struct proxy_hdr:
+ *                   End.AD.flow's cache, sized by the loader
+ *                   (Options.FlowCapacity).
+ *   proxy_stats     per-CPU array, index * PROXY_STAT_SLOTS + PS_*.
+ *
+ * Header cache bound: PROXY_HDR_MAX = 512 bytes of outer header stack
+ * (IPv6 40 + SRH 8 + 16 * SRCHAIN_MAX_SEGS = 304, plus room for SRH TLVs,
+ * Hop-by-Hop and Destination Options). A longer stack is dropped
+ * (DROP_PROXY_HDR_TOO_BIG): it could not be restored.
+ *
+ * The header is cached with its payload length zeroed (so packets of a
+ * flow do not rewrite it) and after End's SL - 1 / DA update; it is
+ * written only when it differs from what is cached. The outer hop limit
+ * is cached as it arrived; the packet restored from it is forwarded with
+ * the hop limit decremented once (redirect) or handed to the stack, which
+ * decrements it when forwarding: the proxy counts as one IPv6 hop, as End
+ * would.
+ *
+ * Direction SR -> NF (srchain_proxy_sr on the SR-facing interface; also
+ * run by srchain_proxy_nf for packets to a proxy SID, so IFACE-IN may be
+ * the SR-facing interface):
+ *   End.AS   an SRH, if any, must be valid (never trusted); the header
+ *            after the outer IPv6 and all its extension headers must be
+ *            the SID's inner type (41 or 4) else DROP_PROXY_WRONG_INNER;
+ *            strip everything up to the inner packet, send it to the NF
+ *            (bpf_redirect_neigh on IFACE-OUT, next hop NFNext6/NFNext4).
+ *   End.AD   as End.AS but an SRH is required (DROP_NO_SRH) with SL > 0
+ *            (DROP_SRH_SL_ZERO); SL - 1, DA = SRH[SL]; the header stack is
+ *            cached for IFACE-IN.
+ *   End.AD.flow  as End.AD, cached per inner flow (proxy_flow_key).
+ *   End.AM   SRH required, SL > 0; DA = SRH[0]; the packet (with its SRH)
+ *            goes to the NF over IPv6.
+ * Direction NF -> SR (srchain_proxy_nf on IFACE-IN): link-local, ND,
+ * MLD, RS, multicast and broadcast traffic and non-IP frames (ARP) go to
+ * the stack untouched; everything else:
+ *   End.AS/AD/AD.flow  the inner family must be the SID's inner type
+ *            (else DROP_PROXY_WRONG_INNER); hop limit / TTL <= 1: IPv6
+ *            gets an ICMPv6 Time Exceeded (from the SID address, back to
+ *            the NF), IPv4 is dropped without an ICMPv4 error (counted
+ *            DROP_PROXY_TTL; documented choice: the proxy has no IPv4
+ *            address of its own to send it from); else decrement it and
+ *            push the outer header: End.AS its configured one (built by
+ *            the loader: source, segment list in travel order, SL = last
+ *            entry; one segment: no SRH, DA = that segment), End.AD the
+ *            cached one (DROP_PROXY_NO_CACHE while empty), End.AD.flow the
+ *            flow's (DROP_PROXY_FLOW_MISS when none or idle).
+ *   End.AM   SRH required, SL > 0; hop limit <= 1: ICMPv6 Time Exceeded;
+ *            NAT variant: SRH[0] = the DA the packet came back with;
+ *            then SL - 1, DA = SRH[SL] (the hop limit as below).
+ * Then FIB lookup on the outer DA: success and outer hop limit > 1 ->
+ * hop limit - 1, MACs from the lookup, redirect; anything else -> the
+ * stack forwards the rewritten packet (it resolves neighbours, sends the
+ * ICMPv6 errors and decrements the hop limit itself).
+ *
+ * End.AD.flow and NAT (the NF rewrites the 5-tuple): the returning
+ * packet's flow key is not in the cache, so it is dropped and counted
+ * (DROP_PROXY_FLOW_MISS, stat cache-miss). This is deliberate: a
+ * rewritten flow cannot be told apart from a flow that never came from
+ * the SR side, and guessing (e.g. "the last header seen on IFACE-IN")
+ * would send one chain's traffic down another's segment list. A NATing
+ * NF behind a per-flow proxy needs its own SID (End.AD, keyed by
+ * interface) or End.AM with NAT.
+ * Flow key: SID entry index, inner family, protocol (the next header of
+ * the inner fixed header: extension headers are not walked), addresses,
+ * and ports for TCP and UDP of unfragmented packets (0 for fragments and
+ * other protocols, so every fragment of a datagram shares one entry).
+ */
+#ifndef SRCHAIN_PROXY_H
+#define SRCHAIN_PROXY_H
+
+#include "common.h"
+#include "counters.h"
+#include "ctx.h"
+#include "csum.h"
+#include "fib.h"
+#include "icmp6.h"
+#include "ipv6.h"
+#include "srh.h"
+#include "srv6_encap.h"
+
+#ifndef ICMPV6_TIME_EXCEED
+#define ICMPV6_TIME_EXCEED 3
+#endif
+#ifndef ICMPV6_EXC_HOPLIMIT
+#define ICMPV6_EXC_HOPLIMIT 0
+#endif
+
+#define PROXY_MAX_SIDS 256
+#define PROXY_HDR_MAX 512
+#define PROXY_FLOWS_DEFAULT 65536
+
+_Static_assert((PROXY_HDR_MAX & (PROXY_HDR_MAX - 1)) == 0, "PROXY_HDR_MAX must be a power of two");
+
+/* Behaviours (Go: proxydp.Behavior). */
+#define PROXY_BEH_AS 1
+#define PROXY_BEH_AD 2
+#define PROXY_BEH_AM 3
+#define PROXY_BEH_AM_NAT 4
+#define PROXY_BEH_AD_FLOW 5
+
+/* proxy_sid.flags */
+#define PROXY_F_NF6 1 /* nf6 is set */
+#define PROXY_F_NF4 2 /* nf4 is set */
+
+/* Per-SID statistics (Go: proxydp stat names). */
+#define PS_TO_NF 0        /* sent to the NF */
+#define PS_FROM_NF 1      /* came back from the NF and forwarded into SR */
+#define PS_CACHE_HIT 2    /* AD / AD.flow: header found on the way back */
+#define PS_CACHE_MISS 3   /* AD / AD.flow: none (or idle) on the way back */
+#define PS_CACHE_FULL 4   /* AD.flow: insert refused */
+#define PS_CACHE_WRITE 5  /* AD / AD.flow: header (re)written */
+#define PS_WRONG_INNER 6  /* inner type / family not the SID's */
+#define PS_SL 7           /* SRH missing, malformed or SL = 0 */
+#define PS_TTL 8          /* hop limit / TTL exhausted on the way back */
+#define PS_STACK 9        /* from the NF, rewritten, handed to the stack (FIB) */
+#define PS_CONTROL 10     /* IFACE-IN control traffic passed to the stack */
+#define PS_DROP 11        /* other drops */
+#define PROXY_STAT_SLOTS 16
+
+struct proxy_sid {
+	struct in6_addr sid;
+	struct in6_addr nf6;
+	__u64 flow_timeout_ns; /* AD.flow: idle timeout, 0 = none */
+	__be32 nf4;
+	__u32 behavior;
+	__u32 out_ifindex;
+	__u32 in_ifindex;
+	__u32 inner; /* 41 or 4 (AS, AD, AD.flow) */
+	__u32 flags;
+	__u32 hdr_len; /* End.AS: bytes of hdr */
+	__u32 pad;
+	__u8 hdr[PROXY_HDR_MAX]; /* End.AS: outer IPv6 (+ SRH), payload length 0 */
+};
+
+struct proxy_hdr {
+	__u64 last_ns; /* AD.flow: last use */
+	__u32 len;
+	__u32 pad;
+	__u8 hdr[PROXY_HDR_MAX];
+};
+
+struct proxy_flow_key {
+	__u32 sid;    /* SID entry index */
+	__u8 family;  /* 4 or 6 */
+	__u8 proto;
+	__u16 pad;
+	__be16 sport;
+	__be16 dport;
+	__u32 pad2;
+	struct in6_addr src; /* IPv4: first 4 bytes */
+	struct in6_addr dst;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PROXY_MAX_SIDS);
+	__type(key, __u32);
+	__type(value, struct proxy_sid);
+} proxy_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROXY_MAX_SIDS);
+	__type(key, struct in6_addr);
+	__type(value, __u32);
+} proxy_sids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROXY_MAX_SIDS);
+	__type(key, __u32);
+	__type(value, __u32);
+} proxy_nf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROXY_MAX_SIDS);
+	__type(key, __u32);
+	__type(value, struct proxy_hdr);
+} proxy_ad_cache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PROXY_FLOWS_DEFAULT); /* the loader sets Options.FlowCapacity */
+	__type(key, struct proxy_flow_key);
+	__type(value, struct proxy_hdr);
+} proxy_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct proxy_hdr);
+} proxy_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PROXY_MAX_SIDS * PROXY_STAT_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} proxy_stats SEC(".maps");
+
+static __always_inline void proxy_count(__u32 idx, __u32 stat)
+{
+	__u32 key = (idx % PROXY_MAX_SIDS) * PROXY_STAT_SLOTS + stat;
+	__u64 *v = bpf_map_lookup_elem(&proxy_stats, &key);
+
+	if (v)
+		*v += 1;
+}
+
+/* proxy_drop counts reason and the SID's stat and drops. */
+static __always_inline int proxy_drop(__u32 idx, __u32 stat, __u32 reason)
+{
+	proxy_count(idx, stat);
+	count_drop(reason);
+	return TC_ACT_SHOT;
+}
+
+/* proxy_sl_stat is the stat of an SRH verdict. */
+static __always_inline __u32 proxy_srh_stat(__u32 reason)
+{
+	return reason == DROP_PKT_TRUNCATED ? PS_DROP : PS_SL;
+}
+
+/* proxy_bound returns v as a 64-bit value the compiler knows nothing
+ * about, so the range check that follows is done on the very register
+ * the helper call then uses (else clang checks a copy and the verifier
+ * sees an unbounded length).
+ */
+static __always_inline __u64 proxy_bound(__u32 v)
+{
+	__u64 n = v;
+
+	asm volatile("" : "+r"(n));
+	return n;
+}
+
+/* proxy_hdr_same compares two header stacks (lengths are multiples of 8:
+ * IPv6 and every extension header are). A global function: verified
+ * once, on its own, instead of at every call site with the caller's
+ * states (its 64-step loop would multiply them).
+ */
+__attribute__((noinline)) int proxy_hdr_same(const struct proxy_hdr *a, const struct proxy_hdr *b)
+{
+	int i;
+
+	if (!a || !b || a->len != b->len)
+		return 0;
+	for (i = 0; i < PROXY_HDR_MAX / 8; i++) {
+		if ((__u32)i * 8 >= a->len)
+			break;
+		if (*(const __u64 *)&a->hdr[i * 8] != *(const __u64 *)&b->hdr[i * 8])
+			return 0;
+	}
+	return 1;
+}
+
+/* proxy_flow_key_of fills k from the inner IPv4/IPv6 packet at off. */
+static __always_inline __u32 proxy_flow_key_of(const struct pkt *p, __u32 off, __u32 inner,
+					       struct proxy_flow_key *k)
+{
+	__u32 l4off;
+	int ports = 0;
+
+	off &= CTX_MAX_ROOM - 1;
+	if (inner == IPPROTO_IPV6) {
+		struct ipv6hdr *ip6 = pkt_ptr(p, off, sizeof(*ip6));
+
+		if (!ip6)
+			return DROP_PKT_TRUNCATED;
+		k->family = 6;
+		k->proto = ip6->nexthdr;
+		ipv6_addr_copy(&k->src, &ip6->saddr);
+		ipv6_addr_copy(&k->dst, &ip6->daddr);
+		l4off = off + sizeof(*ip6);
+		ports = 1;
+	} else {
+		struct iphdr *ip4 = pkt_ptr(p, off, sizeof(*ip4));
+
+		if (!ip4)
+			return DROP_PKT_TRUNCATED;
+		k->family = 4;
+		k->proto = ip4->protocol;
+		k->src.in6_u.u6_addr32[0] = ip4->saddr;
+		k->dst.in6_u.u6_addr32[0] = ip4->daddr;
+		l4off = off + (ip4->ihl & 0xf) * 4;
+		/* MF or fragment offset: a fragment, no ports. */
+		ports = !(ip4->frag_off & bpf_htons(0x3fff));
+	}
+	if (ports && (k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP)) {
+		__be16 *pp = pkt_ptr(p, l4off & (2 * CTX_MAX_ROOM - 1), 4);
+
+		if (!pp)
+			return DROP_PKT_TRUNCATED;
+		k->sport = pp[0];
+		k->dport = pp[1];
+	}
+	return DROP_NONE;
+}
+
+/* proxy_decap strips hlen bytes of outer header in front of an inner
+ * packet of type nh (tc), and sets the Ethernet type. It first asks the
+ * kernel to clear the skb's encapsulation marks (BPF_F_ADJ_ROOM_DECAP_IPXIP6,
+ * newer kernels) so the packet can be encapsulated again when the NF
+ * sends it back; kernels without it decapsulate without.
+ */
+#ifndef BPF_F_ADJ_ROOM_DECAP_IPXIP6
+#define BPF_F_ADJ_ROOM_DECAP_IPXIP6 (1ULL << 12)
+#endif
+static __always_inline __u32 proxy_decap(struct pctx *c, __u32 hlen, __u32 nh)
+{
+	__u64 flags = nh == IPPROTO_IPV6 ? BPF_F_ADJ_ROOM_DECAP_L3_IPV6 : BPF_F_ADJ_ROOM_DECAP_L3_IPV4;
+	struct ethhdr *eth;
+
+	if (hlen < sizeof(struct ipv6hdr) || hlen >= CTX_MAX_ROOM)
+		return DROP_UNSUPPORTED;
+	if (bpf_skb_adjust_room(c->ctx, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags | BPF_F_ADJ_ROOM_DECAP_IPXIP6) &&
+	    bpf_skb_adjust_room(c->ctx, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags))
+		return DROP_ADJUST_ROOM;
+	ctx_reload(c, CTX_TC);
+	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+	if (!eth)
+		return DROP_PKT_TRUNCATED;
+	eth->h_proto = nh == IPPROTO_IPV6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP);
+	return DROP_NONE;
+}
+
+/* proxy_push puts the header stack hdr (len bytes, payload length 0 in
+ * it) in front of the inner packet and fixes the payload length and the
+ * Ethernet type. An skb still marked encapsulated (-EALREADY from the
+ * ENCAP flag: kernels whose decapsulation does not clear it) gets the
+ * room without the flag, as lib/anf.h does.
+ */
+static __always_inline __u32 proxy_push(struct pctx *c, const __u8 *hdr, __u32 len)
+{
+	struct __sk_buff *skb = c->ctx;
+	__u32 inner = skb->len - sizeof(struct ethhdr);
+	__be16 v;
+
+	__u64 n = proxy_bound(len);
+
+	if (n < sizeof(struct ipv6hdr) || n > PROXY_HDR_MAX)
+		return DROP_UNSUPPORTED;
+	if (inner + len - sizeof(struct ipv6hdr) > 0xffff)
+		return DROP_UNSUPPORTED;
+	if (bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_ENCAP_L3_IPV6) &&
+	    bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, 0))
+		return DROP_ADJUST_ROOM;
+	if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), hdr, n, BPF_F_RECOMPUTE_CSUM))
+		return DROP_ADJUST_ROOM;
+	v = bpf_htons(inner + len - sizeof(struct ipv6hdr));
+	if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr) + 4, &v, sizeof(v), BPF_F_RECOMPUTE_CSUM))
+		return DROP_ADJUST_ROOM;
+	v = bpf_htons(ETH_P_IPV6);
+	if (bpf_skb_store_bytes(skb, offsetof(struct ethhdr, h_proto), &v, sizeof(v), 0))
+		return DROP_ADJUST_ROOM;
+	ctx_reload(c, CTX_TC);
+	return DROP_NONE;
+}
+
+/* proxy_redirect_nf sends the packet out of IFACE-OUT to the NF's next
+ * hop of family nh (41: IPv6, 4: IPv4); none configured: the packet's
+ * own destination, resolved on that link.
+ */
+static __always_inline int proxy_redirect_nf(const struct proxy_sid *s, __u32 nh)
+{
+	struct bpf_redir_neigh rn = {};
+
+	if (nh == IPPROTO_IPIP && (s->flags & PROXY_F_NF4)) {
+		rn.nh_family = AF_INET;
+		rn.ipv4_nh = s->nf4;
+		return bpf_redirect_neigh(s->out_ifindex, &rn, sizeof(rn), 0);
+	}
+	if (nh == IPPROTO_IPV6 && (s->flags & PROXY_F_NF6)) {
+		rn.nh_family = AF_INET6;
+		ipv6_addr_copy((struct in6_addr *)rn.ipv6_nh, &s->nf6);
+		return bpf_redirect_neigh(s->out_ifindex, &rn, sizeof(rn), 0);
+	}
+	return bpf_redirect_neigh(s->out_ifindex, NULL, 0, 0);
+}
+
+/* proxy_sr handles a packet whose DA is the proxy SID idx (config s):
+ * the SR -> NF direction. Returns the tc verdict.
+ */
+static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+{
+	struct __sk_buff *skb = c->ctx;
+	struct srh_info si = {};
+	struct ipv6_walk w = {};
+	struct ipv6hdr *ip6;
+	__u32 beh = s->behavior, inner = s->inner, r, hlen;
+	int have_srh = 0;
+
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+
+	r = srh_parse(&c->p, &si);
+	if (r == DROP_NONE)
+		have_srh = 1;
+	else if (!(r == DROP_NO_SRH && beh == PROXY_BEH_AS))
+		return proxy_drop(idx, proxy_srh_stat(r), r);
+	if (beh != PROXY_BEH_AS && si.sl == 0)
+		return proxy_drop(idx, PS_SL, DROP_SRH_SL_ZERO);
+	/* End reads SRH[SL - 1]; SL = last entry + 1 is legal (RFC 8986
+	 * 4.1), so SL - 1 <= last entry always holds after srh_validate.
+	 */
+
+	if (beh == PROXY_BEH_AM || beh == PROXY_BEH_AM_NAT) {
+		struct in6_addr *seg0 = srh_segment(&c->p, &si, 0);
+		struct in6_addr before;
+
+		if (!seg0)
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+		if (!ip6)
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		ipv6_addr_copy(&before, &ip6->daddr);
+		ipv6_addr_copy(&ip6->daddr, seg0);
+		skb_csum_replace(skb, &before, &ip6->daddr, sizeof(before));
+		proxy_count(idx, PS_TO_NF);
+		return proxy_redirect_nf(s, IPPROTO_IPV6);
+	}
+
+	/* The header after the outer IPv6 and all its extension headers. */
+	w.nh = ip6->nexthdr;
+	w.off = c->p.l3off + sizeof(*ip6);
+	r = ipv6_walk(&c->p, &w, IPV6_WALK_ALL, SRV6_DECAP_MAX_EXT, CTX_MAX_ROOM, NULL);
+	if (r)
+		return proxy_drop(idx, PS_DROP, r);
+	if (w.nonfirst || w.nh != inner)
+		return proxy_drop(idx, PS_WRONG_INNER, DROP_PROXY_WRONG_INNER);
+	hlen = w.off - c->p.l3off;
+	if (hlen >= CTX_MAX_ROOM)
+		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+	if (!pkt_ptr(&c->p, w.off & (2 * CTX_MAX_ROOM - 1), inner == IPPROTO_IPV6 ? 40 : 20))
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+
+	if (beh == PROXY_BEH_AD || beh == PROXY_BEH_AD_FLOW) {
+		struct in6_addr *next;
+		struct proxy_hdr *sc, *old;
+		__u32 zero = 0, sloff;
+		__u64 n;
+
+		if (!have_srh)
+			return proxy_drop(idx, PS_SL, DROP_NO_SRH);
+		if (hlen > PROXY_HDR_MAX)
+			return proxy_drop(idx, PS_DROP, DROP_PROXY_HDR_TOO_BIG);
+		next = srh_segment(&c->p, &si, si.sl - 1);
+		if (!next)
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		sc = bpf_map_lookup_elem(&proxy_scratch, &zero);
+		if (!sc)
+			return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+		n = proxy_bound(hlen);
+		if (n < sizeof(*ip6) || n > PROXY_HDR_MAX)
+			return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+		if (bpf_skb_load_bytes(skb, c->p.l3off, sc->hdr, n))
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		sc->len = hlen;
+		sc->pad = 0;
+		sc->last_ns = 0;
+		sc->hdr[4] = 0;
+		sc->hdr[5] = 0;
+		/* End on the cached copy: SL - 1, DA = SRH[SL - 1]. */
+		sloff = (si.srhoff - c->p.l3off + 3) & (PROXY_HDR_MAX - 1);
+		sc->hdr[sloff] = si.sl - 1;
+		__builtin_memcpy(&sc->hdr[24], next, sizeof(*next));
+
+		if (beh == PROXY_BEH_AD) {
+			__u32 key = s->in_ifindex;
+
+			old = bpf_map_lookup_elem(&proxy_ad_cache, &key);
+			if (!old || !proxy_hdr_same(old, sc)) {
+				if (bpf_map_update_elem(&proxy_ad_cache, &key, sc, BPF_ANY))
+					return proxy_drop(idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
+				proxy_count(idx, PS_CACHE_WRITE);
+			}
+		} else {
+			struct proxy_flow_key k = { .sid = idx };
+			__u64 now = bpf_ktime_get_ns();
+
+			r = proxy_flow_key_of(&c->p, w.off, inner, &k);
+			if (r)
+				return proxy_drop(idx, PS_DROP, r);
+			old = bpf_map_lookup_elem(&proxy_flows, &k);
+			if (old && proxy_hdr_same(old, sc)) {
+				old->last_ns = now;
+			} else {
+				sc->last_ns = now;
+				if (bpf_map_update_elem(&proxy_flows, &k, sc, BPF_ANY))
+					return proxy_drop(idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
+				proxy_count(idx, PS_CACHE_WRITE);
+			}
+		}
+	}
+
+	r = proxy_decap(c, hlen, inner);
+	if (r)
+		return proxy_drop(idx, PS_DROP, r);
+	proxy_count(idx, PS_TO_NF);
+	return proxy_redirect_nf(s, inner);
+}
+
+/* proxy_control reports whether a frame on IFACE-IN belongs to the
+ * link, not to the chain: non-IP, IPv6 link-local or multicast
+ * (ND, MLD, RS/RA are one of those or ICMPv6 types 130-137/143),
+ * IPv4 link-local, multicast or broadcast.
+ */
+static __always_inline int proxy_control(const struct pkt *p, __be16 proto)
+{
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+
+		if (!ip6)
+			return 1;
+		if (ip6->daddr.in6_u.u6_addr8[0] == 0xff)
+			return 1;
+		if ((ip6->saddr.in6_u.u6_addr8[0] == 0xfe && (ip6->saddr.in6_u.u6_addr8[1] & 0xc0) == 0x80) ||
+		    (ip6->daddr.in6_u.u6_addr8[0] == 0xfe && (ip6->daddr.in6_u.u6_addr8[1] & 0xc0) == 0x80))
+			return 1;
+		if (ip6->nexthdr == IPPROTO_ICMPV6) {
+			__u8 *t = pkt_ptr(p, p->l3off + sizeof(*ip6), 1);
+
+			if (t && ((*t >= 130 && *t <= 137) || *t == 143))
+				return 1;
+		}
+		return 0;
+	}
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip4 = pkt_ptr(p, p->l3off, sizeof(*ip4));
+		__u32 d, s;
+
+		if (!ip4)
+			return 1;
+		d = bpf_ntohl(ip4->daddr);
+		s = bpf_ntohl(ip4->saddr);
+		if (d == 0xffffffff || (d >> 28) == 0xe || (d >> 16) == 0xa9fe || (s >> 16) == 0xa9fe)
+			return 1;
+		return 0;
+	}
+	return 1;
+}
+
+/* proxy_time_exceeded turns the IPv6 packet into an ICMPv6 Time
+ * Exceeded (hop limit) from the SID address and sends it back to the
+ * NF out of IFACE-IN.
+ */
+static __always_inline int proxy_time_exceeded(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+{
+	struct __sk_buff *skb = c->ctx;
+	struct ipv6hdr *ip6;
+	__u16 *check;
+	__u64 sum;
+	__u32 r;
+	int i;
+
+	proxy_count(idx, PS_TTL);
+	count_drop(DROP_PROXY_TTL);
+	r = icmp6_err_tc(skb, &c->p, ICMPV6_TIME_EXCEED, ICMPV6_EXC_HOPLIMIT, 0, DROP_PROXY_TTL);
+	if (r) {
+		if (r != DROP_PROXY_TTL)
+			count_drop(r);
+		return TC_ACT_SHOT;
+	}
+	ctx_reload(c, CTX_TC);
+	/* Source: the SID, an address of this node (RFC 4443 2.2), not the
+	 * invoking packet's destination icmp6_err_tc puts there. Checksum
+	 * fixed incrementally (RFC 1624): + new words, - old words.
+	 */
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	check = pkt_ptr(&c->p, c->p.l3off + sizeof(*ip6) + 2, 2);
+	if (!ip6 || !check)
+		return TC_ACT_SHOT;
+	sum = (__u16)~*check;
+	for (i = 0; i < 4; i++) {
+		sum += (__u32)~ip6->saddr.in6_u.u6_addr32[i];
+		sum += s->sid.in6_u.u6_addr32[i];
+	}
+	ipv6_addr_copy(&ip6->saddr, &s->sid);
+	*check = ~csum_fold64(sum);
+	return bpf_redirect(skb->ingress_ifindex, 0);
+}
+
+/* proxy_forward looks the (rewritten) outer DA up: success and hop
+ * limit > 1 -> hop limit - 1, MACs, redirect; else the stack.
+ */
+static __always_inline int proxy_forward(struct pctx *c, __u32 idx)
+{
+	struct __sk_buff *skb = c->ctx;
+	struct bpf_fib_lookup params;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__be32 before;
+	long rc;
+
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	rc = fib_lookup_ip6(skb, &params, ip6, skb->ingress_ifindex);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS || ip6->hop_limit <= 1) {
+		proxy_count(idx, PS_STACK);
+		return TC_ACT_OK;
+	}
+	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+	if (!eth)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	before = ((__be32 *)ip6)[1];
+	ip6_dec_hop_limit(ip6);
+	skb_csum_replace(skb, &before, &((__be32 *)ip6)[1], sizeof(before));
+	fib_set_macs(eth, &params);
+	proxy_count(idx, PS_FROM_NF);
+	return bpf_redirect(params.ifindex, 0);
+}
+
+/* proxy_am_back is End.AM's NF -> SR direction (IPv6 packet with SRH). */
+static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+{
+	struct __sk_buff *skb = c->ctx;
+	struct srh_info si = {};
+	struct srh_fixed *srh;
+	struct ipv6hdr *ip6;
+	struct in6_addr *seg, *seg0;
+	struct in6_addr before[2];
+	__be32 wbefore[1];
+	__u32 r;
+
+	r = srh_parse(&c->p, &si);
+	if (r)
+		return proxy_drop(idx, proxy_srh_stat(r), r);
+	if (si.sl == 0)
+		return proxy_drop(idx, PS_SL, DROP_SRH_SL_ZERO);
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	if (ip6->hop_limit <= 1)
+		return proxy_time_exceeded(c, idx, s);
+	seg0 = srh_segment(&c->p, &si, 0);
+	seg = srh_segment(&c->p, &si, si.sl - 1);
+	srh = srh_fixed_hdr(&c->p, &si);
+	if (!seg0 || !seg || !srh)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	if (s->behavior == PROXY_BEH_AM_NAT) {
+		ipv6_addr_copy(&before[1], seg0);
+		ipv6_addr_copy(seg0, &ip6->daddr);
+		skb_csum_replace(skb, &before[1], seg0, sizeof(before[1]));
+	}
+	/* The hop limit is left to proxy_forward (redirect) or the stack:
+	 * the proxy is one IPv6 hop.
+	 */
+	wbefore[0] = *(__be32 *)srh;
+	ipv6_addr_copy(&before[0], &ip6->daddr);
+	srh->segments_left = si.sl - 1;
+	ipv6_addr_copy(&ip6->daddr, seg);
+	skb_csum_replace(skb, &wbefore[0], srh, 4);
+	skb_csum_replace(skb, &before[0], &ip6->daddr, sizeof(before[0]));
+	return proxy_forward(c, idx);
+}
+
+/* proxy_from_nf handles a packet from the NF on IFACE-IN of SID idx. */
+static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct proxy_sid *s, __be16 proto)
+{
+	struct __sk_buff *skb = c->ctx;
+	__u32 beh = s->behavior, inner = s->inner, l3len, r;
+	const __u8 *hdr;
+	__u32 hlen;
+
+	if (beh == PROXY_BEH_AM || beh == PROXY_BEH_AM_NAT) {
+		if (proto != bpf_htons(ETH_P_IPV6))
+			return proxy_drop(idx, PS_WRONG_INNER, DROP_PROXY_WRONG_INNER);
+		return proxy_am_back(c, idx, s);
+	}
+	if ((inner == IPPROTO_IPV6) != (proto == bpf_htons(ETH_P_IPV6)))
+		return proxy_drop(idx, PS_WRONG_INNER, DROP_PROXY_WRONG_INNER);
+
+	/* Hop limit / TTL (the proxy forwards the inner packet). */
+	if (inner == IPPROTO_IPV6) {
+		struct ipv6hdr *ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+		__be32 before;
+
+		if (!ip6)
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		l3len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+		if (sizeof(struct ethhdr) + l3len > skb->len)
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		if (ip6->hop_limit <= 1)
+			return proxy_time_exceeded(c, idx, s);
+		before = ((__be32 *)ip6)[1];
+		ip6->hop_limit -= 1;
+		skb_csum_replace(skb, &before, &((__be32 *)ip6)[1], sizeof(before));
+	} else {
+		struct iphdr *ip4 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip4));
+		__be16 before, after;
+
+		if (!ip4)
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		l3len = bpf_ntohs(ip4->tot_len);
+		if (l3len < sizeof(*ip4) || sizeof(struct ethhdr) + l3len > skb->len)
+			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		if (ip4->ttl <= 1)
+			return proxy_drop(idx, PS_TTL, DROP_PROXY_TTL);
+		before = *(__be16 *)&ip4->ttl;
+		ip4->ttl -= 1;
+		after = *(__be16 *)&ip4->ttl;
+		bpf_l3_csum_replace(skb, c->p.l3off + offsetof(struct iphdr, check), before, after, 2);
+		ctx_reload(c, CTX_TC);
+	}
+
+	if (beh == PROXY_BEH_AS) {
+		hdr = s->hdr;
+		hlen = s->hdr_len;
+	} else if (beh == PROXY_BEH_AD) {
+		__u32 key = skb->ingress_ifindex;
+		struct proxy_hdr *h = bpf_map_lookup_elem(&proxy_ad_cache, &key);
+
+		if (!h)
+			return proxy_drop(idx, PS_CACHE_MISS, DROP_PROXY_NO_CACHE);
+		proxy_count(idx, PS_CACHE_HIT);
+		hdr = h->hdr;
+		hlen = h->len;
+	} else if (beh == PROXY_BEH_AD_FLOW) {
+		struct proxy_flow_key k = { .sid = idx };
+		struct proxy_hdr *h;
+		__u64 now;
+
+		r = proxy_flow_key_of(&c->p, c->p.l3off, inner, &k);
+		if (r)
+			return proxy_drop(idx, PS_DROP, r);
+		h = bpf_map_lookup_elem(&proxy_flows, &k);
+		now = bpf_ktime_get_ns();
+		if (!h || (s->flow_timeout_ns && now - h->last_ns > s->flow_timeout_ns))
+			return proxy_drop(idx, PS_CACHE_MISS, DROP_PROXY_FLOW_MISS);
+		h->last_ns = now;
+		proxy_count(idx, PS_CACHE_HIT);
+		hdr = h->hdr;
+		hlen = h->len;
+	} else {
+		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+	}
+
+	/* Bytes past the IP length (Ethernet padding) are not the packet's. */
+	if (skb->len > sizeof(struct ethhdr) + l3len) {
+		if (bpf_skb_change_tail(skb, sizeof(struct ethhdr) + l3len, 0))
+			return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
+	}
+	hlen &= 2 * PROXY_HDR_MAX - 1;
+	if (hlen < sizeof(struct ipv6hdr) || hlen > PROXY_HDR_MAX)
+		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+	r = proxy_push(c, hdr, hlen);
+	if (r)
+		return proxy_drop(idx, PS_DROP, r);
+	return proxy_forward(c, idx);
+}
+
+/* proxy_sr_run and proxy_nf_run are the two directions as global
+ * functions (verified once each, whichever program calls them).
+ */
+__attribute__((noinline)) int proxy_sr_run(struct __sk_buff *skb, __u32 idx)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
+
+	if (!skb)
+		return TC_ACT_OK;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s || !s->behavior)
+		return TC_ACT_OK;
+	ctx_reload(&c, CTX_TC);
+	return proxy_sr(&c, idx, s);
+}
+
+__attribute__((noinline)) int proxy_nf_run(struct __sk_buff *skb, __u32 idx, __u32 proto)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
+
+	if (!skb)
+		return TC_ACT_OK;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s || !s->behavior)
+		return TC_ACT_OK;
+	ctx_reload(&c, CTX_TC);
+	return proxy_from_nf(&c, idx, s, (__be16)proto);
+}
+
+#endif /* SRCHAIN_PROXY_H */

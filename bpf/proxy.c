@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* SR proxies for SR-unaware NFs (seed 001; behaviours, maps and limits:
+ * lib/proxy.h):
+ *   srchain_proxy_sr  tc ingress of the SR-facing interface: packets to a
+ *                     proxy SID go to their NF (SR -> NF);
+ *   srchain_proxy_nf  tc ingress of each IFACE-IN: packets from the NF get
+ *                     their SR header back and are forwarded (NF -> SR);
+ *                     packets to a proxy SID arriving there are served as
+ *                     by srchain_proxy_sr (one-armed NFs).
+ * Packets that are not the proxy's pass on untouched (TC_ACT_OK).
+ */
+#include "common.h"
+#include "counters.h"
+#include "proxy.h"
+
+/* proxy_sid_of returns the SID entry index of the IPv6 packet's DA, or -1. */
+static __always_inline int proxy_sid_of(const struct pkt *p, __u32 *idx)
+{
+	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+	__u32 *i;
+
+	if (!ip6)
+		return -1;
+	i = bpf_map_lookup_elem(&proxy_sids, &ip6->daddr);
+	if (!i)
+		return -1;
+	*idx = *i;
+	return 0;
+}
+
+/* proxy_load makes the Ethernet + fixed L3 header linear. */
+static __always_inline int proxy_load(struct pctx *c, __u32 need)
+{
+	ctx_reload(c, CTX_TC);
+	if (pkt_ptr(&c->p, 0, need))
+		return 0;
+	if (bpf_skb_pull_data(c->ctx, need))
+		return -1;
+	ctx_reload(c, CTX_TC);
+	return pkt_ptr(&c->p, 0, need) ? 0 : -1;
+}
+
+SEC("tc")
+int srchain_proxy_sr(struct __sk_buff *skb)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	__u32 idx = 0;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK;
+	if (proxy_load(&c, sizeof(struct ethhdr) + sizeof(struct ipv6hdr)))
+		return TC_ACT_OK;
+	if (proxy_sid_of(&c.p, &idx))
+		return TC_ACT_OK;
+	/* The whole header stack linear (SRH, extension headers, inner). */
+	bpf_skb_pull_data(skb, skb->len < CTX_MAX_ROOM ? skb->len : CTX_MAX_ROOM);
+	return proxy_sr_run(skb, idx);
+}
+
+SEC("tc")
+int srchain_proxy_nf(struct __sk_buff *skb)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct ethhdr *eth;
+	__u32 key = skb->ingress_ifindex, idx = 0, *i;
+	__be16 proto;
+
+	i = bpf_map_lookup_elem(&proxy_nf, &key);
+	if (!i)
+		return TC_ACT_OK;
+	idx = *i;
+	if (proxy_load(&c, sizeof(struct ethhdr)))
+		return TC_ACT_OK;
+	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
+	if (!eth)
+		return TC_ACT_OK;
+	proto = eth->h_proto;
+	if (proto == bpf_htons(ETH_P_IPV6) || proto == bpf_htons(ETH_P_IP)) {
+		bpf_skb_pull_data(skb, skb->len < CTX_MAX_ROOM ? skb->len : CTX_MAX_ROOM);
+		ctx_reload(&c, CTX_TC);
+	}
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		__u32 sidx = 0;
+
+		if (!proxy_sid_of(&c.p, &sidx))
+			return proxy_sr_run(skb, sidx);
+	}
+	if (proxy_control(&c.p, proto)) {
+		proxy_count(idx, PS_CONTROL);
+		return TC_ACT_OK;
+	}
+	return proxy_nf_run(skb, idx, proto);
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,559 @@
+package proxydp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+// tc verdicts (linux/pkt_cls.h).
+const (
+	tcActOK       = 0
+	tcActShot     = 2
+	tcActRedirect = 7
+	ethLen        = 14
+)
+
+var (
+	outerSrc = netip.MustParseAddr("fc00:a::1")
+	asSrc    = netip.MustParseAddr("fc00:1::1")
+	seg5     = netip.MustParseAddr("fc00:2::5") // routed via nhAddr
+	seg6     = netip.MustParseAddr("fc00:2::6")
+	noRoute  = netip.MustParseAddr("fc00:9::1")
+	nhAddr   = netip.MustParseAddr("fc00:12::2")
+	nf6      = netip.MustParseAddr("fc00:99::2")
+	nf4      = netip.MustParseAddr("10.99.0.2")
+	host6a   = netip.MustParseAddr("2001:db8::1")
+	host6b   = netip.MustParseAddr("2001:db8::2")
+	host4a   = netip.MustParseAddr("10.1.0.1")
+	host4b   = netip.MustParseAddr("10.2.0.1")
+	nhMAC    = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+	inMAC    = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa}
+	hostMAC  = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb}
+
+	sidAS6    = netip.MustParseAddr("fc00:1::a6")
+	sidAS4    = netip.MustParseAddr("fc00:1::a4")
+	sidAD6    = netip.MustParseAddr("fc00:1::d6")
+	sidAD4    = netip.MustParseAddr("fc00:1::d4")
+	sidAM     = netip.MustParseAddr("fc00:1::3")
+	sidAMNAT  = netip.MustParseAddr("fc00:1::4")
+	sidFlow   = netip.MustParseAddr("fc00:1::f6")
+	sidFlow4  = netip.MustParseAddr("fc00:1::f4")
+	sidIdle   = netip.MustParseAddr("fc00:1::e")
+	sidNoSRH6 = netip.MustParseAddr("fc00:1::a7")
+)
+
+// skbCtx is the head of struct __sk_buff up to ifindex (the fields a
+// test run may set).
+type skbCtx struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
+	IngressIfindex, Ifindex                                                               uint32
+}
+
+type env struct {
+	ns    *netns.NS
+	p     *Proxy
+	m     *Model
+	sr    int // SR-facing interface (route to fc00:2::/64 via nhAddr)
+	srMAC net.HardwareAddr
+	nf    []int // NF-side interfaces: nf[0] is every SID's IFACE-OUT, nf[i] IFACE-IN of SID i
+	sids  map[netip.Addr]SID
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	testutil.RequireRoot(t)
+	name := fmt.Sprintf("srct-px-%d", os.Getpid())
+	_ = netns.Delete(name)
+	ns, err := netns.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Delete(); err != nil {
+			t.Error(err)
+		}
+	})
+	nl := ns.Netlink()
+	e := &env{ns: ns, sids: map[netip.Addr]SID{}}
+	pair := func(a, b string) (int, int, net.HardwareAddr) {
+		if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a}, PeerName: b, PeerHardwareAddr: hostMAC}); err != nil {
+			t.Fatalf("add veth %s: %v", a, err)
+		}
+		var ids [2]int
+		var mac net.HardwareAddr
+		for i, n := range []string{a, b} {
+			l, err := nl.LinkByName(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := nl.LinkSetUp(l); err != nil {
+				t.Fatal(err)
+			}
+			ids[i] = l.Attrs().Index
+			if i == 0 {
+				mac = l.Attrs().HardwareAddr
+			}
+		}
+		return ids[0], ids[1], mac
+	}
+	pid := os.Getpid() % 100000
+	srName := fmt.Sprintf("pxs%da", pid)
+	e.sr, _, e.srMAC = pair(srName, fmt.Sprintf("pxs%db", pid))
+	for i := 0; i < 5; i++ {
+		a, b, _ := pair(fmt.Sprintf("px%dn%da", pid, i), fmt.Sprintf("px%dn%db", pid, i))
+		e.nf = append(e.nf, a, b)
+	}
+	if err := ns.Sysctl("net.ipv6.conf.all.forwarding", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{
+		{"ip", "-6", "addr", "add", "fc00:12::1/64", "dev", srName, "nodad"},
+		{"ip", "-6", "neigh", "replace", nhAddr.String(), "lladdr", nhMAC.String(), "dev", srName, "nud", "permanent"},
+		{"ip", "-6", "route", "add", "fc00:2::/64", "via", nhAddr.String(), "dev", srName},
+	} {
+		if _, err := ns.Run(t.Context(), cmd[0], cmd[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := e.nf[0]
+	sids := []SID{
+		{Addr: sidAS6, Behavior: BehaviorAS, OutIfindex: out, InIfindex: e.nf[0], NFNext6: nf6, Inner: ProtoIPv6, Source: asSrc, Segments: []netip.Addr{seg5, seg6}},
+		{Addr: sidAS4, Behavior: BehaviorAS, OutIfindex: out, InIfindex: e.nf[1], NFNext4: nf4, Inner: ProtoIPv4, Source: asSrc, Segments: []netip.Addr{seg5}},
+		{Addr: sidAD6, Behavior: BehaviorAD, OutIfindex: out, InIfindex: e.nf[2], NFNext6: nf6, Inner: ProtoIPv6},
+		{Addr: sidAD4, Behavior: BehaviorAD, OutIfindex: out, InIfindex: e.nf[3], NFNext4: nf4, Inner: ProtoIPv4},
+		{Addr: sidAM, Behavior: BehaviorAM, OutIfindex: out, InIfindex: e.nf[4], NFNext6: nf6},
+		{Addr: sidAMNAT, Behavior: BehaviorAMNAT, OutIfindex: out, InIfindex: e.nf[5], NFNext6: nf6},
+		{Addr: sidFlow, Behavior: BehaviorADFlow, OutIfindex: out, InIfindex: e.nf[6], NFNext6: nf6, Inner: ProtoIPv6, FlowTimeout: time.Hour},
+		{Addr: sidFlow4, Behavior: BehaviorADFlow, OutIfindex: out, InIfindex: e.nf[7], Inner: ProtoIPv4},
+		{Addr: sidIdle, Behavior: BehaviorADFlow, OutIfindex: out, InIfindex: e.nf[8], Inner: ProtoIPv6, FlowTimeout: time.Millisecond},
+		{Addr: sidNoSRH6, Behavior: BehaviorAS, OutIfindex: out, InIfindex: e.nf[9], Inner: ProtoIPv6, Source: asSrc, Segments: []netip.Addr{noRoute}},
+	}
+	for _, s := range sids {
+		e.sids[s.Addr] = s
+	}
+	p, err := Load(Options{FlowCapacity: 4096})
+	if err != nil {
+		t.Fatalf("load: %+v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if err := p.SetSIDs(sids); err != nil {
+		t.Fatal(err)
+	}
+	e.p = p
+	if e.m, err = NewModel(sids); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run feeds frame to prog as if received on ifindex in.
+func (e *env) run(t *testing.T, prog *ebpf.Program, in int, frame []byte) (uint32, []byte) {
+	t.Helper()
+	opts := &ebpf.RunOptions{
+		Data:    frame,
+		DataOut: make([]byte, len(frame)+2048),
+		Context: skbCtx{IngressIfindex: uint32(in), Ifindex: uint32(in)},
+	}
+	var ret uint32
+	err := e.ns.Do(func() error {
+		var err error
+		ret, err = prog.Run(opts)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("test run: %v", err)
+	}
+	return ret, opts.DataOut
+}
+
+func ether(etherType uint16, l3 []byte) []byte {
+	return srv6.Ether(hostMAC, inMAC, etherType, l3)
+}
+
+// step is one packet through one program.
+type step struct {
+	name      string
+	in        int    // 0: the SR side (srchain_proxy_sr); else IFACE-IN
+	etherType uint16 // 0: IPv6
+	l3        []byte
+	want      Verdict
+	reason    drop.Reason
+	frame     []byte // whole frame instead of l3 (non-IP)
+}
+
+// do runs st through the program and the model and compares them; it
+// returns the model's result.
+func (e *env) do(t *testing.T, st step) Result {
+	t.Helper()
+	et := st.etherType
+	if et == 0 {
+		et = EtherIPv6
+	}
+	frame := st.frame
+	if frame == nil {
+		frame = ether(et, st.l3)
+	}
+	var res Result
+	prog, in := e.p.SRProgram(), e.sr
+	if st.in == 0 {
+		if et == EtherIPv6 {
+			res = e.m.FromSR(frame[ethLen:])
+		} else {
+			res = Result{Verdict: Pass}
+		}
+	} else {
+		prog, in = e.p.NFProgram(), st.in
+		res = e.m.FromNF(st.in, et, frame[ethLen:])
+	}
+	if res.Verdict != st.want || res.Reason != st.reason {
+		t.Fatalf("%s: model says %v %v, the case wants %v %v", st.name, res.Verdict, res.Reason, st.want, st.reason)
+	}
+	before, err := e.p.Drops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, out := e.run(t, prog, in, frame)
+	after, err := e.p.Drops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := func() {
+		for r := range after {
+			d := after[r] - before[r]
+			want := uint64(0)
+			if drop.Reason(r) == res.Reason && res.Verdict == Drop || res.Verdict == ICMP && drop.Reason(r) == drop.ProxyTTL {
+				want = 1
+			}
+			if d != want {
+				t.Errorf("%s: drop counter %v moved by %d, want %d", st.name, drop.Reason(r), d, want)
+			}
+		}
+	}
+	dropped()
+	switch res.Verdict {
+	case Pass:
+		if ret != tcActOK || !bytes.Equal(out, frame) {
+			t.Errorf("%s: verdict %d, frame changed %v; want untouched pass", st.name, ret, !bytes.Equal(out, frame))
+		}
+	case Drop:
+		if ret != tcActShot {
+			t.Errorf("%s: verdict %d, want drop (%v)", st.name, ret, res.Reason)
+		}
+	case ToNF:
+		wantET := uint16(EtherIPv6)
+		if res.IPv4 {
+			wantET = EtherIPv4
+		}
+		if ret != tcActRedirect || binary.BigEndian.Uint16(out[12:14]) != wantET || !bytes.Equal(out[ethLen:], res.Packet) {
+			t.Errorf("%s: verdict %d type %#x\n got %x\nwant %x", st.name, ret, out[12:14], out[ethLen:], res.Packet)
+		}
+	case Forward:
+		pkt := append([]byte(nil), res.Packet...)
+		da := netip.AddrFrom16([16]byte(pkt[24:40]))
+		wantMAC := frame[:12]
+		wantRet := uint32(tcActOK)
+		if netip.MustParsePrefix("fc00:2::/64").Contains(da) && pkt[7] > 1 {
+			pkt[7]--
+			wantRet = tcActRedirect
+			wantMAC = append(append([]byte(nil), nhMAC...), e.srMAC...)
+		}
+		if ret != wantRet || !bytes.Equal(out[:12], wantMAC) || binary.BigEndian.Uint16(out[12:14]) != EtherIPv6 || !bytes.Equal(out[ethLen:], pkt) {
+			t.Errorf("%s: verdict %d (want %d) macs %x (want %x)\n got %x\nwant %x", st.name, ret, wantRet, out[:12], wantMAC, out[ethLen:], pkt)
+		}
+	case ICMP:
+		wantMAC := append(append([]byte(nil), frame[6:12]...), frame[0:6]...)
+		if ret != tcActRedirect || !bytes.Equal(out[:12], wantMAC) || !bytes.Equal(out[ethLen:], res.Packet) {
+			t.Errorf("%s: verdict %d macs %x\n got %x\nwant %x", st.name, ret, out[:12], out[ethLen:], res.Packet)
+		}
+	}
+	return res
+}
+
+// toSID is an SRv6 packet from outerSrc over travel (DA = travel[0]).
+func toSID(t *testing.T, inner []byte, travel ...netip.Addr) []byte {
+	t.Helper()
+	p, err := srv6.Encap(outerSrc, travel, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func udp6(hl uint8, sport uint16) []byte {
+	p := srv6.UDP6(host6a, host6b, sport, 2000, []byte("proxy payload"))
+	p[7] = hl
+	return p
+}
+
+func udp4(ttl uint8, sport uint16) []byte {
+	p := srv6.UDP4(host4a, host4b, sport, 2000, []byte("proxy payload"))
+	p[8] = ttl
+	binary.BigEndian.PutUint16(p[10:12], 0)
+	binary.BigEndian.PutUint16(p[10:12], srv6.Checksum(p[:20]))
+	return p
+}
+
+// nfForward is what a forwarding NF sends back: the packet with its hop
+// limit / TTL decremented (IPv4: checksum recomputed).
+func nfForward(p []byte) []byte {
+	q := append([]byte(nil), p...)
+	if q[0]>>4 == 6 {
+		q[7]--
+		return q
+	}
+	q[8]--
+	binary.BigEndian.PutUint16(q[10:12], 0)
+	binary.BigEndian.PutUint16(q[10:12], srv6.Checksum(q[:20]))
+	return q
+}
+
+func mutate(p []byte, f func([]byte)) []byte {
+	q := append([]byte(nil), p...)
+	f(q)
+	return q
+}
+
+const srhOff = 40 // SRH right behind the outer header in toSID packets
+
+func (e *env) in(sid netip.Addr) int { return e.sids[sid].InIfindex }
+
+// TestRoundTrips runs each behaviour both ways through the programs and
+// the model: SR -> NF (decapsulated, or End.AM's DA = SRH[0]), then the
+// NF's forwarded packet back (header restored, End done, FIB redirect to
+// the next SID or the stack when no route).
+func TestRoundTrips(t *testing.T) {
+	e := newEnv(t)
+	travel := []netip.Addr{seg5, seg6}
+
+	// End.AS, IPv6 inner, pushed SRH of two segments.
+	r := e.do(t, step{name: "as6 sr->nf", l3: toSID(t, udp6(64, 1), sidAS6, noRoute), want: ToNF})
+	e.do(t, step{name: "as6 nf->sr", in: e.in(sidAS6), l3: nfForward(r.Packet), want: Forward})
+	// End.AS without any SRH on the way in (an SRH is optional for End.AS).
+	noSRH, err := srv6.EncapWith(srv6.EncapOptions{HopLimit: 64, ReducedSRH: true}, outerSrc, []netip.Addr{sidAS6}, udp6(64, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.do(t, step{name: "as6 sr->nf without srh", l3: noSRH, want: ToNF})
+	// End.AS, IPv4 inner, one segment: plain IPv6 encapsulation.
+	r = e.do(t, step{name: "as4 sr->nf", l3: toSID(t, udp4(64, 1), sidAS4, seg6), want: ToNF})
+	e.do(t, step{name: "as4 nf->sr (no srh)", in: e.in(sidAS4), etherType: EtherIPv4, l3: nfForward(r.Packet), want: Forward})
+	e.do(t, step{name: "as one segment without route -> stack", in: e.in(sidNoSRH6), l3: udp6(9, 3), want: Forward})
+
+	// End.AD, IPv6: cache written, restored on the way back.
+	e.do(t, step{name: "ad6 nf->sr before any cache", in: e.in(sidAD6), l3: udp6(64, 1), want: Drop, reason: drop.ProxyNoCache})
+	r = e.do(t, step{name: "ad6 sr->nf", l3: toSID(t, udp6(64, 1), append([]netip.Addr{sidAD6}, travel...)...), want: ToNF})
+	e.checkADCache(t, sidAD6)
+	e.do(t, step{name: "ad6 nf->sr", in: e.in(sidAD6), l3: nfForward(r.Packet), want: Forward})
+	// A second packet with the same header (cache not rewritten) and a
+	// longer one (payload length fixed up on restore).
+	big := srv6.UDP6(host6a, host6b, 5, 6, bytes.Repeat([]byte{7}, 900))
+	r = e.do(t, step{name: "ad6 sr->nf big", l3: toSID(t, big, append([]netip.Addr{sidAD6}, travel...)...), want: ToNF})
+	e.do(t, step{name: "ad6 nf->sr big", in: e.in(sidAD6), l3: nfForward(r.Packet), want: Forward})
+	// SL = 1: the next SID is the last one.
+	r = e.do(t, step{name: "ad6 sr->nf last", l3: toSID(t, udp6(64, 1), sidAD6, seg6), want: ToNF})
+	e.checkADCache(t, sidAD6)
+	e.do(t, step{name: "ad6 nf->sr last", in: e.in(sidAD6), l3: nfForward(r.Packet), want: Forward})
+	// End.AD, IPv4 inner.
+	r = e.do(t, step{name: "ad4 sr->nf", l3: toSID(t, udp4(64, 1), append([]netip.Addr{sidAD4}, travel...)...), want: ToNF})
+	e.checkADCache(t, sidAD4)
+	e.do(t, step{name: "ad4 nf->sr", in: e.in(sidAD4), etherType: EtherIPv4, l3: nfForward(r.Packet), want: Forward})
+	// IPv4 with Ethernet padding behind it: trimmed before the push.
+	padded := append(nfForward(r.Packet), make([]byte, 18)...)
+	e.do(t, step{name: "ad4 nf->sr padded", in: e.in(sidAD4), etherType: EtherIPv4, l3: padded, want: Forward})
+
+	// End.AM: DA = SRH[0] towards the NF; back: SL - 1, DA = SRH[SL].
+	r = e.do(t, step{name: "am sr->nf", l3: toSID(t, udp6(64, 1), sidAM, seg5), want: ToNF})
+	e.do(t, step{name: "am nf->sr", in: e.in(sidAM), l3: nfForward(r.Packet), want: Forward})
+	r = e.do(t, step{name: "am sr->nf 3 segs", l3: toSID(t, udp6(64, 1), sidAM, seg5, seg6), want: ToNF})
+	e.do(t, step{name: "am nf->sr 3 segs", in: e.in(sidAM), l3: nfForward(r.Packet), want: Forward})
+	// End.AM with NAT: the NF rewrote the DA (SRH[0]).
+	r = e.do(t, step{name: "am-nat sr->nf", l3: toSID(t, udp6(64, 1), sidAMNAT, seg6), want: ToNF})
+	nat := mutate(nfForward(r.Packet), func(q []byte) { a := seg5.As16(); copy(q[24:40], a[:]) })
+	e.do(t, step{name: "am-nat nf->sr", in: e.in(sidAMNAT), l3: nat, want: Forward})
+	r = e.do(t, step{name: "am-nat sr->nf 3 segs", l3: toSID(t, udp6(64, 1), sidAMNAT, seg5, seg6), want: ToNF})
+	e.do(t, step{name: "am-nat nf->sr 3 segs", in: e.in(sidAMNAT), l3: mutate(nfForward(r.Packet), func(q []byte) { q[39] = 0x77 }), want: Forward})
+
+	// End.AD.flow: per flow; another flow misses.
+	r = e.do(t, step{name: "flow6 sr->nf a", l3: toSID(t, udp6(64, 100), append([]netip.Addr{sidFlow}, travel...)...), want: ToNF})
+	r2 := e.do(t, step{name: "flow6 sr->nf b", l3: toSID(t, udp6(64, 200), sidFlow, seg6), want: ToNF})
+	e.checkFlow(t, sidFlow, r.Packet)
+	e.do(t, step{name: "flow6 nf->sr a", in: e.in(sidFlow), l3: nfForward(r.Packet), want: Forward})
+	e.do(t, step{name: "flow6 nf->sr b", in: e.in(sidFlow), l3: nfForward(r2.Packet), want: Forward})
+	e.do(t, step{name: "flow6 nf->sr unknown flow", in: e.in(sidFlow), l3: udp6(63, 300), want: Drop, reason: drop.ProxyFlowMiss})
+	// The NF rewrote the source port (NAT): a miss (documented).
+	e.do(t, step{name: "flow6 nf->sr natted", in: e.in(sidFlow), l3: mutate(nfForward(r.Packet), func(q []byte) { q[41] = 99 }), want: Drop, reason: drop.ProxyFlowMiss})
+	// Protocol is in the key: same addresses and ports, TCP instead of UDP.
+	tcp := srv6.TCP6(host6a, host6b, 100, 2000, 0x02, nil)
+	e.do(t, step{name: "flow6 nf->sr other protocol", in: e.in(sidFlow), l3: tcp, want: Drop, reason: drop.ProxyFlowMiss})
+	r = e.do(t, step{name: "flow4 sr->nf", l3: toSID(t, udp4(64, 7), sidFlow4, seg5), want: ToNF})
+	e.do(t, step{name: "flow4 nf->sr", in: e.in(sidFlow4), etherType: EtherIPv4, l3: nfForward(r.Packet), want: Forward})
+	// Idle entry (timeout 1 ms): a miss.
+	r = e.do(t, step{name: "idle sr->nf", l3: toSID(t, udp6(64, 1), sidIdle, seg5), want: ToNF})
+	time.Sleep(20 * time.Millisecond)
+	e.m.Now += time.Second
+	e.do(t, step{name: "idle nf->sr", in: e.in(sidIdle), l3: nfForward(r.Packet), want: Drop, reason: drop.ProxyFlowMiss})
+
+	// One-armed: a packet to a SID arriving on an IFACE-IN is SR -> NF.
+	e.do(t, step{name: "sr packet on iface-in", in: e.in(sidAD4), l3: toSID(t, udp6(64, 1), sidAD6, seg5), want: ToNF})
+
+	c, err := e.p.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]uint64{
+		"sid/" + sidAD6.String() + "/to-nf":       4,
+		"sid/" + sidAD6.String() + "/from-nf":     3,
+		"sid/" + sidAD6.String() + "/cache-miss":  1,
+		"sid/" + sidAD6.String() + "/cache-hit":   3,
+		"sid/" + sidAD6.String() + "/cache-write": 3, // first, "last" and the one-armed packet: 3 headers
+		"sid/" + sidFlow.String() + "/cache-miss": 3,
+		"drop/proxy-no-cache":                     1,
+		"drop/proxy-flow-miss":                    4,
+	} {
+		if c[k] != want {
+			t.Errorf("counter %s = %d, want %d", k, c[k], want)
+		}
+	}
+}
+
+// checkADCache compares the program's cached header with the model's.
+func (e *env) checkADCache(t *testing.T, sid netip.Addr) {
+	t.Helper()
+	in := e.in(sid)
+	want, ok := e.m.ADCache(in)
+	if !ok {
+		t.Fatalf("model has no cache for %s", sid)
+	}
+	var h proxyProgProxyHdr
+	if err := e.p.objs.ProxyAdCache.Lookup(uint32(in), &h); err != nil {
+		t.Fatalf("cache of %s: %v", sid, err)
+	}
+	if !bytes.Equal(h.Hdr[:h.Len], want) {
+		t.Errorf("cache of %s:\n got %x\nwant %x", sid, h.Hdr[:h.Len], want)
+	}
+}
+
+// checkFlow compares the program's flow entry of the inner packet with
+// the model's.
+func (e *env) checkFlow(t *testing.T, sid netip.Addr, inner []byte) {
+	t.Helper()
+	s := e.sids[sid]
+	want, _, ok := e.m.Flow(s, inner)
+	if !ok {
+		t.Fatalf("model has no flow")
+	}
+	k, _ := flowKey(sid, inner, s.Inner)
+	bk := proxyProgProxyFlowKey{Sid: e.p.sids[sid], Family: k.Family, Proto: k.Proto, Sport: htons(k.Sport), Dport: htons(k.Dport)}
+	copy(bk.Src.In6U.U6Addr8[:], k.Src.AsSlice())
+	copy(bk.Dst.In6U.U6Addr8[:], k.Dst.AsSlice())
+	var h proxyProgProxyHdr
+	if err := e.p.objs.ProxyFlows.Lookup(&bk, &h); err != nil {
+		t.Fatalf("flow entry: %v", err)
+	}
+	if !bytes.Equal(h.Hdr[:h.Len], want) || h.LastNs == 0 {
+		t.Errorf("flow entry (last %d):\n got %x\nwant %x", h.LastNs, h.Hdr[:h.Len], want)
+	}
+}
+
+func htons(v uint16) uint16 { return v>>8 | v<<8 }
+
+// TestMalformed: every malformed or refused packet, both directions.
+func TestMalformed(t *testing.T) {
+	e := newEnv(t)
+	valid := toSID(t, udp6(64, 1), sidAD6, seg5, seg6)
+	ad := func(name string, p []byte, r drop.Reason) step {
+		return step{name: name, l3: p, want: Drop, reason: r}
+	}
+	steps := []step{
+		ad("no srh", noSRHTo(t, sidAD6), drop.NoSRH),
+		ad("sl 0", mutate(valid, func(q []byte) { q[srhOff+3] = 0 }), drop.SRHSLZero),
+		ad("sl > last entry + 1", mutate(valid, func(q []byte) { q[srhOff+3] = 4 }), drop.SRHSLOverLast),
+		ad("bad hdr len", mutate(valid, func(q []byte) { q[srhOff+1] = 3 }), drop.SRHBadLen),
+		ad("bad routing type", mutate(valid, func(q []byte) { q[srhOff+2] = 3 }), drop.SRHBadType),
+		ad("too many segments", mutate(valid, func(q []byte) { q[srhOff+4] = 16 }), drop.SRHTooManySegs),
+		ad("srh truncated", valid[:srhOff+20], drop.SRHTruncated),
+		ad("inner truncated", valid[:len(valid)-len(udp6(64, 1))+10], drop.PktTruncated),
+		ad("wrong inner (ipv4 to an ipv6 sid)", toSID(t, udp4(64, 1), sidAD6, seg5), drop.ProxyWrongInner),
+		ad("wrong inner (ipv6 to an ipv4 sid)", toSID(t, udp6(64, 1), sidAD4, seg5), drop.ProxyWrongInner),
+		ad("as wrong inner", toSID(t, udp4(64, 1), sidAS6, seg5), drop.ProxyWrongInner),
+		ad("as bad srh", mutate(toSID(t, udp6(64, 1), sidAS6, seg5), func(q []byte) { q[srhOff+2] = 0 }), drop.SRHBadType),
+		ad("am sl 0", mutate(toSID(t, udp6(64, 1), sidAM, seg5), func(q []byte) { q[srhOff+3] = 0 }), drop.SRHSLZero),
+		ad("am no srh", noSRHTo(t, sidAM), drop.NoSRH),
+		ad("flow sl 0", mutate(toSID(t, udp6(64, 1), sidFlow, seg5), func(q []byte) { q[srhOff+3] = 0 }), drop.SRHSLZero),
+		ad("bad tlv", mutate(withTLVs(t, sidAD6), func(q []byte) { q[srhOff+8+32+1] = 9 }), drop.TLVBad),
+
+		// NF -> SR.
+		{name: "hop limit 1 -> icmp time exceeded", in: e.in(sidAS6), l3: udp6(1, 1), want: ICMP},
+		{name: "hop limit 0 -> icmp time exceeded", in: e.in(sidAS6), l3: udp6(0, 1), want: ICMP},
+		{name: "ttl 1 dropped", in: e.in(sidAS4), etherType: EtherIPv4, l3: udp4(1, 1), want: Drop, reason: drop.ProxyTTL},
+		{name: "ipv4 on an ipv6 iface-in", in: e.in(sidAD6), etherType: EtherIPv4, l3: udp4(64, 1), want: Drop, reason: drop.ProxyWrongInner},
+		{name: "ipv6 on an ipv4 iface-in", in: e.in(sidAD4), l3: udp6(64, 1), want: Drop, reason: drop.ProxyWrongInner},
+		{name: "ipv4 on am", in: e.in(sidAM), etherType: EtherIPv4, l3: udp4(64, 1), want: Drop, reason: drop.ProxyWrongInner},
+		{name: "am back without srh", in: e.in(sidAM), l3: udp6(64, 1), want: Drop, reason: drop.NoSRH},
+		{name: "am back sl 0", in: e.in(sidAM), l3: mutate(toSID(t, udp6(64, 1), seg5, seg6), func(q []byte) { q[srhOff+3] = 0 }), want: Drop, reason: drop.SRHSLZero},
+		{name: "am back hop limit 1", in: e.in(sidAM), l3: mutate(toSID(t, udp6(64, 1), seg5, seg6), func(q []byte) { q[7] = 1 }), want: ICMP},
+		{name: "am back bad type", in: e.in(sidAM), l3: mutate(toSID(t, udp6(64, 1), seg5, seg6), func(q []byte) { q[srhOff+2] = 2 }), want: Drop, reason: drop.SRHBadType},
+		{name: "ipv6 payload length beyond the frame", in: e.in(sidAS6), l3: udp6(64, 1)[:50], want: Drop, reason: drop.PktTruncated},
+		{name: "ipv4 total length beyond the frame", in: e.in(sidAS4), etherType: EtherIPv4, l3: udp4(64, 1)[:30], want: Drop, reason: drop.PktTruncated},
+		{name: "flow miss", in: e.in(sidFlow), l3: udp6(64, 1), want: Drop, reason: drop.ProxyFlowMiss},
+		{name: "ad4 cache empty", in: e.in(sidAD4), etherType: EtherIPv4, l3: udp4(64, 1), want: Drop, reason: drop.ProxyNoCache},
+
+		// Control traffic on IFACE-IN and foreign packets pass untouched.
+		{name: "neighbour solicitation", in: e.in(sidAD6), l3: icmp6(netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::1:ff00:2"), 135), want: Pass},
+		{name: "neighbour advertisement global", in: e.in(sidAD6), l3: icmp6(host6a, host6b, 136), want: Pass},
+		{name: "router solicitation", in: e.in(sidAD6), l3: icmp6(host6a, netip.MustParseAddr("ff02::2"), 133), want: Pass},
+		{name: "mld report", in: e.in(sidAD6), l3: icmp6(host6a, host6b, 143), want: Pass},
+		{name: "link-local unicast", in: e.in(sidAD6), l3: srv6.UDP6(netip.MustParseAddr("fe80::1"), host6b, 1, 2, nil), want: Pass},
+		{name: "ipv4 broadcast", in: e.in(sidAD4), etherType: EtherIPv4, l3: srv6.UDP4(host4a, netip.MustParseAddr("255.255.255.255"), 67, 68, nil), want: Pass},
+		{name: "ipv4 multicast", in: e.in(sidAD4), etherType: EtherIPv4, l3: srv6.UDP4(host4a, netip.MustParseAddr("224.0.0.5"), 1, 2, nil), want: Pass},
+		{name: "arp", in: e.in(sidAD4), etherType: 0x0806, frame: ether(0x0806, make([]byte, 28)), want: Pass},
+		{name: "interface that is no iface-in", in: e.sr, l3: udp6(64, 1), want: Pass},
+		{name: "sr side: not a sid", l3: toSID(t, udp6(64, 1), seg5, seg6), want: Pass},
+		{name: "sr side: ipv4", etherType: EtherIPv4, l3: udp4(64, 1), want: Pass},
+	}
+	for _, st := range steps {
+		e.do(t, st)
+	}
+}
+
+// noSRHTo is an IPv6-in-IPv6 packet to sid without an SRH.
+func noSRHTo(t *testing.T, sid netip.Addr) []byte {
+	t.Helper()
+	p, err := srv6.EncapWith(srv6.EncapOptions{HopLimit: 64, ReducedSRH: true}, outerSrc, []netip.Addr{sid}, udp6(64, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// withTLVs is a packet to sid over seg5 with an 8-byte TLV area.
+func withTLVs(t *testing.T, sid netip.Addr) []byte {
+	t.Helper()
+	p, err := srv6.Encap(outerSrc, []netip.Addr{sid, seg5}, udp6(64, 1), srv6.TLV{Type: 0x80, Value: make([]byte, 6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func icmp6(src, dst netip.Addr, typ uint8) []byte {
+	body := make([]byte, 24)
+	body[0] = typ
+	binary.BigEndian.PutUint16(body[2:4], srv6.L4Checksum(src, dst, 58, body))
+	h := srv6.IPv6{PayloadLen: uint16(len(body)), NextHeader: 58, HopLimit: 255, Src: src, Dst: dst}
+	return append(h.AppendTo(nil), body...)
+}

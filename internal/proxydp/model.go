@@ -1,0 +1,390 @@
+package proxydp
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/srv6"
+)
+
+// Verdict is what a proxy program does with a packet.
+type Verdict int
+
+// Verdicts.
+const (
+	Pass    Verdict = iota // not the proxy's: to the stack untouched
+	Drop                   // dropped, Result.Reason counted
+	ToNF                   // sent out of IFACE-OUT to the NF (bpf_redirect_neigh)
+	Forward                // from the NF, rewritten, forwarded into SR (FIB redirect or stack)
+	ICMP                   // turned into an ICMPv6 error sent back out of IFACE-IN
+)
+
+func (v Verdict) String() string {
+	return [...]string{"pass", "drop", "to-nf", "forward", "icmp"}[v]
+}
+
+// Result is the model's outcome for one packet.
+type Result struct {
+	Verdict Verdict
+	Reason  drop.Reason // Drop
+	// Packet is the L3 packet out (ToNF, Forward, ICMP). For Forward it
+	// is what the stack gets when the FIB lookup fails; on a FIB success
+	// the program also decrements the outer hop limit and sets the MACs.
+	Packet  []byte
+	Ifindex int        // ToNF: IFACE-OUT
+	NextHop netip.Addr // ToNF: the NF's address (invalid: the packet's DA, on-link)
+	IPv4    bool       // Packet is IPv4 (ToNF of an IPv4 inner packet)
+}
+
+// FlowKey is the End.AD.flow cache key (struct proxy_flow_key).
+type FlowKey struct {
+	SID           netip.Addr
+	Family, Proto uint8
+	Sport, Dport  uint16
+	Src, Dst      netip.Addr
+}
+
+type flowEntry struct {
+	hdr  []byte
+	last time.Duration
+}
+
+// Model is the reference of bpf/proxy.c on one node: the same SID table,
+// its own caches and clock.
+type Model struct {
+	sids  map[netip.Addr]SID
+	byIn  map[int]SID
+	ad    map[int][]byte
+	flows map[FlowKey]flowEntry
+	// Now is the model's clock (bpf_ktime_get_ns), set by the caller.
+	Now time.Duration
+}
+
+// NewModel is a model serving sids (validated as SetSIDs does).
+func NewModel(sids []SID) (*Model, error) {
+	m := &Model{sids: map[netip.Addr]SID{}, byIn: map[int]SID{}, ad: map[int][]byte{}, flows: map[FlowKey]flowEntry{}}
+	for _, s := range sids {
+		if err := s.Validate(); err != nil {
+			return nil, err
+		}
+		m.sids[s.Addr] = s
+		m.byIn[s.InIfindex] = s
+	}
+	return m, nil
+}
+
+// ADCache returns End.AD's cached header for IFACE-IN in (payload length 0).
+func (m *Model) ADCache(in int) ([]byte, bool) {
+	h, ok := m.ad[in]
+	return h, ok
+}
+
+func dropped(r drop.Reason) Result { return Result{Verdict: Drop, Reason: r} }
+
+// Limits the C walks with (bpf/lib/srv6_encap.h, bpf/lib/ctx.h).
+const (
+	decapMaxExt = 6
+	ctxMaxRoom  = 1024
+)
+
+// srhParse is srh_parse: locate (Hop-by-Hop / Destination Options only)
+// and validate.
+func srhParse(pkt []byte) (srv6.SRH, int, drop.Reason) {
+	w := srv6.ExtWalk{Off: srv6.IPv6HeaderLen, NextHeader: pkt[6]}
+	if err := srv6.WalkExt(pkt, &w, srv6.WalkOpts, srv6.MaxExtHeaders, 0); err != nil {
+		return srv6.SRH{}, 0, drop.PktTruncated
+	}
+	if w.NextHeader != srv6.ProtoRouting {
+		return srv6.SRH{}, 0, drop.NoSRH
+	}
+	if w.Off > len(pkt) {
+		return srv6.SRH{}, 0, drop.SRHTruncated
+	}
+	s, err := srv6.ParseSRHReduced(pkt[w.Off:])
+	if err != nil {
+		return srv6.SRH{}, 0, srv6.Reason(err)
+	}
+	return s, w.Off, drop.None
+}
+
+func isSID(m *Model, pkt []byte) (SID, bool) {
+	if len(pkt) < srv6.IPv6HeaderLen || pkt[0]>>4 != 6 {
+		return SID{}, false
+	}
+	s, ok := m.sids[netip.AddrFrom16([16]byte(pkt[24:40]))]
+	return s, ok
+}
+
+// FromSR is srchain_proxy_sr on the IPv6 packet pkt (L3).
+func (m *Model) FromSR(pkt []byte) Result {
+	s, ok := isSID(m, pkt)
+	if !ok {
+		return Result{Verdict: Pass}
+	}
+	return m.sr(s, pkt)
+}
+
+func (m *Model) sr(s SID, pkt []byte) Result {
+	srh, srhOff, r := srhParse(pkt)
+	haveSRH := r == drop.None
+	if !haveSRH && !(r == drop.NoSRH && s.Behavior == BehaviorAS) {
+		return dropped(r)
+	}
+	if s.Behavior != BehaviorAS && srh.SegmentsLeft == 0 {
+		return dropped(drop.SRHSLZero)
+	}
+	if s.Behavior == BehaviorAM || s.Behavior == BehaviorAMNAT {
+		out := append([]byte(nil), pkt...)
+		d := srh.Segments[0].As16()
+		copy(out[24:40], d[:])
+		return Result{Verdict: ToNF, Packet: out, Ifindex: s.OutIfindex, NextHop: s.NFNext6}
+	}
+	w := srv6.ExtWalk{Off: srv6.IPv6HeaderLen, NextHeader: pkt[6]}
+	if err := srv6.WalkExt(pkt, &w, srv6.WalkAll, decapMaxExt, ctxMaxRoom); err != nil {
+		return dropped(drop.PktTruncated)
+	}
+	if w.NonFirst || w.NextHeader != s.Inner {
+		return dropped(drop.ProxyWrongInner)
+	}
+	hlen := w.Off
+	if hlen >= ctxMaxRoom {
+		return dropped(drop.Unsupported)
+	}
+	need := 40
+	if s.Inner == ProtoIPv4 {
+		need = 20
+	}
+	if hlen+need > len(pkt) {
+		return dropped(drop.PktTruncated)
+	}
+	if s.Behavior == BehaviorAD || s.Behavior == BehaviorADFlow {
+		if !haveSRH {
+			return dropped(drop.NoSRH)
+		}
+		if hlen > HdrMax {
+			return dropped(drop.ProxyHdrTooBig)
+		}
+		hdr := append([]byte(nil), pkt[:hlen]...)
+		hdr[4], hdr[5] = 0, 0
+		hdr[srhOff+3] = srh.SegmentsLeft - 1
+		d := srh.Segments[srh.SegmentsLeft-1].As16()
+		copy(hdr[24:40], d[:])
+		if s.Behavior == BehaviorAD {
+			m.ad[s.InIfindex] = hdr
+		} else {
+			k, r := flowKey(s.Addr, pkt[hlen:], s.Inner)
+			if r != drop.None {
+				return dropped(r)
+			}
+			m.flows[k] = flowEntry{hdr: hdr, last: m.Now}
+		}
+	}
+	res := Result{Verdict: ToNF, Packet: append([]byte(nil), pkt[hlen:]...), Ifindex: s.OutIfindex, NextHop: s.NFNext6}
+	if s.Inner == ProtoIPv4 {
+		res.NextHop, res.IPv4 = s.NFNext4, true
+	}
+	return res
+}
+
+// flowKey is proxy_flow_key_of on the inner packet.
+func flowKey(sid netip.Addr, p []byte, inner uint8) (FlowKey, drop.Reason) {
+	k := FlowKey{SID: sid}
+	var l4 int
+	ports := false
+	if inner == ProtoIPv6 {
+		if len(p) < 40 {
+			return k, drop.PktTruncated
+		}
+		k.Family, k.Proto = 6, p[6]
+		k.Src, k.Dst = netip.AddrFrom16([16]byte(p[8:24])), netip.AddrFrom16([16]byte(p[24:40]))
+		l4, ports = 40, true
+	} else {
+		if len(p) < 20 {
+			return k, drop.PktTruncated
+		}
+		k.Family, k.Proto = 4, p[9]
+		k.Src, k.Dst = netip.AddrFrom4([4]byte(p[12:16])), netip.AddrFrom4([4]byte(p[16:20]))
+		l4 = int(p[0]&0xf) * 4
+		ports = binary.BigEndian.Uint16(p[6:8])&0x3fff == 0
+	}
+	if ports && (k.Proto == 6 || k.Proto == 17) {
+		if l4+4 > len(p) {
+			return k, drop.PktTruncated
+		}
+		k.Sport, k.Dport = binary.BigEndian.Uint16(p[l4:]), binary.BigEndian.Uint16(p[l4+2:])
+	}
+	return k, drop.None
+}
+
+// Flow returns End.AD.flow's entry for the inner packet p of sid.
+func (m *Model) Flow(sid SID, p []byte) (hdr []byte, last time.Duration, ok bool) {
+	k, r := flowKey(sid.Addr, p, sid.Inner)
+	if r != drop.None {
+		return nil, 0, false
+	}
+	e, ok := m.flows[k]
+	return e.hdr, e.last, ok
+}
+
+// EtherType values FromNF distinguishes.
+const (
+	EtherIPv6 = 0x86dd
+	EtherIPv4 = 0x0800
+)
+
+// FromNF is srchain_proxy_nf on a frame of type etherType whose L3
+// bytes are pkt, received on ifindex in.
+func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
+	s, ok := m.byIn[in]
+	if !ok {
+		return Result{Verdict: Pass}
+	}
+	if etherType == EtherIPv6 {
+		if t, ok := isSID(m, pkt); ok {
+			return m.sr(t, pkt)
+		}
+	}
+	if control(etherType, pkt) {
+		return Result{Verdict: Pass}
+	}
+	if s.Behavior == BehaviorAM || s.Behavior == BehaviorAMNAT {
+		if etherType != EtherIPv6 {
+			return dropped(drop.ProxyWrongInner)
+		}
+		return m.amBack(s, pkt)
+	}
+	if (s.Inner == ProtoIPv6) != (etherType == EtherIPv6) {
+		return dropped(drop.ProxyWrongInner)
+	}
+	inner := append([]byte(nil), pkt...)
+	var l3len int
+	if s.Inner == ProtoIPv6 {
+		if len(inner) < 40 {
+			return dropped(drop.PktTruncated)
+		}
+		l3len = 40 + int(binary.BigEndian.Uint16(inner[4:6]))
+		if l3len > len(inner) {
+			return dropped(drop.PktTruncated)
+		}
+		if inner[7] <= 1 {
+			return m.timeExceeded(s, pkt)
+		}
+		inner[7]--
+	} else {
+		if len(inner) < 20 {
+			return dropped(drop.PktTruncated)
+		}
+		l3len = int(binary.BigEndian.Uint16(inner[2:4]))
+		if l3len < 20 || l3len > len(inner) {
+			return dropped(drop.PktTruncated)
+		}
+		if inner[8] <= 1 {
+			return dropped(drop.ProxyTTL)
+		}
+		inner[8]--
+		// RFC 1624 incremental update of the header checksum.
+		old := binary.BigEndian.Uint16(inner[10:12])
+		sum := uint32(^old) + uint32(^uint16(uint16(inner[8]+1)<<8|uint16(inner[9]))) + uint32(uint16(inner[8])<<8|uint16(inner[9]))
+		for sum>>16 != 0 {
+			sum = sum&0xffff + sum>>16
+		}
+		binary.BigEndian.PutUint16(inner[10:12], ^uint16(sum))
+	}
+	var hdr []byte
+	switch s.Behavior {
+	case BehaviorAS:
+		hdr, _ = s.ASHeader()
+	case BehaviorAD:
+		h, ok := m.ad[in]
+		if !ok {
+			return dropped(drop.ProxyNoCache)
+		}
+		hdr = h
+	case BehaviorADFlow:
+		k, r := flowKey(s.Addr, inner, s.Inner)
+		if r != drop.None {
+			return dropped(r)
+		}
+		e, ok := m.flows[k]
+		if !ok || (s.FlowTimeout > 0 && m.Now-e.last > s.FlowTimeout) {
+			return dropped(drop.ProxyFlowMiss)
+		}
+		e.last = m.Now
+		m.flows[k] = e
+		hdr = e.hdr
+	}
+	inner = inner[:l3len]
+	if len(inner)+len(hdr)-40 > 0xffff {
+		return dropped(drop.Unsupported)
+	}
+	out := append(append([]byte(nil), hdr...), inner...)
+	binary.BigEndian.PutUint16(out[4:6], uint16(len(out)-40))
+	return Result{Verdict: Forward, Packet: out}
+}
+
+func (m *Model) amBack(s SID, pkt []byte) Result {
+	srh, off, r := srhParse(pkt)
+	if r != drop.None {
+		return dropped(r)
+	}
+	if srh.SegmentsLeft == 0 {
+		return dropped(drop.SRHSLZero)
+	}
+	if pkt[7] <= 1 {
+		return m.timeExceeded(s, pkt)
+	}
+	out := append([]byte(nil), pkt...)
+	if s.Behavior == BehaviorAMNAT {
+		copy(out[off+8:off+24], pkt[24:40]) // SRH[0] = the DA the packet came back with
+	}
+	sl := srh.SegmentsLeft - 1
+	out[off+3] = sl
+	d := srh.Segments[sl].As16()
+	if s.Behavior == BehaviorAMNAT && sl == 0 {
+		copy(d[:], pkt[24:40])
+	}
+	copy(out[24:40], d[:])
+	return Result{Verdict: Forward, Packet: out}
+}
+
+// timeExceeded is the ICMPv6 Time Exceeded (hop limit) the proxy sends
+// back to the NF: from the SID to the invoking source, hop limit 64,
+// quoting as much of the invoking packet as fits 1280 bytes.
+func (m *Model) timeExceeded(s SID, pkt []byte) Result {
+	quote := pkt[:min(len(pkt), 1280-48)]
+	body := make([]byte, 8, 8+len(quote))
+	body[0] = 3
+	body = append(body, quote...)
+	dst := netip.AddrFrom16([16]byte(pkt[8:24]))
+	binary.BigEndian.PutUint16(body[2:4], srv6.L4Checksum(s.Addr, dst, 58, body))
+	h := srv6.IPv6{PayloadLen: uint16(len(body)), NextHeader: 58, HopLimit: 64, Src: s.Addr, Dst: dst}
+	return Result{Verdict: ICMP, Packet: append(h.AppendTo(nil), body...)}
+}
+
+// control is proxy_control: traffic of the link itself, not the chain's.
+func control(etherType uint16, p []byte) bool {
+	switch etherType {
+	case EtherIPv6:
+		if len(p) < 40 {
+			return true
+		}
+		src, dst := netip.AddrFrom16([16]byte(p[8:24])), netip.AddrFrom16([16]byte(p[24:40]))
+		if dst.IsMulticast() || src.IsLinkLocalUnicast() || dst.IsLinkLocalUnicast() {
+			return true
+		}
+		if p[6] == 58 && len(p) > 40 && (p[40] >= 130 && p[40] <= 137 || p[40] == 143) {
+			return true
+		}
+		return false
+	case EtherIPv4:
+		if len(p) < 20 {
+			return true
+		}
+		d := binary.BigEndian.Uint32(p[16:20])
+		s := binary.BigEndian.Uint32(p[12:16])
+		return d == 0xffffffff || d>>28 == 0xe || d>>16 == 0xa9fe || s>>16 == 0xa9fe
+	}
+	return true
+}
