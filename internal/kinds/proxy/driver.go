@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -15,11 +16,22 @@ import (
 
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/proxydp"
 	"github.com/srchain/srchain/internal/state"
 )
 
-// PinDir is where the driver pins one proxy NF's maps and links.
-func PinDir(ns *netns.NS, nf string) string { return kind.PinDir(ns) + "/proxy-" + nf }
+// The proxy programs' kernel names (bpf/proxy.c).
+const (
+	SRProgName = "srchain_proxy_sr"
+	NFProgName = "srchain_proxy_nf"
+)
+
+// PinDir is where the driver pins the node's proxy maps and links. All
+// proxy NFs of a router share one loaded proxy (one SID table, one flow
+// cache): the programs pass on packets that are not theirs with
+// TC_ACT_OK, which ends a tcx chain, so two proxies on one interface
+// would hide each other's SIDs.
+func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/proxy" }
 
 // linkPin names the pinned tcx link of one attachment.
 func linkPin(pin string, ifindex int, nfSide bool) string {
@@ -30,39 +42,44 @@ func linkPin(pin string, ifindex int, nfSide bool) string {
 	return fmt.Sprintf("%s/link_%d_%s", pin, ifindex, side)
 }
 
+var behaviorDP = map[state.Behavior]proxydp.Behavior{
+	state.EndAS: proxydp.BehaviorAS, state.EndAD: proxydp.BehaviorAD, state.EndADFlow: proxydp.BehaviorADFlow,
+	state.EndAM: proxydp.BehaviorAM, state.EndAMNAT: proxydp.BehaviorAMNAT,
+}
+
 type driver struct{}
 
-// attachment is one tcx attachment the program needs.
+// attachment is one tcx attachment a proxy NF needs.
 type attachment struct {
 	ifname  string
 	ifindex int
 	nfSide  bool
 }
 
-// plan resolves the program's SID and attachments in ns.
-func plan(ns *netns.NS, p state.Program) (Program, dpSID, []attachment, error) {
+// dpSID resolves one proxy program's SID in ns.
+func dpSID(ns *netns.NS, p state.Program) (Program, proxydp.SID, []attachment, error) {
 	prog, err := Decode(p)
 	if err != nil {
-		return prog, dpSID{}, nil, err
+		return prog, proxydp.SID{}, nil, err
 	}
 	idx, err := kind.Ifindexes(ns, []string{prog.IfaceOut, prog.IfaceIn})
 	if err != nil {
-		return prog, dpSID{}, nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+		return prog, proxydp.SID{}, nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
-	sid := dpSID{
-		Addr: prog.SID.Addr(), Behavior: prog.Behavior, OutIfindex: idx[0], InIfindex: idx[1],
+	sid := proxydp.SID{
+		Addr: prog.SID.Addr(), Behavior: behaviorDP[prog.Behavior], OutIfindex: idx[0], InIfindex: idx[1],
 		NFNext6: prog.NFNext6, NFNext4: prog.NFNext4, Source: prog.Source, Segments: prog.Segments,
 		FlowTimeout: time.Duration(prog.IdleTimeoutMS) * time.Millisecond,
 	}
 	switch prog.Inner {
 	case 4:
-		sid.Inner = 4
+		sid.Inner = proxydp.ProtoIPv4
 	case 6:
-		sid.Inner = 41
+		sid.Inner = proxydp.ProtoIPv6
 	}
 	sr, err := kind.Ifindexes(ns, prog.SRSide)
 	if err != nil {
-		return prog, dpSID{}, nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+		return prog, proxydp.SID{}, nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
 	var atts []attachment
 	for i, n := range prog.SRSide {
@@ -72,24 +89,50 @@ func plan(ns *netns.NS, p state.Program) (Program, dpSID, []attachment, error) {
 	return prog, sid, atts, nil
 }
 
-// Apply loads the proxy program (maps pinned under PinDir), writes its
-// SID and attaches it at tcx ingress: SR side on every interface but
-// IFACE-IN, NF side on IFACE-IN. A link that runs already (its pin is
-// among the interface's tcx attachments) is left alone; a stale pin is
-// replaced. The undo detaches what this call attached, and unloads the
-// program when this call loaded it.
+// nodeSIDs is the SID table of the node: every proxy program of node
+// but skip, plus add (when not already there), in program order.
+func nodeSIDs(ns *netns.NS, node state.Node, skip string, add *state.Program) ([]proxydp.SID, int, error) {
+	var sids []proxydp.SID
+	flows := 0
+	progs := slices.Clone(node.Programs)
+	if add != nil && !slices.ContainsFunc(progs, func(q state.Program) bool { return q.Kind == Name && q.NF == add.NF }) {
+		progs = append(progs, *add)
+	}
+	for _, q := range progs {
+		if q.Kind != Name || q.NF == skip {
+			continue
+		}
+		prog, sid, _, err := dpSID(ns, q)
+		if err != nil {
+			return nil, 0, err
+		}
+		flows += prog.CacheSize
+		sids = append(sids, sid)
+	}
+	return sids, flows, nil
+}
+
+// Apply loads the node's proxy (maps pinned under PinDir) if it is not
+// loaded, writes the node's whole SID table (every proxy NF of the node,
+// this one included), and attaches the programs this NF needs at tcx
+// ingress: srchain_proxy_sr on its SR-side interfaces, srchain_proxy_nf
+// on its IFACE-IN. A link that runs already (its pin is among the
+// interface's tcx attachments) is left alone; a stale pin is replaced.
+// The undo detaches what this call attached and unloads the proxy when
+// this call loaded it (else it takes this NF's SID out of the table).
 func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	prog, sid, atts, err := plan(ns, p)
+	_, _, atts, err := dpSID(ns, p)
 	if err != nil {
 		return nil, err
 	}
-	if loadDP == nil || openDP == nil {
-		return nil, fmt.Errorf("proxy %s: %w", p.NF, ErrNoDatapath)
+	sids, flows, err := nodeSIDs(ns, node, "", &p)
+	if err != nil {
+		return nil, err
 	}
-	pin := PinDir(ns, p.NF)
+	pin := PinDir(ns)
 	var undos []func() error
 	undo := func() error {
 		var errs []error
@@ -101,31 +144,37 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	fail := func(err error) (func() error, error) {
 		return nil, errors.Join(fmt.Errorf("proxy %s: %w", p.NF, err), undo())
 	}
-	var dp dataplane
+	var dp *proxydp.Proxy
 	if _, err := os.Stat(pin); err == nil {
-		dp, err = openDP(pin)
-		if err != nil {
-			return fail(fmt.Errorf("open pinned proxy: %w", err))
+		if dp, err = proxydp.OpenPinned(pin); err != nil {
+			return fail(err)
 		}
 	} else {
-		if err := os.MkdirAll(pin, 0o700); err != nil {
-			return fail(fmt.Errorf("make pin directory: %w", err))
-		}
-		undos = append(undos, func() error { return os.RemoveAll(pin) })
-		size := prog.CacheSize
-		if size == 0 {
-			size = 1
-		}
-		dp, err = loadDP(pin, size)
-		if err != nil {
+		undos = append(undos, func() error { return removeAll(pin) })
+		if dp, err = proxydp.Load(proxydp.Options{PinPath: pin, FlowCapacity: max(flows, 1)}); err != nil {
 			return fail(fmt.Errorf("load proxy: %w", err))
 		}
 	}
 	defer dp.Close()
-	if err := dp.SetSIDs([]dpSID{sid}); err != nil {
-		return fail(fmt.Errorf("set sid %s: %w", sid.Addr, err))
+	loaded := len(undos) > 0
+	if err := dp.SetSIDs(sids); err != nil {
+		return fail(err)
 	}
-	changed := len(undos) > 0
+	if !loaded {
+		undos = append(undos, func() error {
+			rest, _, err := nodeSIDs(ns, node, p.NF, nil)
+			if err != nil {
+				return err
+			}
+			d, err := proxydp.OpenPinned(pin)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			return d.SetSIDs(rest)
+		})
+	}
+	attachedAny := false
 	for _, a := range atts {
 		lp := linkPin(pin, a.ifindex, a.nfSide)
 		ok, err := attached(ns, lp, a.ifindex)
@@ -139,10 +188,10 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err := ns.Do(func() error { return dp.Attach(a.ifindex, a.nfSide, lp) }); err != nil {
 			return fail(fmt.Errorf("attach on %s: %w", a.ifname, err))
 		}
-		changed = true
+		attachedAny = true
 		undos = append(undos, func() error { return detach(lp) })
 	}
-	if !changed {
+	if !loaded && !attachedAny {
 		return nil, nil
 	}
 	return undo, nil
@@ -152,11 +201,8 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 // ingress in ns (asked of the kernel, not inferred from the pin).
 func attached(ns *netns.NS, lp string, ifindex int) (bool, error) {
 	l, err := link.LoadPinnedLink(lp, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
 	if err != nil {
-		return false, nil // unreadable pin: attach again
+		return false, nil // absent or unreadable: attach again
 	}
 	defer l.Close()
 	info, err := l.Info()
@@ -170,9 +216,7 @@ func attached(ns *netns.NS, lp string, ifindex int) (bool, error) {
 			return fmt.Errorf("query tcx ingress of %d: %w", ifindex, err)
 		}
 		for _, q := range res.Programs {
-			if q.ID == info.Program {
-				found = true
-			}
+			found = found || q.ID == info.Program
 		}
 		return nil
 	})
@@ -195,73 +239,142 @@ func detach(lp string) error {
 	return nil
 }
 
-// Check reports, changing nothing, whether the program is loaded and
-// attached where it must be.
+// removeAll detaches every link pinned under pin and deletes the pins.
+func removeAll(pin string) error {
+	links, _ := filepath.Glob(pin + "/link_*")
+	var errs []error
+	for _, lp := range links {
+		errs = append(errs, detach(lp))
+	}
+	if err := os.RemoveAll(pin); err != nil {
+		errs = append(errs, fmt.Errorf("remove pins: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Check reports, changing nothing, whether the proxy is loaded with this
+// NF's SID and attached where the NF needs it.
 func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	_, _, atts, err := plan(ns, p)
+	prog, _, atts, err := dpSID(ns, p)
 	if err != nil {
 		return nil, err
 	}
-	pin := PinDir(ns, p.NF)
+	pin := PinDir(ns)
 	if _, err := os.Stat(pin); err != nil {
-		return []string{fmt.Sprintf("proxy %s: program (%s) not loaded (no pins at %s)", p.NF, ProgName, pin)}, nil
+		return []string{fmt.Sprintf("proxy %s: proxy programs not loaded (no pins at %s)", p.NF, pin)}, nil
 	}
 	var drift []string
+	dp, err := proxydp.OpenPinned(pin)
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	c, err := dp.Counters()
+	dp.Close()
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	if _, ok := c["sid/"+prog.SID.Addr().String()+"/to-nf"]; !ok {
+		drift = append(drift, fmt.Sprintf("proxy %s: sid %s missing from the proxy's SID table", p.NF, prog.SID.Addr()))
+	}
 	for _, a := range atts {
 		ok, err := attached(ns, linkPin(pin, a.ifindex, a.nfSide), a.ifindex)
 		if err != nil {
 			return drift, err
 		}
 		if !ok {
-			side := "sr side"
+			name := SRProgName
 			if a.nfSide {
-				side = "nf side (IFACE-IN)"
+				name = NFProgName
 			}
-			drift = append(drift, fmt.Sprintf("proxy %s: program (%s, %s) not attached on %s", p.NF, ProgName, side, a.ifname))
+			drift = append(drift, fmt.Sprintf("proxy %s: program %s not attached on %s", p.NF, name, a.ifname))
 		}
 	}
 	return drift, nil
 }
 
-// Remove detaches the proxy's links and deletes its pins.
+// Remove takes p's SID out of the node's table and detaches what only
+// p needed; with no proxy NF left on the node it unloads the proxy.
+// node is the node's desired state without p (or with it: p is skipped).
 func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pin := PinDir(ns, p.NF)
+	pin := PinDir(ns)
+	if _, err := os.Stat(pin); err != nil {
+		return nil
+	}
+	rest, _, err := nodeSIDs(ns, node, p.NF, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return removeAll(pin)
+	}
+	dp, err := proxydp.OpenPinned(pin)
+	if err != nil {
+		return fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	defer dp.Close()
+	if err := dp.SetSIDs(rest); err != nil {
+		return fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	// Keep the links some remaining NF needs.
+	keep := map[string]bool{}
+	for _, q := range node.Programs {
+		if q.Kind != Name || q.NF == p.NF {
+			continue
+		}
+		_, _, atts, err := dpSID(ns, q)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			keep[linkPin(pin, a.ifindex, a.nfSide)] = true
+		}
+	}
 	links, _ := filepath.Glob(pin + "/link_*")
 	var errs []error
 	for _, lp := range links {
-		errs = append(errs, detach(lp))
+		if !keep[lp] {
+			errs = append(errs, detach(lp))
+		}
 	}
-	errs = append(errs, os.RemoveAll(pin))
 	return errors.Join(errs...)
 }
 
-// Counters reads the program's counters (to NF, from NF, cache
-// hit/miss/full, drops by reason), named as the datapath names them.
+// Counters reads this NF's SID counters (to-nf, from-nf, cache
+// hit/miss/full/write, wrong-inner, sl, ttl, ...: "sid/<stat>") and the
+// node's proxy drop reasons and FIB outcomes ("drop/<reason>",
+// "fib/<outcome>", shared by the node's proxy NFs).
 func (driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if openDP == nil {
-		return nil, fmt.Errorf("proxy %s: %w", p.NF, ErrNoDatapath)
-	}
-	dp, err := openDP(PinDir(ns, p.NF))
+	prog, err := Decode(p)
 	if err != nil {
-		return nil, fmt.Errorf("proxy %s: open pinned proxy: %w", p.NF, err)
+		return nil, err
+	}
+	dp, err := proxydp.OpenPinned(PinDir(ns))
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
 	defer dp.Close()
 	m, err := dp.Counters()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: read counters: %w", p.NF, err)
 	}
-	out := make([]kind.Counter, 0, len(m))
+	mine := "sid/" + prog.SID.Addr().String() + "/"
+	var out []kind.Counter
 	for k, v := range m {
-		out = append(out, kind.Counter{Name: k, Value: v})
+		switch {
+		case strings.HasPrefix(k, mine):
+			out = append(out, kind.Counter{Name: "sid/" + strings.TrimPrefix(k, mine), Value: v})
+		case strings.HasPrefix(k, "drop/"), strings.HasPrefix(k, "fib/"):
+			out = append(out, kind.Counter{Name: k, Value: v})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
