@@ -159,6 +159,17 @@ type registry struct{}
 
 func (registry) Names() []string { return Names() }
 
+// ServesLegacy reports whether kind name fronts SR-unaware NFs
+// (spec.LegacyKinds).
+func (registry) ServesLegacy(name string) bool {
+	k, ok := Lookup(name)
+	if !ok {
+		return false
+	}
+	lp, ok := k.(LegacyProxy)
+	return ok && lp.ServesLegacy()
+}
+
 func (registry) Check(s *spec.Spec, nf *spec.NF, path string) (bool, []error) {
 	k, ok := Lookup(nf.Kind)
 	if !ok {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/srchain/srchain/internal/compile"
+	_ "github.com/srchain/srchain/internal/kinds/end" // kind forward, for TestSRUnawareNeedsProxy
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -303,5 +304,16 @@ func TestDecodeRejects(t *testing.T) {
 		if _, err := Decode(raw(p)); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
+	}
+}
+
+// TestSRUnawareNeedsProxy: sr_aware: false on another kind is refused by
+// validate, naming the kinds that serve legacy NFs.
+func TestSRUnawareNeedsProxy(t *testing.T) {
+	s := edit(t, example(t), "  - name: mon\n    kind: proxy\n    node: proxy\n    sr_aware: false\n    config: {legacy_nf: mon, behavior: end.am}\n",
+		"  - name: mon\n    kind: proxy\n    node: proxy\n    sr_aware: false\n    config: {legacy_nf: mon, behavior: end.am}\n  - {name: plain, kind: forward, node: egress, sr_aware: false}\n")
+	_, err := load(t, s)
+	if err == nil || !strings.Contains(err.Error(), `nfs[5].sr_aware: kind "forward" serves SR-aware NFs only; an SR-unaware NF (sr_aware: false) sits behind an SR proxy (kinds: proxy)`) {
+		t.Fatalf("err %v", err)
 	}
 }
