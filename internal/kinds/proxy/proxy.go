@@ -38,6 +38,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/kinds/end"
 	"github.com/srchain/srchain/internal/legacynf"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
@@ -254,6 +255,23 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 	}
 	if nf.SID.IsValid() && s.SIDFormat.ArgsBits > 0 && s.SIDFormat.WithArgs(nf.SID, 0) != nf.SID {
 		errs = append(errs, s.ErrorAt(np+".sid", nil, "SID %s has ARGS bits set: a proxy SID takes no arguments", nf.SID))
+	}
+	if n := s.Node(nf.Node); n != nil && n.EBPFDatapath() {
+		errs = append(errs, s.ErrorAt(np+".node", nil, "router %q has datapath %s: its End program and the proxy programs each end the tcx chain for packets they pass, so one would hide the other's SIDs; serve proxies from a datapath: kernel router (docs/proxy.md, Limits)", nf.Node, n.Datapath))
+	}
+	if n := s.Node(nf.Node); n != nil && n.Ingress == spec.IngressEBPF {
+		errs = append(errs, s.ErrorAt(np+".node", nil, "router %q has ingress: ebpf, whose program would share the tcx hook with the proxy programs, which end the chain for packets they pass; serve proxies from a router with ingress: kernel (docs/proxy.md, Limits)", nf.Node))
+	}
+	for i := range s.NFs {
+		o := &s.NFs[i]
+		if o.Node == nf.Node && o.Kind != Name && o.Kind != end.Name {
+			errs = append(errs, s.ErrorAt(np+".node", nil, "router %q also runs NF %q of kind %s, whose program would share the tcx hook with the proxy programs, which end the chain for packets they pass; put them on different routers (docs/proxy.md, Limits)", nf.Node, o.Name, o.Kind))
+		}
+	}
+	for ci := range s.Chains {
+		if ch := &s.Chains[ci]; ch.OPoT && slices.Contains(ch.NFs, nf.Name) {
+			errs = append(errs, s.ErrorAt(fmt.Sprintf("chains[%d].opot", ci), nil, "chain %q crosses proxy %q: opot through an SR proxy is not supported yet", ch.Name, nf.Name))
+		}
 	}
 	if !nf.HasConfig() || nf.Config.Kind != yaml.MappingNode {
 		return r, errs
