@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,11 +13,13 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/kinds/proxy"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/legacynf"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -288,4 +292,107 @@ func nftRuleCounter(t *testing.T, ns *netns.NS, what string) int {
 	}
 	t.Fatalf("no counted rule with %q:\n%s", what, out)
 	return 0
+}
+
+// TestProxyFlowLab deploys the proxy testbed with every End.AD turned
+// into End.AD.flow: the firewall, which forwards flows unchanged, still
+// passes TCP both ways (each direction's flow has its own cache entry),
+// while the NAT, which rewrites the source, misses the cache on the way
+// back: the packet is dropped and counted, never sent on with a wrong
+// header (docs/proxy.md "NAT and rewriting NFs").
+func TestProxyFlowLab(t *testing.T) {
+	requireRoot(t)
+	testutil.RequireTool(t, "nft")
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "proxy-testbed.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(b), "behavior: end.ad,", "behavior: end.ad-flow,")
+	text = strings.ReplaceAll(text, "behavior: end.ad}", "behavior: end.ad-flow, cache_size: 1024}")
+	if strings.Count(text, "end.ad-flow") != 3 {
+		t.Fatalf("example changed: %d End.AD NFs", strings.Count(text, "end.ad-flow"))
+	}
+	path := filepath.Join(t.TempDir(), "proxy-flow.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, err := compile.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw.Name = labName("y")
+	opts := up(t, nw)
+	open := func(node string) *netns.NS {
+		t.Helper()
+		ns, err := lab.Open(nw.Name, node, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ns.Close)
+		return ns
+	}
+	src, px, sink := open("src"), open("proxy"), open("sink")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, a := range []string{"fc00:a2::1", "fc00:a3::2"} {
+		if _, err := px.Run(ctx, "ping", "-6", "-c", "1", "-W", "2", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("firewall", func(t *testing.T) {
+		before := proxyCounters(t, ctx, nw, opts, px)
+		ln := anfListen(t, sink, "10.0.4.2:80")
+		go anfEcho(ln)
+		if got, err := anfTCP(src, "10.0.4.2:80", "per flow"); err != nil || got != "per flow" {
+			t.Fatalf("tcp through End.AD.flow: %q, %v", got, err)
+		}
+		after := proxyCounters(t, ctx, nw, opts, px)
+		for _, k := range []string{"fw-out/sid/cache-hit", "fw-in/sid/cache-hit"} {
+			if after[k] <= before[k] {
+				t.Errorf("%s %d -> %d, want it to grow", k, before[k], after[k])
+			}
+		}
+	})
+
+	t.Run("nat-misses", func(t *testing.T) {
+		before := proxyCounters(t, ctx, nw, opts, px)
+		pc := anfListenUDP(t, sink, "10.0.4.2:5353")
+		if err := src.Do(func() error {
+			c, err := net.Dial("udp", "10.0.4.2:5353")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write([]byte("rewritten"))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_ = pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if n, from, err := pc.ReadFrom(make([]byte, 64)); err == nil {
+			t.Fatalf("sink got %d bytes from %v: a NAT behind End.AD.flow must miss the cache", n, from)
+		}
+		after := proxyCounters(t, ctx, nw, opts, px)
+		if after["nat/sid/to-nf"] <= before["nat/sid/to-nf"] || after["nat/sid/cache-miss"] <= before["nat/sid/cache-miss"] || after["nat/sid/from-nf"] != before["nat/sid/from-nf"] {
+			t.Errorf("nat counters before %v after %v: want to-nf and cache-miss to grow, from-nf not", pick(before, "nat/"), pick(after, "nat/"))
+		}
+		if after["nat/drop/proxy-flow-miss"] <= before["nat/drop/proxy-flow-miss"] {
+			t.Errorf("drop/proxy-flow-miss %d -> %d", before["nat/drop/proxy-flow-miss"], after["nat/drop/proxy-flow-miss"])
+		}
+	})
+}
+
+func pick(m map[string]uint64, prefix string) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
