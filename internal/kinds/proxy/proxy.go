@@ -551,7 +551,14 @@ func checkRuleset(s *spec.Spec, ln *spec.Node) []error {
 		return nil
 	}
 	if errors.As(err, &ne) {
-		return []error{s.ErrorAt(p+"."+key, nil, "%s line %d: nft: %s", key, ne.Line, clip512(ne.Msg))}
+		fe := s.ErrorAt(p+"."+key, nil, "%s line %d: nft: %s", key, ne.Line, clip512(ne.Msg))
+		// An inline multi-line ruleset is a block scalar (`ruleset: |`)
+		// whose first line follows the indicator: point at nft's line.
+		if key == "ruleset" && strings.Contains(body, "\n") && fe.Line > 0 && ne.Line > 0 {
+			fe.Line += ne.Line
+			fe.Col = 0
+		}
+		return []error{fe}
 	}
 	return []error{s.ErrorAt(p+"."+key, nil, "%s: %v", key, err)}
 }
