@@ -23,4 +23,4 @@ test:
 
 # Verifier cost of the datapath programs against their budgets (needs root).
 bpf-stats:
-	$(GO) test -count=1 -v -run VerifierStats ./internal/datapath/ ./internal/firewall/ ./internal/opot/bpfprog/ ./internal/opotdp/ ./internal/ingress/
+	$(GO) test -count=1 -v -run VerifierStats ./internal/datapath/ ./internal/firewall/ ./internal/opot/bpfprog/ ./internal/opotdp/ ./internal/ingress/ ./internal/proxydp/

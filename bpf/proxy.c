@@ -92,4 +92,27 @@ int srchain_proxy_nf(struct __sk_buff *skb)
 	return proxy_nf_run(skb, idx, proto);
 }
 
+/* srchain_proxy_sr_xdp is the XDP twin of srchain_proxy_sr (the software
+ * analogue of seed 001's offloaded SR->NF path): it serves packets whose
+ * NF next hop a FIB lookup resolves out of IFACE-OUT, and passes every
+ * other packet untouched to tc (srchain_proxy_sr must be attached to the
+ * same interface), which serves, drops and counts it. Multicast and
+ * broadcast frames go to tc too (XDP has no pkt_type).
+ */
+SEC("xdp")
+int srchain_proxy_sr_xdp(struct xdp_md *ctx)
+{
+	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct ethhdr *eth;
+	__u32 idx = 0;
+
+	ctx_reload(&c, CTX_XDP);
+	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
+	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6) || (eth->h_dest[0] & 1))
+		return XDP_PASS;
+	if (proxy_sid_of(&c.p, &idx))
+		return XDP_PASS;
+	return proxy_sr_xdp_run(ctx, idx);
+}
+
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -377,6 +377,81 @@ static __always_inline __u32 proxy_push(struct pctx *c, const __u8 *hdr, __u32 l
 	return DROP_NONE;
 }
 
+/* proxy_srh_parse is srh_parse on the skb, and proxy_outer_walk walks
+ * every extension header of the outer IPv6 header (what srv6_decap
+ * strips), as global functions: verified once, and their many exit
+ * states (one per header layout) do not multiply the caller's. The
+ * caller gets the results as unknown scalars and bounds them again.
+ */
+__attribute__((noinline)) int proxy_srh_parse(struct __sk_buff *skb, struct srh_info *si)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+
+	if (!skb || !si)
+		return DROP_UNSUPPORTED;
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	return srh_parse(&p, si);
+}
+
+__attribute__((noinline)) int proxy_outer_walk(struct __sk_buff *skb, struct ipv6_walk *w)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct ipv6hdr *ip6;
+
+	if (!skb || !w)
+		return DROP_UNSUPPORTED;
+	p.data = (void *)(long)skb->data;
+	p.data_end = (void *)(long)skb->data_end;
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return DROP_PKT_TRUNCATED;
+	w->nh = ip6->nexthdr;
+	w->off = p.l3off + sizeof(*ip6);
+	w->rtoff = 0;
+	w->nonfirst = 0;
+	return ipv6_walk(&p, w, IPV6_WALK_ALL, SRV6_DECAP_MAX_EXT, CTX_MAX_ROOM, NULL);
+}
+
+__attribute__((noinline)) int proxy_srh_parse_xdp(struct xdp_md *ctx, struct srh_info *si)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+
+	if (!ctx || !si)
+		return DROP_UNSUPPORTED;
+	p.data = (void *)(long)ctx->data;
+	p.data_end = (void *)(long)ctx->data_end;
+	return srh_parse(&p, si);
+}
+
+__attribute__((noinline)) int proxy_outer_walk_xdp(struct xdp_md *ctx, struct ipv6_walk *w)
+{
+	struct pkt p = { .l3off = sizeof(struct ethhdr) };
+	struct ipv6hdr *ip6;
+
+	if (!ctx || !w)
+		return DROP_UNSUPPORTED;
+	p.data = (void *)(long)ctx->data;
+	p.data_end = (void *)(long)ctx->data_end;
+	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return DROP_PKT_TRUNCATED;
+	w->nh = ip6->nexthdr;
+	w->off = p.l3off + sizeof(*ip6);
+	w->rtoff = 0;
+	w->nonfirst = 0;
+	return ipv6_walk(&p, w, IPV6_WALK_ALL, SRV6_DECAP_MAX_EXT, CTX_MAX_ROOM, NULL);
+}
+
+/* proxy_len_bad reports an IPv6 payload length beyond the frame (the
+ * kernel's ipv6_rcv drops those; tc runs before it). Trailing bytes
+ * (Ethernet padding) are allowed.
+ */
+static __always_inline int proxy_len_bad(const struct __sk_buff *skb, const struct ipv6hdr *ip6)
+{
+	return sizeof(struct ethhdr) + sizeof(*ip6) + bpf_ntohs(ip6->payload_len) > skb->len;
+}
+
 /* proxy_redirect_nf sends the packet out of IFACE-OUT to the NF's next
  * hop of family nh (41: IPv6, 4: IPv4); none configured: the packet's
  * own destination, resolved on that link.
@@ -398,12 +473,54 @@ static __always_inline int proxy_redirect_nf(const struct proxy_sid *s, __u32 nh
 	return bpf_redirect_neigh(s->out_ifindex, NULL, 0, 0);
 }
 
-/* proxy_sr handles a packet whose DA is the proxy SID idx (config s):
- * the SR -> NF direction. Returns the tc verdict.
+/* proxy_fail ends an SR -> NF packet the program does not forward: tc
+ * drops it, counted; XDP hands it to tc untouched (the XDP twin never
+ * drops: tc decides and counts, so each reason is counted once).
  */
-static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+static __always_inline int proxy_fail(const int kind, __u32 idx, __u32 stat, __u32 reason)
 {
-	struct __sk_buff *skb = c->ctx;
+	if (kind == CTX_XDP)
+		return XDP_PASS;
+	return proxy_drop(idx, stat, reason);
+}
+
+/* proxy_xdp_nf_fib (XDP) resolves the NF's next hop of family nh with a
+ * FIB lookup for a packet of len bytes (no next hop configured: -1).
+ * The route must leave through IFACE-OUT. Returns 0 and params filled,
+ * or -1: the packet goes to tc (bpf_redirect_neigh does it there).
+ */
+static __always_inline int proxy_xdp_nf_fib(struct xdp_md *ctx, const struct proxy_sid *s, __u32 nh, __u32 len,
+					    struct bpf_fib_lookup *params)
+{
+	long rc;
+
+	__builtin_memset(params, 0, sizeof(*params));
+	if (nh == IPPROTO_IPIP && (s->flags & PROXY_F_NF4)) {
+		params->family = AF_INET;
+		params->ipv4_dst = s->nf4;
+	} else if (nh == IPPROTO_IPV6 && (s->flags & PROXY_F_NF6)) {
+		params->family = AF_INET6;
+		ipv6_addr_copy((struct in6_addr *)params->ipv6_dst, &s->nf6);
+	} else {
+		return -1;
+	}
+	params->tot_len = len;
+	params->ifindex = ctx->ingress_ifindex;
+	rc = bpf_fib_lookup(ctx, params, sizeof(*params), 0);
+	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS || params->ifindex != s->out_ifindex)
+		return -1;
+	return 0;
+}
+
+/* proxy_sr handles a packet whose DA is the proxy SID idx (config s):
+ * the SR -> NF direction, for tc (verdict TC_ACT_*) or XDP (XDP_*: the
+ * XDP twin forwards what it can resolve with a FIB lookup of the NF's
+ * address before writing anything, and passes the rest to tc).
+ */
+static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, const struct proxy_sid *s)
+{
+	struct bpf_fib_lookup params;
 	struct srh_info si = {};
 	struct ipv6_walk w = {};
 	struct ipv6hdr *ip6;
@@ -412,15 +529,17 @@ static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct prox
 
 	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
 	if (!ip6)
-		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
+	if (sizeof(*ip6) + bpf_ntohs(ip6->payload_len) > ctx_l3_len(c, kind))
+		return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 
-	r = srh_parse(&c->p, &si);
+	r = kind == CTX_XDP ? proxy_srh_parse_xdp(c->ctx, &si) : proxy_srh_parse(c->ctx, &si);
 	if (r == DROP_NONE)
 		have_srh = 1;
 	else if (!(r == DROP_NO_SRH && beh == PROXY_BEH_AS))
-		return proxy_drop(idx, proxy_srh_stat(r), r);
+		return proxy_fail(kind, idx, proxy_srh_stat(r), r);
 	if (beh != PROXY_BEH_AS && si.sl == 0)
-		return proxy_drop(idx, PS_SL, DROP_SRH_SL_ZERO);
+		return proxy_fail(kind, idx, PS_SL, DROP_SRH_SL_ZERO);
 	/* End reads SRH[SL - 1]; SL = last entry + 1 is legal (RFC 8986
 	 * 4.1), so SL - 1 <= last entry always holds after srh_validate.
 	 */
@@ -428,54 +547,70 @@ static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct prox
 	if (beh == PROXY_BEH_AM || beh == PROXY_BEH_AM_NAT) {
 		struct in6_addr *seg0 = srh_segment(&c->p, &si, 0);
 		struct in6_addr before;
+		struct ethhdr *eth;
 
 		if (!seg0)
-			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
+		if (kind == CTX_XDP &&
+		    proxy_xdp_nf_fib(c->ctx, s, IPPROTO_IPV6, ctx_l3_len(c, kind), &params))
+			return XDP_PASS;
 		ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
-		if (!ip6)
-			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+		if (!ip6 || !eth)
+			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 		ipv6_addr_copy(&before, &ip6->daddr);
 		ipv6_addr_copy(&ip6->daddr, seg0);
-		skb_csum_replace(skb, &before, &ip6->daddr, sizeof(before));
 		proxy_count(idx, PS_TO_NF);
+		if (kind == CTX_XDP) {
+			fib_set_macs(eth, &params);
+			return bpf_redirect(params.ifindex, 0);
+		}
+		skb_csum_replace(c->ctx, &before, &ip6->daddr, sizeof(before));
 		return proxy_redirect_nf(s, IPPROTO_IPV6);
 	}
 
 	/* The header after the outer IPv6 and all its extension headers. */
-	w.nh = ip6->nexthdr;
-	w.off = c->p.l3off + sizeof(*ip6);
-	r = ipv6_walk(&c->p, &w, IPV6_WALK_ALL, SRV6_DECAP_MAX_EXT, CTX_MAX_ROOM, NULL);
+	r = kind == CTX_XDP ? proxy_outer_walk_xdp(c->ctx, &w) : proxy_outer_walk(c->ctx, &w);
 	if (r)
-		return proxy_drop(idx, PS_DROP, r);
+		return proxy_fail(kind, idx, PS_DROP, r);
 	if (w.nonfirst || w.nh != inner)
-		return proxy_drop(idx, PS_WRONG_INNER, DROP_PROXY_WRONG_INNER);
+		return proxy_fail(kind, idx, PS_WRONG_INNER, DROP_PROXY_WRONG_INNER);
 	hlen = w.off - c->p.l3off;
 	if (hlen >= CTX_MAX_ROOM)
-		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+		return proxy_fail(kind, idx, PS_DROP, DROP_UNSUPPORTED);
 	if (!pkt_ptr(&c->p, w.off & (2 * CTX_MAX_ROOM - 1), inner == IPPROTO_IPV6 ? 40 : 20))
-		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+		return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
+	if (beh == PROXY_BEH_AD || beh == PROXY_BEH_AD_FLOW) {
+		if (!have_srh)
+			return proxy_fail(kind, idx, PS_SL, DROP_NO_SRH);
+		if (hlen > PROXY_HDR_MAX)
+			return proxy_fail(kind, idx, PS_DROP, DROP_PROXY_HDR_TOO_BIG);
+	}
+	if (kind == CTX_XDP && proxy_xdp_nf_fib(c->ctx, s, inner, ctx_l3_len(c, kind) - hlen, &params))
+		return XDP_PASS;
 
 	if (beh == PROXY_BEH_AD || beh == PROXY_BEH_AD_FLOW) {
 		struct in6_addr *next;
 		struct proxy_hdr *sc, *old;
 		__u32 zero = 0, sloff;
 		__u64 n;
+		long lr;
 
-		if (!have_srh)
-			return proxy_drop(idx, PS_SL, DROP_NO_SRH);
-		if (hlen > PROXY_HDR_MAX)
-			return proxy_drop(idx, PS_DROP, DROP_PROXY_HDR_TOO_BIG);
 		next = srh_segment(&c->p, &si, si.sl - 1);
 		if (!next)
-			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 		sc = bpf_map_lookup_elem(&proxy_scratch, &zero);
 		if (!sc)
-			return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+			return proxy_fail(kind, idx, PS_DROP, DROP_UNSUPPORTED);
 		n = proxy_bound(hlen);
 		if (n < sizeof(*ip6) || n > PROXY_HDR_MAX)
-			return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
-		if (bpf_skb_load_bytes(skb, c->p.l3off, sc->hdr, n))
-			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+			return proxy_fail(kind, idx, PS_DROP, DROP_UNSUPPORTED);
+		if (kind == CTX_XDP)
+			lr = bpf_xdp_load_bytes(c->ctx, c->p.l3off, sc->hdr, n);
+		else
+			lr = bpf_skb_load_bytes(c->ctx, c->p.l3off, sc->hdr, n);
+		if (lr)
+			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 		sc->len = hlen;
 		sc->pad = 0;
 		sc->last_ns = 0;
@@ -492,7 +627,7 @@ static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct prox
 			old = bpf_map_lookup_elem(&proxy_ad_cache, &key);
 			if (!old || !proxy_hdr_same(old, sc)) {
 				if (bpf_map_update_elem(&proxy_ad_cache, &key, sc, BPF_ANY))
-					return proxy_drop(idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
+					return proxy_fail(kind, idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
 				proxy_count(idx, PS_CACHE_WRITE);
 			}
 		} else {
@@ -501,19 +636,38 @@ static __always_inline int proxy_sr(struct pctx *c, __u32 idx, const struct prox
 
 			r = proxy_flow_key_of(&c->p, w.off, inner, &k);
 			if (r)
-				return proxy_drop(idx, PS_DROP, r);
+				return proxy_fail(kind, idx, PS_DROP, r);
 			old = bpf_map_lookup_elem(&proxy_flows, &k);
 			if (old && proxy_hdr_same(old, sc)) {
 				old->last_ns = now;
 			} else {
 				sc->last_ns = now;
 				if (bpf_map_update_elem(&proxy_flows, &k, sc, BPF_ANY))
-					return proxy_drop(idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
+					return proxy_fail(kind, idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
 				proxy_count(idx, PS_CACHE_WRITE);
 			}
 		}
 	}
 
+	if (kind == CTX_XDP) {
+		struct ethhdr *eth;
+
+		/* The outer headers go with the head; the Ethernet header is
+		 * written afresh in front of the inner packet (its MACs come
+		 * from the lookup, so only the type is needed). Nothing was
+		 * written if adjust_head fails: tc can still serve the packet.
+		 */
+		if (bpf_xdp_adjust_head(c->ctx, (int)hlen))
+			return XDP_PASS;
+		ctx_reload(c, CTX_XDP);
+		eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+		if (!eth)
+			return XDP_DROP;
+		eth->h_proto = inner == IPPROTO_IPV6 ? bpf_htons(ETH_P_IPV6) : bpf_htons(ETH_P_IP);
+		fib_set_macs(eth, &params);
+		proxy_count(idx, PS_TO_NF);
+		return bpf_redirect(params.ifindex, 0);
+	}
 	r = proxy_decap(c, hlen, inner);
 	if (r)
 		return proxy_drop(idx, PS_DROP, r);
@@ -563,32 +717,40 @@ static __always_inline int proxy_control(const struct pkt *p, __be16 proto)
 
 /* proxy_time_exceeded turns the IPv6 packet into an ICMPv6 Time
  * Exceeded (hop limit) from the SID address and sends it back to the
- * NF out of IFACE-IN.
+ * NF out of IFACE-IN. A global function: icmp6_err_tc's checksum loop
+ * is verified once, not at each caller.
  */
-static __always_inline int proxy_time_exceeded(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+__attribute__((noinline)) int proxy_time_exceeded(struct __sk_buff *skb, __u32 idx)
 {
-	struct __sk_buff *skb = c->ctx;
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
 	struct ipv6hdr *ip6;
 	__u16 *check;
 	__u64 sum;
 	__u32 r;
 	int i;
 
+	if (!skb)
+		return TC_ACT_SHOT;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s)
+		return TC_ACT_SHOT;
+	ctx_reload(&c, CTX_TC);
 	proxy_count(idx, PS_TTL);
 	count_drop(DROP_PROXY_TTL);
-	r = icmp6_err_tc(skb, &c->p, ICMPV6_TIME_EXCEED, ICMPV6_EXC_HOPLIMIT, 0, DROP_PROXY_TTL);
+	r = icmp6_err_tc(skb, &c.p, ICMPV6_TIME_EXCEED, ICMPV6_EXC_HOPLIMIT, 0, DROP_PROXY_TTL);
 	if (r) {
 		if (r != DROP_PROXY_TTL)
 			count_drop(r);
 		return TC_ACT_SHOT;
 	}
-	ctx_reload(c, CTX_TC);
+	ctx_reload(&c, CTX_TC);
 	/* Source: the SID, an address of this node (RFC 4443 2.2), not the
 	 * invoking packet's destination icmp6_err_tc puts there. Checksum
 	 * fixed incrementally (RFC 1624): + new words, - old words.
 	 */
-	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
-	check = pkt_ptr(&c->p, c->p.l3off + sizeof(*ip6) + 2, 2);
+	ip6 = pkt_ptr(&c.p, c.p.l3off, sizeof(*ip6));
+	check = pkt_ptr(&c.p, c.p.l3off + sizeof(*ip6) + 2, 2);
 	if (!ip6 || !check)
 		return TC_ACT_SHOT;
 	sum = (__u16)~*check;
@@ -644,7 +806,10 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	__be32 wbefore[1];
 	__u32 r;
 
-	r = srh_parse(&c->p, &si);
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!ip6 || proxy_len_bad(skb, ip6))
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	r = proxy_srh_parse(c->ctx, &si);
 	if (r)
 		return proxy_drop(idx, proxy_srh_stat(r), r);
 	if (si.sl == 0)
@@ -653,7 +818,7 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	if (!ip6)
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 	if (ip6->hop_limit <= 1)
-		return proxy_time_exceeded(c, idx, s);
+		return proxy_time_exceeded(c->ctx, idx);
 	seg0 = srh_segment(&c->p, &si, 0);
 	seg = srh_segment(&c->p, &si, si.sl - 1);
 	srh = srh_fixed_hdr(&c->p, &si);
@@ -703,7 +868,7 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		if (sizeof(struct ethhdr) + l3len > skb->len)
 			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 		if (ip6->hop_limit <= 1)
-			return proxy_time_exceeded(c, idx, s);
+			return proxy_time_exceeded(c->ctx, idx);
 		before = ((__be32 *)ip6)[1];
 		ip6->hop_limit -= 1;
 		skb_csum_replace(skb, &before, &((__be32 *)ip6)[1], sizeof(before));
@@ -714,7 +879,7 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		if (!ip4)
 			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 		l3len = bpf_ntohs(ip4->tot_len);
-		if (l3len < sizeof(*ip4) || sizeof(struct ethhdr) + l3len > skb->len)
+		if (ip4->ihl < 5 || ip4->ihl * 4 > l3len || sizeof(struct ethhdr) + l3len > skb->len)
 			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 		if (ip4->ttl <= 1)
 			return proxy_drop(idx, PS_TTL, DROP_PROXY_TTL);
@@ -785,7 +950,21 @@ __attribute__((noinline)) int proxy_sr_run(struct __sk_buff *skb, __u32 idx)
 	if (!s || !s->behavior)
 		return TC_ACT_OK;
 	ctx_reload(&c, CTX_TC);
-	return proxy_sr(&c, idx, s);
+	return proxy_sr(&c, CTX_TC, idx, s);
+}
+
+__attribute__((noinline)) int proxy_sr_xdp_run(struct xdp_md *ctx, __u32 idx)
+{
+	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
+
+	if (!ctx)
+		return XDP_PASS;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s || !s->behavior)
+		return XDP_PASS;
+	ctx_reload(&c, CTX_XDP);
+	return proxy_sr(&c, CTX_XDP, idx, s);
 }
 
 __attribute__((noinline)) int proxy_nf_run(struct __sk_buff *skb, __u32 idx, __u32 proto)

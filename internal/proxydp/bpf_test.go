@@ -41,6 +41,7 @@ var (
 	host4a   = netip.MustParseAddr("10.1.0.1")
 	host4b   = netip.MustParseAddr("10.2.0.1")
 	nhMAC    = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+	nfMAC    = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
 	inMAC    = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa}
 	hostMAC  = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb}
 
@@ -69,8 +70,16 @@ type env struct {
 	m     *Model
 	sr    int // SR-facing interface (route to fc00:2::/64 via nhAddr)
 	srMAC net.HardwareAddr
-	nf    []int // NF-side interfaces: nf[0] is every SID's IFACE-OUT, nf[i] IFACE-IN of SID i
+	nf    []int            // NF-side interfaces: nf[0] is every SID's IFACE-OUT, nf[i] IFACE-IN of SID i
+	nfMAC net.HardwareAddr // nf[0]'s MAC
 	sids  map[netip.Addr]SID
+	// xdp: SR-side steps also go through the XDP twin first.
+	xdp bool
+}
+
+// xdpCtx is struct xdp_md; test runs may set ingress_ifindex.
+type xdpCtx struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
 func newEnv(t *testing.T) *env {
@@ -114,16 +123,27 @@ func newEnv(t *testing.T) *env {
 	srName := fmt.Sprintf("pxs%da", pid)
 	e.sr, _, e.srMAC = pair(srName, fmt.Sprintf("pxs%db", pid))
 	for i := 0; i < 5; i++ {
-		a, b, _ := pair(fmt.Sprintf("px%dn%da", pid, i), fmt.Sprintf("px%dn%db", pid, i))
+		a, b, mac := pair(fmt.Sprintf("px%dn%da", pid, i), fmt.Sprintf("px%dn%db", pid, i))
 		e.nf = append(e.nf, a, b)
+		if i == 0 {
+			e.nfMAC = mac
+		}
 	}
-	if err := ns.Sysctl("net.ipv6.conf.all.forwarding", "1"); err != nil {
-		t.Fatal(err)
+	nfOut := fmt.Sprintf("px%dn0a", pid)
+	for _, k := range []string{"net.ipv6.conf.all.forwarding", "net.ipv4.ip_forward"} {
+		if err := ns.Sysctl(k, "1"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, cmd := range [][]string{
 		{"ip", "-6", "addr", "add", "fc00:12::1/64", "dev", srName, "nodad"},
 		{"ip", "-6", "neigh", "replace", nhAddr.String(), "lladdr", nhMAC.String(), "dev", srName, "nud", "permanent"},
 		{"ip", "-6", "route", "add", "fc00:2::/64", "via", nhAddr.String(), "dev", srName},
+		// The NFs' addresses behind IFACE-OUT (the XDP twin looks them up).
+		{"ip", "-6", "addr", "add", "fc00:99::1/64", "dev", nfOut, "nodad"},
+		{"ip", "addr", "add", "10.99.0.1/24", "dev", nfOut},
+		{"ip", "-6", "neigh", "replace", nf6.String(), "lladdr", nfMAC.String(), "dev", nfOut, "nud", "permanent"},
+		{"ip", "neigh", "replace", nf4.String(), "lladdr", nfMAC.String(), "dev", nfOut, "nud", "permanent"},
 	} {
 		if _, err := ns.Run(t.Context(), cmd[0], cmd[1:]...); err != nil {
 			t.Fatal(err)
@@ -175,7 +195,7 @@ func (e *env) run(t *testing.T, prog *ebpf.Program, in int, frame []byte) (uint3
 		return err
 	})
 	if err != nil {
-		t.Fatalf("test run: %v", err)
+		t.Fatalf("test run of %d bytes %x: %v", len(frame), frame, err)
 	}
 	return ret, opts.DataOut
 }
@@ -221,6 +241,9 @@ func (e *env) do(t *testing.T, st step) Result {
 	}
 	if res.Verdict != st.want || res.Reason != st.reason {
 		t.Fatalf("%s: model says %v %v, the case wants %v %v", st.name, res.Verdict, res.Reason, st.want, st.reason)
+	}
+	if e.xdp && st.in == 0 && et == EtherIPv6 {
+		e.doXDP(t, st.name, frame)
 	}
 	before, err := e.p.Drops()
 	if err != nil {
@@ -282,6 +305,60 @@ func (e *env) do(t *testing.T, st step) Result {
 	}
 	return res
 }
+
+// doXDP runs frame through the XDP twin: what the model sends to an NF
+// whose address is configured (the test's FIB resolves it out of
+// IFACE-OUT) must come out redirected with the MACs from the FIB and
+// the model's bytes; everything else passes to tc untouched, no drop
+// counted. The model's caches move only when the twin forwarded.
+func (e *env) doXDP(t *testing.T, name string, frame []byte) {
+	t.Helper()
+	res := e.m.clone().FromSR(frame[ethLen:])
+	s, isSID := e.sids[netip.AddrFrom16([16]byte(frame[ethLen+24:ethLen+40]))]
+	forward := isSID && res.Verdict == ToNF && (res.IPv4 && s.NFNext4.IsValid() || !res.IPv4 && s.NFNext6.IsValid())
+	before, err := e.p.Drops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &ebpf.RunOptions{
+		Data:    frame,
+		DataOut: make([]byte, len(frame)+256),
+		Context: xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: uint32(e.sr)},
+	}
+	var ret uint32
+	if err := e.ns.Do(func() error {
+		var err error
+		ret, err = e.p.XDPProgram().Run(opts)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: xdp test run: %v", name, err)
+	}
+	out := opts.DataOut
+	if after, err := e.p.Drops(); err != nil || after != before {
+		t.Errorf("%s: xdp counted drops (%v)", name, err)
+	}
+	if !forward {
+		if ret != xdpPass || !bytes.Equal(out, frame) {
+			t.Errorf("%s: xdp verdict %d, frame changed %v; want an untouched pass", name, ret, !bytes.Equal(out, frame))
+		}
+		return
+	}
+	e.m.FromSR(frame[ethLen:])
+	et := uint16(EtherIPv6)
+	if res.IPv4 {
+		et = EtherIPv4
+	}
+	want := srv6.Ether(nfMAC, e.nfMAC, et, res.Packet)
+	if ret != xdpRedirect || !bytes.Equal(out, want) {
+		t.Errorf("%s: xdp verdict %d\n got %x\nwant %x", name, ret, out, want)
+	}
+}
+
+const (
+	xdpDrop     = 1
+	xdpPass     = 2
+	xdpRedirect = 4
+)
 
 // toSID is an SRv6 packet from outerSrc over travel (DA = travel[0]).
 func toSID(t *testing.T, inner []byte, travel ...netip.Addr) []byte {
@@ -469,8 +546,6 @@ func (e *env) checkFlow(t *testing.T, sid netip.Addr, inner []byte) {
 	}
 }
 
-func htons(v uint16) uint16 { return v>>8 | v<<8 }
-
 // TestMalformed: every malformed or refused packet, both directions.
 func TestMalformed(t *testing.T) {
 	e := newEnv(t)
@@ -485,7 +560,9 @@ func TestMalformed(t *testing.T) {
 		ad("bad hdr len", mutate(valid, func(q []byte) { q[srhOff+1] = 3 }), drop.SRHBadLen),
 		ad("bad routing type", mutate(valid, func(q []byte) { q[srhOff+2] = 3 }), drop.SRHBadType),
 		ad("too many segments", mutate(valid, func(q []byte) { q[srhOff+4] = 16 }), drop.SRHTooManySegs),
-		ad("srh truncated", valid[:srhOff+20], drop.SRHTruncated),
+		ad("srh longer than the packet", mutate(valid, func(q []byte) { q[srhOff+1] = 200 }), drop.SRHTruncated),
+		ad("cut in the srh", valid[:srhOff+20], drop.PktTruncated),
+		ad("payload length beyond the frame", mutate(valid, func(q []byte) { q[4]++ }), drop.PktTruncated),
 		ad("inner truncated", valid[:len(valid)-len(udp6(64, 1))+10], drop.PktTruncated),
 		ad("wrong inner (ipv4 to an ipv6 sid)", toSID(t, udp4(64, 1), sidAD6, seg5), drop.ProxyWrongInner),
 		ad("wrong inner (ipv6 to an ipv4 sid)", toSID(t, udp6(64, 1), sidAD4, seg5), drop.ProxyWrongInner),
@@ -509,6 +586,8 @@ func TestMalformed(t *testing.T) {
 		{name: "am back bad type", in: e.in(sidAM), l3: mutate(toSID(t, udp6(64, 1), seg5, seg6), func(q []byte) { q[srhOff+2] = 2 }), want: Drop, reason: drop.SRHBadType},
 		{name: "ipv6 payload length beyond the frame", in: e.in(sidAS6), l3: udp6(64, 1)[:50], want: Drop, reason: drop.PktTruncated},
 		{name: "ipv4 total length beyond the frame", in: e.in(sidAS4), etherType: EtherIPv4, l3: udp4(64, 1)[:30], want: Drop, reason: drop.PktTruncated},
+		{name: "ipv4 ihl 4", in: e.in(sidAS4), etherType: EtherIPv4, l3: mutate(udp4(64, 1), func(q []byte) { q[0] = 0x44 }), want: Drop, reason: drop.PktTruncated},
+		{name: "ipv4 ihl beyond total length", in: e.in(sidAS4), etherType: EtherIPv4, l3: mutate(udp4(64, 1), func(q []byte) { q[0] = 0x4f; q[2], q[3] = 0, 40 }), want: Drop, reason: drop.PktTruncated},
 		{name: "flow miss", in: e.in(sidFlow), l3: udp6(64, 1), want: Drop, reason: drop.ProxyFlowMiss},
 		{name: "ad4 cache empty", in: e.in(sidAD4), etherType: EtherIPv4, l3: udp4(64, 1), want: Drop, reason: drop.ProxyNoCache},
 
@@ -556,4 +635,37 @@ func icmp6(src, dst netip.Addr, typ uint8) []byte {
 	binary.BigEndian.PutUint16(body[2:4], srv6.L4Checksum(src, dst, 58, body))
 	h := srv6.IPv6{PayloadLen: uint16(len(body)), NextHeader: 58, HopLimit: 255, Src: src, Dst: dst}
 	return append(h.AppendTo(nil), body...)
+}
+
+// TestXDP runs the SR -> NF cases through the XDP twin before tc: the
+// NFs with a configured address are served there (MACs from the FIB),
+// the others (End.AS/AD without next hop, malformed packets) pass to tc
+// untouched, which gives the same results as without the twin.
+func TestXDP(t *testing.T) {
+	e := newEnv(t)
+	e.xdp = true
+	travel := []netip.Addr{seg5, seg6}
+	noSRH, err := srv6.EncapWith(srv6.EncapOptions{HopLimit: 64, ReducedSRH: true}, outerSrc, []netip.Addr{sidAS6}, udp6(64, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []step{
+		{name: "as6", l3: toSID(t, udp6(64, 1), sidAS6, noRoute), want: ToNF},
+		{name: "as6 without srh", l3: noSRH, want: ToNF},
+		{name: "as4", l3: toSID(t, udp4(64, 1), sidAS4, seg6), want: ToNF},
+		{name: "ad6", l3: toSID(t, udp6(64, 1), append([]netip.Addr{sidAD6}, travel...)...), want: ToNF},
+		{name: "ad6 destopts", l3: withDestOpts(toSID(t, udp6(64, 1), sidAD6, seg5, seg6), 16), want: ToNF},
+		{name: "ad4", l3: toSID(t, udp4(64, 1), sidAD4, seg5), want: ToNF},
+		{name: "am", l3: toSID(t, udp6(64, 1), sidAM, seg5, seg6), want: ToNF},
+		{name: "am nat", l3: toSID(t, udp6(64, 1), sidAMNAT, seg6), want: ToNF},
+		{name: "flow6", l3: toSID(t, udp6(64, 9), sidFlow, seg5), want: ToNF},
+		{name: "flow4 (no nf address: tc)", l3: toSID(t, udp4(64, 9), sidFlow4, seg5), want: ToNF},
+		{name: "sl 0", l3: mutate(toSID(t, udp6(64, 1), sidAD6, seg5), func(q []byte) { q[srhOff+3] = 0 }), want: Drop, reason: drop.SRHSLZero},
+		{name: "wrong inner", l3: toSID(t, udp4(64, 1), sidAD6, seg5), want: Drop, reason: drop.ProxyWrongInner},
+		{name: "bad type", l3: mutate(toSID(t, udp6(64, 1), sidAM, seg5), func(q []byte) { q[srhOff+2] = 1 }), want: Drop, reason: drop.SRHBadType},
+		{name: "not a sid", l3: toSID(t, udp6(64, 1), seg5), want: Pass},
+	} {
+		e.do(t, st)
+	}
+	e.checkADCache(t, sidAD6)
 }

@@ -110,7 +110,9 @@ func srhParse(pkt []byte) (srv6.SRH, int, drop.Reason) {
 }
 
 func isSID(m *Model, pkt []byte) (SID, bool) {
-	if len(pkt) < srv6.IPv6HeaderLen || pkt[0]>>4 != 6 {
+	// Like the program: the Ethernet type says IPv6, the version nibble
+	// is not looked at.
+	if len(pkt) < srv6.IPv6HeaderLen {
 		return SID{}, false
 	}
 	s, ok := m.sids[netip.AddrFrom16([16]byte(pkt[24:40]))]
@@ -126,7 +128,13 @@ func (m *Model) FromSR(pkt []byte) Result {
 	return m.sr(s, pkt)
 }
 
+// lenBad is proxy_len_bad: the IPv6 payload length runs past the bytes.
+func lenBad(pkt []byte) bool { return 40+int(binary.BigEndian.Uint16(pkt[4:6])) > len(pkt) }
+
 func (m *Model) sr(s SID, pkt []byte) Result {
+	if lenBad(pkt) {
+		return dropped(drop.PktTruncated)
+	}
 	srh, srhOff, r := srhParse(pkt)
 	haveSRH := r == drop.None
 	if !haveSRH && !(r == drop.NoSRH && s.Behavior == BehaviorAS) {
@@ -277,7 +285,7 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 			return dropped(drop.PktTruncated)
 		}
 		l3len = int(binary.BigEndian.Uint16(inner[2:4]))
-		if l3len < 20 || l3len > len(inner) {
+		if ihl := int(inner[0] & 0xf); ihl < 5 || ihl*4 > l3len || l3len > len(inner) {
 			return dropped(drop.PktTruncated)
 		}
 		if inner[8] <= 1 {
@@ -325,6 +333,9 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 }
 
 func (m *Model) amBack(s SID, pkt []byte) Result {
+	if len(pkt) < 40 || lenBad(pkt) {
+		return dropped(drop.PktTruncated)
+	}
 	srh, off, r := srhParse(pkt)
 	if r != drop.None {
 		return dropped(r)
@@ -387,4 +398,18 @@ func control(etherType uint16, p []byte) bool {
 		return d == 0xffffffff || d>>28 == 0xe || d>>16 == 0xa9fe || s>>16 == 0xa9fe
 	}
 	return true
+}
+
+// clone is a copy of m with its own caches.
+func (m *Model) clone() *Model {
+	c := *m
+	c.ad = make(map[int][]byte, len(m.ad))
+	for k, v := range m.ad {
+		c.ad[k] = v
+	}
+	c.flows = make(map[FlowKey]flowEntry, len(m.flows))
+	for k, v := range m.flows {
+		c.flows[k] = v
+	}
+	return &c
 }

@@ -372,6 +372,7 @@ func (p *Proxy) SetSIDs(sids []SID) error {
 		}
 	}
 	next := uint32(0)
+	fresh := map[uint32]bool{}
 	for i := range sids {
 		if idx[i] != ^uint32(0) {
 			continue
@@ -379,9 +380,23 @@ func (p *Proxy) SetSIDs(sids []SID) error {
 		for used[next] {
 			next++
 		}
-		idx[i], used[next] = next, true
+		idx[i], used[next], fresh[next] = next, true, true
 		if err := p.resetStats(next); err != nil {
 			return fmt.Errorf("set proxy sids: %w", err)
+		}
+	}
+	// A reused entry index must not inherit its old SID's flows, and an
+	// IFACE-IN now serving another entry not its old cached header.
+	if err := p.purgeFlows(fresh); err != nil {
+		return fmt.Errorf("set proxy sids: %w", err)
+	}
+	for i, s := range sids {
+		var old uint32
+		err := p.objs.ProxyNf.Lookup(uint32(s.InIfindex), &old)
+		if err == nil && old != idx[i] {
+			if err := p.objs.ProxyAdCache.Delete(uint32(s.InIfindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("set proxy sids: drop cache of IFACE-IN %d: %w", s.InIfindex, err)
+			}
 		}
 	}
 	// Write configuration first, then the lookups that lead to it.
@@ -439,6 +454,31 @@ func (p *Proxy) SetSIDs(sids []SID) error {
 	return nil
 }
 
+// purgeFlows deletes the End.AD.flow entries of the given entry indexes.
+func (p *Proxy) purgeFlows(idx map[uint32]bool) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	var k proxyProgProxyFlowKey
+	var stale []proxyProgProxyFlowKey
+	it := p.objs.ProxyFlows.Iterate()
+	var v proxyProgProxyHdr
+	for it.Next(&k, &v) {
+		if idx[k.Sid] {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("list flows: %w", err)
+	}
+	for _, k := range stale {
+		if err := p.objs.ProxyFlows.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("delete flow: %w", err)
+		}
+	}
+	return nil
+}
+
 func (p *Proxy) resetStats(idx uint32) error {
 	zeros := make([]uint64, ebpf.MustPossibleCPU())
 	for s := range uint32(statSlot) {
@@ -459,6 +499,9 @@ func (p *Proxy) NFProgram() *ebpf.Program { return p.objs.SrchainProxyNf }
 // srchain_proxy_sr (the SR-facing interface) to ifindex's tcx ingress in
 // the current network namespace. linkPin, when set, is the bpffs path of
 // the link: a link pinned there is taken over (program swap, no gap).
+// srchain_proxy_nf also serves packets to a proxy SID, so an interface
+// that is both SR-facing and an IFACE-IN (one-armed NF) needs only the
+// NF side attached.
 func (p *Proxy) Attach(ifindex int, nfSide bool, linkPin string) error {
 	prog := p.objs.SrchainProxySr
 	if nfSide {
@@ -477,6 +520,149 @@ func (p *Proxy) Attach(ifindex int, nfSide bool, linkPin string) error {
 	}
 	p.links[key] = l
 	return nil
+}
+
+// XDPProgram is srchain_proxy_sr_xdp.
+func (p *Proxy) XDPProgram() *ebpf.Program { return p.objs.SrchainProxySrXdp }
+
+// AttachXDP attaches the XDP twin of srchain_proxy_sr to the SR-facing
+// ifindex (native mode where the driver has it). It forwards to the NF
+// what a FIB lookup of the NF's address resolves out of IFACE-OUT and
+// passes the rest to tc, so Attach(ifindex, false, ...) must be done
+// on the same interface too. linkPin as for Attach.
+func (p *Proxy) AttachXDP(ifindex int, linkPin string) error {
+	h := bpfrt.Hook{Ifindex: ifindex, XDP: true}
+	l, _, err := bpfrt.Attach(h, p.objs.SrchainProxySrXdp, bpfrt.AttachOptions{Pin: linkPin})
+	if err != nil {
+		return fmt.Errorf("attach proxy xdp: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.links[h.String()]; ok {
+		old.Close()
+	}
+	p.links[h.String()] = l
+	return nil
+}
+
+// Attached reports whether this Proxy's program for the side (nfSide:
+// srchain_proxy_nf, else srchain_proxy_sr) runs on ifindex's tcx
+// ingress in the current network namespace, asking the kernel.
+func (p *Proxy) Attached(ifindex int, nfSide bool) (bool, error) {
+	prog := p.objs.SrchainProxySr
+	if nfSide {
+		prog = p.objs.SrchainProxyNf
+	}
+	return bpfrt.Attached(prog, bpfrt.Hook{Ifindex: ifindex})
+}
+
+// Detach removes the program Attach put on ifindex (and the link pin
+// linkPin when set; a link only pinned there, e.g. by an earlier
+// process, is detached through the pin).
+func (p *Proxy) Detach(ifindex int, nfSide bool, linkPin string) error {
+	h := bpfrt.Hook{Ifindex: ifindex}
+	key := fmt.Sprintf("%s/%v", h, nfSide)
+	p.mu.Lock()
+	l, ok := p.links[key]
+	delete(p.links, key)
+	p.mu.Unlock()
+	if ok {
+		if err := bpfrt.Detach(h, l, linkPin != ""); err != nil {
+			return fmt.Errorf("detach proxy: %w", err)
+		}
+		return nil
+	}
+	if linkPin != "" {
+		if err := bpfrt.DetachPinned(linkPin); err != nil {
+			return fmt.Errorf("detach proxy: %w", err)
+		}
+	}
+	return nil
+}
+
+// Remove deletes a pinned proxy: every link pinned in pinPath is
+// detached, then the directory (maps) removed. No directory: nothing to do.
+func Remove(pinPath string) error {
+	ents, err := os.ReadDir(pinPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove proxy pins: %w", err)
+	}
+	for _, e := range ents {
+		if slices.Contains(pinnedMaps, e.Name()) {
+			continue
+		}
+		if err := bpfrt.DetachPinned(filepath.Join(pinPath, e.Name())); err != nil {
+			return fmt.Errorf("remove proxy pins: %w", err)
+		}
+	}
+	if err := os.RemoveAll(pinPath); err != nil {
+		return fmt.Errorf("remove proxy pins: %w", err)
+	}
+	return nil
+}
+
+// Installed reads the SID table back from the maps (what the programs
+// serve), sorted by address: for drift checks against the desired SIDs.
+// End.AS's Source and Segments are decoded from its pushed header.
+func (p *Proxy) Installed() ([]SID, error) {
+	var out []SID
+	var k proxyProgIn6Addr
+	var idx uint32
+	nf := map[uint32]uint32{} // entry index -> IFACE-IN in proxy_nf
+	var in, v uint32
+	it := p.objs.ProxyNf.Iterate()
+	for it.Next(&in, &v) {
+		nf[v] = in
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read proxy sids: %w", err)
+	}
+	it = p.objs.ProxySids.Iterate()
+	for it.Next(&k, &idx) {
+		var e proxyProgProxySid
+		if err := p.objs.ProxyCfg.Lookup(idx, &e); err != nil {
+			return nil, fmt.Errorf("read proxy sid entry %d: %w", idx, err)
+		}
+		s := SID{
+			Addr:        netip.AddrFrom16(k.In6U.U6Addr8),
+			Behavior:    Behavior(e.Behavior),
+			OutIfindex:  int(e.OutIfindex),
+			InIfindex:   int(e.InIfindex),
+			Inner:       uint8(e.Inner),
+			FlowTimeout: time.Duration(e.FlowTimeoutNs),
+		}
+		if got, ok := nf[idx]; !ok || int(got) != s.InIfindex {
+			s.InIfindex = 0 // not reachable from its IFACE-IN: drift
+		}
+		if e.Flags&1 != 0 {
+			s.NFNext6 = netip.AddrFrom16(e.Nf6.In6U.U6Addr8)
+		}
+		if e.Flags&2 != 0 {
+			s.NFNext4 = netip.AddrFrom4([4]byte{byte(e.Nf4), byte(e.Nf4 >> 8), byte(e.Nf4 >> 16), byte(e.Nf4 >> 24)})
+		}
+		if s.Behavior == BehaviorAS && e.HdrLen >= 40 && int(e.HdrLen) <= len(e.Hdr) {
+			h := e.Hdr[:e.HdrLen]
+			ip, err := srv6.ParseIPv6(h)
+			if err == nil {
+				s.Source = ip.Src
+				s.Segments = []netip.Addr{ip.Dst}
+				if ip.NextHeader == srv6.ProtoRouting {
+					if srh, err := srv6.ParseSRH(h[40:]); err == nil {
+						s.Segments = srh.Travel()
+					}
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read proxy sids: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr.Less(out[j].Addr) })
+	return out, nil
 }
 
 // Counters reads the counters: "sid/<addr>/<stat>" for every SID and

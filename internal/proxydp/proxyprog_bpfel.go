@@ -68,18 +68,19 @@ type proxyProgSidCounter struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	proxyProgMapDropCounters    = "drop_counters"
-	proxyProgMapFibCounters     = "fib_counters"
-	proxyProgMapProxyAdCache    = "proxy_ad_cache"
-	proxyProgMapProxyCfg        = "proxy_cfg"
-	proxyProgMapProxyFlows      = "proxy_flows"
-	proxyProgMapProxyNf         = "proxy_nf"
-	proxyProgMapProxyScratch    = "proxy_scratch"
-	proxyProgMapProxySids       = "proxy_sids"
-	proxyProgMapProxyStats      = "proxy_stats"
-	proxyProgMapSidCounters     = "sid_counters"
-	proxyProgProgSrchainProxyNf = "srchain_proxy_nf"
-	proxyProgProgSrchainProxySr = "srchain_proxy_sr"
+	proxyProgMapDropCounters       = "drop_counters"
+	proxyProgMapFibCounters        = "fib_counters"
+	proxyProgMapProxyAdCache       = "proxy_ad_cache"
+	proxyProgMapProxyCfg           = "proxy_cfg"
+	proxyProgMapProxyFlows         = "proxy_flows"
+	proxyProgMapProxyNf            = "proxy_nf"
+	proxyProgMapProxyScratch       = "proxy_scratch"
+	proxyProgMapProxySids          = "proxy_sids"
+	proxyProgMapProxyStats         = "proxy_stats"
+	proxyProgMapSidCounters        = "sid_counters"
+	proxyProgProgSrchainProxyNf    = "srchain_proxy_nf"
+	proxyProgProgSrchainProxySr    = "srchain_proxy_sr"
+	proxyProgProgSrchainProxySrXdp = "srchain_proxy_sr_xdp"
 )
 
 // loadProxyProg returns the embedded CollectionSpec for proxyProg.
@@ -124,8 +125,9 @@ type proxyProgSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type proxyProgProgramSpecs struct {
-	SrchainProxyNf *ebpf.ProgramSpec `ebpf:"srchain_proxy_nf"`
-	SrchainProxySr *ebpf.ProgramSpec `ebpf:"srchain_proxy_sr"`
+	SrchainProxyNf    *ebpf.ProgramSpec `ebpf:"srchain_proxy_nf"`
+	SrchainProxySr    *ebpf.ProgramSpec `ebpf:"srchain_proxy_sr"`
+	SrchainProxySrXdp *ebpf.ProgramSpec `ebpf:"srchain_proxy_sr_xdp"`
 }
 
 // proxyProgMapSpecs contains maps before they are loaded into the kernel.
@@ -207,14 +209,16 @@ type proxyProgVariables struct {
 //
 // It can be passed to loadProxyProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type proxyProgPrograms struct {
-	SrchainProxyNf *ebpf.Program `ebpf:"srchain_proxy_nf"`
-	SrchainProxySr *ebpf.Program `ebpf:"srchain_proxy_sr"`
+	SrchainProxyNf    *ebpf.Program `ebpf:"srchain_proxy_nf"`
+	SrchainProxySr    *ebpf.Program `ebpf:"srchain_proxy_sr"`
+	SrchainProxySrXdp *ebpf.Program `ebpf:"srchain_proxy_sr_xdp"`
 }
 
 func (p *proxyProgPrograms) Close() error {
 	return _ProxyProgClose(
 		p.SrchainProxyNf,
 		p.SrchainProxySr,
+		p.SrchainProxySrXdp,
 	)
 }
 

@@ -240,16 +240,25 @@ func detach(lp string) error {
 }
 
 // removeAll detaches every link pinned under pin and deletes the pins.
-func removeAll(pin string) error {
-	links, _ := filepath.Glob(pin + "/link_*")
-	var errs []error
-	for _, lp := range links {
-		errs = append(errs, detach(lp))
+func removeAll(pin string) error { return proxydp.Remove(pin) }
+
+// sameSID compares an installed SID with the desired one.
+func sameSID(a, b proxydp.SID) bool {
+	return a.Addr == b.Addr && a.Behavior == b.Behavior && a.OutIfindex == b.OutIfindex && a.InIfindex == b.InIfindex &&
+		a.NFNext6 == b.NFNext6 && a.NFNext4 == b.NFNext4 && a.FlowTimeout == b.FlowTimeout &&
+		(a.Behavior == proxydp.BehaviorAM || a.Behavior == proxydp.BehaviorAMNAT || a.Inner == b.Inner) &&
+		(a.Behavior != proxydp.BehaviorAS || (a.Source == b.Source && slices.Equal(a.Segments, b.Segments)))
+}
+
+func describe(s proxydp.SID) string {
+	out := fmt.Sprintf("%s out %d in %d nf %s", s.Behavior, s.OutIfindex, s.InIfindex, s.NFNext6)
+	if s.NFNext4.IsValid() {
+		out += " " + s.NFNext4.String()
 	}
-	if err := os.RemoveAll(pin); err != nil {
-		errs = append(errs, fmt.Errorf("remove pins: %w", err))
+	if s.Behavior == proxydp.BehaviorAS {
+		out += fmt.Sprintf(" push %s %v", s.Source, s.Segments)
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // Check reports, changing nothing, whether the proxy is loaded with this
@@ -258,7 +267,7 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	prog, _, atts, err := dpSID(ns, p)
+	_, want, atts, err := dpSID(ns, p)
 	if err != nil {
 		return nil, err
 	}
@@ -271,13 +280,17 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
-	c, err := dp.Counters()
+	have, err := dp.Installed()
 	dp.Close()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
-	if _, ok := c["sid/"+prog.SID.Addr().String()+"/to-nf"]; !ok {
-		drift = append(drift, fmt.Sprintf("proxy %s: sid %s missing from the proxy's SID table", p.NF, prog.SID.Addr()))
+	i := slices.IndexFunc(have, func(h proxydp.SID) bool { return h.Addr == want.Addr })
+	switch {
+	case i < 0:
+		drift = append(drift, fmt.Sprintf("proxy %s: sid %s missing from the proxy's SID table", p.NF, want.Addr))
+	case !sameSID(have[i], want):
+		drift = append(drift, fmt.Sprintf("proxy %s: sid %s in the proxy's table is %s, want %s", p.NF, want.Addr, describe(have[i]), describe(want)))
 	}
 	for _, a := range atts {
 		ok, err := attached(ns, linkPin(pin, a.ifindex, a.nfSide), a.ifindex)
