@@ -237,6 +237,26 @@ func TestProxyLab(t *testing.T) {
 		if undo, err := d.Apply(ctx, px, node, p); err != nil || undo != nil {
 			t.Fatalf("second apply: undo %v, %v (want nothing to do)", undo != nil, err)
 		}
+		// Remove fw-out alone (as when the NF leaves the spec): its SID
+		// leaves the shared table and its IFACE-IN link goes, the other
+		// proxies keep running; Apply brings both back.
+		if err := d.Remove(ctx, px, node, p); err != nil {
+			t.Fatal(err)
+		}
+		drift, err = d.Check(ctx, px, node, p)
+		if err != nil || !strings.Contains(strings.Join(drift, "\n"), "sid fc00:2::1:0 missing from the proxy's SID table") || !strings.Contains(strings.Join(drift, "\n"), "srchain_proxy_nf not attached on eth3") {
+			t.Fatalf("drift after remove %q, %v", drift, err)
+		}
+		_, in := proxyProgram(t, nw, "fw-in")
+		if dr, err := d.Check(ctx, px, node, in); err != nil || len(dr) != 0 {
+			t.Fatalf("fw-in after removing fw-out: %q, %v", dr, err)
+		}
+		if _, err := d.Apply(ctx, px, node, p); err != nil {
+			t.Fatal(err)
+		}
+		if dr, err := d.Check(ctx, px, node, p); err != nil || len(dr) != 0 {
+			t.Fatalf("fw-out after apply: %q, %v", dr, err)
+		}
 		ln := anfListen(t, sink, "10.0.4.2:8080")
 		go anfEcho(ln)
 		if got, err := anfTCP(src, "10.0.4.2:8080", "after repair"); err != nil || got != "after repair" {
