@@ -66,6 +66,24 @@ func TestCheckRuleset(t *testing.T) {
 	}
 }
 
+// TestQdiscMatches: tc reads a tbf's burst back rounded.
+func TestQdiscMatches(t *testing.T) {
+	r := state.RateLimit{Interface: "eth0", RateKbit: 100000, BurstBytes: 65536, LatencyMS: 50}
+	q := qdisc{Kind: "tbf"}
+	q.Options.Rate, q.Options.Burst = 12500000, 65525
+	if !q.matches(r) {
+		t.Error("65525 read back for 65536 does not match")
+	}
+	q.Options.Burst = 32768
+	if q.matches(r) {
+		t.Error("another burst matches")
+	}
+	q.Options.Burst, q.Options.Rate = 65536, 1000000
+	if q.matches(r) {
+		t.Error("another rate matches")
+	}
+}
+
 func program(t *testing.T, cfg state.LegacyNFConfig) state.Program {
 	t.Helper()
 	b, err := json.Marshal(cfg)
@@ -140,7 +158,7 @@ func TestDriver(t *testing.T) {
 	for what, breakIt := range map[string][]string{
 		"table inet srchain_nf missing":                    {"nft", "delete", "table", "inet", Table},
 		"table inet srchain_capture missing":               {"nft", "delete", "table", "inet", CaptureTable},
-		"rate limiter on eth0: want tbf 8000 kbit/s, have": {"tc", "qdisc", "del", "dev", "eth0", "root"},
+		"rate limiter on eth0: want tbf 8000 kbit/s burst 32768, have": {"tc", "qdisc", "del", "dev", "eth0", "root"},
 	} {
 		if _, err := a.Run(ctx, breakIt[0], breakIt[1:]...); err != nil {
 			t.Fatal(err)

@@ -61,6 +61,21 @@ func TestProxyLab(t *testing.T) {
 		}
 	}
 
+	t.Run("status", func(t *testing.T) {
+		// Every node as desired: the proxy SIDs' blackhole routes, the
+		// proxy programs and their SID table, the legacy NFs' tables and
+		// rate limiter.
+		sts, err := lab.Status(ctx, nw.Name, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range sts {
+			if !st.OK() {
+				t.Errorf("status %s: %v", st.Node, st.Problems)
+			}
+		}
+	})
+
 	t.Run("probes", func(t *testing.T) {
 		pr, err := lab.NewProber(nw.Name, opts)
 		if err != nil {
