@@ -131,6 +131,22 @@ func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*ne
 	if !s.SID.IsValid() || !s.SID.Addr().Is6() {
 		return nil, fmt.Errorf("sid %s: not an ipv6 prefix: %w", s.SID, ErrBadState)
 	}
+	if s.Datapath == state.ProgramDatapath {
+		// An SR proxy's SID (End.AS, End.AD, ...): the kernel has no
+		// such behaviour; the NF's program serves it at tcx ingress.
+		// The route makes the SID an ordinary route (advertised like
+		// any other) and drops what the program does not take, so no
+		// packet is forwarded around the NF.
+		if !s.Behavior.IsProxy() {
+			return nil, fmt.Errorf("sid %s: behavior %q is not served by a program: %w", s.SID, s.Behavior, ErrBadState)
+		}
+		return &netlink.Route{
+			Family: netlink.FAMILY_V6,
+			Table:  unix.RT_TABLE_MAIN,
+			Dst:    ipNet(s.SID.Masked()),
+			Type:   unix.RTN_BLACKHOLE,
+		}, nil
+	}
 	e := &netlink.SEG6LocalEncap{}
 	e.Flags[nl.SEG6_LOCAL_ACTION] = true
 	need6 := func() error {
@@ -258,6 +274,9 @@ func RouteMatches(want, have *netlink.Route) bool {
 		return false
 	}
 	if want.LinkIndex != 0 && want.LinkIndex != have.LinkIndex {
+		return false
+	}
+	if want.Type != 0 && want.Type != have.Type {
 		return false
 	}
 	return encapSig(want.Encap) == encapSig(have.Encap)

@@ -14,7 +14,7 @@ import (
 // toward the neighbor on the NF's interface (RFC 8986 sections 4.1, 4.2).
 func (c *compiler) nfSIDs() error {
 	for i, nf := range c.s.NFs {
-		if !nf.IsSRAware() {
+		if !nf.IsSRAware() && !servesLegacy(&nf) {
 			return fmt.Errorf("compile nfs[%d] %s: SR-unaware NFs need an SR proxy: %w", i, nf.Name, ErrUnsupported)
 		}
 		p, ok := c.sids.NF[nf.Name]

@@ -80,9 +80,14 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 		c.tunsrc(n)
 	}
 	for _, n := range s.Nodes {
-		if n.Role == spec.RoleRouter {
+		switch n.Role {
+		case spec.RoleRouter:
 			c.routerRoutes(n)
-		} else {
+		case spec.RoleLegacyNF:
+			if err := c.legacyNF(n); err != nil {
+				return nil, err
+			}
+		default:
 			c.hostRoutes(n)
 		}
 	}
@@ -150,18 +155,26 @@ func (c *compiler) links(net *state.Network) error {
 func (c *compiler) sysctls(n spec.Node) {
 	sn := c.nodes[n.Name]
 	add := func(k, v string) { sn.Sysctls = append(sn.Sysctls, state.Sysctl{Key: k, Value: v}) }
-	if n.Role == spec.RoleRouter {
+	if n.Role == spec.RoleRouter || n.Role == spec.RoleLegacyNF {
 		add("net.ipv6.conf.all.forwarding", "1")
 		add("net.ipv4.ip_forward", "1")
 	}
+	// A legacy NF is SR-unaware: it keeps the kernel's default
+	// (seg6_enabled=0), so an SRH addressed to it is dropped as by any
+	// node that knows nothing of SRv6.
+	seg6 := n.Role != spec.RoleLegacyNF
 	for _, scope := range []string{"all", "default"} {
 		add("net.ipv6.conf."+scope+".accept_dad", "0")
-		add("net.ipv6.conf."+scope+".seg6_enabled", "1")
+		if seg6 {
+			add("net.ipv6.conf."+scope+".seg6_enabled", "1")
+		}
 	}
 	ifs := ifNames(sn)
 	for _, ifn := range ifs {
 		add("net.ipv6.conf."+ifn+".accept_dad", "0")
-		add("net.ipv6.conf."+ifn+".seg6_enabled", "1")
+		if seg6 {
+			add("net.ipv6.conf."+ifn+".seg6_enabled", "1")
+		}
 	}
 }
 

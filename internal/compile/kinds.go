@@ -19,3 +19,14 @@ func compileKind(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.Nod
 	}
 	return k.Compile(s, nf, sid, node)
 }
+
+// servesLegacy reports whether nf's kind fronts an SR-unaware NF
+// (sr_aware: false) through an SR proxy (kind.LegacyProxy).
+func servesLegacy(nf *spec.NF) bool {
+	k, ok := kind.Lookup(nf.Kind)
+	if !ok {
+		return false
+	}
+	lp, ok := k.(kind.LegacyProxy)
+	return ok && lp.ServesLegacy()
+}

@@ -40,6 +40,13 @@ type Kind interface {
 	Drivers() map[string]Driver
 }
 
+// LegacyProxy is implemented by a kind that serves an SR-unaware NF
+// (`sr_aware: false`) through an SR proxy (seed 001): the compiler
+// accepts such an NF only when its kind says so.
+type LegacyProxy interface {
+	ServesLegacy() bool
+}
+
 // Driver makes one kind of state.Program real on a node.
 //
 // Apply must be idempotent: what is already as desired (loaded, pinned,
@@ -151,6 +158,17 @@ func Drivers() map[string]Driver {
 type registry struct{}
 
 func (registry) Names() []string { return Names() }
+
+// ServesLegacy reports whether kind name fronts SR-unaware NFs
+// (spec.LegacyKinds).
+func (registry) ServesLegacy(name string) bool {
+	k, ok := Lookup(name)
+	if !ok {
+		return false
+	}
+	lp, ok := k.(LegacyProxy)
+	return ok && lp.ServesLegacy()
+}
 
 func (registry) Check(s *spec.Spec, nf *spec.NF, path string) (bool, []error) {
 	k, ok := Lookup(nf.Kind)

@@ -301,7 +301,40 @@ func (p *Prober) services(hops []trace.Hop) []trace.Service {
 	}
 	out = append(out, csidShifts(p.net, hops)...)
 	slices.SortStableFunc(out, func(a, b trace.Service) int { return a.Hop - b.Hop })
+	for i, s := range out {
+		if s.Unproven && p.proxied(hops, s) {
+			out[i].Unproven = false
+		}
+	}
 	return out
+}
+
+// proxied reports whether s is an SR proxy's SID (served by a program in
+// front of a legacy NF, docs/proxy.md) that the capture shows at work:
+// after the proxy removed the SRH, the packet went into a legacy NF node
+// and came back to the proxy's node. A static proxy (End.AS) pushes a
+// fresh header, without an SRH when one segment is left, so the segments
+// left cannot show it; the legacy NF's visit does.
+func (p *Prober) proxied(hops []trace.Hop, s trace.Service) bool {
+	sid, ok := sidAt(p.net, s.Node, s.SID)
+	if !ok || sid.Datapath != state.ProgramDatapath {
+		return false
+	}
+	role := map[string]string{}
+	for _, n := range p.net.Nodes {
+		role[n.Name] = n.Role
+	}
+	for j := s.Hop + 1; j < len(hops); j++ {
+		if role[hops[j].Node] != "legacy-nf" {
+			continue
+		}
+		for k := j + 1; k < len(hops); k++ {
+			if hops[k].Node == s.Node {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unproven says which owned SIDs could not be proven to have run, or "".

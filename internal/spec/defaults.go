@@ -26,6 +26,17 @@ func (s *Spec) applyDefaults() {
 		if n.Ingress == "" && n.Role == RoleRouter {
 			n.Ingress = IngressKernel
 		}
+		if l := n.LegacyNF; l != nil {
+			for k := range l.RateLimit {
+				r := &l.RateLimit[k]
+				if !s.has(fmt.Sprintf("nodes[%d].legacy_nf.rate_limit[%d].burst_bytes", i, k)) {
+					r.BurstBytes = DefaultBurstBytes
+				}
+				if !s.has(fmt.Sprintf("nodes[%d].legacy_nf.rate_limit[%d].latency_ms", i, k)) {
+					r.LatencyMS = DefaultLatencyMS
+				}
+			}
+		}
 	}
 	for i := range s.Links {
 		if !s.has(fmt.Sprintf("links[%d].mtu", i)) {

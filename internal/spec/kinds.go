@@ -19,6 +19,12 @@ type KindSet interface {
 	Check(s *Spec, nf *NF, path string) (known bool, errs []error)
 }
 
+// LegacyKinds is implemented by a KindSet that knows which kinds front
+// SR-unaware NFs (sr_aware: false) through an SR proxy.
+type LegacyKinds interface {
+	ServesLegacy(kind string) bool
+}
+
 var kinds KindSet
 
 // SetKinds installs the kinds Validate accepts (internal/kind does, when
@@ -57,6 +63,15 @@ func (v *validator) checkKinds() {
 		if !ok {
 			v.add(path+".kind", "unknown NF kind %q (kinds: %s)", nf.Kind, known)
 			continue
+		}
+		if lp, isLP := kinds.(LegacyKinds); isLP && !nf.IsSRAware() && !lp.ServesLegacy(nf.Kind) {
+			var proxies []string
+			for _, n := range names {
+				if lp.ServesLegacy(n) {
+					proxies = append(proxies, n)
+				}
+			}
+			v.add(path+".sr_aware", "kind %q serves SR-aware NFs only; an SR-unaware NF (sr_aware: false) sits behind an SR proxy (kinds: %s)", nf.Kind, strings.Join(proxies, ", "))
 		}
 		for _, err := range errs {
 			if fe, ok := err.(*FieldError); ok {

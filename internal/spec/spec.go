@@ -64,6 +64,12 @@ func (f CSIDFormat) PerContainer() int {
 const (
 	RoleHost   = "host"
 	RoleRouter = "router"
+	// RoleLegacyNF is an SR-unaware network function (seed 001): its
+	// own namespace with one or two links to the router of the SR
+	// proxy that serves it, IP forwarding on, default routes back to
+	// that router, and real software (nftables, tc) configured from
+	// Node.LegacyNF. It forwards plain packets and knows nothing of SRv6.
+	RoleLegacyNF = "legacy-nf"
 )
 
 // Datapaths: who runs a router's End / End.X SIDs.
@@ -100,7 +106,60 @@ type Node struct {
 	// router is the ingress of: IngressKernel (ip rules + seg6 routes)
 	// or IngressEBPF (srchain's ingress program, docs/datapath.md).
 	Ingress string `yaml:"ingress"`
+	// LegacyNF configures a node with role legacy-nf (nil: defaults).
+	LegacyNF *LegacyNF `yaml:"legacy_nf"`
 }
+
+// LegacyNF is the software of an SR-unaware network function node
+// (role legacy-nf, docs/proxy.md): what it runs on the plain packets its
+// SR proxy hands it.
+type LegacyNF struct {
+	// Return is the NF's interface toward the proxy's IFACE-IN: its
+	// default routes leave there. Needed when the node has two links
+	// (in on one, out on the other); with one link it is that link.
+	Return string `yaml:"return"`
+	// Ruleset is nft text, the body of srchain's table inet srchain_nf
+	// (chains with hooks: a stateful firewall with ct state, NAT with
+	// masquerade or snat), loaded atomically with the real nft.
+	Ruleset string `yaml:"ruleset"`
+	// RulesetFile is the same from a file (relative to the spec).
+	RulesetFile string `yaml:"ruleset_file"`
+	// RateLimit puts a tc tbf rate limiter on interfaces of the node.
+	RateLimit []RateLimit `yaml:"rate_limit"`
+	// Routes send some destinations out of another link than the
+	// default routes: a two-armed NF (inside and outside) serving a
+	// proxy SID per direction.
+	Routes []LegacyRoute `yaml:"routes"`
+}
+
+// LegacyRoute is a static route of a legacy NF: dst via the router on
+// interface.
+type LegacyRoute struct {
+	Dst       netip.Prefix `yaml:"dst"`
+	Interface string       `yaml:"interface"`
+}
+
+// RateLimit is one token-bucket limiter (tc qdisc tbf) on the egress of
+// an interface.
+type RateLimit struct {
+	Interface string `yaml:"interface"`
+	// RateKbit is the rate in kbit/s (1000 bit/s).
+	RateKbit int `yaml:"rate_kbit"`
+	// BurstBytes is the bucket size (default DefaultBurstBytes).
+	BurstBytes int `yaml:"burst_bytes"`
+	// LatencyMS bounds how long a packet may wait (default
+	// DefaultLatencyMS).
+	LatencyMS int `yaml:"latency_ms"`
+}
+
+// Rate limiter defaults and bounds (tc tbf).
+const (
+	DefaultBurstBytes = 32 * 1024
+	DefaultLatencyMS  = 50
+	MaxRateKbit       = 100_000_000 // 100 Gbit/s
+	MaxBurstBytes     = 64 << 20
+	MaxLatencyMS      = 10_000
+)
 
 // Link is a point-to-point wire between two node interfaces.
 type Link struct {

@@ -266,14 +266,16 @@ func FuzzParse(f *testing.F) {
 
 // testKinds stands for internal/kind in this package's tests (the kinds
 // import spec, so spec's tests cannot import them): forward, firewall and
-// netfilter exist, and "test-kind" reports what its config lacks.
+// netfilter and proxy exist, and "test-kind" reports what its config lacks.
 type testKinds struct{}
 
-func (testKinds) Names() []string { return []string{"firewall", "forward", "netfilter", "test-kind"} }
+func (testKinds) Names() []string {
+	return []string{"firewall", "forward", "netfilter", "proxy", "test-kind"}
+}
 
 func (testKinds) Check(s *Spec, nf *NF, path string) (bool, []error) {
 	switch nf.Kind {
-	case "forward", "firewall", "netfilter":
+	case "forward", "firewall", "netfilter", "proxy":
 		return true, nil
 	case "test-kind":
 		if nf.Config.Kind != yaml.MappingNode || len(nf.Config.Content) == 0 {
@@ -311,7 +313,7 @@ nfs:
 		`k.yaml:6:10: links[0].endpoints[1].node: unknown node "h1"`,
 		`k.yaml:8:5: nfs[0].config: config needs rules`,
 		`k.yaml:13:14: nfs[1].config.rules: bad rule`,
-		`k.yaml:14:15: nfs[2].kind: unknown NF kind "opot" (kinds: firewall, forward, netfilter, test-kind)`,
+		`k.yaml:14:15: nfs[2].kind: unknown NF kind "opot" (kinds: firewall, forward, netfilter, proxy, test-kind)`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)

@@ -47,6 +47,7 @@ func (s *Spec) Validate() error {
 	v.top()
 	v.nodes()
 	v.links()
+	v.legacyNFs()
 	v.nfs()
 	v.checkKinds()
 	v.chains()

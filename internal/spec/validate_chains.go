@@ -204,6 +204,8 @@ func (v *validator) traffic() {
 			v.add(p+".from", "from is required")
 		case s.Node(t.From) == nil:
 			v.add(p+".from", "unknown node %q", t.From)
+		case s.Node(t.From).Role == RoleLegacyNF:
+			v.add(p+".from", "node %q is a legacy NF: probes start at hosts or routers", t.From)
 		}
 		if !t.To.IsValid() {
 			v.add(p+".to", "to is required")

@@ -28,9 +28,9 @@ func (v *validator) ingress() {
 			if n.Ingress != "" && n.Ingress != IngressKernel && n.Ingress != IngressEBPF {
 				v.add(p, "ingress must be %q or %q, got %q", IngressKernel, IngressEBPF, n.Ingress)
 			}
-		case RoleHost:
+		case RoleHost, RoleLegacyNF:
 			if n.Ingress != "" {
-				v.add(p, "a host has no ingress (only routers steer traffic into chains)")
+				v.add(p, "a %s has no ingress (only routers steer traffic into chains)", n.Role)
 			}
 		}
 	}

@@ -27,10 +27,20 @@ func (v *validator) nodes() {
 			if n.Datapath != "" {
 				v.add(p+".datapath", "a host has no datapath (only routers run SIDs)")
 			}
+		case RoleLegacyNF:
+			if n.Locator.IsValid() {
+				v.add(p+".locator", "a legacy NF has no locator (it is SR-unaware; its SR proxy's router owns the SID)")
+			}
+			if n.Datapath != "" {
+				v.add(p+".datapath", "a legacy NF has no datapath (only routers run SIDs)")
+			}
 		case "":
-			v.add(p+".role", "role is required (%q or %q)", RoleHost, RoleRouter)
+			v.add(p+".role", "role is required (%q, %q or %q)", RoleHost, RoleRouter, RoleLegacyNF)
 		default:
-			v.add(p+".role", "role must be %q or %q, got %q", RoleHost, RoleRouter, n.Role)
+			v.add(p+".role", "role must be %q, %q or %q, got %q", RoleHost, RoleRouter, RoleLegacyNF, n.Role)
+		}
+		if n.LegacyNF != nil && n.Role != RoleLegacyNF && n.Role != "" {
+			v.add(p+".legacy_nf", "legacy_nf configures a node with role %q, not a %s", RoleLegacyNF, n.Role)
 		}
 		if l := n.Locator; l.IsValid() {
 			switch {

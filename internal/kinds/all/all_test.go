@@ -37,7 +37,7 @@ func TestSchemaKinds(t *testing.T) {
 // validate, which names the kinds that exist (they used to compile as a
 // plain End: a spec asking for proof of transit silently got none).
 func TestUnimplementedKinds(t *testing.T) {
-	for _, k := range []string{"proxy", "opot"} {
+	for _, k := range []string{"opot"} {
 		src := `name: k
 nodes: [{name: r1, role: router, locator: "fc00:1::/64"}]
 nfs:

@@ -1,0 +1,394 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/proxydp"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// The proxy programs' kernel names (bpf/proxy.c).
+const (
+	SRProgName = "srchain_proxy_sr"
+	NFProgName = "srchain_proxy_nf"
+)
+
+// PinDir is where the driver pins the node's proxy maps and links. All
+// proxy NFs of a router share one loaded proxy (one SID table, one flow
+// cache): the programs pass on packets that are not theirs with
+// TC_ACT_OK, which ends a tcx chain, so two proxies on one interface
+// would hide each other's SIDs.
+func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/proxy" }
+
+// linkPin names the pinned tcx link of one attachment.
+func linkPin(pin string, ifindex int, nfSide bool) string {
+	side := "sr"
+	if nfSide {
+		side = "nf"
+	}
+	return fmt.Sprintf("%s/link_%d_%s", pin, ifindex, side)
+}
+
+var behaviorDP = map[state.Behavior]proxydp.Behavior{
+	state.EndAS: proxydp.BehaviorAS, state.EndAD: proxydp.BehaviorAD, state.EndADFlow: proxydp.BehaviorADFlow,
+	state.EndAM: proxydp.BehaviorAM, state.EndAMNAT: proxydp.BehaviorAMNAT,
+}
+
+type driver struct{}
+
+// attachment is one tcx attachment a proxy NF needs.
+type attachment struct {
+	ifname  string
+	ifindex int
+	nfSide  bool
+}
+
+// dpSID resolves one proxy program's SID in ns.
+func dpSID(ns *netns.NS, p state.Program) (Program, proxydp.SID, []attachment, error) {
+	prog, err := Decode(p)
+	if err != nil {
+		return prog, proxydp.SID{}, nil, err
+	}
+	idx, err := kind.Ifindexes(ns, []string{prog.IfaceOut, prog.IfaceIn})
+	if err != nil {
+		return prog, proxydp.SID{}, nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	sid := proxydp.SID{
+		Addr: prog.SID.Addr(), Behavior: behaviorDP[prog.Behavior], OutIfindex: idx[0], InIfindex: idx[1],
+		NFNext6: prog.NFNext6, NFNext4: prog.NFNext4, Source: prog.Source, Segments: prog.Segments,
+		FlowTimeout: time.Duration(prog.IdleTimeoutMS) * time.Millisecond,
+	}
+	switch prog.Inner {
+	case 4:
+		sid.Inner = proxydp.ProtoIPv4
+	case 6:
+		sid.Inner = proxydp.ProtoIPv6
+	}
+	sr, err := kind.Ifindexes(ns, prog.SRSide)
+	if err != nil {
+		return prog, proxydp.SID{}, nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	var atts []attachment
+	for i, n := range prog.SRSide {
+		atts = append(atts, attachment{n, sr[i], false})
+	}
+	atts = append(atts, attachment{prog.IfaceIn, idx[1], true})
+	return prog, sid, atts, nil
+}
+
+// nodeSIDs is the SID table of the node: every proxy program of node
+// but skip, plus add (when not already there), in program order.
+func nodeSIDs(ns *netns.NS, node state.Node, skip string, add *state.Program) ([]proxydp.SID, int, error) {
+	var sids []proxydp.SID
+	flows := 0
+	progs := slices.Clone(node.Programs)
+	if add != nil && !slices.ContainsFunc(progs, func(q state.Program) bool { return q.Kind == Name && q.NF == add.NF }) {
+		progs = append(progs, *add)
+	}
+	for _, q := range progs {
+		if q.Kind != Name || q.NF == skip {
+			continue
+		}
+		prog, sid, _, err := dpSID(ns, q)
+		if err != nil {
+			return nil, 0, err
+		}
+		flows += prog.CacheSize
+		sids = append(sids, sid)
+	}
+	return sids, flows, nil
+}
+
+// Apply loads the node's proxy (maps pinned under PinDir) if it is not
+// loaded, writes the node's whole SID table (every proxy NF of the node,
+// this one included), and attaches the programs this NF needs at tcx
+// ingress: srchain_proxy_sr on its SR-side interfaces, srchain_proxy_nf
+// on its IFACE-IN. A link that runs already (its pin is among the
+// interface's tcx attachments) is left alone; a stale pin is replaced.
+// The undo detaches what this call attached and unloads the proxy when
+// this call loaded it (else it takes this NF's SID out of the table).
+func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, _, atts, err := dpSID(ns, p)
+	if err != nil {
+		return nil, err
+	}
+	sids, flows, err := nodeSIDs(ns, node, "", &p)
+	if err != nil {
+		return nil, err
+	}
+	pin := PinDir(ns)
+	var undos []func() error
+	undo := func() error {
+		var errs []error
+		for _, u := range slices.Backward(undos) {
+			errs = append(errs, u())
+		}
+		return errors.Join(errs...)
+	}
+	fail := func(err error) (func() error, error) {
+		return nil, errors.Join(fmt.Errorf("proxy %s: %w", p.NF, err), undo())
+	}
+	var dp *proxydp.Proxy
+	if _, err := os.Stat(pin); err == nil {
+		if dp, err = proxydp.OpenPinned(pin); err != nil {
+			return fail(err)
+		}
+	} else {
+		undos = append(undos, func() error { return removeAll(pin) })
+		if dp, err = proxydp.Load(proxydp.Options{PinPath: pin, FlowCapacity: max(flows, 1)}); err != nil {
+			return fail(fmt.Errorf("load proxy: %w", err))
+		}
+	}
+	defer dp.Close()
+	loaded := len(undos) > 0
+	if err := dp.SetSIDs(sids); err != nil {
+		return fail(err)
+	}
+	if !loaded {
+		undos = append(undos, func() error {
+			rest, _, err := nodeSIDs(ns, node, p.NF, nil)
+			if err != nil {
+				return err
+			}
+			d, err := proxydp.OpenPinned(pin)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			return d.SetSIDs(rest)
+		})
+	}
+	attachedAny := false
+	for _, a := range atts {
+		lp := linkPin(pin, a.ifindex, a.nfSide)
+		ok, err := attached(ns, lp, a.ifindex)
+		if err != nil {
+			return fail(err)
+		}
+		if ok {
+			continue
+		}
+		_ = os.Remove(lp) // stale: its link was detached by hand
+		if err := ns.Do(func() error { return dp.Attach(a.ifindex, a.nfSide, lp) }); err != nil {
+			return fail(fmt.Errorf("attach on %s: %w", a.ifname, err))
+		}
+		attachedAny = true
+		undos = append(undos, func() error { return detach(lp) })
+	}
+	if !loaded && !attachedAny {
+		return nil, nil
+	}
+	return undo, nil
+}
+
+// attached reports whether the link pinned at lp runs on ifindex's tcx
+// ingress in ns (asked of the kernel, not inferred from the pin).
+func attached(ns *netns.NS, lp string, ifindex int) (bool, error) {
+	l, err := link.LoadPinnedLink(lp, nil)
+	if err != nil {
+		return false, nil // absent or unreadable: attach again
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		return false, fmt.Errorf("read link %s: %w", lp, err)
+	}
+	found := false
+	err = ns.Do(func() error {
+		res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+		if err != nil {
+			return fmt.Errorf("query tcx ingress of %d: %w", ifindex, err)
+		}
+		for _, q := range res.Programs {
+			found = found || q.ID == info.Program
+		}
+		return nil
+	})
+	return found, err
+}
+
+// detach unpins and closes the link pinned at lp (absent: nothing).
+func detach(lp string) error {
+	l, err := link.LoadPinnedLink(lp, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open link %s: %w", lp, err)
+	}
+	defer l.Close()
+	if err := l.Unpin(); err != nil {
+		return fmt.Errorf("unpin link %s: %w", lp, err)
+	}
+	return nil
+}
+
+// removeAll detaches every link pinned under pin and deletes the pins.
+func removeAll(pin string) error { return proxydp.Remove(pin) }
+
+// sameSID compares an installed SID with the desired one.
+func sameSID(a, b proxydp.SID) bool {
+	return a.Addr == b.Addr && a.Behavior == b.Behavior && a.OutIfindex == b.OutIfindex && a.InIfindex == b.InIfindex &&
+		a.NFNext6 == b.NFNext6 && a.NFNext4 == b.NFNext4 && a.FlowTimeout == b.FlowTimeout &&
+		(a.Behavior == proxydp.BehaviorAM || a.Behavior == proxydp.BehaviorAMNAT || a.Inner == b.Inner) &&
+		(a.Behavior != proxydp.BehaviorAS || (a.Source == b.Source && slices.Equal(a.Segments, b.Segments)))
+}
+
+func describe(s proxydp.SID) string {
+	out := fmt.Sprintf("%s out %d in %d nf %s", s.Behavior, s.OutIfindex, s.InIfindex, s.NFNext6)
+	if s.NFNext4.IsValid() {
+		out += " " + s.NFNext4.String()
+	}
+	if s.Behavior == proxydp.BehaviorAS {
+		out += fmt.Sprintf(" push %s %v", s.Source, s.Segments)
+	}
+	return out
+}
+
+// Check reports, changing nothing, whether the proxy is loaded with this
+// NF's SID and attached where the NF needs it.
+func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, want, atts, err := dpSID(ns, p)
+	if err != nil {
+		return nil, err
+	}
+	pin := PinDir(ns)
+	if _, err := os.Stat(pin); err != nil {
+		return []string{fmt.Sprintf("proxy %s: proxy programs not loaded (no pins at %s)", p.NF, pin)}, nil
+	}
+	var drift []string
+	dp, err := proxydp.OpenPinned(pin)
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	have, err := dp.Installed()
+	dp.Close()
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	i := slices.IndexFunc(have, func(h proxydp.SID) bool { return h.Addr == want.Addr })
+	switch {
+	case i < 0:
+		drift = append(drift, fmt.Sprintf("proxy %s: sid %s missing from the proxy's SID table", p.NF, want.Addr))
+	case !sameSID(have[i], want):
+		drift = append(drift, fmt.Sprintf("proxy %s: sid %s in the proxy's table is %s, want %s", p.NF, want.Addr, describe(have[i]), describe(want)))
+	}
+	for _, a := range atts {
+		ok, err := attached(ns, linkPin(pin, a.ifindex, a.nfSide), a.ifindex)
+		if err != nil {
+			return drift, err
+		}
+		if !ok {
+			name := SRProgName
+			if a.nfSide {
+				name = NFProgName
+			}
+			drift = append(drift, fmt.Sprintf("proxy %s: program %s not attached on %s", p.NF, name, a.ifname))
+		}
+	}
+	return drift, nil
+}
+
+// Remove takes p's SID out of the node's table and detaches what only
+// p needed; with no proxy NF left on the node it unloads the proxy.
+// node is the node's desired state without p (or with it: p is skipped).
+func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pin := PinDir(ns)
+	if _, err := os.Stat(pin); err != nil {
+		return nil
+	}
+	rest, _, err := nodeSIDs(ns, node, p.NF, nil)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		return removeAll(pin)
+	}
+	dp, err := proxydp.OpenPinned(pin)
+	if err != nil {
+		return fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	defer dp.Close()
+	if err := dp.SetSIDs(rest); err != nil {
+		return fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	// Keep the links some remaining NF needs.
+	keep := map[string]bool{}
+	for _, q := range node.Programs {
+		if q.Kind != Name || q.NF == p.NF {
+			continue
+		}
+		_, _, atts, err := dpSID(ns, q)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			keep[linkPin(pin, a.ifindex, a.nfSide)] = true
+		}
+	}
+	links, _ := filepath.Glob(pin + "/link_*")
+	var errs []error
+	for _, lp := range links {
+		if !keep[lp] {
+			errs = append(errs, detach(lp))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Counters reads this NF's SID counters (to-nf, from-nf, cache
+// hit/miss/full/write, wrong-inner, sl, ttl, ...: "sid/<stat>") and the
+// node's proxy drop reasons and FIB outcomes ("drop/<reason>",
+// "fib/<outcome>", shared by the node's proxy NFs).
+func (driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	prog, err := Decode(p)
+	if err != nil {
+		return nil, err
+	}
+	dp, err := proxydp.OpenPinned(PinDir(ns))
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	defer dp.Close()
+	m, err := dp.Counters()
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: read counters: %w", p.NF, err)
+	}
+	mine := "sid/" + prog.SID.Addr().String() + "/"
+	var out []kind.Counter
+	for k, v := range m {
+		switch {
+		case strings.HasPrefix(k, mine):
+			out = append(out, kind.Counter{Name: "sid/" + strings.TrimPrefix(k, mine), Value: v})
+		case strings.HasPrefix(k, "drop/"), strings.HasPrefix(k, "fib/"):
+			out = append(out, kind.Counter{Name: k, Value: v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
