@@ -370,9 +370,25 @@ static __always_inline __u32 proxy_push(struct pctx *c, const __u8 *hdr, __u32 l
 		return DROP_UNSUPPORTED;
 	if (inner + len - sizeof(struct ipv6hdr) > 0xffff)
 		return DROP_UNSUPPORTED;
-	if (bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_ENCAP_L3_IPV6) &&
-	    bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, 0))
-		return DROP_ADJUST_ROOM;
+	if (bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_ENCAP_L3_IPV6)) {
+		/* Still marked encapsulated (the SR -> NF decapsulation
+		 * cannot clear it): room without the flag, which leaves
+		 * skb->protocol as it was. An IPv4 packet must leave as IPv6
+		 * (neighbour output and the stack go by skb->protocol), so
+		 * its first 20 bytes of room come from bpf_skb_change_proto,
+		 * which sets it. Not for GSO packets: it would retype their
+		 * segments as TCPv6.
+		 */
+		if (skb->protocol == bpf_htons(ETH_P_IP) && !skb->gso_size &&
+		    n > sizeof(struct ipv6hdr) - sizeof(struct iphdr)) {
+			if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) ||
+			    bpf_skb_adjust_room(skb, len - (sizeof(struct ipv6hdr) - sizeof(struct iphdr)),
+						BPF_ADJ_ROOM_MAC, 0))
+				return DROP_ADJUST_ROOM;
+		} else if (bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, 0)) {
+			return DROP_ADJUST_ROOM;
+		}
+	}
 	if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), hdr, n, BPF_F_RECOMPUTE_CSUM))
 		return DROP_ADJUST_ROOM;
 	v = bpf_htons(inner + len - sizeof(struct ipv6hdr));
@@ -787,18 +803,31 @@ static __always_inline int proxy_forward(struct pctx *c, __u32 idx)
 	if (!ip6)
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 	rc = fib_lookup_ip6(skb, &params, ip6, skb->ingress_ifindex);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS || ip6->hop_limit <= 1) {
+	if ((rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) || ip6->hop_limit <= 1) {
 		proxy_count(idx, PS_STACK);
 		return TC_ACT_OK;
+	}
+	before = ((__be32 *)ip6)[1];
+	ip6_dec_hop_limit(ip6);
+	skb_csum_replace(skb, &before, &((__be32 *)ip6)[1], sizeof(before));
+	proxy_count(idx, PS_FROM_NF);
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		/* The neighbour is not resolved yet: bpf_redirect_neigh
+		 * resolves it, and as an IPv6 next hop it also sets
+		 * skb->protocol to IPv6, which the stack would not (a pushed
+		 * IPv4 packet keeps its IPv4 protocol when the skb was still
+		 * marked encapsulated, proxy_push), so the first packet of
+		 * an IPv4 flow is not lost.
+		 */
+		struct bpf_redir_neigh nh = { .nh_family = AF_INET6 };
+
+		__builtin_memcpy(nh.ipv6_nh, params.ipv6_dst, sizeof(nh.ipv6_nh));
+		return bpf_redirect_neigh(params.ifindex, &nh, sizeof(nh), 0);
 	}
 	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
 	if (!eth)
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
-	before = ((__be32 *)ip6)[1];
-	ip6_dec_hop_limit(ip6);
-	skb_csum_replace(skb, &before, &((__be32 *)ip6)[1], sizeof(before));
 	fib_set_macs(eth, &params);
-	proxy_count(idx, PS_FROM_NF);
 	return bpf_redirect(params.ifindex, 0);
 }
 
