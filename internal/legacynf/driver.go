@@ -11,6 +11,7 @@ import (
 
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/nft"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -78,7 +79,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if !ok {
 		prev := map[string]string{}
 		for _, t := range []string{Table, CaptureTable} {
-			if prev[t], err = listTable(ctx, ns, t); err != nil {
+			if prev[t], err = nft.ListTable(ctx, ns, t); err != nil {
 				return fail(err)
 			}
 		}
@@ -111,15 +112,15 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 
 // tablesCurrent reports whether both tables run the desired digests.
 func tablesCurrent(ctx context.Context, ns *netns.NS, c state.LegacyNFConfig) (bool, error) {
-	rs, err := listTable(ctx, ns, Table)
+	rs, err := nft.ListTable(ctx, ns, Table)
 	if err != nil {
 		return false, err
 	}
-	ct, err := listTable(ctx, ns, CaptureTable)
+	ct, err := nft.ListTable(ctx, ns, CaptureTable)
 	if err != nil {
 		return false, err
 	}
-	return strings.Contains(rs, Digest(c.Ruleset)) && strings.Contains(ct, Digest(strings.Join(c.Capture, ","))), nil
+	return strings.Contains(rs, nft.Digest(c.Ruleset)) && strings.Contains(ct, nft.Digest(captureBody(c.Capture))), nil
 }
 
 // Check reports how the node differs from p, changing nothing.
@@ -129,24 +130,24 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, err
 	}
 	var drift []string
-	rs, err := listTable(ctx, ns, Table)
+	rs, err := nft.ListTable(ctx, ns, Table)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case rs == "":
 		drift = append(drift, fmt.Sprintf("table inet %s missing (the legacy NF's ruleset)", Table))
-	case !strings.Contains(rs, Digest(c.Ruleset)):
+	case !strings.Contains(rs, nft.Digest(c.Ruleset)):
 		drift = append(drift, fmt.Sprintf("table inet %s holds another ruleset than the spec's", Table))
 	}
-	ct, err := listTable(ctx, ns, CaptureTable)
+	ct, err := nft.ListTable(ctx, ns, CaptureTable)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case ct == "":
 		drift = append(drift, fmt.Sprintf("table inet %s missing (capture counters)", CaptureTable))
-	case !strings.Contains(ct, Digest(strings.Join(c.Capture, ","))):
+	case !strings.Contains(ct, nft.Digest(captureBody(c.Capture))):
 		drift = append(drift, fmt.Sprintf("table inet %s counts other interfaces than %s", CaptureTable, strings.Join(c.Capture, ", ")))
 	}
 	for _, r := range c.RateLimits {
@@ -221,7 +222,7 @@ func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p sta
 // captureCounters reads the packets of every named counter of the
 // capture table.
 func captureCounters(ctx context.Context, ns *netns.NS) (map[string]uint64, error) {
-	out, stderr, err := run(ctx, ns, "", "nft", "-j", "list", "counters", "table", "inet", CaptureTable)
+	out, stderr, err := nft.Run(ctx, ns, "", "nft", "-j", "list", "counters", "table", "inet", CaptureTable)
 	if err != nil {
 		if strings.Contains(stderr, "No such file") {
 			return nil, fmt.Errorf("read capture: table inet %s: %w", CaptureTable, ErrNoCounters)
@@ -285,7 +286,7 @@ func (q qdisc) matches(r state.RateLimit) bool {
 
 // rootQdisc reads the root qdisc of ifname.
 func rootQdisc(ctx context.Context, ns *netns.NS, ifname string) (qdisc, error) {
-	out, stderr, err := run(ctx, ns, "", "tc", "-s", "-j", "qdisc", "show", "dev", ifname, "root")
+	out, stderr, err := nft.Run(ctx, ns, "", "tc", "-s", "-j", "qdisc", "show", "dev", ifname, "root")
 	if err != nil {
 		return qdisc{}, fmt.Errorf("show qdisc of %s: %s: %w", ifname, strings.TrimSpace(stderr), err)
 	}
@@ -308,7 +309,7 @@ func tbfArgs(ifname string, rateKbit, burst int, latencyUS uint64) []string {
 }
 
 func setTBF(ctx context.Context, ns *netns.NS, r state.RateLimit) error {
-	if _, stderr, err := run(ctx, ns, "", "tc", tbfArgs(r.Interface, r.RateKbit, r.BurstBytes, uint64(r.LatencyMS)*1000)...); err != nil {
+	if _, stderr, err := nft.Run(ctx, ns, "", "tc", tbfArgs(r.Interface, r.RateKbit, r.BurstBytes, uint64(r.LatencyMS)*1000)...); err != nil {
 		return fmt.Errorf("set rate limiter on %s: %s: %w", r.Interface, strings.TrimSpace(stderr), err)
 	}
 	return nil
@@ -327,7 +328,7 @@ func restoreQdisc(ctx context.Context, ns *netns.NS, ifname string, q qdisc) err
 	default:
 		return nil
 	}
-	if _, stderr, err := run(ctx, ns, "", "tc", args...); err != nil && !strings.Contains(stderr, "Cannot delete qdisc with handle of zero") {
+	if _, stderr, err := nft.Run(ctx, ns, "", "tc", args...); err != nil && !strings.Contains(stderr, "Cannot delete qdisc with handle of zero") {
 		return fmt.Errorf("restore qdisc of %s: %s: %w", ifname, strings.TrimSpace(stderr), err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/srchain/srchain/internal/nft"
 	"strings"
 	"testing"
 
@@ -15,23 +16,20 @@ import (
 func TestTransaction(t *testing.T) {
 	tx := Transaction("chain c {\n  counter\n}", []string{"eth0", "eth1"})
 	lines := strings.Split(tx, "\n")
-	if lines[prologue] != "chain c {" {
-		t.Errorf("ruleset line 1 is transaction line %d, want %d:\n%s", lineOf(lines, "chain c {"), prologue+1, tx)
+	if lines[nft.Prologue] != "chain c {" {
+		t.Errorf("ruleset line 1 is transaction line %d, want %d:\n%s", lineOf(lines, "chain c {"), nft.Prologue+1, tx)
 	}
 	for _, want := range []string{
-		`comment "` + Digest("chain c {\n  counter\n}") + `"`,
+		`comment "` + nft.Digest("chain c {\n  counter\n}") + `"`,
 		"table inet " + CaptureTable + " {",
 		"counter in_1_srv6 {}",
 		`iifname "eth1" ip6 nexthdr { 4, 41, 43 } counter name "in_1_srv6"`,
 		`oifname "eth0" meta nfproto ipv4 counter name "out_0_ipv4"`,
-		`comment "` + Digest("eth0,eth1") + `"`,
+		`comment "` + nft.Digest(captureBody([]string{"eth0", "eth1"})) + `"`,
 	} {
 		if !strings.Contains(tx, want) {
 			t.Errorf("transaction lacks %q:\n%s", want, tx)
 		}
-	}
-	if Digest("a") == Digest("b") {
-		t.Error("digests collide")
 	}
 }
 
@@ -44,23 +42,13 @@ func lineOf(lines []string, s string) int {
 	return -1
 }
 
-func TestParseNftError(t *testing.T) {
-	e := parseNftError("/dev/stdin:6:3-9: Error: syntax error, unexpected junk\n  junk\n  ^^^^\n")
-	if e.Line != 2 || !strings.HasPrefix(e.Msg, "Error: syntax error") {
-		t.Errorf("%+v", e)
-	}
-	if e := parseNftError("something else\nmore"); e.Line != 0 || e.Msg != "something else" {
-		t.Errorf("%+v", e)
-	}
-}
-
 func TestCheckRuleset(t *testing.T) {
 	testutil.RequireTool(t, "nft")
 	testutil.RequireRoot(t)
 	if err := CheckRuleset("chain f {\n type filter hook forward priority filter; policy drop;\n ct state established accept\n}\n"); err != nil {
 		t.Errorf("good ruleset: %v", err)
 	}
-	var ne *NftError
+	var ne *nft.Error
 	if err := CheckRuleset("chain f {\n type filter hook forward priority filter;\n ct state bogus accept\n}\n"); !errors.As(err, &ne) || ne.Line != 3 {
 		t.Errorf("bad ruleset: %v", err)
 	}
@@ -156,8 +144,8 @@ func TestDriver(t *testing.T) {
 		t.Errorf("counters %v", got)
 	}
 	for what, breakIt := range map[string][]string{
-		"table inet srchain_nf missing":                    {"nft", "delete", "table", "inet", Table},
-		"table inet srchain_capture missing":               {"nft", "delete", "table", "inet", CaptureTable},
+		"table inet srchain_nf missing":                                {"nft", "delete", "table", "inet", Table},
+		"table inet srchain_capture missing":                           {"nft", "delete", "table", "inet", CaptureTable},
 		"rate limiter on eth0: want tbf 8000 kbit/s burst 32768, have": {"tc", "qdisc", "del", "dev", "eth0", "root"},
 	} {
 		if _, err := a.Run(ctx, breakIt[0], breakIt[1:]...); err != nil {
@@ -176,7 +164,7 @@ func TestDriver(t *testing.T) {
 	// A ruleset nft rejects: Apply fails at its line, the old one runs.
 	bad := cfg
 	bad.Ruleset = "chain input {\n  type filter hook input priority filter;\n  ct state bogus accept\n}\n"
-	var ne *NftError
+	var ne *nft.Error
 	if _, err := d.Apply(ctx, a, node, program(t, bad)); !errors.As(err, &ne) || ne.Line != 3 {
 		t.Errorf("bad ruleset: %v", err)
 	}
@@ -197,7 +185,7 @@ func TestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tbl := range []string{Table, CaptureTable} {
-		if l, err := listTable(ctx, a, tbl); err != nil || l != "" {
+		if l, err := nft.ListTable(ctx, a, tbl); err != nil || l != "" {
 			t.Errorf("table %s after remove: %q, %v", tbl, l, err)
 		}
 	}

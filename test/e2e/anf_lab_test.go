@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/nft"
 	"io"
 	"net"
 	"regexp"
@@ -208,7 +209,7 @@ func TestANFLab(t *testing.T) {
 		prog.Config, _ = json.Marshal(cfg)
 		d, _ := kind.DriverFor(netfilter.Name)
 		_, err = d.Apply(ctx, nfv, node, prog)
-		var ne *netfilter.NftError
+		var ne *nft.Error
 		if !errors.As(err, &ne) || ne.Line != 3 {
 			t.Fatalf("apply of a bad ruleset: %v, want an nft error at ruleset line 3", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/nft"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -79,7 +80,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return fail(err)
 	}
-	if !strings.Contains(cur, Digest(prog.Ruleset)) {
+	if !strings.Contains(cur, nft.Digest(prog.Ruleset)) {
 		if err := LoadRuleset(ctx, ns, prog.Ruleset); err != nil {
 			return fail(err)
 		}
@@ -391,7 +392,7 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	switch {
 	case cur == "":
 		drift = append(drift, fmt.Sprintf("netfilter %s: table inet %s missing", p.NF, Table))
-	case !strings.Contains(cur, Digest(prog.Ruleset)):
+	case !strings.Contains(cur, nft.Digest(prog.Ruleset)):
 		drift = append(drift, fmt.Sprintf("netfilter %s: table inet %s does not hold the desired ruleset", p.NF, Table))
 	}
 	l, err := ns.Netlink().LinkByName(RestoreDev)

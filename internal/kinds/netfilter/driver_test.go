@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/srchain/srchain/internal/nft"
 	"net/netip"
 	"os"
 	"strings"
@@ -87,7 +88,7 @@ func TestDriver(t *testing.T) {
 	// A ruleset nft rejects: an error at its line, the old one runs on.
 	bad := testProgram(t, "chain forward {\n  type filter hook forward priority filter;\n  frobnicate\n}\n")
 	_, err = d.Apply(ctx, a, state.Node{}, bad)
-	var ne *NftError
+	var ne *nft.Error
 	if !errors.As(err, &ne) || ne.Line != 3 {
 		t.Errorf("bad ruleset: %v, want an nft error at line 3", err)
 	}

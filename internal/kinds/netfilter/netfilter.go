@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/nft"
 	"net/netip"
 	"sort"
 	"strings"
@@ -154,7 +155,7 @@ func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 // (`ruleset: |`) at the ruleset's own line; for a file, at the
 // ruleset_file key with the file's line in the message.
 func rulesetError(s *spec.Spec, path string, at *yaml.Node, err error, file bool) error {
-	var ne *NftError
+	var ne *nft.Error
 	if !errors.As(err, &ne) {
 		return s.ErrorAt(path, at, "ruleset: %v", err)
 	}

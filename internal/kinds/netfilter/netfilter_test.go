@@ -3,6 +3,7 @@ package netfilter
 import (
 	"encoding/json"
 	"errors"
+	"github.com/srchain/srchain/internal/nft"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,30 +170,13 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-func TestParseNftError(t *testing.T) {
-	for _, tc := range []struct {
-		stderr string
-		line   int
-		msg    string
-	}{
-		{"/dev/stdin:7:2-6: Error: No symbol type information\n bogus here\n ^^^^^\n", 7 - prologue, "Error: No symbol type information"},
-		{"/dev/stdin:2:1-3: Error: Could not process rule\n", 0, "Error: Could not process rule"},
-		{"netlink: Error: Could not process rule: Operation not permitted\n", 0, "netlink: Error: Could not process rule: Operation not permitted"},
-	} {
-		e := parseNftError(tc.stderr)
-		if e.Line != tc.line || e.Msg != tc.msg {
-			t.Errorf("parseNftError(%q) = %+v, want line %d msg %q", tc.stderr, e, tc.line, tc.msg)
-		}
-	}
-}
-
 func TestTransaction(t *testing.T) {
 	tx := Transaction("chain c {\n}")
 	lines := strings.Split(tx, "\n")
-	if lines[prologue] != "chain c {" {
-		t.Errorf("ruleset starts at line %d of the transaction, want %d:\n%s", strings.Index(tx, "chain"), prologue+1, tx)
+	if lines[nft.Prologue] != "chain c {" {
+		t.Errorf("ruleset starts at line %d of the transaction, want %d:\n%s", strings.Index(tx, "chain"), nft.Prologue+1, tx)
 	}
-	if !strings.HasPrefix(tx, "table inet "+Table+"\ndelete table inet "+Table+"\n") || !strings.Contains(tx, Digest("chain c {\n}")) {
+	if !strings.HasPrefix(tx, "table inet "+Table+"\ndelete table inet "+Table+"\n") || !strings.Contains(tx, nft.Digest("chain c {\n}")) {
 		t.Errorf("transaction:\n%s", tx)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/nft"
 	"net/netip"
 	"slices"
 	"strings"
@@ -546,7 +547,7 @@ func checkRuleset(s *spec.Spec, ln *spec.Node) []error {
 		return nil
 	}
 	err := legacynf.CheckRuleset(body)
-	var ne *legacynf.NftError
+	var ne *nft.Error
 	if err == nil {
 		return nil
 	}
