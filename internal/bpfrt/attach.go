@@ -319,3 +319,25 @@ func Attached(prog *ebpf.Program, h Hook) (bool, error) {
 	}
 	return false, nil
 }
+
+// RemovePinDir detaches every link pinned in dir whose name isLink
+// accepts (a link whose last pin goes would otherwise run on until an RCU
+// grace period ends), then removes dir with the maps and programs pinned
+// there. No dir: nothing to do.
+func RemovePinDir(dir string, isLink func(name string) bool) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read pin dir: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if isLink(e.Name()) {
+			errs = append(errs, DetachPinned(dir+"/"+e.Name()))
+		}
+	}
+	errs = append(errs, os.RemoveAll(dir))
+	return errors.Join(errs...)
+}

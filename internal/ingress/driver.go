@@ -291,23 +291,7 @@ func removeMapPins(dir string) error {
 }
 
 // removePins detaches the pinned links and removes the directory.
-func removePins(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read pin dir: %w", err)
-	}
-	var errs []error
-	for _, e := range ents {
-		if isLinkPin(e.Name()) {
-			errs = append(errs, bpfrt.DetachPinned(dir+"/"+e.Name()))
-		}
-	}
-	errs = append(errs, os.RemoveAll(dir))
-	return errors.Join(errs...)
-}
+func removePins(dir string) error { return bpfrt.RemovePinDir(dir, isLinkPin) }
 
 // Check reports, changing nothing, what differs: not loaded, another
 // chain set or settings running, a link not attached.

@@ -508,23 +508,7 @@ func attached(ns *netns.NS, pin string, h bpfrt.Hook) (bool, error) {
 }
 
 // removePins detaches the pinned links and removes the directory.
-func removePins(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read pin dir: %w", err)
-	}
-	var errs []error
-	for _, e := range ents {
-		if isLinkPin(e.Name()) {
-			errs = append(errs, bpfrt.DetachPinned(dir+"/"+e.Name()))
-		}
-	}
-	errs = append(errs, os.RemoveAll(dir))
-	return errors.Join(errs...)
-}
+func removePins(dir string) error { return bpfrt.RemovePinDir(dir, isLinkPin) }
 
 // Check reports, changing nothing, what differs: not loaded, a chain or
 // a slot's parameters missing or different, a stage not attached.

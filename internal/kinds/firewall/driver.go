@@ -362,25 +362,17 @@ func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pin := PinDir(ns, p.NF)
-	ents, err := os.ReadDir(pin)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("remove firewall %s: %w", p.NF, err)
-	}
 	var errs []error
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "fw_tcx_ingress_") {
-			errs = append(errs, bpfrt.DetachPinned(pin+"/"+e.Name()))
-		}
-	}
 	if p.XDP {
 		errs = append(errs, pipeline.UnpinStage(pipeline.NodeDir(ns), pipeline.Firewall))
 	}
-	errs = append(errs, os.RemoveAll(pin))
-	return errors.Join(errs...)
+	errs = append(errs, bpfrt.RemovePinDir(PinDir(ns, p.NF), func(name string) bool {
+		return strings.HasPrefix(name, "fw_tcx_ingress_")
+	}))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("remove firewall %s: %w", p.NF, err)
+	}
+	return nil
 }
 
 // Counters reads the per-rule counters ("rule/N/packets", "rule/N/bytes",
