@@ -223,3 +223,31 @@ type EventSource interface {
 type Summarizer interface {
 	Summary(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error)
 }
+
+// Undo collects the steps that take back what one Apply did; Run takes
+// them back in reverse order. Drivers return Result as their undo.
+type Undo struct{ steps []func() error }
+
+// Add records the step that takes back what was just done.
+func (u *Undo) Add(step func() error) { u.steps = append(u.steps, step) }
+
+// Run takes every step back, last first, and joins their errors.
+func (u *Undo) Run() error {
+	var errs []error
+	for i := len(u.steps) - 1; i >= 0; i-- {
+		errs = append(errs, u.steps[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// Result is Apply's undo: nil when Apply changed nothing.
+func (u *Undo) Result() func() error {
+	if len(u.steps) == 0 {
+		return nil
+	}
+	return u.Run
+}
+
+// Fail is Apply's result for a failure: nothing to undo, err joined with
+// the errors of taking back what was done.
+func (u *Undo) Fail(err error) (func() error, error) { return nil, errors.Join(err, u.Run()) }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -61,17 +60,8 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, err
 	}
-	var undos []func() error
-	undo := func() error {
-		var errs []error
-		for _, u := range slices.Backward(undos) {
-			errs = append(errs, u())
-		}
-		return errors.Join(errs...)
-	}
-	fail := func(err error) (func() error, error) {
-		return nil, errors.Join(fmt.Errorf("legacy nf %s: %w", node.Name, err), undo())
-	}
+	var undo kind.Undo
+	fail := func(err error) (func() error, error) { return undo.Fail(fmt.Errorf("legacy nf %s: %w", node.Name, err)) }
 	ok, err := tablesCurrent(ctx, ns, c)
 	if err != nil {
 		return fail(err)
@@ -86,7 +76,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err := load(ctx, ns, c.Ruleset, c.Capture); err != nil {
 			return fail(err)
 		}
-		undos = append(undos, func() error { return restoreTables(context.WithoutCancel(ctx), ns, prev) })
+		undo.Add(func() error { return restoreTables(context.WithoutCancel(ctx), ns, prev) })
 	}
 	for _, r := range c.RateLimits {
 		have, err := rootQdisc(ctx, ns, r.Interface)
@@ -102,12 +92,9 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err := setTBF(ctx, ns, r); err != nil {
 			return fail(err)
 		}
-		undos = append(undos, func() error { return restoreQdisc(context.WithoutCancel(ctx), ns, r.Interface, have) })
+		undo.Add(func() error { return restoreQdisc(context.WithoutCancel(ctx), ns, r.Interface, have) })
 	}
-	if len(undos) == 0 {
-		return nil, nil
-	}
-	return undo, nil
+	return undo.Result(), nil
 }
 
 // tablesCurrent reports whether both tables run the desired digests.

@@ -141,14 +141,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
-	var undos []func() error
-	undo := func() error {
-		var errs []error
-		for i := len(undos) - 1; i >= 0; i-- {
-			errs = append(errs, undos[i]())
-		}
-		return errors.Join(errs...)
-	}
+	var undo kind.Undo
 	if !maps.Equal(have, wantIDs) {
 		old := map[Stage]*ebpf.Program{}
 		for s, id := range have {
@@ -160,7 +153,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			closeProgs(old)
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
-		undos = append(undos, func() error {
+		undo.Add(func() error {
 			defer closeProgs(old)
 			m, err := OpenMaps(dir)
 			if err != nil {
@@ -173,20 +166,20 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if len(stages) == 0 {
 		for _, idx := range ifindexes {
 			if err := bpfrt.DetachPinned(linkPin(dir, idx)); err != nil {
-				return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+				return undo.Fail(fmt.Errorf("pipeline: %w", err))
 			}
 		}
 	} else {
 		prog, err := dispatcher(dir, m)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+			return undo.Fail(fmt.Errorf("pipeline: %w", err))
 		}
 		defer prog.Close()
 		for _, idx := range ifindexes {
 			h := bpfrt.Hook{Ifindex: idx, XDP: true}
 			var live bool
 			if err := ns.Do(func() (err error) { live, err = bpfrt.Attached(prog, h); return err }); err != nil {
-				return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+				return undo.Fail(fmt.Errorf("pipeline: %w", err))
 			}
 			if live {
 				continue
@@ -199,15 +192,12 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 				}
 				return err
 			}); err != nil {
-				return nil, errors.Join(fmt.Errorf("pipeline: %w", err), undo())
+				return undo.Fail(fmt.Errorf("pipeline: %w", err))
 			}
-			undos = append(undos, func() error { return bpfrt.DetachPinned(pin) })
+			undo.Add(func() error { return bpfrt.DetachPinned(pin) })
 		}
 	}
-	if len(undos) == 0 {
-		return nil, nil
-	}
-	return undo, nil
+	return undo.Result(), nil
 }
 
 // Check reports stages that differ from the config and interfaces whose

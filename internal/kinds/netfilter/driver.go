@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -63,17 +62,8 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, err
 	}
-	var undos []func() error
-	undo := func() error {
-		var errs []error
-		for _, u := range slices.Backward(undos) {
-			errs = append(errs, u())
-		}
-		return errors.Join(errs...)
-	}
-	fail := func(err error) (func() error, error) {
-		return nil, errors.Join(fmt.Errorf("netfilter %s: %w", p.NF, err), undo())
-	}
+	var undo kind.Undo
+	fail := func(err error) (func() error, error) { return undo.Fail(fmt.Errorf("netfilter %s: %w", p.NF, err)) }
 
 	// 1. The ruleset, first: a ruleset nft rejects changes nothing.
 	cur, err := currentTable(ctx, ns)
@@ -84,7 +74,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err := LoadRuleset(ctx, ns, prog.Ruleset); err != nil {
 			return fail(err)
 		}
-		undos = append(undos, func() error { return restoreTable(context.Background(), ns, cur) })
+		undo.Add(func() error { return restoreTable(context.Background(), ns, cur) })
 	}
 
 	// 2. The restore device.
@@ -93,7 +83,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	if created {
-		undos = append(undos, func() error { return deleteDevice(ns) })
+		undo.Add(func() error { return deleteDevice(ns) })
 	}
 
 	// 3. fwmark rule and routes to the restore device.
@@ -102,7 +92,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	if added {
-		undos = append(undos, func() error { return removeRouting(context.Background(), ns) })
+		undo.Add(func() error { return removeRouting(context.Background(), ns) })
 	}
 
 	// 4. Programs.
@@ -122,15 +112,12 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err := loadPrograms(ns, pin, ifs, dev, peer); err != nil {
 			return fail(errors.Join(err, removePrograms(pin)))
 		}
-		undos = append(undos, func() error { return removePrograms(pin) })
+		undo.Add(func() error { return removePrograms(pin) })
 	}
 	if err := setSID(pin, prog); err != nil {
 		return fail(err)
 	}
-	if len(undos) == 0 {
-		return nil, nil
-	}
-	return undo, nil
+	return undo.Result(), nil
 }
 
 // ensureDevice creates the restore veth pair (no ARP: the inner packet's

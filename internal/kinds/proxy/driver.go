@@ -133,35 +133,26 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, err
 	}
 	pin := PinDir(ns)
-	var undos []func() error
-	undo := func() error {
-		var errs []error
-		for _, u := range slices.Backward(undos) {
-			errs = append(errs, u())
-		}
-		return errors.Join(errs...)
-	}
-	fail := func(err error) (func() error, error) {
-		return nil, errors.Join(fmt.Errorf("proxy %s: %w", p.NF, err), undo())
-	}
+	var undo kind.Undo
+	fail := func(err error) (func() error, error) { return undo.Fail(fmt.Errorf("proxy %s: %w", p.NF, err)) }
 	var dp *proxydp.Proxy
 	if _, err := os.Stat(pin); err == nil {
 		if dp, err = proxydp.OpenPinned(pin); err != nil {
 			return fail(err)
 		}
 	} else {
-		undos = append(undos, func() error { return removeAll(pin) })
+		undo.Add(func() error { return removeAll(pin) })
 		if dp, err = proxydp.Load(proxydp.Options{PinPath: pin, FlowCapacity: max(flows, 1)}); err != nil {
 			return fail(fmt.Errorf("load proxy: %w", err))
 		}
 	}
 	defer dp.Close()
-	loaded := len(undos) > 0
+	loaded := undo.Result() != nil
 	if err := dp.SetSIDs(sids); err != nil {
 		return fail(err)
 	}
 	if !loaded {
-		undos = append(undos, func() error {
+		undo.Add(func() error {
 			rest, _, err := nodeSIDs(ns, node, p.NF, nil)
 			if err != nil {
 				return err
@@ -189,12 +180,12 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			return fail(fmt.Errorf("attach on %s: %w", a.ifname, err))
 		}
 		attachedAny = true
-		undos = append(undos, func() error { return detach(lp) })
+		undo.Add(func() error { return detach(lp) })
 	}
 	if !loaded && !attachedAny {
 		return nil, nil
 	}
-	return undo, nil
+	return undo.Result(), nil
 }
 
 // attached reports whether the link pinned at lp runs on ifindex's tcx
