@@ -47,13 +47,13 @@ static __always_inline int xdrop(struct xdp_md *ctx, __u32 counter, __u64 len, _
 {
 	count_sid(counter, len);
 	count_drop(reason);
-	return pipe_ret(ctx, PIPE_END, XDP_DROP);
+	return pipe_ret(PIPE_END, XDP_DROP);
 }
 
 /* to_tc: the tc End decides again and counts the reason. */
 static __always_inline int to_tc(struct xdp_md *ctx)
 {
-	return pipe_ret(ctx, PIPE_END, XDP_PASS);
+	return pipe_ret(PIPE_END, XDP_PASS);
 }
 
 SEC("xdp")
@@ -115,7 +115,7 @@ int srchain_end_xdp(struct xdp_md *ctx)
 		return xdrop(ctx, counter, len, DROP_PKT_TRUNCATED);
 	fib_set_macs(eth, &params);
 	count_sid(counter, len);
-	return pipe_ret(ctx, PIPE_END, bpf_redirect(params.ifindex, 0));
+	return pipe_ret(PIPE_END, bpf_redirect(params.ifindex, 0));
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -275,12 +275,12 @@ int srchain_fw_xdp(struct xdp_md *ctx)
 	switch (o.kind) {
 	case FW_OUT_DROP:
 		count_drop(o.reason);
-		return pipe_ret(ctx, PIPE_FIREWALL, XDP_DROP);
+		return pipe_ret(PIPE_FIREWALL, XDP_DROP);
 	case FW_OUT_ICMP:
 		r = icmp6_err_xdp(ctx, &p, ICMPV6_PARAMPROB, 0, o.ptr);
 		if (r) {
 			count_drop(r);
-			return pipe_ret(ctx, PIPE_FIREWALL, XDP_DROP);
+			return pipe_ret(PIPE_FIREWALL, XDP_DROP);
 		}
 		count_drop(DROP_FW_ARGS_UNKNOWN);
 		/* Back out of the interface it came in on. Not XDP_TX: a veth
@@ -288,12 +288,12 @@ int srchain_fw_xdp(struct xdp_md *ctx)
 		 * an XDP program too, so the error would wait in the peer's
 		 * ring for unrelated traffic; a redirect is flushed at once.
 		 */
-		return pipe_ret(ctx, PIPE_FIREWALL, bpf_redirect(ctx->ingress_ifindex, 0));
+		return pipe_ret(PIPE_FIREWALL, bpf_redirect(ctx->ingress_ifindex, 0));
 	case FW_OUT_SEG6:
 		/* The stack forwards the rewritten packet (lib/fib.h
 		 * policy); the End must not see it again.
 		 */
-		return pipe_ret(ctx, PIPE_FIREWALL, XDP_PASS);
+		return pipe_ret(PIPE_FIREWALL, XDP_PASS);
 	}
 	return pipe_next(ctx, PIPE_FIREWALL);
 }

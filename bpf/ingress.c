@@ -335,7 +335,7 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 	if (!eth || (eth->h_proto != bpf_htons(ETH_P_IPV6) && eth->h_proto != bpf_htons(ETH_P_IP)))
 		return pipe_next(ctx, PIPE_INGRESS);
 	if (eth->h_dest[0] & 1)
-		return pipe_ret(ctx, PIPE_INGRESS, XDP_PASS); /* multicast / broadcast frame: tc decides */
+		return pipe_ret(PIPE_INGRESS, XDP_PASS); /* multicast / broadcast frame: tc decides */
 	have = c.p.data_end - c.p.data - c.p.l3off;
 	if (!ing_classify(&c.p, eth->h_proto, ctx->ingress_ifindex, have, &d))
 		return pipe_next(ctx, PIPE_INGRESS);
@@ -358,22 +358,22 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 		goto pass; /* no headroom: nothing was written */
 	if (r) {
 		count_drop(r);
-		return pipe_ret(ctx, PIPE_INGRESS, XDP_DROP);
+		return pipe_ret(PIPE_INGRESS, XDP_DROP);
 	}
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
 	ip6 = pkt_ptr(&c.p, c.p.l3off, sizeof(*ip6));
 	if (!eth || !ip6) {
 		count_drop(DROP_PKT_TRUNCATED);
-		return pipe_ret(ctx, PIPE_INGRESS, XDP_DROP);
+		return pipe_ret(PIPE_INGRESS, XDP_DROP);
 	}
 	ip6_dec_hop_limit(ip6);
 	fib_set_macs(eth, &params);
 	ing_count(d.pol->chain, d.l3len);
 	ing_outcome(ING_OUT_REDIRECT);
-	return pipe_ret(ctx, PIPE_INGRESS, bpf_redirect(params.ifindex, 0));
+	return pipe_ret(PIPE_INGRESS, bpf_redirect(params.ifindex, 0));
 pass:
 	ing_outcome(ING_OUT_XDP_PASS);
-	return pipe_ret(ctx, PIPE_INGRESS, XDP_PASS);
+	return pipe_ret(PIPE_INGRESS, XDP_PASS);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -22,9 +22,8 @@ int srchain_pipe_xdp(struct xdp_md *ctx)
 	if (!cfg || !cfg->cookie)
 		goto abort;
 	gen = cfg->gen & 1;
-	if (metalen > 0 && bpf_xdp_adjust_meta(ctx, (int)metalen))
-		goto abort;
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m)))
+	/* Exactly sizeof(*m) bytes of metadata, whatever was there. */
+	if (metalen != sizeof(*m) && bpf_xdp_adjust_meta(ctx, (int)metalen - (int)sizeof(*m)))
 		goto abort;
 	m = (void *)(long)ctx->data_meta;
 	if ((void *)(m + 1) > (void *)(long)ctx->data)

@@ -19,14 +19,14 @@
  * keeps its own type, maps and verifier budget (the firewall and the End
  * are verified separately: 32k and 4k instructions would not fit one
  * program), the JIT turns constant-index tail calls into direct jumps,
- * and the whole order lives in one prog array the loader rewrites.
+ * and the whole order lives in a prog array the loader rewrites.
  *
- * Atomic changes. The prog array has two halves (generations); a packet
- * runs entirely in the half pipe_config named when the dispatcher saw it
+ * Atomic changes. There are two prog arrays (generations); a packet
+ * runs entirely in the one pipe_config named when the dispatcher saw it
  * (the dispatcher writes it into the packet's XDP metadata, struct
- * pipe_meta). The loader fills the idle half with the new pipeline,
- * flips pipe_config.gen with one map write, then empties the old half from the
- * last stage to the first: a packet still in the old half meets a
+ * pipe_meta). The loader fills the idle one with the new pipeline,
+ * flips pipe_config.gen with one map write, then empties the old one
+ * from the last stage to the first: a packet still in the old one meets a
  * missing later stage (it goes to the stack and the tc programs, which
  * run every stage too) but never a later stage without an earlier one.
  * So no packet ever runs an End without the firewall in front of it.
@@ -34,8 +34,8 @@
  * Metadata also tells the tc twins what already ran: a packet the XDP
  * firewall accepted carries PIPE_DONE_FW, and the tc firewall lets it by
  * without classifying it again (it would count it twice and apply an SR
- * action twice). Stages clear the metadata before XDP_REDIRECT and
- * XDP_TX, so it never reaches another node.
+ * action twice). The mark carries the node's cookie (pipe_ret says why
+ * that is enough when a frame leaves with it).
  */
 #ifndef SRCHAIN_PIPELINE_H
 #define SRCHAIN_PIPELINE_H
@@ -91,12 +91,19 @@ struct pipe_cfg {
 	__u32 cookie;
 };
 
-struct {
+/* One prog array per generation, indexed by stage: every tail call has
+ * a constant key, which the JIT turns into a direct jump (an index
+ * computed from the generation would be an indirect one, a retpoline).
+ */
+struct pipe_progs {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2 * PIPE_STAGES);
+	__uint(max_entries, PIPE_STAGES);
 	__type(key, __u32);
 	__type(value, __u32);
-} pipe_progs SEC(".maps");
+};
+
+struct pipe_progs pipe_progs0 SEC(".maps");
+struct pipe_progs pipe_progs1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -149,12 +156,18 @@ static __always_inline struct pipe_meta *pipe_meta_of(struct xdp_md *ctx)
  */
 static __always_inline void pipe_from(struct xdp_md *ctx, __u32 gen, const __u32 first)
 {
-	__u32 base = (gen & 1) * PIPE_STAGES;
-
+	if (gen & 1) {
 #pragma unroll
-	for (__u32 i = 0; i < PIPE_STAGES; i++) {
-		if (i >= first)
-			bpf_tail_call(ctx, &pipe_progs, base + i);
+		for (__u32 i = 0; i < PIPE_STAGES; i++) {
+			if (i >= first)
+				bpf_tail_call(ctx, &pipe_progs1, i);
+		}
+	} else {
+#pragma unroll
+		for (__u32 i = 0; i < PIPE_STAGES; i++) {
+			if (i >= first)
+				bpf_tail_call(ctx, &pipe_progs0, i);
+		}
 	}
 }
 
@@ -182,11 +195,13 @@ static __always_inline void pipe_mark(struct xdp_md *ctx, __u16 done)
 		m->done |= done;
 }
 
-/* pipe_ret counts the stage's final verdict and returns it. Before a
- * redirect or a transmit the metadata goes: it must not leave the node.
- * (Packet pointers are invalid after this: call it in return position.)
+/* pipe_ret counts the stage's final verdict and returns it. The
+ * metadata may leave with a redirected frame: it is harmless there, the
+ * next XDP hop's dispatcher writes its own, and a tc firewall only
+ * trusts a mark carrying its own node's cookie, which only this node's
+ * dispatcher writes (every interface of the node runs it).
  */
-static __always_inline int pipe_ret(struct xdp_md *ctx, const __u32 stage, int verdict)
+static __always_inline int pipe_ret(const __u32 stage, int verdict)
 {
 	__u32 out;
 
@@ -207,12 +222,6 @@ static __always_inline int pipe_ret(struct xdp_md *ctx, const __u32 stage, int v
 		out = PIPE_OUT_ABORTED;
 	}
 	pipe_count(stage, out);
-	if (verdict == XDP_TX || verdict == XDP_REDIRECT) {
-		long metalen = (long)ctx->data - (long)ctx->data_meta;
-
-		if (metalen > 0)
-			bpf_xdp_adjust_meta(ctx, (int)metalen);
-	}
 	return verdict;
 }
 

@@ -120,7 +120,7 @@ func init() {
 		Name: "pipeline", Baseline: "end", Ceiling: CaseXDPFwd.Name,
 		Desc: "per-node pipeline: SERA firewall (10,000 rules) + eBPF End at tc and at XDP vs kernel End, XDP cases against a bare XDP redirect",
 		Cases: []Case{
-			CasePlain, CaseEnd, CaseXDPFwd,
+			CasePlain, CaseEnd, CaseXDPFwd, CaseSrchainEndXDP,
 			{Name: "pipe-end-xdp", Desc: "XDP pipeline: End", Frame: CaseEnd.Frame, XDP: true,
 				Setup: func(ctx context.Context, d *DUT) error { return pipelineDUT(ctx, d, 0, true) }},
 			{Name: fmt.Sprintf("fw-%d+end-tc", pipelineRules), Desc: "tc: SERA firewall then eBPF End (tcx)", Frame: CaseEnd.Frame,

@@ -21,7 +21,7 @@ var CaseSrchainEnd = Case{
 // CaseSrchainEndXDP adds the XDP twin of the End program (C10 fast path).
 var CaseSrchainEndXDP = Case{
 	Name: "srchain-end-xdp", Desc: "srchain eBPF End (XDP + tc)",
-	Frame: CaseEnd.Frame,
+	Frame: CaseEnd.Frame, XDP: true,
 	Setup: func(ctx context.Context, d *DUT) error { return srchainEnd(ctx, d, true) },
 }
 

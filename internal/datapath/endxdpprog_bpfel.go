@@ -64,7 +64,8 @@ const (
 	endXdpProgMapIfMacs          = "if_macs"
 	endXdpProgMapPassCounters    = "pass_counters"
 	endXdpProgMapPipeConfig      = "pipe_config"
-	endXdpProgMapPipeProgs       = "pipe_progs"
+	endXdpProgMapPipeProgs0      = "pipe_progs0"
+	endXdpProgMapPipeProgs1      = "pipe_progs1"
 	endXdpProgMapPipeStats       = "pipe_stats"
 	endXdpProgMapSidCounters     = "sid_counters"
 	endXdpProgMapSidLens         = "sid_lens"
@@ -127,7 +128,8 @@ type endXdpProgMapSpecs struct {
 	IfMacs       *ebpf.MapSpec `ebpf:"if_macs"`
 	PassCounters *ebpf.MapSpec `ebpf:"pass_counters"`
 	PipeConfig   *ebpf.MapSpec `ebpf:"pipe_config"`
-	PipeProgs    *ebpf.MapSpec `ebpf:"pipe_progs"`
+	PipeProgs0   *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1   *ebpf.MapSpec `ebpf:"pipe_progs1"`
 	PipeStats    *ebpf.MapSpec `ebpf:"pipe_stats"`
 	SidCounters  *ebpf.MapSpec `ebpf:"sid_counters"`
 	SidLens      *ebpf.MapSpec `ebpf:"sid_lens"`
@@ -166,7 +168,8 @@ type endXdpProgMaps struct {
 	IfMacs       *ebpf.Map `ebpf:"if_macs"`
 	PassCounters *ebpf.Map `ebpf:"pass_counters"`
 	PipeConfig   *ebpf.Map `ebpf:"pipe_config"`
-	PipeProgs    *ebpf.Map `ebpf:"pipe_progs"`
+	PipeProgs0   *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1   *ebpf.Map `ebpf:"pipe_progs1"`
 	PipeStats    *ebpf.Map `ebpf:"pipe_stats"`
 	SidCounters  *ebpf.Map `ebpf:"sid_counters"`
 	SidLens      *ebpf.Map `ebpf:"sid_lens"`
@@ -180,7 +183,8 @@ func (m *endXdpProgMaps) Close() error {
 		m.IfMacs,
 		m.PassCounters,
 		m.PipeConfig,
-		m.PipeProgs,
+		m.PipeProgs0,
+		m.PipeProgs1,
 		m.PipeStats,
 		m.SidCounters,
 		m.SidLens,

@@ -122,7 +122,8 @@ const (
 	fwProgMapFwRules        = "fw_rules"
 	fwProgMapFwScratch      = "fw_scratch"
 	fwProgMapPipeConfig     = "pipe_config"
-	fwProgMapPipeProgs      = "pipe_progs"
+	fwProgMapPipeProgs0     = "pipe_progs0"
+	fwProgMapPipeProgs1     = "pipe_progs1"
 	fwProgMapPipeStats      = "pipe_stats"
 	fwProgMapSidCounters    = "sid_counters"
 	fwProgProgSrchainFw     = "srchain_fw"
@@ -193,7 +194,8 @@ type fwProgMapSpecs struct {
 	FwRules        *ebpf.MapSpec `ebpf:"fw_rules"`
 	FwScratch      *ebpf.MapSpec `ebpf:"fw_scratch"`
 	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
-	PipeProgs      *ebpf.MapSpec `ebpf:"pipe_progs"`
+	PipeProgs0     *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.MapSpec `ebpf:"pipe_progs1"`
 	PipeStats      *ebpf.MapSpec `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
 }
@@ -238,7 +240,8 @@ type fwProgMaps struct {
 	FwRules        *ebpf.Map `ebpf:"fw_rules"`
 	FwScratch      *ebpf.Map `ebpf:"fw_scratch"`
 	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
-	PipeProgs      *ebpf.Map `ebpf:"pipe_progs"`
+	PipeProgs0     *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.Map `ebpf:"pipe_progs1"`
 	PipeStats      *ebpf.Map `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
 }
@@ -259,7 +262,8 @@ func (m *fwProgMaps) Close() error {
 		m.FwRules,
 		m.FwScratch,
 		m.PipeConfig,
-		m.PipeProgs,
+		m.PipeProgs0,
+		m.PipeProgs1,
 		m.PipeStats,
 		m.SidCounters,
 	)

@@ -150,7 +150,8 @@ const (
 	ingressProgMapIngOutcomes        = "ing_outcomes"
 	ingressProgMapIngPolicies        = "ing_policies"
 	ingressProgMapPipeConfig         = "pipe_config"
-	ingressProgMapPipeProgs          = "pipe_progs"
+	ingressProgMapPipeProgs0         = "pipe_progs0"
+	ingressProgMapPipeProgs1         = "pipe_progs1"
 	ingressProgMapPipeStats          = "pipe_stats"
 	ingressProgMapSidCounters        = "sid_counters"
 	ingressProgProgSrchainIngress    = "srchain_ingress"
@@ -224,7 +225,8 @@ type ingressProgMapSpecs struct {
 	IngOutcomes    *ebpf.MapSpec `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
 	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
-	PipeProgs      *ebpf.MapSpec `ebpf:"pipe_progs"`
+	PipeProgs0     *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.MapSpec `ebpf:"pipe_progs1"`
 	PipeStats      *ebpf.MapSpec `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
 }
@@ -272,7 +274,8 @@ type ingressProgMaps struct {
 	IngOutcomes    *ebpf.Map `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
 	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
-	PipeProgs      *ebpf.Map `ebpf:"pipe_progs"`
+	PipeProgs0     *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.Map `ebpf:"pipe_progs1"`
 	PipeStats      *ebpf.Map `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
 }
@@ -296,7 +299,8 @@ func (m *ingressProgMaps) Close() error {
 		m.IngOutcomes,
 		m.IngPolicies,
 		m.PipeConfig,
-		m.PipeProgs,
+		m.PipeProgs0,
+		m.PipeProgs1,
 		m.PipeStats,
 		m.SidCounters,
 	)

@@ -77,7 +77,8 @@ const outcomeSlots = 8 // PIPE_NOUT
 
 // Names of the maps stage objects share (lib/pipeline.h).
 const (
-	MapProgs  = "pipe_progs"
+	MapProgs0 = "pipe_progs0" // generation 0
+	MapProgs1 = "pipe_progs1" // generation 1
 	MapConfig = "pipe_config"
 	MapStats  = "pipe_stats"
 )
@@ -90,8 +91,9 @@ func StagePin(dir string, s Stage) string { return filepath.Join(dir, "stage_"+s
 
 // Maps are a node's pipeline maps.
 type Maps struct {
-	dir                     string
-	Progs, Config, StatsMap *ebpf.Map
+	dir              string
+	Progs            [2]*ebpf.Map // by generation
+	Config, StatsMap *ebpf.Map
 }
 
 // OpenMaps opens the pipeline maps pinned in dir, creating them (with a
@@ -103,7 +105,7 @@ func OpenMaps(dir string) (*Maps, error) {
 		return nil, fmt.Errorf("open pipeline maps: %w", err)
 	}
 	m := &Maps{dir: dir}
-	specs := map[string]**ebpf.Map{MapProgs: &m.Progs, MapConfig: &m.Config, MapStats: &m.StatsMap}
+	specs := map[string]**ebpf.Map{MapProgs0: &m.Progs[0], MapProgs1: &m.Progs[1], MapConfig: &m.Config, MapStats: &m.StatsMap}
 	if dir == "" {
 		for name, p := range specs {
 			if *p, err = ebpf.NewMap(spec.Maps[name]); err != nil {
@@ -165,13 +167,13 @@ func (m *Maps) initCookie() error {
 // Replacements are the maps a stage object loads in place of its own
 // (ebpf.CollectionOptions.MapReplacements).
 func (m *Maps) Replacements() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{MapProgs: m.Progs, MapConfig: m.Config, MapStats: m.StatsMap}
+	return map[string]*ebpf.Map{MapProgs0: m.Progs[0], MapProgs1: m.Progs[1], MapConfig: m.Config, MapStats: m.StatsMap}
 }
 
 // Close releases the maps (pins stay).
 func (m *Maps) Close() error {
 	var errs []error
-	for _, mp := range []*ebpf.Map{m.Progs, m.Config, m.StatsMap} {
+	for _, mp := range []*ebpf.Map{m.Progs[0], m.Progs[1], m.Config, m.StatsMap} {
 		if mp != nil {
 			errs = append(errs, mp.Close())
 		}
@@ -194,10 +196,10 @@ func (m *Maps) Active() (map[Stage]ebpf.ProgramID, error) {
 		return nil, err
 	}
 	out := map[Stage]ebpf.ProgramID{}
-	base := (c.Gen & 1) * Slots
+	progs := m.Progs[c.Gen&1]
 	for s := Stage(0); s < Slots; s++ {
 		var id uint32
-		err := m.Progs.Lookup(base+uint32(s), &id)
+		err := progs.Lookup(uint32(s), &id)
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			continue
 		}
@@ -229,14 +231,14 @@ func (m *Maps) Set(stages map[Stage]*ebpf.Program) error {
 	old := c.Gen & 1
 	idle := old ^ 1
 	for s := Stage(0); s < Slots; s++ {
-		key := idle*Slots + uint32(s)
+		key := uint32(s)
 		if p, ok := stages[s]; ok && p != nil {
-			if err := m.Progs.Update(key, p, ebpf.UpdateAny); err != nil {
+			if err := m.Progs[idle].Update(key, p, ebpf.UpdateAny); err != nil {
 				return fmt.Errorf("set pipeline stage %s: %w", s, err)
 			}
 			continue
 		}
-		if err := m.Progs.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := m.Progs[idle].Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("clear pipeline stage %s: %w", s, err)
 		}
 	}
@@ -245,7 +247,7 @@ func (m *Maps) Set(stages map[Stage]*ebpf.Program) error {
 		return fmt.Errorf("switch pipeline generation: %w", err)
 	}
 	for s := Stage(Slots - 1); ; s-- {
-		if err := m.Progs.Delete(old*Slots + uint32(s)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := m.Progs[old].Delete(uint32(s)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("clear old pipeline stage %s: %w", s, err)
 		}
 		if s == 0 {

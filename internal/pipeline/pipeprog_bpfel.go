@@ -24,7 +24,8 @@ type pipeProgPipeCfg struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	pipeProgMapPipeConfig      = "pipe_config"
-	pipeProgMapPipeProgs       = "pipe_progs"
+	pipeProgMapPipeProgs0      = "pipe_progs0"
+	pipeProgMapPipeProgs1      = "pipe_progs1"
 	pipeProgMapPipeStats       = "pipe_stats"
 	pipeProgProgSrchainPipeXdp = "srchain_pipe_xdp"
 )
@@ -79,7 +80,8 @@ type pipeProgProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type pipeProgMapSpecs struct {
 	PipeConfig *ebpf.MapSpec `ebpf:"pipe_config"`
-	PipeProgs  *ebpf.MapSpec `ebpf:"pipe_progs"`
+	PipeProgs0 *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1 *ebpf.MapSpec `ebpf:"pipe_progs1"`
 	PipeStats  *ebpf.MapSpec `ebpf:"pipe_stats"`
 }
 
@@ -110,14 +112,16 @@ func (o *pipeProgObjects) Close() error {
 // It can be passed to loadPipeProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pipeProgMaps struct {
 	PipeConfig *ebpf.Map `ebpf:"pipe_config"`
-	PipeProgs  *ebpf.Map `ebpf:"pipe_progs"`
+	PipeProgs0 *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1 *ebpf.Map `ebpf:"pipe_progs1"`
 	PipeStats  *ebpf.Map `ebpf:"pipe_stats"`
 }
 
 func (m *pipeProgMaps) Close() error {
 	return _PipeProgClose(
 		m.PipeConfig,
-		m.PipeProgs,
+		m.PipeProgs0,
+		m.PipeProgs1,
 		m.PipeStats,
 	)
 }
