@@ -114,7 +114,10 @@ var CaseNFPlain = Case{
 // link into a table whose route H.Encaps towards the next segment.
 var CaseProxyWorkaround = Case{
 	Name: "workaround", Desc: "kernel End.DX6 -> NF -> ip rule iif nf0 -> H.Encaps (1 SID)",
-	Frame: proxyFrame(0x1d6),
+	// End.DX6 wants SL 0 (RFC 8986 section 4.5; the kernel drops the
+	// rest silently): the chain ends at the SID and the H.Encaps route
+	// puts the rest (fc00:6::e) back on.
+	Frame: FrameSpec{Encap: []netip.Addr{SID(0x1d6)}},
 	Setup: func(ctx context.Context, d *DUT) error {
 		if _, err := addNF(ctx, d); err != nil {
 			return err
