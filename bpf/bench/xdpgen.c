@@ -49,11 +49,21 @@ __u64 next_ns = 0;
  */
 __u64 runs = 0;
 
+/* Per-packet flow variation (more flows than templates): with flows > 1
+ * the 4 bytes at flow_off (the low 32 bits of the inner IPv6 source
+ * address, set by the harness) become 1 + run counter modulo flows, in
+ * network order, so run k belongs to flow k % flows. The inner UDP
+ * checksum is not fixed up: forwarding and the proxies do not check it.
+ */
+__u32 flows = 0;
+__u32 flow_off = 0;
+
 SEC("xdp")
 int xdpgen(struct xdp_md *ctx)
 {
 	__u32 n = ntemplates ? ntemplates : 1;
-	__u32 idx = (__u32)(runs % n);
+	__u64 run = runs;
+	__u32 idx = (__u32)(run % n);
 	struct tmpl *t;
 	__u32 len;
 	int cur;
@@ -83,6 +93,15 @@ int xdpgen(struct xdp_md *ctx)
 		__u64 trailer[2] = { BENCH_MAGIC, bpf_ktime_get_ns() };
 
 		if (bpf_xdp_store_bytes(ctx, len - BENCH_TRAILER_LEN, trailer, sizeof(trailer)))
+			return XDP_ABORTED;
+	}
+	if (flows > 1) {
+		__u32 f = bpf_htonl((__u32)(run % flows) + 1);
+		__u32 off = flow_off;
+
+		if (off < ETH_HLEN || off > len - sizeof(f))
+			return XDP_ABORTED;
+		if (bpf_xdp_store_bytes(ctx, off, &f, sizeof(f)))
 			return XDP_ABORTED;
 	}
 	return bpf_redirect(cfg_ifindex, 0);

@@ -164,3 +164,23 @@ func addrPlus(a netip.Addr, n int) netip.Addr {
 	r, _ := netip.AddrFromSlice(b)
 	return r
 }
+
+// FlowOffset is the offset in spec's frames of the low 32 bits of the
+// inner IPv6 source address (the only IPv6 header of a plain or H.Insert
+// frame), the bytes the generator rewrites for per-packet flows
+// (Case.Flows). It does not depend on the frame size.
+func FlowOffset(spec FrameSpec) (int, error) {
+	if spec.Inner4 {
+		return 0, fmt.Errorf("find flow offset: per-packet flows need an ipv6 inner packet: %w", ErrFrame)
+	}
+	fr, err := buildFrame(spec, 0, Endpoints{}, minPayload)
+	if err != nil {
+		return 0, err
+	}
+	const eth, ip6, udp = 14, 40, 8
+	hdr := eth // the IPv6 header of a plain or H.Insert frame
+	if len(spec.Encap) > 0 {
+		hdr = len(fr) - minPayload - udp - ip6
+	}
+	return hdr + 8 + 12, nil
+}

@@ -502,9 +502,19 @@ func delta(a, b counters) Round {
 	return rd
 }
 
+// caseProfile is the traffic of case c at size: the run's profile, but
+// one flow of templates for a case that varies flows per packet.
+func caseProfile(c Case, o Options, size int) Profile {
+	prof := Profile{Size: size, IMIX: o.IMIX, Flows: o.Flows}
+	if c.Flows > 1 {
+		prof.Flows = 1 // the generator varies the flow per packet
+	}
+	return prof
+}
+
 // measure runs one round of the case at one size in the options' mode.
 func (r *rig) measure(ctx context.Context, o Options, size int) (Round, []int, error) {
-	prof := Profile{Size: size, IMIX: o.IMIX, Flows: o.Flows}
+	prof := caseProfile(r.c, o, size)
 	frames, err := BuildTemplates(r.c.Frame, prof, Endpoints{Src: r.line.GenMAC, Dst: r.line.InMAC})
 	if err != nil {
 		return Round{}, nil, err
@@ -514,6 +524,15 @@ func (r *rig) measure(ctx context.Context, o Options, size int) (Round, []int, e
 		fb[i] = len(f) + fcsLen
 	}
 	if err := r.gen.SetTemplates(frames); err != nil {
+		return Round{}, nil, err
+	}
+	off := 0
+	if r.c.Flows > 1 {
+		if off, err = FlowOffset(r.c.Frame); err != nil {
+			return Round{}, nil, err
+		}
+	}
+	if err := r.gen.SetFlows(r.c.Flows, off); err != nil {
 		return Round{}, nil, err
 	}
 	if err := r.gen.SetStamp(o.Mode == ModeLatency); err != nil {

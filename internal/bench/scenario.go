@@ -31,6 +31,11 @@ type Case struct {
 	// XDP marks a case whose fast path runs at XDP: with a scenario
 	// Ceiling it is also reported as a fraction of the ceiling case.
 	XDP bool
+	// Flows > 1 makes the generator vary the inner IPv6 source address
+	// per packet over this many flows (FlowOffset), beyond what
+	// templates can hold (MaxTemplates); the run's --flows is then not
+	// used for this case. IPv6 inner packets only.
+	Flows int
 	// Setup configures the DUT of a fresh line (routes to the sink exist
 	// already, see NewLine).
 	Setup func(ctx context.Context, d *DUT) error

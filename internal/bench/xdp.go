@@ -73,6 +73,24 @@ func (g *Generator) SetTemplates(frames [][]byte) error {
 	return nil
 }
 
+// SetFlows makes the generator rewrite the 4 bytes at off of every frame
+// with 1 + (run counter mod flows) in network order; flows <= 1 turns it
+// off.
+func (g *Generator) SetFlows(flows, off int) error {
+	if flows <= 1 {
+		flows, off = 0, 0
+	} else if off < 14 || off+4 > len(g.tmpl) {
+		return fmt.Errorf("set flows: offset %d outside the %d-byte frame: %w", off, len(g.tmpl), ErrFrame)
+	}
+	if err := g.objs.FlowOff.Set(uint32(off)); err != nil {
+		return fmt.Errorf("set flow offset: %w", err)
+	}
+	if err := g.objs.Flows.Set(uint32(flows)); err != nil {
+		return fmt.Errorf("set flows: %w", err)
+	}
+	return nil
+}
+
 // SetStamp switches the latency trailer on or off.
 func (g *Generator) SetStamp(on bool) error {
 	v := uint32(0)

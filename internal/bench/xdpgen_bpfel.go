@@ -27,6 +27,8 @@ const (
 	xdpgenMapTemplates  = "templates"
 	xdpgenProgXdpgen    = "xdpgen"
 	xdpgenVarCfgIfindex = "cfg_ifindex"
+	xdpgenVarFlowOff    = "flow_off"
+	xdpgenVarFlows      = "flows"
 	xdpgenVarIntervalNs = "interval_ns"
 	xdpgenVarNextNs     = "next_ns"
 	xdpgenVarNtemplates = "ntemplates"
@@ -91,6 +93,8 @@ type xdpgenMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpgenVariableSpecs struct {
 	CfgIfindex *ebpf.VariableSpec `ebpf:"cfg_ifindex"`
+	FlowOff    *ebpf.VariableSpec `ebpf:"flow_off"`
+	Flows      *ebpf.VariableSpec `ebpf:"flows"`
 	IntervalNs *ebpf.VariableSpec `ebpf:"interval_ns"`
 	NextNs     *ebpf.VariableSpec `ebpf:"next_ns"`
 	Ntemplates *ebpf.VariableSpec `ebpf:"ntemplates"`
@@ -132,6 +136,8 @@ func (m *xdpgenMaps) Close() error {
 // It can be passed to loadXdpgenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpgenVariables struct {
 	CfgIfindex *ebpf.Variable `ebpf:"cfg_ifindex"`
+	FlowOff    *ebpf.Variable `ebpf:"flow_off"`
+	Flows      *ebpf.Variable `ebpf:"flows"`
 	IntervalNs *ebpf.Variable `ebpf:"interval_ns"`
 	NextNs     *ebpf.Variable `ebpf:"next_ns"`
 	Ntemplates *ebpf.Variable `ebpf:"ntemplates"`

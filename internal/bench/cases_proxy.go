@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/proxydp"
+)
+
+// The SR proxy scenario (issue 9, seed 001 section 5): a round trip
+// through a trivial forwarding NF, a namespace of its own hanging off the
+// DUT by one veth (one-armed: the same link both ways, IPv6 forwarding,
+// default route back to the DUT). The same NF is reached by plain IPv6
+// routing (the baseline), by the kernel workaround End.DX6 -> NF ->
+// H.Encaps, and by srchain's proxies (internal/proxydp) at tc and with
+// the SR side at XDP.
+
+// The NF link: nf0 on the DUT, eth0 in the NF's namespace.
+const (
+	ifDUTNF = "nf0"
+	ifNF    = "eth0"
+)
+
+var (
+	// DUTNF6 is the DUT's address on the NF link, NFAddr6 the NF's.
+	DUTNF6  = netip.MustParseAddr("fc00:34::2")
+	NFAddr6 = netip.MustParseAddr("fc00:34::3")
+)
+
+// proxyFrame is what every SR case of the scenario sends: the service
+// SID, then fc00:6::e, which the DUT routes to the sink once the NF is
+// done (End.AD's next segment, End.AS's pushed segment, End.AM's SRH[0],
+// the workaround's re-encapsulation).
+func proxyFrame(sid uint16) FrameSpec { return FrameSpec{Encap: []netip.Addr{SID(sid), ReEncap6}} }
+
+// nfName is the NF namespace of the DUT's line: the DUT's name with -n
+// for -d, so CleanupStale's prefix covers it.
+func nfName(dut string) string { return strings.TrimSuffix(dut, "-d") + "-n" }
+
+// addNF creates the NF namespace and its link to the DUT (removed with
+// the line's cleanups, also when a later step fails) and returns the
+// DUT's ifindex of the link.
+func addNF(ctx context.Context, d *DUT) (int, error) {
+	nf, err := netns.Create(nfName(d.NS.Name))
+	if err != nil {
+		return 0, fmt.Errorf("create nf namespace: %w", err)
+	}
+	d.Defer(nf.Delete)
+	if err := veth(d.NS, ifDUTNF, nf, ifNF); err != nil {
+		return 0, err
+	}
+	if err := nf.Sysctl("net.ipv6.conf.all.forwarding", "1"); err != nil {
+		return 0, err
+	}
+	dutMAC, idx, err := linkInfo(d.NS, ifDUTNF)
+	if err != nil {
+		return 0, err
+	}
+	nfMAC, _, err := linkInfo(nf, ifNF)
+	if err != nil {
+		return 0, err
+	}
+	// Permanent neighbours both ways: no ND during a measurement, and the
+	// XDP proxy's FIB lookup of the NF's address resolves from the start.
+	// The default route's gateway is a global address, so the NF's
+	// one-armed forwarding never sends a redirect (the kernel only
+	// redirects to link-local targets).
+	for _, c := range []struct {
+		ns   *netns.NS
+		args []string
+	}{
+		{d.NS, []string{"addr", "add", DUTNF6.String() + "/64", "dev", ifDUTNF, "nodad"}},
+		{d.NS, []string{"link", "set", ifDUTNF, "up"}},
+		{d.NS, []string{"-6", "neigh", "replace", NFAddr6.String(), "lladdr", nfMAC.String(), "dev", ifDUTNF, "nud", "permanent"}},
+		{nf, []string{"addr", "add", NFAddr6.String() + "/64", "dev", ifNF, "nodad"}},
+		{nf, []string{"link", "set", ifNF, "up"}},
+		{nf, []string{"link", "set", "lo", "up"}},
+		{nf, []string{"-6", "neigh", "replace", DUTNF6.String(), "lladdr", dutMAC.String(), "dev", ifNF, "nud", "permanent"}},
+		{nf, []string{"-6", "route", "add", "default", "via", DUTNF6.String(), "dev", ifNF}},
+	} {
+		if _, err := c.ns.Run(ctx, "ip", c.args...); err != nil {
+			return 0, err
+		}
+	}
+	// NAPI on the NF's end: an XDP redirect into a veth is dropped
+	// without it (MACHINE-NOTES); on for every case so they all pay the
+	// same receive path.
+	if err := nf.SetGRO(ifNF, true); err != nil {
+		return 0, fmt.Errorf("enable gro in nf: %w", err)
+	}
+	return idx, nil
+}
+
+// CaseNFPlain reaches the NF by plain IPv6 routing: what comes in on in0
+// goes to the NF (policy routing), what comes back is routed to the sink.
+var CaseNFPlain = Case{
+	Name: "nf-plain", Desc: "plain IPv6 routed through the NF (ip rule iif in0 -> NF -> sink)",
+	Setup: func(ctx context.Context, d *DUT) error {
+		if _, err := addNF(ctx, d); err != nil {
+			return err
+		}
+		return d.IPs(ctx,
+			"-6 route add default via "+NFAddr6.String()+" dev "+ifDUTNF+" table 100",
+			"-6 rule add iif "+ifDUTIn+" lookup 100 pref 100",
+		)
+	},
+}
+
+// CaseProxyWorkaround is the kernel-only way to put an SR-unaware NF in
+// a chain: End.DX6 to the NF, and on the way back a rule for the NF's
+// link into a table whose route H.Encaps towards the next segment.
+var CaseProxyWorkaround = Case{
+	Name: "workaround", Desc: "kernel End.DX6 -> NF -> ip rule iif nf0 -> H.Encaps (1 SID)",
+	// End.DX6 wants SL 0 (RFC 8986 section 4.5; the kernel drops the
+	// rest silently): the chain ends at the SID and the H.Encaps route
+	// puts the rest (fc00:6::e) back on.
+	Frame: FrameSpec{Encap: []netip.Addr{SID(0x1d6)}},
+	Setup: func(ctx context.Context, d *DUT) error {
+		if _, err := addNF(ctx, d); err != nil {
+			return err
+		}
+		return d.IPs(ctx,
+			"-6 route add "+SID(0x1d6).String()+"/128 encap seg6local action End.DX6 nh6 "+NFAddr6.String()+" dev "+ifDUTIn,
+			"-6 route add fc00:5::/64 encap seg6 mode encap segs "+ReEncap6.String()+" via "+SinkAddr6.String()+" dev "+ifDUTOut+" table 101",
+			"-6 rule add iif "+ifDUTNF+" lookup 101 pref 100",
+		)
+	},
+}
+
+// proxyCase is srchain's proxy with behaviour b on SID sid: srchain_proxy_sr
+// on in0 (and its XDP twin with xdp), srchain_proxy_nf on nf0. flows > 1
+// varies the inner source per packet over that many flows.
+func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, xdp bool, flows int) Case {
+	c := Case{
+		Name: name, Desc: desc, Frame: proxyFrame(sid), XDP: xdp, Flows: flows,
+		Setup: func(ctx context.Context, d *DUT) error { return proxyDUT(ctx, d, b, sid, xdp, flows) },
+	}
+	if b == proxydp.BehaviorADFlow && !xdp {
+		c.X, c.Series = float64(max(flows, 1)), "end.ad-flow"
+	}
+	return c
+}
+
+func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp bool, flows int) error {
+	nfIdx, err := addNF(ctx, d)
+	if err != nil {
+		return err
+	}
+	in, err := d.Index(ifDUTIn)
+	if err != nil {
+		return err
+	}
+	// A packet for the SID that the program does not take is dropped,
+	// never routed around the NF (docs/proxy.md).
+	if err := d.IP(ctx, "-6", "route", "add", "blackhole", SID(sid).String()+"/128"); err != nil {
+		return err
+	}
+	// Twice the flows: the LRU cache must hold every flow of the run.
+	p, err := proxydp.Load(proxydp.Options{FlowCapacity: max(proxydp.DefaultFlowCapacity, 2*flows)})
+	if err != nil {
+		return err
+	}
+	d.Defer(p.Close)
+	s := proxydp.SID{
+		Addr: SID(sid), Behavior: b, OutIfindex: nfIdx, InIfindex: nfIdx,
+		NFNext6: NFAddr6, Inner: proxydp.ProtoIPv6,
+	}
+	if b == proxydp.BehaviorAS {
+		s.Source, s.Segments = DUTOut6, []netip.Addr{ReEncap6}
+	}
+	if err := p.SetSIDs([]proxydp.SID{s}); err != nil {
+		return err
+	}
+	return d.NS.Do(func() error {
+		if err := p.Attach(in, false, ""); err != nil {
+			return err
+		}
+		if err := p.Attach(nfIdx, true, ""); err != nil {
+			return err
+		}
+		if xdp {
+			return p.AttachXDP(in, "")
+		}
+		return nil
+	})
+}
+
+// Flow counts of the per-flow proxy cases.
+var proxyFlowCounts = []int{1, 1000, 100000}
+
+func proxyCases() []Case {
+	cs := []Case{
+		CasePlain, CaseNFPlain, CaseProxyWorkaround,
+		proxyCase("end.as", "srchain End.AS (tc), 1 segment pushed", proxydp.BehaviorAS, 0x1a1, false, 0),
+		proxyCase("end.ad", "srchain End.AD (tc)", proxydp.BehaviorAD, 0x1a2, false, 0),
+		proxyCase("end.am", "srchain End.AM (tc)", proxydp.BehaviorAM, 0x1a3, false, 0),
+	}
+	for _, n := range proxyFlowCounts {
+		name := "end.ad-flow"
+		if n > 1 {
+			name = fmt.Sprintf("end.ad-flow-%s", flowLabel(n))
+		}
+		cs = append(cs, proxyCase(name, fmt.Sprintf("srchain End.AD.flow (tc), %d flows", n), proxydp.BehaviorADFlow, 0x1a5, false, n))
+	}
+	return append(cs,
+		proxyCase("end.as-xdp", "srchain End.AS, SR side at XDP", proxydp.BehaviorAS, 0x1a1, true, 0),
+		proxyCase("end.ad-xdp", "srchain End.AD, SR side at XDP", proxydp.BehaviorAD, 0x1a2, true, 0),
+		proxyCase("end.am-xdp", "srchain End.AM, SR side at XDP", proxydp.BehaviorAM, 0x1a3, true, 0),
+	)
+}
+
+// flowLabel is 1000 -> 1k, 100000 -> 100k.
+func flowLabel(n int) string {
+	if n >= 1000 && n%1000 == 0 {
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+func init() {
+	Register(&Scenario{
+		Name: "proxy", Baseline: CaseNFPlain.Name, XLabel: "flows",
+		Desc:  "seed 001: round trip through a forwarding NF: plain routing, kernel End.DX6 -> NF -> H.Encaps, srchain End.AS/AD/AM/AD.flow at tc and with the SR side at XDP",
+		Cases: proxyCases(),
+	})
+}
