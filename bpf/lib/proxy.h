@@ -53,8 +53,9 @@
  *   End.AM   SRH required, SL > 0; DA = SRH[0]; the packet (with its SRH)
  *            goes to the NF over IPv6.
  * Direction NF -> SR (srchain_proxy_nf on IFACE-IN): link-local, ND,
- * MLD, RS, multicast and broadcast traffic and non-IP frames (ARP) go to
- * the stack untouched; everything else:
+ * MLD, RS, multicast and broadcast traffic and non-IP frames (ARP) pass
+ * untouched (PROXY_NEXT: the next tcx program, then the stack);
+ * everything else:
  *   End.AS/AD/AD.flow  the inner family must be the SID's inner type
  *            (else DROP_PROXY_WRONG_INNER), its length fields consistent
  *            with the frame (IPv4: IHL >= 5, within the total length; else
@@ -75,8 +76,16 @@
  *            then SL - 1, DA = SRH[SL] (the hop limit as below).
  * Then FIB lookup on the outer DA: success and outer hop limit > 1 ->
  * hop limit - 1, MACs from the lookup, redirect; anything else -> the
- * stack forwards the rewritten packet (it resolves neighbours, sends the
- * ICMPv6 errors and decrements the hop limit itself).
+ * stack forwards the rewritten packet (TC_ACT_OK; it resolves
+ * neighbours, sends the ICMPv6 errors and decrements the hop limit
+ * itself).
+ *
+ * GSO (docs/proxy.md "MTU and GSO"): a GSO packet keeps its segment size
+ * both ways (BPF_F_ADJ_ROOM_FIXED_GSO): each segment shrinks or grows by
+ * the outer header exactly as a non-GSO packet does, so the links carry
+ * the same sizes with offloads on or off; the FIB step checks a GSO
+ * packet's segments against the outgoing link (too big: the stack, which
+ * sends Packet Too Big).
  *
  * End.AD.flow and NAT (the NF rewrites the 5-tuple): the returning
  * packet's flow key is not in the cache, so it is dropped and counted
@@ -110,6 +119,11 @@
 #ifndef ICMPV6_EXC_HOPLIMIT
 #define ICMPV6_EXC_HOPLIMIT 0
 #endif
+
+/* Verdict for a packet that is not the proxy's: TC_ACT_UNSPEC, the next
+ * tcx program on the hook runs (bpf/proxy.c).
+ */
+#define PROXY_NEXT -1
 
 #define PROXY_MAX_SIDS 256
 #define PROXY_HDR_MAX 512
@@ -1035,10 +1049,10 @@ __attribute__((noinline)) int proxy_sr_run(struct __sk_buff *skb, __u32 idx)
 	struct proxy_sid *s;
 
 	if (!skb)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
 	if (!s || !s->behavior)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	ctx_reload(&c, CTX_TC);
 	return proxy_sr(&c, CTX_TC, idx, s);
 }
@@ -1063,10 +1077,10 @@ __attribute__((noinline)) int proxy_nf_run(struct __sk_buff *skb, __u32 idx, __u
 	struct proxy_sid *s;
 
 	if (!skb)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
 	if (!s || !s->behavior)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	ctx_reload(&c, CTX_TC);
 	return proxy_from_nf(&c, idx, s, (__be16)proto);
 }
