@@ -51,11 +51,9 @@ func TestProxyLab(t *testing.T) {
 	src, px, fw, sink := open("src"), open("proxy"), open("fw"), open("sink")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	// The proxy's neighbours resolved first: a packet back from an NF
-	// whose next hop has no neighbour entry yet is handed to the kernel
-	// (proxydp PS_STACK), which loses IPv4-inner packets there (reported
-	// to the datapath's owner); the behaviours under test are the
-	// proxies', not the first-packet fallback.
+	// The proxy's neighbours resolved first: the behaviours under test
+	// are the proxies', not the first packet's neighbour resolution
+	// (bpf_redirect_neigh, docs/proxy.md Limits).
 	for _, a := range []string{"fc00:a2::1", "fc00:a3::2"} {
 		if _, err := px.Run(ctx, "ping", "-6", "-c", "1", "-W", "2", a); err != nil {
 			t.Fatal(err)
