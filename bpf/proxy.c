@@ -7,7 +7,17 @@
  *                     their SR header back and are forwarded (NF -> SR);
  *                     packets to a proxy SID arriving there are served as
  *                     by srchain_proxy_sr (one-armed NFs).
- * Packets that are not the proxy's pass on untouched (TC_ACT_OK).
+ * Packets that are not the proxy's pass on untouched with TC_ACT_UNSPEC
+ * (PROXY_NEXT): on a tcx hook the next program runs (a firewall, End or
+ * ingress program after the proxy on the same interface), and after the
+ * last one the stack gets them, as with TC_ACT_OK; TC_ACT_OK would end
+ * the chain there. Not the proxy's: non-IPv6 frames and IPv6 not to a
+ * proxy SID on the SR side; frames on an interface that is no SID's
+ * IFACE-IN; IFACE-IN's own control traffic (ND, MLD, RS, ARP,
+ * link-local, multicast, broadcast; counted "control"). A packet the
+ * proxy served and hands to the stack itself (rewritten, when its FIB
+ * lookup cannot forward it) ends the chain with TC_ACT_OK: later
+ * programs must not see it twice in two forms.
  */
 #include "common.h"
 #include "counters.h"
@@ -47,11 +57,11 @@ int srchain_proxy_sr(struct __sk_buff *skb)
 	__u32 idx = 0;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6))
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	if (proxy_load(&c, sizeof(struct ethhdr) + sizeof(struct ipv6hdr)))
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	if (proxy_sid_of(&c.p, &idx))
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	/* The whole header stack linear (SRH, extension headers, inner). */
 	bpf_skb_pull_data(skb, skb->len < CTX_MAX_ROOM ? skb->len : CTX_MAX_ROOM);
 	return proxy_sr_run(skb, idx);
@@ -67,13 +77,13 @@ int srchain_proxy_nf(struct __sk_buff *skb)
 
 	i = bpf_map_lookup_elem(&proxy_nf, &key);
 	if (!i)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	idx = *i;
 	if (proxy_load(&c, sizeof(struct ethhdr)))
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
 	if (!eth)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	proto = eth->h_proto;
 	if (proto == bpf_htons(ETH_P_IPV6) || proto == bpf_htons(ETH_P_IP)) {
 		bpf_skb_pull_data(skb, skb->len < CTX_MAX_ROOM ? skb->len : CTX_MAX_ROOM);
@@ -87,7 +97,7 @@ int srchain_proxy_nf(struct __sk_buff *skb)
 	}
 	if (proxy_control(&c.p, proto)) {
 		proxy_count(idx, PS_CONTROL);
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	}
 	return proxy_nf_run(skb, idx, proto);
 }

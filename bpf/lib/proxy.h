@@ -53,8 +53,9 @@
  *   End.AM   SRH required, SL > 0; DA = SRH[0]; the packet (with its SRH)
  *            goes to the NF over IPv6.
  * Direction NF -> SR (srchain_proxy_nf on IFACE-IN): link-local, ND,
- * MLD, RS, multicast and broadcast traffic and non-IP frames (ARP) go to
- * the stack untouched; everything else:
+ * MLD, RS, multicast and broadcast traffic and non-IP frames (ARP) pass
+ * untouched (PROXY_NEXT: the next tcx program, then the stack);
+ * everything else:
  *   End.AS/AD/AD.flow  the inner family must be the SID's inner type
  *            (else DROP_PROXY_WRONG_INNER), its length fields consistent
  *            with the frame (IPv4: IHL >= 5, within the total length; else
@@ -75,8 +76,16 @@
  *            then SL - 1, DA = SRH[SL] (the hop limit as below).
  * Then FIB lookup on the outer DA: success and outer hop limit > 1 ->
  * hop limit - 1, MACs from the lookup, redirect; anything else -> the
- * stack forwards the rewritten packet (it resolves neighbours, sends the
- * ICMPv6 errors and decrements the hop limit itself).
+ * stack forwards the rewritten packet (TC_ACT_OK; it resolves
+ * neighbours, sends the ICMPv6 errors and decrements the hop limit
+ * itself).
+ *
+ * GSO (docs/proxy.md "MTU and GSO"): a GSO packet keeps its segment size
+ * both ways (BPF_F_ADJ_ROOM_FIXED_GSO): each segment shrinks or grows by
+ * the outer header exactly as a non-GSO packet does, so the links carry
+ * the same sizes with offloads on or off; the FIB step checks a GSO
+ * packet's segments against the outgoing link (too big: the stack, which
+ * sends Packet Too Big).
  *
  * End.AD.flow and NAT (the NF rewrites the 5-tuple): the returning
  * packet's flow key is not in the cache, so it is dropped and counted
@@ -110,6 +119,11 @@
 #ifndef ICMPV6_EXC_HOPLIMIT
 #define ICMPV6_EXC_HOPLIMIT 0
 #endif
+
+/* Verdict for a packet that is not the proxy's: TC_ACT_UNSPEC, the next
+ * tcx program on the hook runs (bpf/proxy.c).
+ */
+#define PROXY_NEXT -1
 
 #define PROXY_MAX_SIDS 256
 #define PROXY_HDR_MAX 512
@@ -330,13 +344,20 @@ static __always_inline __u32 proxy_flow_key_of(const struct pkt *p, __u32 off, _
  * kernel to clear the skb's encapsulation marks (BPF_F_ADJ_ROOM_DECAP_IPXIP6,
  * newer kernels) so the packet can be encapsulated again when the NF
  * sends it back; kernels without it decapsulate without.
+ * BPF_F_ADJ_ROOM_FIXED_GSO: a GSO packet keeps its segment size. Without
+ * it the kernel raises the segment size by hlen, so every segment the
+ * NF's link carries is hlen bytes larger than the sender made it and
+ * larger than the link (1500-byte segments became 1580: the NF's
+ * forwarding dropped every GSO packet with "fragmentation needed" and
+ * TCP crawled at ~0.2 Mbit/s).
  */
 #ifndef BPF_F_ADJ_ROOM_DECAP_IPXIP6
 #define BPF_F_ADJ_ROOM_DECAP_IPXIP6 (1ULL << 12)
 #endif
 static __always_inline __u32 proxy_decap(struct pctx *c, __u32 hlen, __u32 nh)
 {
-	__u64 flags = nh == IPPROTO_IPV6 ? BPF_F_ADJ_ROOM_DECAP_L3_IPV6 : BPF_F_ADJ_ROOM_DECAP_L3_IPV4;
+	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO |
+		      (nh == IPPROTO_IPV6 ? BPF_F_ADJ_ROOM_DECAP_L3_IPV6 : BPF_F_ADJ_ROOM_DECAP_L3_IPV4);
 	struct ethhdr *eth;
 
 	if (hlen < sizeof(struct ipv6hdr) || hlen >= CTX_MAX_ROOM)
@@ -354,10 +375,29 @@ static __always_inline __u32 proxy_decap(struct pctx *c, __u32 hlen, __u32 nh)
 
 /* proxy_push puts the header stack hdr (len bytes, payload length 0 in
  * it) in front of the inner packet and fixes the payload length and the
- * Ethernet type. An skb still marked encapsulated (-EALREADY from the
- * ENCAP flag: kernels whose decapsulation does not clear it) gets the
- * room without the flag, as lib/anf.h does.
+ * Ethernet type.
+ *
+ * GSO packets (TSO/GSO on the hosts, GRO on the way): the room is made
+ * with BPF_F_ADJ_ROOM_FIXED_GSO, so the segment size stays the one the
+ * NF's link carried and every segment grows by exactly len, as a
+ * non-GSO packet of the same size does (the SR links need that room:
+ * docs/proxy.md "MTU and GSO"). proxy_forward checks the segments
+ * against the outgoing link.
+ *
+ * An skb still marked encapsulated (-EALREADY from the ENCAP flag: the
+ * sender's seg6 encapsulation set the mark and the SR -> NF
+ * decapsulation cannot clear it on this kernel) gets the room without
+ * the flag. Its inner header offsets and tunnel GSO type are those of
+ * the original outer header, so they hold again once the outer header
+ * is back; but skb->protocol stays the inner family. An IPv4 packet must
+ * leave as IPv6 (the stack, software segmentation and neighbour output
+ * go by skb->protocol): the room is made PROXY_PROTO_PAD bytes larger
+ * and those bytes are taken away again with BPF_F_ADJ_ROOM_DECAP_L3_IPV6,
+ * whose only other effect is skb->protocol = IPv6. (bpf_skb_change_proto
+ * would retype a GSO packet's TCPv4 segments as TCPv6, which its inner
+ * IPv4 segmentation then refuses.)
  */
+#define PROXY_PROTO_PAD 8
 static __always_inline __u32 proxy_push(struct pctx *c, const __u8 *hdr, __u32 len)
 {
 	struct __sk_buff *skb = c->ctx;
@@ -370,24 +410,15 @@ static __always_inline __u32 proxy_push(struct pctx *c, const __u8 *hdr, __u32 l
 		return DROP_UNSUPPORTED;
 	if (inner + len - sizeof(struct ipv6hdr) > 0xffff)
 		return DROP_UNSUPPORTED;
-	if (bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_ENCAP_L3_IPV6)) {
-		/* Still marked encapsulated (the SR -> NF decapsulation
-		 * cannot clear it): room without the flag, which leaves
-		 * skb->protocol as it was. An IPv4 packet must leave as IPv6
-		 * (neighbour output and the stack go by skb->protocol), so
-		 * its first 20 bytes of room come from bpf_skb_change_proto,
-		 * which sets it. Not for GSO packets: it would retype their
-		 * segments as TCPv6.
-		 */
-		if (skb->protocol == bpf_htons(ETH_P_IP) && !skb->gso_size &&
-		    n > sizeof(struct ipv6hdr) - sizeof(struct iphdr)) {
-			if (bpf_skb_change_proto(skb, bpf_htons(ETH_P_IPV6), 0) ||
-			    bpf_skb_adjust_room(skb, len - (sizeof(struct ipv6hdr) - sizeof(struct iphdr)),
-						BPF_ADJ_ROOM_MAC, 0))
-				return DROP_ADJUST_ROOM;
-		} else if (bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC, 0)) {
+	if (bpf_skb_adjust_room(skb, len, BPF_ADJ_ROOM_MAC,
+				BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV6)) {
+		__u32 pad = skb->protocol == bpf_htons(ETH_P_IPV6) ? 0 : PROXY_PROTO_PAD;
+
+		if (bpf_skb_adjust_room(skb, len + pad, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO))
 			return DROP_ADJUST_ROOM;
-		}
+		if (pad && bpf_skb_adjust_room(skb, -(__s32)pad, BPF_ADJ_ROOM_MAC,
+					       BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_DECAP_L3_IPV6))
+			return DROP_ADJUST_ROOM;
 	}
 	if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), hdr, n, BPF_F_RECOMPUTE_CSUM))
 		return DROP_ADJUST_ROOM;
@@ -787,6 +818,38 @@ __attribute__((noinline)) int proxy_time_exceeded(struct __sk_buff *skb, __u32 i
 	return bpf_redirect(skb->ingress_ifindex, 0);
 }
 
+#ifndef BPF_MTU_CHK_SEGS
+#define BPF_MTU_CHK_SEGS 1
+#endif
+
+/* proxy_fib looks the outer DA of ip6 up for the skb. tot_len 0: the
+ * helper checks the skb itself against the MTU of the route's device
+ * (a GSO packet's payload length counts all its segments, so the
+ * header's would always exceed it); a GSO packet's segments are then
+ * checked with bpf_check_mtu (BPF_FIB_LKUP_RET_FRAG_NEEDED when one is
+ * too big: the stack sends the Packet Too Big).
+ */
+static __always_inline long proxy_fib(struct __sk_buff *skb, struct bpf_fib_lookup *params,
+				      const struct ipv6hdr *ip6)
+{
+	__u32 mtu = 0;
+	long rc;
+
+	__builtin_memset(params, 0, sizeof(*params));
+	params->family = AF_INET6;
+	params->flowinfo = *(const __be32 *)ip6 & bpf_htonl(0x0fffffff);
+	params->l4_protocol = ip6->nexthdr;
+	params->ifindex = skb->ingress_ifindex;
+	ipv6_addr_copy((struct in6_addr *)params->ipv6_src, &ip6->saddr);
+	ipv6_addr_copy((struct in6_addr *)params->ipv6_dst, &ip6->daddr);
+	rc = bpf_fib_lookup(skb, params, sizeof(*params), 0);
+	if ((rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) && skb->gso_size &&
+	    bpf_check_mtu(skb, params->ifindex, &mtu, 0, BPF_MTU_CHK_SEGS))
+		rc = BPF_FIB_LKUP_RET_FRAG_NEEDED;
+	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
+	return rc;
+}
+
 /* proxy_forward looks the (rewritten) outer DA up: success and hop
  * limit > 1 -> hop limit - 1, MACs, redirect; else the stack.
  */
@@ -802,7 +865,11 @@ static __always_inline int proxy_forward(struct pctx *c, __u32 idx)
 	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
 	if (!ip6)
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
-	rc = fib_lookup_ip6(skb, &params, ip6, skb->ingress_ifindex);
+	rc = proxy_fib(skb, &params, ip6);
+	ctx_reload(c, CTX_TC);
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!ip6)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 	if ((rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) || ip6->hop_limit <= 1) {
 		proxy_count(idx, PS_STACK);
 		return TC_ACT_OK;
@@ -982,10 +1049,10 @@ __attribute__((noinline)) int proxy_sr_run(struct __sk_buff *skb, __u32 idx)
 	struct proxy_sid *s;
 
 	if (!skb)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
 	if (!s || !s->behavior)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	ctx_reload(&c, CTX_TC);
 	return proxy_sr(&c, CTX_TC, idx, s);
 }
@@ -1010,10 +1077,10 @@ __attribute__((noinline)) int proxy_nf_run(struct __sk_buff *skb, __u32 idx, __u
 	struct proxy_sid *s;
 
 	if (!skb)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
 	if (!s || !s->behavior)
-		return TC_ACT_OK;
+		return PROXY_NEXT;
 	ctx_reload(&c, CTX_TC);
 	return proxy_from_nf(&c, idx, s, (__be16)proto);
 }

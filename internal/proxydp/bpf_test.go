@@ -21,6 +21,7 @@ import (
 
 // tc verdicts (linux/pkt_cls.h).
 const (
+	tcActUnspec   = 0xffffffff // TC_ACT_UNSPEC (-1): the next tcx program
 	tcActOK       = 0
 	tcActShot     = 2
 	tcActRedirect = 7
@@ -269,8 +270,8 @@ func (e *env) do(t *testing.T, st step) Result {
 	dropped()
 	switch res.Verdict {
 	case Pass:
-		if ret != tcActOK || !bytes.Equal(out, frame) {
-			t.Errorf("%s: verdict %d, frame changed %v; want untouched pass", st.name, ret, !bytes.Equal(out, frame))
+		if ret != tcActUnspec || !bytes.Equal(out, frame) {
+			t.Errorf("%s: verdict %d, frame changed %v; want untouched pass (TC_ACT_UNSPEC)", st.name, ret, !bytes.Equal(out, frame))
 		}
 	case Drop:
 		if ret != tcActShot {

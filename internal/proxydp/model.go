@@ -14,7 +14,7 @@ type Verdict int
 
 // Verdicts.
 const (
-	Pass    Verdict = iota // not the proxy's: to the stack untouched
+	Pass    Verdict = iota // not the proxy's: untouched, TC_ACT_UNSPEC (the next tcx program, then the stack)
 	Drop                   // dropped, Result.Reason counted
 	ToNF                   // sent out of IFACE-OUT to the NF (bpf_redirect_neigh)
 	Forward                // from the NF, rewritten, forwarded into SR (FIB redirect or stack)

@@ -28,9 +28,8 @@ const (
 
 // PinDir is where the driver pins the node's proxy maps and links. All
 // proxy NFs of a router share one loaded proxy (one SID table, one flow
-// cache): the programs pass on packets that are not theirs with
-// TC_ACT_OK, which ends a tcx chain, so two proxies on one interface
-// would hide each other's SIDs.
+// cache, one attachment per interface and side); the programs pass
+// packets that are not theirs to the next tcx program (TC_ACT_UNSPEC).
 func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/proxy" }
 
 // linkPin names the pinned tcx link of one attachment.

@@ -40,6 +40,7 @@ import (
 
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/kinds/end"
+	"github.com/srchain/srchain/internal/kinds/netfilter"
 	"github.com/srchain/srchain/internal/legacynf"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
@@ -265,8 +266,8 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 	}
 	for i := range s.NFs {
 		o := &s.NFs[i]
-		if o.Node == nf.Node && o.Kind != Name && o.Kind != end.Name {
-			errs = append(errs, s.ErrorAt(np+".node", nil, "router %q also runs NF %q of kind %s, whose program would share the tcx hook with the proxy programs, which end the chain for packets they pass; put them on different routers (docs/proxy.md, Limits)", nf.Node, o.Name, o.Kind))
+		if o.Node == nf.Node && !sharesRouter[o.Kind] {
+			errs = append(errs, s.ErrorAt(np+".node", nil, "router %q also runs NF %q of kind %s, whose program would share the tcx hook with the proxy programs and see or hide the proxy's packets depending on the order they were attached; put them on different routers (docs/proxy.md, Limits)", nf.Node, o.Name, o.Kind))
 		}
 	}
 	for ci := range s.Chains {
@@ -573,6 +574,17 @@ func (m clip512) String() string {
 	}
 	return string(m[:512]) + "..."
 }
+
+// sharesRouter names the NF kinds that may run on a proxy's router.
+// Their programs and the proxy's pass every packet that is not theirs on
+// to the next tcx program (TC_ACT_UNSPEC) and serve disjoint packets
+// (their own SIDs), so the order they were attached in does not matter:
+// forward (the kernel's End, no program) and netfilter (End.AN.NF's
+// anf_in: packets to its SIDs only). Not the firewall, whose rules
+// classify every packet on the interface: the proxy redirects the
+// packets to its SIDs before the firewall sees them or after, by attach
+// order.
+var sharesRouter = map[string]bool{Name: true, end.Name: true, netfilter.Name: true}
 
 func mapsKeys() func(func(string) bool) {
 	return func(yield func(string) bool) {

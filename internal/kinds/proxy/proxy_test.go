@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/srchain/srchain/internal/compile"
-	_ "github.com/srchain/srchain/internal/kinds/end" // kind forward, for TestSRUnawareNeedsProxy
+	_ "github.com/srchain/srchain/internal/kinds/end"      // kind forward, for TestSRUnawareNeedsProxy
+	_ "github.com/srchain/srchain/internal/kinds/firewall" // for TestSharedRouter
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -317,5 +318,31 @@ func TestSRUnawareNeedsProxy(t *testing.T) {
 	_, err := load(t, s)
 	if err == nil || !strings.Contains(err.Error(), `nfs[5].sr_aware: kind "forward" serves SR-aware NFs only; an SR-unaware NF (sr_aware: false) sits behind an SR proxy (kinds: proxy)`) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestSharedRouter: an End.AN.NF (kind netfilter) may share the proxy's
+// router (both pass what is not theirs to the next tcx program and serve
+// their own SIDs only); a firewall, whose rules see every packet, may not.
+func TestSharedRouter(t *testing.T) {
+	const nfs = "nfs:\n"
+	for _, tc := range []struct {
+		name, nf, want string
+	}{
+		{"netfilter", "  - name: anf\n    kind: netfilter\n    node: proxy\n    config:\n      ruleset: |\n        chain forward {\n          type filter hook forward priority filter; policy accept;\n        }\n", ""},
+		{"firewall", "  - name: sera\n    kind: firewall\n    node: proxy\n    config: {mode: basic, policy: accept}\n", `nfs[1].node: router "proxy" also runs NF "sera" of kind firewall`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, edit(t, example(t), nfs, nfs+tc.nf))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error lacks %q:\n%v", tc.want, err)
+			}
+		})
 	}
 }
