@@ -8,15 +8,17 @@
  *   SID) names an OPoT chain, grow the SRH by the TLV and fill it.
  * - srchain_opot_transit, tc ingress on each NF node: if (DA, last SID)
  *   names a chain this node is a transit of, update the TLV in place and
- *   hand the packet on (TC_ACT_OK) to the End that serves the DA (kernel
- *   seg6local or srchain's eBPF End, which run after tc ingress).
+ *   hand the packet on to the End that serves the DA: TC_ACT_UNSPEC runs
+ *   the next tcx program (srchain's eBPF End, attached after this stage)
+ *   or, with none, the stack (the kernel's seg6local End). TC_ACT_OK
+ *   would end the tcx chain and skip an eBPF End.
  * - srchain_opot_verify, tc ingress on the chain's egress router: if the
- *   DA is the chain's egress SID, verify; accept -> TC_ACT_OK, the
+ *   DA is the chain's egress SID, verify; accept -> TC_ACT_UNSPEC, the
  *   kernel's End.DT6/DX4 decapsulates; anything else -> drop, counted per
  *   chain and reason, and an event on the ring.
  *
- * Packets that name no OPoT chain pass untouched (TC_ACT_OK), so a stage
- * costs one parse and one hash lookup on other traffic.
+ * Packets that name no OPoT chain pass untouched (TC_ACT_UNSPEC), so a
+ * stage costs one parse and one hash lookup on other traffic.
  */
 #include "common.h"
 #include "counters.h"
@@ -47,10 +49,10 @@ int srchain_opot_headend(struct __sk_buff *skb)
 
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_HEADEND);
 	if (!ch)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	profile = ch->profile;
 	slot = ch->slot;
 	r = opot_grow(skb, &si, &off);
@@ -66,7 +68,7 @@ int srchain_opot_headend(struct __sk_buff *skb)
 		count_drop(r);
 		return TC_ACT_SHOT;
 	}
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
@@ -79,18 +81,18 @@ int srchain_opot_transit(struct __sk_buff *skb)
 
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_TRANSIT);
 	if (!ch)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	profile = ch->profile;
 	/* A missing or malformed TLV is left for the verifier to drop and
 	 * count: a transit never drops (seed 003 III-A4).
 	 */
 	if (opot_find(&c, CTX_TC, &si, &off))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	opot_transit(&c.p, off, profile);
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
 
 SEC("tc")
@@ -105,10 +107,10 @@ int srchain_opot_verify(struct __sk_buff *skb)
 
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_VERIFIER);
 	if (!ch)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	profile = ch->profile;
 	r = opot_find(&c, CTX_TC, &si, &off);
 	if (!r) {
@@ -123,7 +125,7 @@ int srchain_opot_verify(struct __sk_buff *skb)
 		count_drop(r);
 		return TC_ACT_SHOT;
 	}
-	return TC_ACT_OK;
+	return TC_ACT_UNSPEC;
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

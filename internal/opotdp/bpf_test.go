@@ -19,7 +19,7 @@ import (
 )
 
 const (
-	tcActOK   = 0
+	tcActNext = 0xffffffff // TC_ACT_UNSPEC: the next tcx program, or the stack
 	tcActShot = 2
 	ethLen    = 14
 )
@@ -169,7 +169,7 @@ func TestChainTestRun(t *testing.T) {
 
 			// Headend: the kernel's encap (no TLV) in, the SRH grown.
 			ret, out := run(t, nodes[0].objs.SrchainOpotHeadend, frame(t, travel, 0))
-			if ret != tcActOK {
+			if ret != tcActNext {
 				t.Fatalf("headend: verdict %d", ret)
 			}
 			m, err := opot.ParseTLV(out[tlvOff(len(travel)):])
@@ -191,12 +191,12 @@ func TestChainTestRun(t *testing.T) {
 			// Transits, in order; a node does nothing for another's DA.
 			pkt := out
 			for j := 1; j < k-1; j++ {
-				if ret, o := run(t, nodes[j].objs.SrchainOpotTransit, frame(t, travel, j, m.SRv6TLV())); ret != tcActOK || !bytes.Equal(o, frame(t, travel, j, m.SRv6TLV())) {
+				if ret, o := run(t, nodes[j].objs.SrchainOpotTransit, frame(t, travel, j, m.SRv6TLV())); ret != tcActNext || !bytes.Equal(o, frame(t, travel, j, m.SRv6TLV())) {
 					t.Fatalf("transit %d touched a packet for the next SID", j)
 				}
 				in := frame(t, travel, j-1, m.SRv6TLV())
 				ret, o := run(t, nodes[j].objs.SrchainOpotTransit, in)
-				if ret != tcActOK {
+				if ret != tcActNext {
 					t.Fatalf("transit %d: verdict %d", j, ret)
 				}
 				want, err := opot.Transit(f, nodes[j].n, m)
@@ -213,7 +213,7 @@ func TestChainTestRun(t *testing.T) {
 			// Verifier: accepted once, untouched, counted.
 			v := nodes[k-1]
 			ret, o := run(t, v.objs.SrchainOpotVerify, pkt)
-			if ret != tcActOK || !bytes.Equal(o, pkt) {
+			if ret != tcActNext || !bytes.Equal(o, pkt) {
 				t.Fatalf("verify: verdict %d, frame changed %v", ret, !bytes.Equal(o, pkt))
 			}
 			if n := stats(t, v.objs.OpotStats, id, drop.None); n != 1 {
@@ -296,7 +296,7 @@ func TestChainTestRun(t *testing.T) {
 				t.Fatalf("no TLV count %d", n)
 			}
 			// The legitimate packet still verifies after all that.
-			if ret, _ := run(t, v.objs.SrchainOpotVerify, frame(t, travel, k-2, legit.SRv6TLV())); ret != tcActOK {
+			if ret, _ := run(t, v.objs.SrchainOpotVerify, frame(t, travel, k-2, legit.SRv6TLV())); ret != tcActNext {
 				t.Fatalf("legitimate after attacks: verdict %d", ret)
 			}
 
@@ -305,7 +305,7 @@ func TestChainTestRun(t *testing.T) {
 			for j, nd := range nodes {
 				for _, prog := range []*ebpf.Program{nd.objs.SrchainOpotHeadend, nd.objs.SrchainOpotTransit, nd.objs.SrchainOpotVerify} {
 					in := frame(t, other, min(j, len(other)-1))
-					if ret, o := run(t, prog, in); ret != tcActOK || !bytes.Equal(o, in) {
+					if ret, o := run(t, prog, in); ret != tcActNext || !bytes.Equal(o, in) {
 						t.Fatalf("node %d: a packet of no OPoT chain was changed or dropped", j)
 					}
 				}

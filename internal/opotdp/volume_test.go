@@ -59,7 +59,7 @@ func TestNoFalseDrops(t *testing.T) {
 		if err != nil {
 			t.Fatalf("test run: %v", err)
 		}
-		if ret != tcActOK {
+		if ret != tcActNext {
 			t.Fatalf("verdict %d", ret)
 		}
 		return append([]byte(nil), opts.DataOut...)

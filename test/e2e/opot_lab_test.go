@@ -45,7 +45,9 @@ func TestLabOPoT(t *testing.T) {
 }
 
 // TestLabOPoTEBPFEnd is TestLabOPoT with srchain's eBPF End on r2 and
-// r3: the transit stage must run before the End program at tcx ingress.
+// r3: the transit stage must run before the End program at tcx ingress,
+// and hand the packets on to it (the End counts them), not end the tcx
+// chain.
 func TestLabOPoTEBPFEnd(t *testing.T) {
 	requireRoot(t)
 	l := deployExample(t, "opot-testbed.yaml", spec.DatapathEBPF, "r2", "r3")
@@ -61,6 +63,11 @@ func TestLabOPoTEBPFEnd(t *testing.T) {
 		}
 	}
 	opotScenario(t, l)
+	for _, n := range []string{"r2", "r3"} {
+		if sid, fib := l.endCounters(t, n, "sid/fd00:"); sid == 0 || fib == 0 {
+			t.Errorf("%s's eBPF End saw %d SID packets, %d FIB lookups: the transit stage did not hand the chain's packets on to it", n, sid, fib)
+		}
+	}
 }
 
 func index(s []string, prefix string) int {
