@@ -215,6 +215,12 @@ func attachTCX(d *DUT, dev string, prog *ebpf.Program, egress bool) error {
 // setupOPoTTransit: the transit stage (node 1 of a k-node chain) at tcx
 // ingress, then srchain's eBPF End behind it (as the driver orders them).
 func setupOPoTTransit(ctx context.Context, d *DUT, k int) (*opotdp.Objects, error) {
+	return setupOPoTTransitWith(ctx, d, k, true)
+}
+
+// setupOPoTTransitWith: the transit stage, then srchain's eBPF End
+// (ebpfEnd) or the kernel's End route alone.
+func setupOPoTTransitWith(ctx context.Context, d *DUT, k int, ebpfEnd bool) (*opotdp.Objects, error) {
 	p, err := opotProfile(k)
 	if err != nil {
 		return nil, err
@@ -232,6 +238,9 @@ func setupOPoTTransit(ctx context.Context, d *DUT, k int) (*opotdp.Objects, erro
 	}
 	if err := attachTCX(d, ifDUTIn, o.SrchainOpotTransit, false); err != nil {
 		return nil, err
+	}
+	if !ebpfEnd {
+		return o, CaseEnd.Setup(ctx, d)
 	}
 	return o, srchainEnd(ctx, d, false)
 }
@@ -329,6 +338,24 @@ var CaseSrchainEndTLV = Case{
 	Setup: CaseSrchainEnd.Setup,
 }
 
+// CaseEndTLV is the kernel's End on the transit frames: the baseline of
+// the transit stage in front of the kernel's End.
+var CaseEndTLV = Case{
+	Name: "end", Desc: "kernel seg6local End, same frames (OPoT TLV, no stage)",
+	Frame: opotTransitFrame(3),
+	Setup: CaseEnd.Setup,
+}
+
+// CaseOPoTTransitKernelEnd is the transit stage in front of the kernel's
+// End (an NF node without srchain's End).
+var CaseOPoTTransitKernelEnd = Case{
+	Name: "opot-transit+end", Desc: "OPoT transit stage (tc) + kernel seg6local End, chain of 3 nodes",
+	Frame: opotTransitFrame(3),
+	Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
+		return setupOPoTTransitWith(ctx, d, 3, false)
+	}),
+}
+
 // opotGoals are the goals: case -> (its baseline, minimum ratio).
 var opotGoals = []struct {
 	Case, Base string
@@ -337,6 +364,7 @@ var opotGoals = []struct {
 	{"opot-transit", "srchain-end", 0.95},
 	{"opot-transit-k5", "srchain-end", 0.95},
 	{"opot-transit-k7", "srchain-end", 0.95},
+	{"opot-transit+end", "end", 0.95},
 	{"opot-verify+dt6", "dt6", 0.9},
 	{"opot-headend", "h.encaps", 0.9},
 }
@@ -347,6 +375,7 @@ func init() {
 		Desc: "ordered proof of transit: transit stage + eBPF End vs eBPF End (k = 3, 5, 7), verify + End.DT6 vs End.DT6, headend + H.Encaps vs H.Encaps",
 		Cases: []Case{
 			CaseSrchainEndTLV, CaseOPoTTransit(3), CaseOPoTTransit(5), CaseOPoTTransit(7),
+			CaseEndTLV, CaseOPoTTransitKernelEnd,
 			CaseDT6Counter, CaseOPoTVerify,
 			CaseHEncaps, CaseOPoTHeadend,
 		},
