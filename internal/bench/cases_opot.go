@@ -22,7 +22,10 @@ import (
 //     frames carrying the TLV as the chain's headend made it (the DUT is
 //     the first NF node); for k = 3, 5, 7 nodes (only the profile
 //     changes: a transit's work does not depend on k, its share is
-//     pre-evaluated).
+//     pre-evaluated); and the kernel's End vs the stage + the kernel's
+//     End. (Until bpf/opot.c passes with TC_ACT_UNSPEC, its TC_ACT_OK
+//     ends the tcx chain and the eBPF End behind the stage never runs:
+//     the kernel's End route does the End; docs/benchmarks.md "OPoT".)
 //   - verifier: kernel End.DT6 vs the verify stage + End.DT6, the DUT the
 //     chain's last node; every frame must verify and be fresh for the
 //     anti-replay window (see opotVerifyFrame).
