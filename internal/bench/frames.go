@@ -52,11 +52,13 @@ func SID(n uint16) netip.Addr {
 // FrameSpec says what a case sends. With no SIDs the frame is a plain
 // IPv6 (or IPv4 when Inner4) UDP packet; with Encap it is H.Encaps'd by the
 // generator (outer source GenAddr6, SRH with the SIDs in travel order);
-// with Insert the SIDs are inserted as an SRH (H.Insert).
+// with Insert the SIDs are inserted as an SRH (H.Insert). TLVs go into
+// the SRH's TLV area, after the segment list, in order (e.g. an OPoT TLV).
 type FrameSpec struct {
 	Encap  []netip.Addr
 	Insert []netip.Addr
 	Inner4 bool
+	TLVs   []srv6.TLV
 }
 
 // Profile is the traffic shape of a run.
@@ -115,6 +117,9 @@ func BuildFrame(spec FrameSpec, size, flow int, ep Endpoints) ([]byte, error) {
 	if spec.Inner4 && len(spec.Encap) == 0 {
 		return nil, fmt.Errorf("build frame: ipv4 needs encap: %w", ErrFrame)
 	}
+	if len(spec.TLVs) > 0 && len(spec.Encap) == 0 && len(spec.Insert) == 0 {
+		return nil, fmt.Errorf("build frame: tlvs need an srh: %w", ErrFrame)
+	}
 	hdr, err := buildFrame(spec, flow, ep, 0)
 	if err != nil {
 		return nil, err
@@ -145,9 +150,9 @@ func buildFrame(spec FrameSpec, flow int, ep Endpoints, payload int) ([]byte, er
 	var err error
 	switch {
 	case len(spec.Encap) > 0:
-		pkt, err = srv6.Encap(GenAddr6, spec.Encap, pkt)
+		pkt, err = srv6.Encap(GenAddr6, spec.Encap, pkt, spec.TLVs...)
 	case len(spec.Insert) > 0:
-		pkt, err = srv6.Insert(pkt, spec.Insert)
+		pkt, err = srv6.Insert(pkt, spec.Insert, spec.TLVs...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("build frame: %w", err)
@@ -183,4 +188,15 @@ func FlowOffset(spec FrameSpec) (int, error) {
 		hdr = len(fr) - minPayload - udp - ip6
 	}
 	return hdr + 8 + 12, nil
+}
+
+// TLVOffset is the offset in spec's frames of the first byte of its first
+// SRH TLV (right after the segment list of an H.Encaps frame). It does
+// not depend on the frame size.
+func TLVOffset(spec FrameSpec) (int, error) {
+	if len(spec.Encap) == 0 || len(spec.TLVs) == 0 {
+		return 0, fmt.Errorf("find tlv offset: needs encap and tlvs: %w", ErrFrame)
+	}
+	const eth, ip6, srh = 14, 40, 8
+	return eth + ip6 + srh + 16*len(spec.Encap), nil
 }

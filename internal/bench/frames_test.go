@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"net/netip"
@@ -132,5 +133,57 @@ func TestSweepSizes(t *testing.T) {
 	s := SweepSizes()
 	if len(s) != 11 || s[0] != 126 || s[8] != 1518 || s[10] != 1866 {
 		t.Errorf("sweep %v", s)
+	}
+}
+
+// FrameSpec.TLVs land in the SRH after the segment list, at TLVOffset,
+// for every size, and decode as the TLVs given; flows and sizes still
+// work, and TLVs without an SRH are refused.
+func TestFrameTLVs(t *testing.T) {
+	tlv := srv6.TLV{Type: 252, Value: []byte{0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
+	for _, segs := range [][]netip.Addr{sids(0x206), sids(0x100, 0), sids(1, 2, 3, 0)} {
+		spec := FrameSpec{Encap: segs, TLVs: []srv6.TLV{tlv}}
+		off, err := TLVOffset(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{0, 192, 1500} {
+			fr, err := BuildFrame(spec, size, 0, testEP)
+			if err != nil {
+				t.Fatalf("%d sids size %d: %v", len(segs), size, err)
+			}
+			if size >= 200 && len(fr)+fcsLen != size {
+				t.Errorf("%d sids: size %d built %d bytes (+FCS)", len(segs), size, len(fr))
+			}
+			p, err := srv6.Decode(fr, true)
+			if err != nil {
+				t.Fatalf("%d sids size %d: decode: %v", len(segs), size, err)
+			}
+			if p.SRH == nil || len(p.SRH.TLVs) != 1 || p.SRH.TLVs[0].Type != tlv.Type || !bytes.Equal(p.SRH.TLVs[0].Value, tlv.Value) {
+				t.Fatalf("%d sids size %d: srh tlvs %+v", len(segs), size, p.SRH)
+			}
+			if fr[off] != tlv.Type || fr[off+1] != byte(len(tlv.Value)) || !bytes.Equal(fr[off+2:off+2+len(tlv.Value)], tlv.Value) {
+				t.Errorf("%d sids: tlv not at offset %d", len(segs), off)
+			}
+			if p.L4 == nil || p.L4.Proto != srv6.ProtoUDP {
+				t.Errorf("%d sids: no UDP inside", len(segs))
+			}
+		}
+		// The flow offset still finds the inner source behind the TLV.
+		foff, err := FlowOffset(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr, _ := BuildFrame(spec, 0, 0, testEP)
+		src := InnerSrc6.As16()
+		if !bytes.Equal(fr[foff-12:foff+4], src[:]) {
+			t.Errorf("%d sids: flow offset %d misses the inner source", len(segs), foff)
+		}
+	}
+	if _, err := BuildFrame(FrameSpec{TLVs: []srv6.TLV{tlv}}, 0, 0, testEP); !errors.Is(err, ErrFrame) {
+		t.Errorf("tlvs without srh: err %v, want ErrFrame", err)
+	}
+	if _, err := TLVOffset(FrameSpec{Encap: sids(1)}); !errors.Is(err, ErrFrame) {
+		t.Errorf("tlv offset without tlvs: err %v, want ErrFrame", err)
 	}
 }

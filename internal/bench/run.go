@@ -512,6 +512,18 @@ func caseProfile(c Case, o Options, size int) Profile {
 	return prof
 }
 
+// counterOffset is where the generator writes its per-packet counter for
+// case c (0: it writes none).
+func counterOffset(c Case) (int, error) {
+	switch {
+	case c.Flows <= 1:
+		return 0, nil
+	case c.CounterOffset > 0:
+		return c.CounterOffset, nil
+	}
+	return FlowOffset(c.Frame)
+}
+
 // measure runs one round of the case at one size in the options' mode.
 func (r *rig) measure(ctx context.Context, o Options, size int) (Round, []int, error) {
 	prof := caseProfile(r.c, o, size)
@@ -527,10 +539,8 @@ func (r *rig) measure(ctx context.Context, o Options, size int) (Round, []int, e
 		return Round{}, nil, err
 	}
 	off := 0
-	if r.c.Flows > 1 {
-		if off, err = FlowOffset(r.c.Frame); err != nil {
-			return Round{}, nil, err
-		}
+	if off, err = counterOffset(r.c); err != nil {
+		return Round{}, nil, err
 	}
 	if err := r.gen.SetFlows(r.c.Flows, off); err != nil {
 		return Round{}, nil, err

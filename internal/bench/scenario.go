@@ -36,6 +36,11 @@ type Case struct {
 	// templates can hold (MaxTemplates); the run's --flows is then not
 	// used for this case. IPv6 inner packets only.
 	Flows int
+	// CounterOffset, when > 0 with Flows > 1, is where the generator
+	// writes its per-packet counter instead of the inner source address
+	// (FlowOffset): e.g. inside an OPoT TLV's RND, so that every packet
+	// carries a fresh sequence number (cases_opot.go).
+	CounterOffset int
 	// Setup configures the DUT of a fresh line (routes to the sink exist
 	// already, see NewLine).
 	Setup func(ctx context.Context, d *DUT) error

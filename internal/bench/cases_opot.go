@@ -1,0 +1,386 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/srv6"
+)
+
+// Ordered proof of transit (issue 11, seed 003 section V, docs/opot.md):
+// each OPoT stage of bpf/opot.c in front of (or behind) the behaviour it
+// accompanies, against that behaviour alone, on the same frames.
+//
+//   - transit: srchain's eBPF End vs the transit stage + the same End, on
+//     frames carrying the TLV as the chain's headend made it (the DUT is
+//     the first NF node); for k = 3, 5, 7 nodes (only the profile
+//     changes: a transit's work does not depend on k, its share is
+//     pre-evaluated); and the kernel's End vs the stage + the kernel's
+//     End. (Until bpf/opot.c passes with TC_ACT_UNSPEC, its TC_ACT_OK
+//     ends the tcx chain and the eBPF End behind the stage never runs:
+//     the kernel's End route does the End; docs/benchmarks.md "OPoT".)
+//   - verifier: kernel End.DT6 vs the verify stage + End.DT6, the DUT the
+//     chain's last node; every frame must verify and be fresh for the
+//     anti-replay window (see opotVerifyFrame).
+//   - headend: kernel H.Encaps vs H.Encaps + the headend stage at tc
+//     egress of the DUT's egress (grow the SRH by the TLV, fill it).
+//
+// The bench's profiles come from a seeded stream (opotProfile): they are
+// test material, the same frames every run, never a chain's keys.
+
+// opotID is the profile (chain) number of the bench's chains.
+const opotID = 11
+
+// opotSlot is the profile slot the frames name.
+const opotSlot = 0
+
+// opotProfile returns the bench's deterministic profile of k nodes.
+func opotProfile(k int) (*opot.Profile, error) {
+	var seed [32]byte
+	copy(seed[:], "srchain bench opot")
+	seed[31] = byte(k)
+	p, err := opot.GenerateFrom(rand.NewChaCha8(seed), k)
+	if err != nil {
+		return nil, fmt.Errorf("make bench opot profile: %w", err)
+	}
+	return p, nil
+}
+
+// opotTransitSegs is the transit frames' segment list: the DUT's End SID,
+// then the chain's egress SID (the inner destination, routed to the
+// sink), as CaseEnd's.
+var opotTransitSegs = sids(0x100, 0)
+
+// opotTransitMeta is the TLV the chain's headend (node 0 of the k-node
+// profile) puts on its first packet, which the DUT (node 1) receives.
+func opotTransitMeta(k int) (*opot.Profile, opot.Meta, error) {
+	p, err := opotProfile(k)
+	if err != nil {
+		return nil, opot.Meta{}, err
+	}
+	h, err := opot.NewHeadend(p, opotSlot)
+	if err != nil {
+		return nil, opot.Meta{}, fmt.Errorf("make bench opot frame: %w", err)
+	}
+	m, err := h.Next(0x1abcd)
+	if err != nil {
+		return nil, opot.Meta{}, fmt.Errorf("make bench opot frame: %w", err)
+	}
+	return p, m, nil
+}
+
+// opotTransitFrame is the transit case's frame for a k-node chain.
+func opotTransitFrame(k int) FrameSpec {
+	_, m, err := opotTransitMeta(k)
+	if err != nil {
+		// Only a broken profile generator gets here; the frame then
+		// carries no TLV, and TestOPoTScenario fails.
+		return FrameSpec{Encap: opotTransitSegs}
+	}
+	return FrameSpec{Encap: opotTransitSegs, TLVs: []srv6.TLV{m.SRv6TLV()}}
+}
+
+// The verifier.
+//
+// The verifier's anti-replay window drops a frame seen before, and the
+// generator repeats its templates, so every frame must carry a new
+// sequence number: the generator writes its per-packet counter (FlowOffset
+// mechanism, Case.CounterOffset) into bytes 1..4 of the masked RND, i.e.
+// bits 55..24 of RND, which are sequence bits (sequence = RND >> 17). The
+// CML must then verify for every RND, which a real profile does not allow
+// (the verifier's CML depends on RND through the other nodes' terms). The
+// verifier's parameters are therefore those of a real profile's last node
+// with LPC = 1, and d^r's bits 63..24 cleared: then the check
+// CML + (Share + RND) LPC == RND + s holds for CML = s - Share whatever RND
+// is, and RND's counter bytes are the sequence bits unmasked. The stage
+// runs exactly the same instructions as with any other key values (the
+// multiply and reductions have no data-dependent loop); the window slides
+// by two 64-bit blocks per packet (sequence step 128), a little more work
+// than a real headend's step of 1.
+
+// opotVerifySID is the verifier's End.DT6 SID (CaseDT6's).
+var opotVerifySID = SID(0x206)
+
+// opotVerifyParams are the DUT's verifier parameters (see above).
+func opotVerifyParams() (opot.NodeParams, error) {
+	p, err := opotProfile(3)
+	if err != nil {
+		return opot.NodeParams{}, err
+	}
+	n, err := p.Node(2)
+	if err != nil {
+		return opot.NodeParams{}, fmt.Errorf("make bench opot verifier: %w", err)
+	}
+	n.LPC = 1
+	n.Dec.R &= 1<<24 - 1
+	return n, nil
+}
+
+// opotVerifyFrameSpec is the verifier case's frame: one SID, the TLV with
+// a valid CML, RND's counter bytes 0 (the generator fills them).
+func opotVerifyFrameSpec() FrameSpec {
+	spec := FrameSpec{Encap: []netip.Addr{opotVerifySID}}
+	n, err := opotVerifyParams()
+	if err != nil {
+		return spec // TestOPoTScenario fails on the missing TLV
+	}
+	f := opot.F61
+	const low = 0x0abcde // RND bits 23..0 (sequence bits 23..17 and random bits)
+	m := opot.Meta{Slot: opotSlot, RND: low ^ n.Dec.R, CML: f.Sub(n.Secret, n.Share) ^ n.Dec.CML}
+	spec.TLVs = []srv6.TLV{m.SRv6TLV()}
+	return spec
+}
+
+// opotCounterOffset is where the generator writes its counter in the
+// verifier's frames: byte 1 of RND.
+func opotCounterOffset(spec FrameSpec) int {
+	off, err := TLVOffset(spec)
+	if err != nil {
+		return 0
+	}
+	return off + opot.OffRND + 1
+}
+
+// opotCounterFlows is the counter's modulus: large enough never to wrap
+// in a run (2^31 packets, over half an hour at 1 Mpps).
+const opotCounterFlows = 1 << 31
+
+// The headend: CaseHEncaps' route (segs fc00:6::e), chain key (first
+// SID, egress SID) = (fc00:6::e, fc00:6::e).
+
+// opotStages loads bpf/opot.c for a DUT (unloaded with the line).
+func opotStages(d *DUT) (*opotdp.Objects, error) {
+	spec, err := opotdp.LoadSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load opot spec: %w", err)
+	}
+	o := &opotdp.Objects{}
+	if err := spec.LoadAndAssign(o, nil); err != nil {
+		return nil, fmt.Errorf("load opot programs: %w", err)
+	}
+	d.Defer(o.Close)
+	return o, nil
+}
+
+// opotChain installs node n's chain entry (sid, last) and parameters,
+// and the headend's counter or the verifier's window.
+func opotChain(o *opotdp.Objects, n opot.NodeParams, sid, last netip.Addr) error {
+	ck := opotdp.ChainKey{Sid: sid.As16(), Last: last.As16()}
+	if err := o.OpotChains.Put(&ck, &opotdp.Chain{Profile: opotID, Slot: opotSlot, Role: uint32(n.Role)}); err != nil {
+		return fmt.Errorf("set opot chain: %w", err)
+	}
+	k := opotdp.Key{Profile: opotID, Slot: opotSlot}
+	v := opotdp.FromNode(n)
+	if err := o.OpotNodeParams.Put(&k, &v); err != nil {
+		return fmt.Errorf("set opot params: %w", err)
+	}
+	switch n.Role {
+	case opot.RoleHeadend:
+		if err := o.OpotSeqs.Put(&k, uint64(0)); err != nil {
+			return fmt.Errorf("set opot sequence: %w", err)
+		}
+	case opot.RoleVerifier:
+		if err := o.OpotWindows.Put(&k, &opotdp.Window{}); err != nil {
+			return fmt.Errorf("set opot window: %w", err)
+		}
+	}
+	return nil
+}
+
+// attachTCX attaches prog at tcx ingress or egress of a DUT interface,
+// after what is there (detached with the line).
+func attachTCX(d *DUT, dev string, prog *ebpf.Program, egress bool) error {
+	idx, err := d.Index(dev)
+	if err != nil {
+		return err
+	}
+	at := ebpf.AttachTCXIngress
+	if egress {
+		at = ebpf.AttachTCXEgress
+	}
+	return d.NS.Do(func() error {
+		l, err := link.AttachTCX(link.TCXOptions{Interface: idx, Program: prog, Attach: at})
+		if err != nil {
+			return fmt.Errorf("attach %s to %s: %w", prog, dev, err)
+		}
+		d.Defer(l.Close)
+		return nil
+	})
+}
+
+// setupOPoTTransit: the transit stage (node 1 of a k-node chain) at tcx
+// ingress, then srchain's eBPF End behind it (as the driver orders them).
+func setupOPoTTransit(ctx context.Context, d *DUT, k int) (*opotdp.Objects, error) {
+	return setupOPoTTransitWith(ctx, d, k, true)
+}
+
+// setupOPoTTransitWith: the transit stage, then srchain's eBPF End
+// (ebpfEnd) or the kernel's End route alone.
+func setupOPoTTransitWith(ctx context.Context, d *DUT, k int, ebpfEnd bool) (*opotdp.Objects, error) {
+	p, err := opotProfile(k)
+	if err != nil {
+		return nil, err
+	}
+	n, err := p.Node(1)
+	if err != nil {
+		return nil, fmt.Errorf("set up opot transit: %w", err)
+	}
+	o, err := opotStages(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := opotChain(o, n, opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1]); err != nil {
+		return nil, err
+	}
+	if err := attachTCX(d, ifDUTIn, o.SrchainOpotTransit, false); err != nil {
+		return nil, err
+	}
+	if !ebpfEnd {
+		return o, CaseEnd.Setup(ctx, d)
+	}
+	return o, srchainEnd(ctx, d, false)
+}
+
+// setupOPoTVerify: the verify stage at tcx ingress in front of the
+// kernel's End.DT6.
+func setupOPoTVerify(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
+	n, err := opotVerifyParams()
+	if err != nil {
+		return nil, err
+	}
+	if err := CaseDT6.Setup(ctx, d); err != nil {
+		return nil, err
+	}
+	o, err := opotStages(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := opotChain(o, n, opotVerifySID, opotVerifySID); err != nil {
+		return nil, err
+	}
+	return o, attachTCX(d, ifDUTIn, o.SrchainOpotVerify, false)
+}
+
+// setupOPoTHeadend: the kernel's H.Encaps route and the headend stage at
+// tcx egress of the DUT's egress, after the encap.
+func setupOPoTHeadend(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
+	p, err := opotProfile(3)
+	if err != nil {
+		return nil, err
+	}
+	n, err := p.Node(0)
+	if err != nil {
+		return nil, fmt.Errorf("set up opot headend: %w", err)
+	}
+	if err := CaseHEncaps.Setup(ctx, d); err != nil {
+		return nil, err
+	}
+	o, err := opotStages(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := opotChain(o, n, ReEncap6, ReEncap6); err != nil {
+		return nil, err
+	}
+	return o, attachTCX(d, ifDUTOut, o.SrchainOpotHeadend, true)
+}
+
+func discardObjs(f func(context.Context, *DUT) (*opotdp.Objects, error)) func(context.Context, *DUT) error {
+	return func(ctx context.Context, d *DUT) error {
+		_, err := f(ctx, d)
+		return err
+	}
+}
+
+// CaseOPoTTransit is the transit stage + srchain's eBPF End, k nodes.
+func CaseOPoTTransit(k int) Case {
+	name := "opot-transit"
+	if k != 3 {
+		name = fmt.Sprintf("opot-transit-k%d", k)
+	}
+	return Case{
+		Name: name, Desc: fmt.Sprintf("OPoT transit stage + srchain eBPF End (tc), chain of %d nodes", k),
+		Frame: opotTransitFrame(k),
+		Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransit(ctx, d, k) }),
+	}
+}
+
+// CaseOPoTVerify is the verify stage + kernel End.DT6, every frame fresh.
+var CaseOPoTVerify = Case{
+	Name: "opot-verify+dt6", Desc: "OPoT verify stage (tc) + kernel End.DT6",
+	Frame: opotVerifyFrameSpec(), Flows: opotCounterFlows, CounterOffset: opotCounterOffset(opotVerifyFrameSpec()),
+	Setup: discardObjs(setupOPoTVerify),
+}
+
+// CaseDT6Counter is CaseDT6 with the generator's counter on, as the
+// verifier case has it, so both pay the same generator work.
+var CaseDT6Counter = Case{
+	Name: "dt6", Desc: CaseDT6.Desc + " (OPoT-sized frame, per-packet counter)",
+	Frame: opotVerifyFrameSpec(), Flows: opotCounterFlows, CounterOffset: opotCounterOffset(opotVerifyFrameSpec()),
+	Setup: CaseDT6.Setup,
+}
+
+// CaseOPoTHeadend is kernel H.Encaps + the headend stage at tc egress.
+var CaseOPoTHeadend = Case{
+	Name: "opot-headend", Desc: "kernel H.Encaps (1 SID) + OPoT headend stage (tc egress)",
+	Setup: discardObjs(setupOPoTHeadend),
+}
+
+// CaseSrchainEndTLV is srchain's eBPF End on the transit frames (with the
+// TLV, which the End walks and leaves alone): the transit's baseline.
+var CaseSrchainEndTLV = Case{
+	Name: "srchain-end", Desc: "srchain eBPF End (tc), same frames (OPoT TLV, no stage)",
+	Frame: opotTransitFrame(3),
+	Setup: CaseSrchainEnd.Setup,
+}
+
+// CaseEndTLV is the kernel's End on the transit frames: the baseline of
+// the transit stage in front of the kernel's End.
+var CaseEndTLV = Case{
+	Name: "end", Desc: "kernel seg6local End, same frames (OPoT TLV, no stage)",
+	Frame: opotTransitFrame(3),
+	Setup: CaseEnd.Setup,
+}
+
+// CaseOPoTTransitKernelEnd is the transit stage in front of the kernel's
+// End (an NF node without srchain's End).
+var CaseOPoTTransitKernelEnd = Case{
+	Name: "opot-transit+end", Desc: "OPoT transit stage (tc) + kernel seg6local End, chain of 3 nodes",
+	Frame: opotTransitFrame(3),
+	Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
+		return setupOPoTTransitWith(ctx, d, 3, false)
+	}),
+}
+
+// opotGoals are the issue's goals: case -> (its baseline, minimum ratio).
+var opotGoals = []struct {
+	Case, Base string
+	Min        float64
+}{
+	{"opot-transit", "srchain-end", 0.95},
+	{"opot-transit-k5", "srchain-end", 0.95},
+	{"opot-transit-k7", "srchain-end", 0.95},
+	{"opot-transit+end", "end", 0.95},
+	{"opot-verify+dt6", "dt6", 0.9},
+	{"opot-headend", "h.encaps", 0.9},
+}
+
+func init() {
+	Register(&Scenario{
+		Name: "opot", Baseline: "srchain-end",
+		Desc: "ordered proof of transit: transit stage + eBPF End vs eBPF End (k = 3, 5, 7), verify + End.DT6 vs End.DT6, headend + H.Encaps vs H.Encaps",
+		Cases: []Case{
+			CaseSrchainEndTLV, CaseOPoTTransit(3), CaseOPoTTransit(5), CaseOPoTTransit(7),
+			CaseEndTLV, CaseOPoTTransitKernelEnd,
+			CaseDT6Counter, CaseOPoTVerify,
+			CaseHEncaps, CaseOPoTHeadend,
+		},
+	})
+}

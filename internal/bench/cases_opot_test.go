@@ -1,0 +1,321 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+// The opot scenario's frames are valid for real, in the Go model: the
+// transit frame's TLV, after the DUT's hop and the chain's remaining
+// transits, verifies at the chain's verifier (k = 3, 5, 7); the verifier
+// frame verifies for every value the generator's counter writes, with a
+// sequence number that grows with the counter; every goal names cases of
+// the scenario.
+func TestOPoTScenario(t *testing.T) {
+	sc, err := Lookup("opot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]Case{}
+	for _, c := range sc.Cases {
+		if _, dup := names[c.Name]; dup {
+			t.Errorf("duplicate case %s", c.Name)
+		}
+		names[c.Name] = c
+	}
+	for _, g := range opotGoals {
+		if _, ok := names[g.Case]; !ok {
+			t.Errorf("goal case %s not in the scenario", g.Case)
+		}
+		if _, ok := names[g.Base]; !ok {
+			t.Errorf("goal baseline %s not in the scenario", g.Base)
+		}
+	}
+	f := opot.F61
+	for _, k := range []int{3, 5, 7} {
+		c := CaseOPoTTransit(k)
+		p, want, err := opotTransitMeta(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := tlvOf(t, c.Frame)
+		if m != want {
+			t.Fatalf("k%d: frame tlv %+v, headend's %+v", k, m, want)
+		}
+		for j := 1; j < k-1; j++ {
+			n, err := p.Node(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err = opot.Transit(f, n, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := p.Node(k - 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := opot.Verify(f, n, m); err != nil {
+			t.Errorf("k%d: the transit frame does not verify after the chain: %v", k, err)
+		}
+	}
+	if !bytes.Equal(names["srchain-end"].Frame.TLVs[0].Value, names["opot-transit"].Frame.TLVs[0].Value) {
+		t.Error("the transit's baseline sends other frames")
+	}
+
+	n, err := opotVerifyParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dt6", "opot-verify+dt6"} {
+		c := names[name]
+		if c.Flows != opotCounterFlows || c.CounterOffset != opotCounterOffset(c.Frame) {
+			t.Fatalf("%s: flows %d at %d, want the counter in RND", name, c.Flows, c.CounterOffset)
+		}
+	}
+	c := CaseOPoTVerify
+	fr, err := BuildFrame(c.Frame, 0, 0, testEP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlvOff, _ := TLVOffset(c.Frame)
+	if c.CounterOffset != tlvOff+opot.OffRND+1 || fr[tlvOff+opot.OffRND] != 0 {
+		t.Fatalf("counter offset %d, tlv at %d", c.CounterOffset, tlvOff)
+	}
+	prev := uint64(0)
+	for _, v := range []uint32{1, 2, 3, 1000, 1 << 20, opotCounterFlows} {
+		b := bytes.Clone(fr)
+		binary.BigEndian.PutUint32(b[c.CounterOffset:], v)
+		m, err := opot.ParseTLV(b[tlvOff:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := opot.Verify(f, n, m)
+		if err != nil {
+			t.Fatalf("counter %d: %v", v, err)
+		}
+		if s := opot.SeqOf(r); s <= prev || s > opot.MaxSeq {
+			t.Fatalf("counter %d: sequence %d after %d", v, s, prev)
+		} else {
+			prev = s
+		}
+	}
+	// A frame not from the generator's counter path (bytes changed
+	// elsewhere) fails: the verifier really checks.
+	b := bytes.Clone(fr)
+	b[tlvOff+opot.OffCML+7] ^= 1
+	if m, err := opot.ParseTLV(b[tlvOff:]); err != nil {
+		t.Fatal(err)
+	} else if _, err := opot.Verify(f, n, m); !errors.Is(err, opot.ErrVerify) {
+		t.Errorf("flipped CML: %v, want ErrVerify", err)
+	}
+}
+
+func tlvOf(t *testing.T, spec FrameSpec) opot.Meta {
+	t.Helper()
+	fr, err := BuildFrame(spec, 0, 0, testEP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := TLVOffset(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := opot.ParseTLV(fr[off:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Each OPoT case's DUT, set up by the bench's own helpers, handles the
+// case's frames sent through the line by the generator: every frame
+// reaches the sink, none is dropped, and the stage did its work: the
+// verifier counted every frame as verified, the headend numbered every
+// frame (its sequence counter) and grew it by the TLV (24 bytes more at
+// the sink than the kernel's encap alone), and the transit's output (by
+// test run of the attached program on the frame) is the Go model's hop,
+// which the chain's verifier accepts.
+func TestOPoTLine(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("sobt%d", os.Getpid())
+	for i, tc := range []struct {
+		c     Case
+		setup func(context.Context, *DUT) (*opotdp.Objects, error)
+	}{
+		{CaseOPoTVerify, setupOPoTVerify},
+		{CaseOPoTHeadend, setupOPoTHeadend},
+		{CaseOPoTTransit(5), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransit(ctx, d, 5) }},
+	} {
+		t.Run(tc.c.Name, func(t *testing.T) {
+			l, err := NewLine(ctx, fmt.Sprintf("%s-%d", prefix, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			d := &DUT{NS: l.DUT}
+			defer d.close()
+			o, err := tc.setup(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent, sink := sendLine(ctx, t, l, tc.c, 3000)
+			// The sink also counts the DUT's own few link-up packets
+			// (MLD reports): at most opotNoise of them.
+			if sink.Packets < sent || sink.Packets > sent+opotNoise || sent < 100 {
+				t.Fatalf("sent %d, sink got %d", sent, sink.Packets)
+			}
+			drops := statSum(t, o.OpotStats, func(k opotdp.StatKey) bool { return k.Reason != 0 })
+			if drops != 0 {
+				t.Errorf("stage dropped or refused %d frames", drops)
+			}
+			switch tc.c.Name {
+			case CaseOPoTVerify.Name:
+				if ok := statSum(t, o.OpotStats, func(k opotdp.StatKey) bool { return k.Reason == 0 && k.Profile == opotID }); ok != sent {
+					t.Errorf("verified %d of %d frames", ok, sent)
+				}
+			case CaseOPoTHeadend.Name:
+				var seq uint64
+				if err := o.OpotSeqs.Lookup(&opotdp.Key{Profile: opotID, Slot: opotSlot}, &seq); err != nil {
+					t.Fatal(err)
+				}
+				if seq != sent {
+					t.Errorf("headend numbered %d of %d frames", seq, sent)
+				}
+				fr, err := BuildFrame(tc.c.Frame, 0, 0, testEP)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Kernel encap: 40 (IPv6) + 8 + 16 (SRH, 1 SID); the TLV 24.
+				extra := sink.Packets - sent
+				if want := uint64(len(fr)+40+24+opot.TLVLen) * sent; sink.Bytes < want || sink.Bytes > want+extra*opotNoiseBytes {
+					t.Errorf("sink bytes %d, want %d (%d frames of %d)", sink.Bytes, want, sent, len(fr)+40+24+opot.TLVLen)
+				}
+			default:
+				checkTransitRun(t, o, tc.c, 5)
+			}
+		})
+	}
+}
+
+// opotNoise bounds the DUT's own packets the sink may count during a
+// line test, opotNoiseBytes their size.
+const opotNoise, opotNoiseBytes = 8, 200
+
+// sendLine sends c's frames through l at a low rate for a moment and
+// returns what the generator sent and the sink saw.
+func sendLine(ctx context.Context, t *testing.T, l *Line, c Case, pps float64) (uint64, SinkCount) {
+	t.Helper()
+	s, err := NewSink(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g, err := NewGenerator(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	frames, err := BuildTemplates(c.Frame, caseProfile(c, DefaultOptions(), 0), Endpoints{Src: l.GenMAC, Dst: l.InMAC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetTemplates(frames); err != nil {
+		t.Fatal(err)
+	}
+	off, err := counterOffset(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetFlows(c.Flows, off); err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := g.Blast(bctx, nil, pps, -1, nil); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blast: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // frames in flight
+	sent, err := g.Sent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := s.Count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sent, sc
+}
+
+func statSum(t *testing.T, m *ebpf.Map, keep func(opotdp.StatKey) bool) uint64 {
+	t.Helper()
+	var (
+		k   opotdp.StatKey
+		per []uint64
+		sum uint64
+	)
+	it := m.Iterate()
+	for it.Next(&k, &per) {
+		if keep(k) {
+			for _, v := range per {
+				sum += v
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// checkTransitRun runs the DUT's transit program on the case's frame and
+// checks the TLV it writes is the model's hop, and that the rest of the
+// chain verifies it.
+func checkTransitRun(t *testing.T, o *opotdp.Objects, c Case, k int) {
+	t.Helper()
+	fr, err := BuildFrame(c.Frame, 0, 0, testEP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, len(fr)+256)
+	ret, err := o.SrchainOpotTransit.Run(&ebpf.RunOptions{Data: fr, DataOut: out})
+	if err != nil || ret != 0 {
+		t.Fatalf("transit test run: verdict %d, %v", ret, err)
+	}
+	off, _ := TLVOffset(c.Frame)
+	got, err := opot.ParseTLV(out[off:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, m, err := opotTransitMeta(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := opot.F61
+	n1, _ := p.Node(1)
+	if m, err = opot.Transit(f, n1, m); err != nil || got != m {
+		t.Fatalf("transit wrote %+v, model %+v (%v)", got, m, err)
+	}
+	for j := 2; j < k-1; j++ {
+		n, _ := p.Node(j)
+		m, _ = opot.Transit(f, n, m)
+	}
+	nv, _ := p.Node(k - 1)
+	if _, err := opot.Verify(f, nv, m); err != nil {
+		t.Errorf("the DUT's hop does not verify at the end of the chain: %v", err)
+	}
+}
