@@ -259,13 +259,21 @@ func (m *Model) flowWrite(sid netip.Addr, k FlowKey, hdr []byte) {
 	copy(rest[:4], []byte{0, 0, 0, 0})
 	if e, ok := m.flows[k]; ok && e.word0 == word0 {
 		if hs, ok := m.slots[slotKey{sid, e.slot}]; ok && hs.gen == e.gen && bytes.Equal(hs.hdr, rest) {
-			e.last = m.Now
-			m.flows[k] = e
+			m.flows[k] = m.touch(m.sids[sid], e)
 			return
 		}
 	}
 	slot, gen := m.slotTake(sid, rest)
 	m.flows[k] = flowEntry{slot: slot, gen: gen, word0: word0, last: m.Now}
+}
+
+// touch is proxy_flow_touch: the last use is refreshed when older than
+// 1/1024 of the idle timeout (none: never).
+func (m *Model) touch(s SID, e flowEntry) flowEntry {
+	if s.FlowTimeout > 0 && m.Now-e.last > s.FlowTimeout>>10 {
+		e.last = m.Now
+	}
+	return e
 }
 
 // hdrHash is proxy_hdr_hash.
@@ -424,8 +432,7 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		if !ok {
 			return dropped(drop.ProxyFlowMiss)
 		}
-		e.last = m.Now
-		m.flows[k] = e
+		m.flows[k] = m.touch(s, e)
 		hdr = h
 	}
 	inner = inner[:l3len]
