@@ -16,9 +16,23 @@
  *                   array: an update replaces the element under RCU, so a
  *                   reader on another CPU sees the old or the new header,
  *                   never a torn mix.
- *   proxy_flows     LRU hash, struct proxy_flow_key -> struct proxy_hdr:
- *                   End.AD.flow's cache, sized by the loader
- *                   (Options.FlowCapacity).
+ *   proxy_flows     LRU hash, struct proxy_flow_key -> struct proxy_flow
+ *                   (24 bytes): End.AD.flow's per-flow cache, sized by the
+ *                   loader (Options.FlowCapacity): the flow's header slot
+ *                   and its generation, the first word of its outer IPv6
+ *                   header (version, traffic class, flow label: per flow
+ *                   with seg6_flowlabel and the inner DSCP copied) and the
+ *                   last use.
+ *   proxy_hslots    hash, SID entry index * PROXY_HDR_SLOTS + slot ->
+ *                   struct proxy_hdr: End.AD.flow's header table, one copy
+ *                   per distinct outer header stack (first word zeroed),
+ *                   shared by every flow with that stack. gen identifies
+ *                   the content: a flow whose gen differs from its slot's
+ *                   (the slot was given another header since) misses.
+ *   proxy_hgen      array, same index -> __u64: the last generation given
+ *                   out for the slot (atomic add: two CPUs writing one slot
+ *                   at once get distinct generations, so a flow never gets
+ *                   the other's header).
  *   proxy_stats     per-CPU array, index * PROXY_STAT_SLOTS + PS_*.
  *
  * Header cache bound: PROXY_HDR_MAX = 512 bytes of outer header stack
@@ -95,6 +109,16 @@
  * would send one chain's traffic down another's segment list. A NATing
  * NF behind a per-flow proxy needs its own SID (End.AD, keyed by
  * interface) or End.AM with NAT.
+ * End.AD.flow header table: per SID PROXY_HDR_SLOTS = 64 slots in 16
+ * buckets of 4 ways. A header stack (first word zeroed) hashes
+ * (proxy_hdr_hash) to a bucket; a way holding the same stack is shared,
+ * else an empty way is taken, else the way (hash >> 32) % 4 is replaced
+ * (counted hdr-replace): flows still pointing at it miss on the way back
+ * (their next packet from the SR side takes a slot again). The per-flow
+ * value is written only when the flow's slot, generation or first word
+ * changes; otherwise only its last-use time is updated in place, and
+ * only when it is older than 1/1024 of the idle timeout
+ * (proxy_flow_touch).
  * Flow key: SID entry index, inner family, protocol (the next header of
  * the inner fixed header: extension headers are not walked), addresses,
  * and ports for TCP and UDP of unfragmented packets (0 for fragments and
@@ -128,6 +152,9 @@
 #define PROXY_MAX_SIDS 256
 #define PROXY_HDR_MAX 512
 #define PROXY_FLOWS_DEFAULT 65536
+#define PROXY_HDR_WAYS 4
+#define PROXY_HDR_BUCKETS 16
+#define PROXY_HDR_SLOTS (PROXY_HDR_WAYS * PROXY_HDR_BUCKETS)
 
 _Static_assert((PROXY_HDR_MAX & (PROXY_HDR_MAX - 1)) == 0, "PROXY_HDR_MAX must be a power of two");
 
@@ -155,6 +182,8 @@ _Static_assert((PROXY_HDR_MAX & (PROXY_HDR_MAX - 1)) == 0, "PROXY_HDR_MAX must b
 #define PS_STACK 9        /* from the NF, rewritten, handed to the stack (FIB) */
 #define PS_CONTROL 10     /* IFACE-IN control traffic passed to the stack */
 #define PS_DROP 11        /* other drops */
+#define PS_HDR_WRITE 12   /* AD.flow: a header slot written */
+#define PS_HDR_REPLACE 13 /* AD.flow: a slot's other header replaced (its flows miss) */
 #define PROXY_STAT_SLOTS 16
 
 struct proxy_sid {
@@ -173,10 +202,18 @@ struct proxy_sid {
 };
 
 struct proxy_hdr {
-	__u64 last_ns; /* AD.flow: last use */
+	__u64 gen; /* AD.flow header slot: its generation; End.AD: 0 */
 	__u32 len;
 	__u32 pad;
 	__u8 hdr[PROXY_HDR_MAX];
+};
+
+struct proxy_flow {
+	__u64 last_ns; /* last use */
+	__u32 slot;    /* proxy_hslots key */
+	__u32 gen;     /* the slot's generation when the flow took it */
+	__be32 word0;  /* outer IPv6 version, traffic class, flow label */
+	__u32 pad;
 };
 
 struct proxy_flow_key {
@@ -223,8 +260,23 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, PROXY_FLOWS_DEFAULT); /* the loader sets Options.FlowCapacity */
 	__type(key, struct proxy_flow_key);
-	__type(value, struct proxy_hdr);
+	__type(value, struct proxy_flow);
 } proxy_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROXY_MAX_SIDS * PROXY_HDR_SLOTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct proxy_hdr);
+} proxy_hslots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PROXY_MAX_SIDS * PROXY_HDR_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} proxy_hgen SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -294,6 +346,84 @@ __attribute__((noinline)) int proxy_hdr_same(const struct proxy_hdr *a, const st
 			return 0;
 	}
 	return 1;
+}
+
+/* proxy_hdr_hash hashes the header stack h (len bytes, a multiple of 8).
+ * Go: proxydp hdrHash.
+ */
+static __always_inline __u64 proxy_hdr_hash(const struct proxy_hdr *h)
+{
+	__u64 x = (__u64)h->len * 0x9e3779b97f4a7c15ULL;
+	int i;
+
+	for (i = 0; i < PROXY_HDR_MAX / 8; i++) {
+		if ((__u32)i * 8 >= h->len)
+			break;
+		x ^= *(const __u64 *)&h->hdr[i * 8];
+		x *= 0x9e3779b97f4a7c15ULL;
+		x ^= x >> 29;
+	}
+	return x ^ (x >> 32);
+}
+
+/* proxy_hslot_take finds or takes End.AD.flow's header slot of SID idx
+ * for sc (first word zeroed) and fills f->slot and f->gen: a way of the
+ * hash's bucket holding the same stack, else an empty way, else way
+ * (hash >> 32) % PROXY_HDR_WAYS, replaced under a new generation.
+ * Returns DROP_NONE or DROP_PROXY_CACHE_FULL. A global function
+ * (verified once; its loops and calls stay out of the caller's states).
+ */
+__attribute__((noinline)) int proxy_hslot_take(struct proxy_hdr *sc, __u32 idx, struct proxy_flow *f)
+{
+	__u32 base, key, empty = PROXY_HDR_WAYS, w;
+	__u64 *g;
+	struct proxy_hdr *v;
+	__u64 h;
+
+	if (!sc || !f)
+		return DROP_UNSUPPORTED;
+	h = proxy_hdr_hash(sc);
+	base = (idx % PROXY_MAX_SIDS) * PROXY_HDR_SLOTS + (__u32)(h % PROXY_HDR_BUCKETS) * PROXY_HDR_WAYS;
+	for (w = 0; w < PROXY_HDR_WAYS; w++) {
+		key = base + w;
+		v = bpf_map_lookup_elem(&proxy_hslots, &key);
+		if (!v) {
+			if (empty == PROXY_HDR_WAYS)
+				empty = w;
+			continue;
+		}
+		if (proxy_hdr_same(v, sc)) {
+			f->slot = key;
+			f->gen = (__u32)v->gen;
+			return DROP_NONE;
+		}
+	}
+	if (empty == PROXY_HDR_WAYS) {
+		empty = (__u32)(h >> 32) % PROXY_HDR_WAYS;
+		proxy_count(idx, PS_HDR_REPLACE);
+	}
+	key = base + empty;
+	g = bpf_map_lookup_elem(&proxy_hgen, &key);
+	if (!g)
+		return DROP_UNSUPPORTED;
+	sc->gen = (__u32)(__sync_fetch_and_add(g, 1) + 1);
+	if (bpf_map_update_elem(&proxy_hslots, &key, sc, BPF_ANY))
+		return DROP_PROXY_CACHE_FULL;
+	proxy_count(idx, PS_HDR_WRITE);
+	f->slot = key;
+	f->gen = (__u32)sc->gen;
+	return DROP_NONE;
+}
+
+/* proxy_flow_touch refreshes a flow's last use when it is older than
+ * 1/1024 of the SID's idle timeout (none: never read, never written):
+ * a busy flow's entry is not dirtied by every packet, and a flow expires
+ * at most 0.1% of the timeout early. Go: Model touch.
+ */
+static __always_inline void proxy_flow_touch(struct proxy_flow *fl, const struct proxy_sid *s, __u64 now)
+{
+	if (s->flow_timeout_ns && now - fl->last_ns > s->flow_timeout_ns >> 10)
+		fl->last_ns = now;
 }
 
 /* proxy_flow_key_of fills k from the inner IPv4/IPv6 packet at off. */
@@ -668,7 +798,7 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 		sc->len = hlen;
 		sc->pad = 0;
-		sc->last_ns = 0;
+		sc->gen = 0;
 		sc->hdr[4] = 0;
 		sc->hdr[5] = 0;
 		/* End on the cached copy: SL - 1, DA = SRH[SL - 1]. */
@@ -687,20 +817,35 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 			}
 		} else {
 			struct proxy_flow_key k = { .sid = idx };
+			struct proxy_flow nf = {}, *fl;
 			__u64 now = bpf_ktime_get_ns();
 
 			r = proxy_flow_key_of(&c->p, w.off, inner, &k);
 			if (r)
 				return proxy_fail(kind, idx, PS_DROP, r);
-			old = bpf_map_lookup_elem(&proxy_flows, &k);
-			if (old && proxy_hdr_same(old, sc)) {
-				old->last_ns = now;
-			} else {
-				sc->last_ns = now;
-				if (bpf_map_update_elem(&proxy_flows, &k, sc, BPF_ANY))
-					return proxy_fail(kind, idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
-				proxy_count(idx, PS_CACHE_WRITE);
+			/* The first word (version, traffic class, flow label)
+			 * is the flow's; the slot holds the rest.
+			 */
+			nf.word0 = *(__be32 *)&sc->hdr[0];
+			*(__be32 *)&sc->hdr[0] = 0;
+			fl = bpf_map_lookup_elem(&proxy_flows, &k);
+			if (fl && fl->word0 == nf.word0) {
+				__u32 key = fl->slot;
+
+				old = bpf_map_lookup_elem(&proxy_hslots, &key);
+				if (old && (__u32)old->gen == fl->gen && proxy_hdr_same(old, sc)) {
+					proxy_flow_touch(fl, s, now);
+					goto flow_done;
+				}
 			}
+			r = proxy_hslot_take(sc, idx, &nf);
+			if (r)
+				return proxy_fail(kind, idx, PS_CACHE_FULL, r);
+			nf.last_ns = now;
+			if (bpf_map_update_elem(&proxy_flows, &k, &nf, BPF_ANY))
+				return proxy_fail(kind, idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
+			proxy_count(idx, PS_CACHE_WRITE);
+flow_done:;
 		}
 	}
 
@@ -951,7 +1096,8 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	struct __sk_buff *skb = c->ctx;
 	__u32 beh = s->behavior, inner = s->inner, l3len, r;
 	const __u8 *hdr;
-	__u32 hlen;
+	__u32 hlen, has_word0 = 0;
+	__be32 word0 = 0;
 
 	if (beh == PROXY_BEH_AM || beh == PROXY_BEH_AM_NAT) {
 		if (proto != bpf_htons(ETH_P_IPV6))
@@ -1008,17 +1154,26 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		hlen = h->len;
 	} else if (beh == PROXY_BEH_AD_FLOW) {
 		struct proxy_flow_key k = { .sid = idx };
+		struct proxy_flow *fl;
 		struct proxy_hdr *h;
+		__u32 key;
 		__u64 now;
 
 		r = proxy_flow_key_of(&c->p, c->p.l3off, inner, &k);
 		if (r)
 			return proxy_drop(idx, PS_DROP, r);
-		h = bpf_map_lookup_elem(&proxy_flows, &k);
+		fl = bpf_map_lookup_elem(&proxy_flows, &k);
 		now = bpf_ktime_get_ns();
-		if (!h || (s->flow_timeout_ns && now - h->last_ns > s->flow_timeout_ns))
+		if (!fl || (s->flow_timeout_ns && now - fl->last_ns > s->flow_timeout_ns))
 			return proxy_drop(idx, PS_CACHE_MISS, DROP_PROXY_FLOW_MISS);
-		h->last_ns = now;
+		key = fl->slot;
+		h = bpf_map_lookup_elem(&proxy_hslots, &key);
+		/* The slot was given another header since: a miss. */
+		if (!h || (__u32)h->gen != fl->gen)
+			return proxy_drop(idx, PS_CACHE_MISS, DROP_PROXY_FLOW_MISS);
+		proxy_flow_touch(fl, s, now);
+		word0 = fl->word0;
+		has_word0 = 1;
 		proxy_count(idx, PS_CACHE_HIT);
 		hdr = h->hdr;
 		hlen = h->len;
@@ -1037,6 +1192,11 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	r = proxy_push(c, hdr, hlen);
 	if (r)
 		return proxy_drop(idx, PS_DROP, r);
+	if (has_word0) {
+		if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), &word0, sizeof(word0), BPF_F_RECOMPUTE_CSUM))
+			return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
+		ctx_reload(c, CTX_TC);
+	}
 	return proxy_forward(c, idx);
 }
 

@@ -530,21 +530,43 @@ func (e *env) checkADCache(t *testing.T, sid netip.Addr) {
 func (e *env) checkFlow(t *testing.T, sid netip.Addr, inner []byte) {
 	t.Helper()
 	s := e.sids[sid]
-	want, _, ok := e.m.Flow(s, inner)
+	want, slot, _, ok := e.m.Flow(s, inner)
 	if !ok {
 		t.Fatalf("model has no flow")
 	}
+	got, gotSlot, ok := e.flowHdr(t, sid, inner)
+	if !ok {
+		t.Fatalf("flow entry of %s: none or its slot holds another generation", sid)
+	}
+	if !bytes.Equal(got, want) || gotSlot != slot {
+		t.Errorf("flow entry (slot %d, model %d):\n got %x\nwant %x", gotSlot, slot, got, want)
+	}
+}
+
+// flowHdr is the program's flow entry of the inner packet: the header it
+// pushes (its slot's stack with the flow's first word), the slot within
+// the SID's table; ok false when none or the slot's generation differs.
+func (e *env) flowHdr(t *testing.T, sid netip.Addr, inner []byte) (hdr []byte, slot uint32, ok bool) {
+	t.Helper()
+	s := e.sids[sid]
 	k, _ := flowKey(sid, inner, s.Inner)
 	bk := proxyProgProxyFlowKey{Sid: e.p.sids[sid], Family: k.Family, Proto: k.Proto, Sport: htons(k.Sport), Dport: htons(k.Dport)}
 	copy(bk.Src.In6U.U6Addr8[:], k.Src.AsSlice())
 	copy(bk.Dst.In6U.U6Addr8[:], k.Dst.AsSlice())
+	var f proxyProgProxyFlow
+	if err := e.p.objs.ProxyFlows.Lookup(&bk, &f); err != nil {
+		return nil, 0, false
+	}
+	if f.LastNs == 0 || f.Slot/hdrSlots != e.p.sids[sid] {
+		t.Errorf("flow entry of %s: last %d, slot %d (SID entry %d)", sid, f.LastNs, f.Slot, e.p.sids[sid])
+	}
 	var h proxyProgProxyHdr
-	if err := e.p.objs.ProxyFlows.Lookup(&bk, &h); err != nil {
-		t.Fatalf("flow entry: %v", err)
+	if err := e.p.objs.ProxyHslots.Lookup(f.Slot, &h); err != nil || uint32(h.Gen) != f.Gen {
+		return nil, 0, false
 	}
-	if !bytes.Equal(h.Hdr[:h.Len], want) || h.LastNs == 0 {
-		t.Errorf("flow entry (last %d):\n got %x\nwant %x", h.LastNs, h.Hdr[:h.Len], want)
-	}
+	hdr = append([]byte(nil), h.Hdr[:h.Len]...)
+	binary.NativeEndian.PutUint32(hdr[:4], f.Word0)
+	return hdr, f.Slot % hdrSlots, true
 }
 
 // TestMalformed: every malformed or refused packet, both directions.

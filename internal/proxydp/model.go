@@ -1,6 +1,7 @@
 package proxydp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"time"
@@ -46,9 +47,26 @@ type FlowKey struct {
 	Src, Dst      netip.Addr
 }
 
+// flowEntry is struct proxy_flow: the flow's header slot (within its
+// SID) and the slot's generation when the flow took it, the first word of
+// its outer header, its last use.
 type flowEntry struct {
-	hdr  []byte
-	last time.Duration
+	slot  uint32
+	gen   uint32
+	word0 [4]byte
+	last  time.Duration
+}
+
+// slotKey names a header slot: the SID and the slot within its table.
+type slotKey struct {
+	sid  netip.Addr
+	slot uint32
+}
+
+// hdrSlot is a proxy_hslots value: the header stack, first word zeroed.
+type hdrSlot struct {
+	hdr []byte
+	gen uint32
 }
 
 // Model is the reference of bpf/proxy.c on one node: the same SID table,
@@ -58,13 +76,18 @@ type Model struct {
 	byIn  map[int]SID
 	ad    map[int][]byte
 	flows map[FlowKey]flowEntry
+	slots map[slotKey]hdrSlot
+	gens  map[slotKey]uint64 // proxy_hgen
+	// Replaced counts header slots given another header (hdr-replace).
+	Replaced int
 	// Now is the model's clock (bpf_ktime_get_ns), set by the caller.
 	Now time.Duration
 }
 
 // NewModel is a model serving sids (validated as SetSIDs does).
 func NewModel(sids []SID) (*Model, error) {
-	m := &Model{sids: map[netip.Addr]SID{}, byIn: map[int]SID{}, ad: map[int][]byte{}, flows: map[FlowKey]flowEntry{}}
+	m := &Model{sids: map[netip.Addr]SID{}, byIn: map[int]SID{}, ad: map[int][]byte{}, flows: map[FlowKey]flowEntry{},
+		slots: map[slotKey]hdrSlot{}, gens: map[slotKey]uint64{}}
 	for _, s := range sids {
 		if err := s.Validate(); err != nil {
 			return nil, err
@@ -186,7 +209,7 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 			if r != drop.None {
 				return dropped(r)
 			}
-			m.flows[k] = flowEntry{hdr: hdr, last: m.Now}
+			m.flowWrite(s.Addr, k, hdr)
 		}
 	}
 	res := Result{Verdict: ToNF, Packet: append([]byte(nil), pkt[hlen:]...), Ifindex: s.OutIfindex, NextHop: s.NFNext6}
@@ -226,14 +249,100 @@ func flowKey(sid netip.Addr, p []byte, inner uint8) (FlowKey, drop.Reason) {
 	return k, drop.None
 }
 
-// Flow returns End.AD.flow's entry for the inner packet p of sid.
-func (m *Model) Flow(sid SID, p []byte) (hdr []byte, last time.Duration, ok bool) {
+// flowWrite is the End.AD.flow cache write of bpf/lib/proxy.h for flow k
+// of sid with header stack hdr: the flow keeps the first word, the rest
+// goes to a header slot; the flow's value is rewritten only when its
+// slot, generation or first word change.
+func (m *Model) flowWrite(sid netip.Addr, k FlowKey, hdr []byte) {
+	word0 := [4]byte(hdr[:4])
+	rest := append([]byte(nil), hdr...)
+	copy(rest[:4], []byte{0, 0, 0, 0})
+	if e, ok := m.flows[k]; ok && e.word0 == word0 {
+		if hs, ok := m.slots[slotKey{sid, e.slot}]; ok && hs.gen == e.gen && bytes.Equal(hs.hdr, rest) {
+			m.flows[k] = m.touch(m.sids[sid], e)
+			return
+		}
+	}
+	slot, gen := m.slotTake(sid, rest)
+	m.flows[k] = flowEntry{slot: slot, gen: gen, word0: word0, last: m.Now}
+}
+
+// touch is proxy_flow_touch: the last use is refreshed when older than
+// 1/1024 of the idle timeout (none: never).
+func (m *Model) touch(s SID, e flowEntry) flowEntry {
+	if s.FlowTimeout > 0 && m.Now-e.last > s.FlowTimeout>>10 {
+		e.last = m.Now
+	}
+	return e
+}
+
+// hdrHash is proxy_hdr_hash.
+func hdrHash(h []byte) uint64 {
+	const c = 0x9e3779b97f4a7c15
+	x := uint64(len(h)) * c
+	for i := 0; i+8 <= len(h); i += 8 {
+		x ^= binary.LittleEndian.Uint64(h[i:])
+		x *= c
+		x ^= x >> 29
+	}
+	return x ^ x>>32
+}
+
+// slotTake is proxy_hslot_take: the slot of sid's header table holding
+// hdr (first word zeroed), taken or replaced if none does.
+func (m *Model) slotTake(sid netip.Addr, hdr []byte) (slot, gen uint32) {
+	h := hdrHash(hdr)
+	base := uint32(h%hdrBuckets) * hdrWays
+	empty := uint32(hdrWays)
+	for w := uint32(0); w < hdrWays; w++ {
+		hs, ok := m.slots[slotKey{sid, base + w}]
+		if !ok {
+			if empty == hdrWays {
+				empty = w
+			}
+			continue
+		}
+		if bytes.Equal(hs.hdr, hdr) {
+			return base + w, hs.gen
+		}
+	}
+	if empty == hdrWays {
+		empty = uint32(h>>32) % hdrWays
+		m.Replaced++
+	}
+	sk := slotKey{sid, base + empty}
+	m.gens[sk]++
+	gen = uint32(m.gens[sk])
+	m.slots[sk] = hdrSlot{hdr: hdr, gen: gen}
+	return base + empty, gen
+}
+
+// flowHdr is the header flow entry e of sid pushes, or false when its
+// slot holds another generation (a miss).
+func (m *Model) flowHdr(sid netip.Addr, e flowEntry) ([]byte, bool) {
+	hs, ok := m.slots[slotKey{sid, e.slot}]
+	if !ok || hs.gen != e.gen {
+		return nil, false
+	}
+	hdr := append([]byte(nil), hs.hdr...)
+	copy(hdr[:4], e.word0[:])
+	return hdr, true
+}
+
+// Flow returns End.AD.flow's entry for the inner packet p of sid: the
+// header it would push, its slot in sid's header table and its last use.
+// ok is false when there is no entry or its slot holds another header.
+func (m *Model) Flow(sid SID, p []byte) (hdr []byte, slot uint32, last time.Duration, ok bool) {
 	k, r := flowKey(sid.Addr, p, sid.Inner)
 	if r != drop.None {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	e, ok := m.flows[k]
-	return e.hdr, e.last, ok
+	if !ok {
+		return nil, 0, 0, false
+	}
+	hdr, ok = m.flowHdr(sid.Addr, e)
+	return hdr, e.slot, e.last, ok
 }
 
 // EtherType values FromNF distinguishes.
@@ -319,9 +428,12 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		if !ok || (s.FlowTimeout > 0 && m.Now-e.last > s.FlowTimeout) {
 			return dropped(drop.ProxyFlowMiss)
 		}
-		e.last = m.Now
-		m.flows[k] = e
-		hdr = e.hdr
+		h, ok := m.flowHdr(s.Addr, e)
+		if !ok {
+			return dropped(drop.ProxyFlowMiss)
+		}
+		m.flows[k] = m.touch(s, e)
+		hdr = h
 	}
 	inner = inner[:l3len]
 	if len(inner)+len(hdr)-40 > 0xffff {
@@ -410,6 +522,14 @@ func (m *Model) clone() *Model {
 	c.flows = make(map[FlowKey]flowEntry, len(m.flows))
 	for k, v := range m.flows {
 		c.flows[k] = v
+	}
+	c.slots = make(map[slotKey]hdrSlot, len(m.slots))
+	for k, v := range m.slots {
+		c.slots[k] = v
+	}
+	c.gens = make(map[slotKey]uint64, len(m.gens))
+	for k, v := range m.gens {
+		c.gens[k] = v
 	}
 	return &c
 }

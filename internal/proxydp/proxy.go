@@ -58,6 +58,11 @@ const (
 	HdrMax   = 512 // PROXY_HDR_MAX: largest cached / pushed header stack
 	MaxSegs  = 16  // SRCHAIN_MAX_SEGS
 	statSlot = 16  // PROXY_STAT_SLOTS
+	// End.AD.flow header table per SID (PROXY_HDR_*): hdrBuckets buckets
+	// of hdrWays slots.
+	hdrWays    = 4
+	hdrBuckets = 16
+	hdrSlots   = hdrWays * hdrBuckets
 	// DefaultFlowCapacity is the End.AD.flow cache size when Options
 	// leaves it 0.
 	DefaultFlowCapacity = 65536
@@ -69,7 +74,7 @@ const (
 // Per-SID statistics (PS_* of bpf/lib/proxy.h), by name.
 var statNames = [...]string{
 	"to-nf", "from-nf", "cache-hit", "cache-miss", "cache-full", "cache-write",
-	"wrong-inner", "sl", "ttl", "stack", "control", "drop",
+	"wrong-inner", "sl", "ttl", "stack", "control", "drop", "hdr-write", "hdr-replace",
 }
 
 // StatNames are the per-SID counter names Counters reports
@@ -177,7 +182,8 @@ type Proxy struct {
 // pinnedMaps are the maps Load pins (configuration, state, counters).
 var pinnedMaps = []string{
 	proxyProgMapProxyCfg, proxyProgMapProxySids, proxyProgMapProxyNf, proxyProgMapProxyAdCache,
-	proxyProgMapProxyFlows, proxyProgMapProxyStats, proxyProgMapDropCounters, proxyProgMapFibCounters,
+	proxyProgMapProxyFlows, proxyProgMapProxyHslots, proxyProgMapProxyHgen, proxyProgMapProxyStats,
+	proxyProgMapDropCounters, proxyProgMapFibCounters,
 }
 
 // Load loads the proxy programs. With a PinPath, maps already pinned
@@ -270,6 +276,10 @@ func (p *Proxy) mapByName(name string) *ebpf.Map {
 		return p.objs.ProxyAdCache
 	case proxyProgMapProxyFlows:
 		return p.objs.ProxyFlows
+	case proxyProgMapProxyHslots:
+		return p.objs.ProxyHslots
+	case proxyProgMapProxyHgen:
+		return p.objs.ProxyHgen
 	case proxyProgMapProxyStats:
 		return p.objs.ProxyStats
 	case proxyProgMapDropCounters:
@@ -454,15 +464,24 @@ func (p *Proxy) SetSIDs(sids []SID) error {
 	return nil
 }
 
-// purgeFlows deletes the End.AD.flow entries of the given entry indexes.
+// purgeFlows deletes the End.AD.flow entries and header slots of the
+// given entry indexes. The slots' generation counters stay: a flow that
+// survived would see a new generation and miss.
 func (p *Proxy) purgeFlows(idx map[uint32]bool) error {
 	if len(idx) == 0 {
 		return nil
 	}
+	for i := range idx {
+		for s := uint32(0); s < hdrSlots; s++ {
+			if err := p.objs.ProxyHslots.Delete(i*hdrSlots + s); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("delete header slot: %w", err)
+			}
+		}
+	}
 	var k proxyProgProxyFlowKey
 	var stale []proxyProgProxyFlowKey
 	it := p.objs.ProxyFlows.Iterate()
-	var v proxyProgProxyHdr
+	var v proxyProgProxyFlow
 	for it.Next(&k, &v) {
 		if idx[k.Sid] {
 			stale = append(stale, k)

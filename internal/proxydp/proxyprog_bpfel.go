@@ -21,6 +21,15 @@ type proxyProgIn6Addr struct {
 	}
 }
 
+type proxyProgProxyFlow struct {
+	_      structs.HostLayout
+	LastNs uint64
+	Slot   uint32
+	Gen    uint32
+	Word0  uint32
+	Pad    uint32
+}
+
 type proxyProgProxyFlowKey struct {
 	_      structs.HostLayout
 	Sid    uint32
@@ -35,11 +44,11 @@ type proxyProgProxyFlowKey struct {
 }
 
 type proxyProgProxyHdr struct {
-	_      structs.HostLayout
-	LastNs uint64
-	Len    uint32
-	Pad    uint32
-	Hdr    [512]uint8
+	_   structs.HostLayout
+	Gen uint64
+	Len uint32
+	Pad uint32
+	Hdr [512]uint8
 }
 
 type proxyProgProxySid struct {
@@ -73,6 +82,8 @@ const (
 	proxyProgMapProxyAdCache       = "proxy_ad_cache"
 	proxyProgMapProxyCfg           = "proxy_cfg"
 	proxyProgMapProxyFlows         = "proxy_flows"
+	proxyProgMapProxyHgen          = "proxy_hgen"
+	proxyProgMapProxyHslots        = "proxy_hslots"
 	proxyProgMapProxyNf            = "proxy_nf"
 	proxyProgMapProxyScratch       = "proxy_scratch"
 	proxyProgMapProxySids          = "proxy_sids"
@@ -139,6 +150,8 @@ type proxyProgMapSpecs struct {
 	ProxyAdCache *ebpf.MapSpec `ebpf:"proxy_ad_cache"`
 	ProxyCfg     *ebpf.MapSpec `ebpf:"proxy_cfg"`
 	ProxyFlows   *ebpf.MapSpec `ebpf:"proxy_flows"`
+	ProxyHgen    *ebpf.MapSpec `ebpf:"proxy_hgen"`
+	ProxyHslots  *ebpf.MapSpec `ebpf:"proxy_hslots"`
 	ProxyNf      *ebpf.MapSpec `ebpf:"proxy_nf"`
 	ProxyScratch *ebpf.MapSpec `ebpf:"proxy_scratch"`
 	ProxySids    *ebpf.MapSpec `ebpf:"proxy_sids"`
@@ -177,6 +190,8 @@ type proxyProgMaps struct {
 	ProxyAdCache *ebpf.Map `ebpf:"proxy_ad_cache"`
 	ProxyCfg     *ebpf.Map `ebpf:"proxy_cfg"`
 	ProxyFlows   *ebpf.Map `ebpf:"proxy_flows"`
+	ProxyHgen    *ebpf.Map `ebpf:"proxy_hgen"`
+	ProxyHslots  *ebpf.Map `ebpf:"proxy_hslots"`
 	ProxyNf      *ebpf.Map `ebpf:"proxy_nf"`
 	ProxyScratch *ebpf.Map `ebpf:"proxy_scratch"`
 	ProxySids    *ebpf.Map `ebpf:"proxy_sids"`
@@ -191,6 +206,8 @@ func (m *proxyProgMaps) Close() error {
 		m.ProxyAdCache,
 		m.ProxyCfg,
 		m.ProxyFlows,
+		m.ProxyHgen,
+		m.ProxyHslots,
 		m.ProxyNf,
 		m.ProxyScratch,
 		m.ProxySids,
