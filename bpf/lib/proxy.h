@@ -598,6 +598,9 @@ __attribute__((noinline)) int proxy_outer_walk(struct __sk_buff *skb, struct ipv
 	return ipv6_walk(&p, w, IPV6_WALK_ALL, SRV6_DECAP_MAX_EXT, CTX_MAX_ROOM, NULL);
 }
 
+/* The XDP twins of the two: a global function's context argument has one
+ * program type, and packet pointers cannot be passed to one instead.
+ */
 __attribute__((noinline)) int proxy_srh_parse_xdp(struct xdp_md *ctx, struct srh_info *si)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
