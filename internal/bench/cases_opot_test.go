@@ -293,8 +293,9 @@ func checkTransitRun(t *testing.T, o *opotdp.Objects, c Case, k int) {
 	}
 	out := make([]byte, len(fr)+256)
 	ret, err := o.SrchainOpotTransit.Run(&ebpf.RunOptions{Data: fr, DataOut: out})
-	if err != nil || ret != 0 {
-		t.Fatalf("transit test run: verdict %d, %v", ret, err)
+	const tcActUnspec = 0xffffffff // the next tcx program (srchain's End)
+	if err != nil || ret != tcActUnspec {
+		t.Fatalf("transit test run: verdict %d, %v; want TC_ACT_UNSPEC", ret, err)
 	}
 	off, _ := TLVOffset(c.Frame)
 	got, err := opot.ParseTLV(out[off:])
