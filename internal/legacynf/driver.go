@@ -61,7 +61,9 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, err
 	}
 	var undo kind.Undo
-	fail := func(err error) (func() error, error) { return undo.Fail(fmt.Errorf("legacy nf %s: %w", node.Name, err)) }
+	fail := func(err error) (func() error, error) {
+		return undo.Fail(fmt.Errorf("legacy nf %s: %w", node.Name, err))
+	}
 	ok, err := tablesCurrent(ctx, ns, c)
 	if err != nil {
 		return fail(err)
