@@ -13,6 +13,13 @@ ensure_bpffs
 
 echo "== go $(go env GOVERSION)"
 go mod download
+echo "== gofmt"
+unformatted=$(gofmt -l cmd internal test)
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
 echo "== go vet ./... (and -tags bench: the live benchmark checks must build)"
 go vet ./...
 go vet -tags bench ./test/e2e/
