@@ -212,6 +212,9 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if len(stages) == 0 {
 		return nil, nil
 	}
+	if _, err := os.Stat(filepath.Join(dir, MapConfig)); err != nil {
+		return []string{"pipeline maps not pinned at " + dir}, nil // Check creates nothing
+	}
 	m, err := OpenMaps(dir)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
