@@ -306,8 +306,8 @@ func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 // Counters reads the per-stage outcome counters ("stage/end/redirect").
 func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
 	dir := NodeDir(ns)
-	if _, err := os.Stat(dir); err != nil {
-		return nil, nil
+	if _, err := os.Stat(filepath.Join(dir, MapConfig)); err != nil {
+		return nil, nil // never applied: nothing counted
 	}
 	m, err := OpenMaps(dir)
 	if err != nil {
