@@ -8,7 +8,9 @@
  * (TC_ACT_OK), whose seg6local route for the same SID is the slow path,
  * counting why in pass_counters. Malformed SRHs the kernel drops too are
  * dropped and counted by reason (lib/counters.h). Everything not to a
- * SID passes untouched, so the program can sit on any interface.
+ * SID goes on untouched with TC_ACT_UNSPEC, so the program can sit on any
+ * interface and the tcx programs after it (the node's pipeline order,
+ * lib/pipeline.h) still see those packets; TC_ACT_OK would end the chain.
  */
 #include "common.h"
 #include "counters.h"
@@ -86,7 +88,7 @@ int srchain_end(struct __sk_buff *skb)
 	int verdict;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 
 	p.data = (void *)(long)skb->data;
 	p.data_end = (void *)(long)skb->data_end;
@@ -94,17 +96,17 @@ int srchain_end(struct __sk_buff *skb)
 	if (!ip6) {
 		/* Non-linear head: make the headers readable, then retry. */
 		if (bpf_skb_pull_data(skb, 0))
-			return TC_ACT_OK;
+			return TC_ACT_UNSPEC;
 		p.data = (void *)(long)skb->data;
 		p.data_end = (void *)(long)skb->data_end;
 		ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
 		if (!ip6)
-			return TC_ACT_OK; /* not even an IPv6 header: the stack drops it */
+			return TC_ACT_UNSPEC; /* not even an IPv6 header: the stack drops it */
 	}
 
 	sid = sid_lookup(&ip6->daddr);
 	if (!sid)
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	/* IP bytes, as the kernel's seg6local counters and ip6tables. */
 	count_sid(sid->counter, skb->len - p.l3off);
 

@@ -21,6 +21,7 @@ import (
 // tc verdicts (linux/pkt_cls.h).
 const (
 	tcActOK       = 0
+	tcActUnspec   = 0xffffffff // TC_ACT_UNSPEC: not a SID, on down the tcx chain
 	tcActShot     = 2
 	tcActRedirect = 7
 )
@@ -304,7 +305,7 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 		// Issue 8: a SID with ARGS bits is matched on LOC+FUNCT (the
 		// map holds it masked); the exact lookup used to miss it.
 		{name: "end sid with ARGS", ip: srv6Pkt(t, argsDA, 64, srhFor(argsDA, routed, routed2)), want: tcActRedirect, expect: "redirect"},
-		{name: "outside the ARGS sid", ip: srv6Pkt(t, netip.MustParseAddr("fc00:1::2d5"), 64, srhFor(netip.MustParseAddr("fc00:1::2d5"), routed)), want: tcActOK, expect: "untouched"},
+		{name: "outside the ARGS sid", ip: srv6Pkt(t, netip.MustParseAddr("fc00:1::2d5"), 64, srhFor(netip.MustParseAddr("fc00:1::2d5"), routed)), want: tcActUnspec, expect: "untouched"},
 		{name: "end behind destination options", ip: withDestOpt(valid), want: tcActRedirect, expect: "redirect"},
 		{name: "end behind hop-by-hop -> kernel", ip: withHBH(valid), pass: "hop-by-hop"},
 		{name: "end no route -> kernel", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, noRoute)), pass: "fib", fib: "not-forwarded"},
@@ -320,10 +321,10 @@ func endTestCases(t *testing.T, env *testEnv) []tcase {
 		{name: "next SID local -> kernel", ip: srv6Pkt(t, sidEnd, 64, srhFor(sidEnd, sidEndX, routed2)), pass: "next-local"},
 		{name: "next SID local, hop limit 1 -> kernel", ip: srv6Pkt(t, sidEnd, 1, srhFor(sidEnd, sidEndX, routed2)), pass: "hop-limit"},
 		{name: "SL = last entry + 1", ip: reducedPkt, want: tcActRedirect, expect: "custom", custom: reducedWant},
-		{name: "not a sid", ip: srv6Pkt(t, routed, 64, srhFor(routed, routed2)), want: tcActOK, expect: "untouched"},
-		{name: "plain ipv6 not a sid", ip: srv6.UDP6(srcAddr, routed, 1, 2, []byte("x")), want: tcActOK, expect: "untouched"},
-		{name: "ipv4", frame: srv6.Ether(nhMAC, inMAC, srv6.EtherTypeIPv4, srv6.UDP4(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), 1, 2, []byte("x"))), want: tcActOK, expect: "untouched"},
-		{name: "arp", frame: srv6.Ether(nhMAC, inMAC, 0x0806, make([]byte, 28)), want: tcActOK, expect: "untouched"},
+		{name: "not a sid", ip: srv6Pkt(t, routed, 64, srhFor(routed, routed2)), want: tcActUnspec, expect: "untouched"},
+		{name: "plain ipv6 not a sid", ip: srv6.UDP6(srcAddr, routed, 1, 2, []byte("x")), want: tcActUnspec, expect: "untouched"},
+		{name: "ipv4", frame: srv6.Ether(nhMAC, inMAC, srv6.EtherTypeIPv4, srv6.UDP4(netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), 1, 2, []byte("x"))), want: tcActUnspec, expect: "untouched"},
+		{name: "arp", frame: srv6.Ether(nhMAC, inMAC, 0x0806, make([]byte, 28)), want: tcActUnspec, expect: "untouched"},
 		// A frame shorter than an IPv6 header cannot be test-run (the
 		// kernel refuses it); test/e2e sends one through both datapaths.
 		{name: "frame for another host -> kernel", frame: srv6.Ether(nhMAC, inMAC, srv6.EtherTypeIPv6, valid), pass: "not-host"},
@@ -416,7 +417,7 @@ func fixPlenTo(pkt []byte, n uint16) []byte {
 }
 
 // check runs one case through the tc program, or the XDP twin, whose
-// verdicts map from tc's: OK -> PASS, SHOT -> DROP, REDIRECT -> REDIRECT,
+// verdicts map from tc's: OK and UNSPEC -> PASS, SHOT -> DROP, REDIRECT -> REDIRECT,
 // except End.X, which XDP passes untouched to tc.
 func (env *testEnv) check(t *testing.T, tc tcase, xdp bool) {
 	t.Helper()
@@ -427,7 +428,7 @@ func (env *testEnv) check(t *testing.T, tc tcase, xdp bool) {
 		case tc.pass != "":
 			tc.pass = "" // passed on to tc untouched, counted there
 			tc.want, tc.expect = xdpPass, "untouched"
-		case tc.expect == "neigh", tc.want == tcActOK, tc.xdpPass:
+		case tc.expect == "neigh", tc.want == tcActOK, tc.want == tcActUnspec, tc.xdpPass:
 			tc.want, tc.expect = xdpPass, "untouched"
 		case tc.want == tcActShot:
 			tc.want = xdpDrop
