@@ -342,8 +342,10 @@ func fwDiffPacket0(r *rand.Rand) []byte {
 // TestFirewallVsIP6tables feeds the same random SRv6 packets to the
 // kernel's ip6tables -m srh (raw PREROUTING of a namespace that forwards
 // survivors to a sink) and to srchain's firewall in advanced mode with
-// the same rules (BPF test run), and requires the same accept/drop
-// decision for every packet.
+// the same rules (BPF test run of the tc program and, in an object of its
+// own so that the rule counters compared with ip6tables' count each
+// packet once, of the XDP pipeline stage), and requires the same
+// accept/drop decision for every packet.
 func TestFirewallVsIP6tables(t *testing.T) {
 	fwNeedRoot(t)
 	testutil.RequireTool(t, "ip6tables-legacy-restore")
@@ -399,6 +401,11 @@ func TestFirewallVsIP6tables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fw.Close()
+	fwx, err := firewall.LoadCapacity(firewall.Config{Mode: firewall.Advanced}, firewall.Capacity{Bitmaps: 4096, Prefixes: 4096, XDP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fwx.Close()
 	// Pinned, so `srchain firewall counters --pin` reads the counters
 	// compared with ip6tables' below.
 	pin := fmt.Sprintf("/sys/fs/bpf/srct-f%d-diff", os.Getpid())
@@ -434,8 +441,10 @@ func TestFirewallVsIP6tables(t *testing.T) {
 				t.Fatalf("mutation %s: %v", fwClassNames[c], err)
 			}
 		}
-		if err := fw.Update(firewall.Config{Mode: firewall.Advanced, Rules: rules}); err != nil {
-			t.Fatal(err)
+		for _, f := range []*firewall.Firewall{fw, fwx} {
+			if err := f.Update(firewall.Config{Mode: firewall.Advanced, Rules: rules}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// Hop limit 64: the test's packets, not the namespace's own
 		// ND/MLD (255, 1), which would make the counters differ.
@@ -496,6 +505,13 @@ func TestFirewallVsIP6tables(t *testing.T) {
 				t.Fatal(err)
 			}
 			want[id] = ret != 2 // not TC_ACT_SHOT
+			xret, err := fwx.XDPProgram().Run(&ebpf.RunOptions{Data: frame})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if xdpAccept := xret != 1; xdpAccept != want[id] { // 1: XDP_DROP
+				t.Errorf("packet %d: xdp stage verdict %d, tc verdict %d\n%x", id, xret, ret, b)
+			}
 			if err := unix.Sendto(tx, frame, 0, &unix.SockaddrLinklayer{Ifindex: iOut}); err != nil {
 				t.Fatalf("send: %v", err)
 			}
