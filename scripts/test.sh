@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 need_root
 find_go
 ensure_packages clang llvm libbpf-dev bpftool nftables iptables tcpdump \
-	python3-scapy netsniff-ng iperf3 ethtool iproute2 iputils-ping prometheus
+	python3-scapy netsniff-ng iperf3 ethtool iproute2 iputils-ping prometheus frr
 ensure_bpffs
 
 echo "== go $(go env GOVERSION)"

@@ -109,6 +109,9 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 	if err := c.xdp(); err != nil {
 		return nil, err
 	}
+	if err := c.bgp(); err != nil {
+		return nil, err
+	}
 	for _, n := range s.Nodes {
 		sn := c.nodes[n.Name]
 		sortNode(sn)
@@ -200,12 +203,16 @@ func (c *compiler) tunsrc(n spec.Node) {
 
 // routerRoutes gives a router a route to every prefix it is not attached
 // to, via the first hop of its BFS shortest path to the nearest owner
-// (ties broken by node name).
+// (ties broken by node name); under `routing: bgp` not to the locators.
 func (c *compiler) routerRoutes(n spec.Node) {
 	sn := c.nodes[n.Name]
 	tree := c.s.ShortestPaths(n.Name)
+	var learned map[netip.Prefix]bool
+	if c.s.Routing == spec.RoutingBGP {
+		learned = c.locators() // BGP carries them (bgp.go)
+	}
 	for p, owners := range c.owners {
-		if slices.Contains(owners, n.Name) {
+		if slices.Contains(owners, n.Name) || learned[p] {
 			continue
 		}
 		owner, ok := tree.Nearest(owners)

@@ -36,7 +36,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/bgp"
 	"github.com/srchain/srchain/internal/flock"
+	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -421,9 +423,20 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
 		}
 	}
+	// routing: bgp: the lab is up when every router has learned the
+	// locators (the probes would fail before).
+	wctx, cancel := context.WithTimeout(ctx, BGPConvergence)
+	defer cancel()
+	if err := bgp.Converged(wctx, nss, net.Nodes); err != nil {
+		return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
+	}
 	log.Debug("lab up", "nodes", len(net.Nodes), "links", len(net.Links))
 	return rec, nil
 }
+
+// BGPConvergence bounds how long Up waits for `routing: bgp` routers to
+// learn each other's locators.
+const BGPConvergence = 30 * time.Second
 
 // ErrBusy: the lab is being created by a running Up.
 var ErrBusy = errors.New("lab is being created")
@@ -661,6 +674,8 @@ func down(ctx context.Context, lab string, opts Options) error {
 	}
 	slices.Sort(names)
 	for _, ns := range names {
+		// Daemons first (FRR): they would keep the namespace alive.
+		errs = append(errs, kind.StopDaemons(ns))
 		if err := os.RemoveAll(apply.PinRoot + "/" + ns); err != nil {
 			errs = append(errs, fmt.Errorf("remove pins of %s: %w", ns, err))
 		}

@@ -19,11 +19,14 @@ type Spec struct {
 	// Name names the lab; it prefixes namespace names, so it is short.
 	Name      string    `yaml:"name"`
 	SIDFormat SIDFormat `yaml:"sid_format"`
-	Nodes     []Node    `yaml:"nodes"`
-	Links     []Link    `yaml:"links"`
-	NFs       []NF      `yaml:"nfs"`
-	Chains    []Chain   `yaml:"chains"`
-	Traffic   []Probe   `yaml:"traffic"`
+	// Routing is how routers learn each other's locators: RoutingStatic
+	// (the default: routes the compiler computes) or RoutingBGP.
+	Routing string  `yaml:"routing"`
+	Nodes   []Node  `yaml:"nodes"`
+	Links   []Link  `yaml:"links"`
+	NFs     []NF    `yaml:"nfs"`
+	Chains  []Chain `yaml:"chains"`
+	Traffic []Probe `yaml:"traffic"`
 
 	// File is the path the spec was read from, used in error messages.
 	File string `yaml:"-"`
@@ -60,10 +63,22 @@ func (f CSIDFormat) PerContainer() int {
 	return (128 - f.BlockBits) / f.NodeFunctionBits
 }
 
+// Values of Spec.Routing.
+const (
+	// RoutingStatic: the compiler gives every router a route to every
+	// locator and link subnet (shortest paths).
+	RoutingStatic = "static"
+	// RoutingBGP: the locators are advertised and learned with BGP
+	// (FRR on every router, eBGP on every router-router link); link
+	// subnets stay static (docs/spec.md "Routing").
+	RoutingBGP = "bgp"
+)
+
 // Node roles.
 const (
 	RoleHost   = "host"
 	RoleRouter = "router"
+
 	// RoleLegacyNF is an SR-unaware network function (seed 001): its
 	// own namespace with one or two links to the router of the SR
 	// proxy that serves it, IP forwarding on, default routes back to

@@ -105,4 +105,7 @@ func (v *validator) top() {
 	if len(s.Nodes) == 0 {
 		v.add("nodes", "at least one node is required")
 	}
+	if s.Routing != "" && s.Routing != RoutingStatic && s.Routing != RoutingBGP {
+		v.add("routing", "routing must be %q or %q, got %s", RoutingStatic, RoutingBGP, Clip(s.Routing))
+	}
 }

@@ -65,3 +65,24 @@ func TestLongNamesClipped(t *testing.T) {
 		}
 	}
 }
+
+// TestRouting: routing is static (default) or bgp; anything else is an
+// error at the field.
+func TestRouting(t *testing.T) {
+	for _, c := range []struct {
+		routing string
+		bad     bool
+	}{{"", false}, {"static", false}, {"bgp", false}, {"ospf", true}, {"BGP", true}} {
+		doc := twoNodes("t", "eth0")
+		if c.routing != "" {
+			doc += "routing: " + c.routing + "\n"
+		}
+		errs := validate(t, doc)
+		switch {
+		case c.bad && (len(errs) != 1 || errs[0].Path != "routing"):
+			t.Errorf("routing %q: %v, want one error at routing", c.routing, errs)
+		case !c.bad && len(errs) != 0:
+			t.Errorf("routing %q: %v", c.routing, errs)
+		}
+	}
+}

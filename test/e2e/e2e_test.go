@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/kind"
 	_ "github.com/srchain/srchain/internal/kinds/all" // every NF kind, as the CLI
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
@@ -121,6 +122,7 @@ func removeLab(t *testing.T, net *state.Network, opts lab.Options) {
 	_ = lab.Down(context.Background(), net.Name, opts)
 	for _, n := range net.Nodes {
 		name := lab.NSName(net.Name, n.Name)
+		_ = kind.StopDaemons(name) // FRR of routing: bgp, if Down failed
 		_ = os.RemoveAll("/sys/fs/bpf/srchain/netns/" + name)
 		if err := netns.Delete(name); err != nil {
 			t.Errorf("cleanup: %v", err)

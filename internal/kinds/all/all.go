@@ -4,6 +4,7 @@
 package all
 
 import (
+	_ "github.com/srchain/srchain/internal/bgp"             // BGP speaker (routing: bgp), seed 004 / issue 12
 	_ "github.com/srchain/srchain/internal/ingress"         // eBPF ingress program (ingress: ebpf)
 	_ "github.com/srchain/srchain/internal/kinds/end"       // forward (End, End.X) and the End program
 	_ "github.com/srchain/srchain/internal/kinds/firewall"  // SERA firewall, seed 000
