@@ -16,6 +16,10 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
 	spec=$1
 	shift
 fi
+# routing: bgp runs FRR in the routers (docs/spec.md "Routing").
+if grep -qE '^routing:[[:space:]]*bgp' "$spec"; then
+	ensure_packages frr
+fi
 
 echo "== building bin/srchain"
 go build -o bin/srchain ./cmd/srchain
