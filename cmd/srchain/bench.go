@@ -24,7 +24,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark the data plane against kernel baselines (ratios in one run)",
 	}
-	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd(), benchControlCmd())
+	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd(), benchControlCmd(), benchAPICmd())
 	return benchCmd
 }
 
@@ -198,5 +198,50 @@ over rounds. Needs root; each lab is removed when its round ends.`,
 	f.IntVar(&rounds, "rounds", 3, "rounds per chain count")
 	f.BoolVar(&asJSON, "json", false, "print every round as JSON")
 	f.StringVar(&o.StateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
+	return cmd
+}
+
+func benchAPICmd() *cobra.Command {
+	var chains string
+	var asJSON bool
+	o := bench.APIOptions{Prefix: fmt.Sprintf("ab%d", os.Getpid()%100000)}
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "Time the northbound API with real agents: deploy n chains, then one chain change to the datapath",
+		Long: `api runs the controller (srchain serve's API on an embedded etcd) and one
+agent per node of the control bench's spec (h1 - r1 - r2 - r3 - h2), all in
+this process, each agent applying its own network namespace. Per round it
+times PUT /v1/spec with n chains until every agent reports the desired
+generation applied, then --changes times PUT /v1/chains/<c> (one chain
+gains or loses an NF) until the ingress's kernel route for that chain
+carries the new segment list. It prints the median, min .. max and the
+99th percentile. Needs root; everything is removed when a round ends.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range strings.Split(chains, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("parse chain count %q: %w", f, bench.ErrBadOptions)
+				}
+				o.Chains = append(o.Chains, n)
+			}
+			pts, err := bench.RunAPI(cmd.Context(), o)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if jerr := enc.Encode(pts); jerr != nil {
+					return errors.Join(err, jerr)
+				}
+			} else if werr := bench.WriteAPI(cmd.OutOrStdout(), pts); werr != nil {
+				return errors.Join(err, werr)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&chains, "chains", "100,1000,10000", "comma-separated chain counts")
+	f.IntVar(&o.Rounds, "rounds", 3, "rounds per chain count")
+	f.IntVar(&o.Changes, "changes", 20, "chain changes timed per round")
+	f.BoolVar(&asJSON, "json", false, "print every sample as JSON")
 	return cmd
 }
