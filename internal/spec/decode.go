@@ -129,6 +129,12 @@ type decoder struct {
 	errs  []error
 	nodes int
 	lines [][]byte // the source, for tagOK
+	// runes caches the characters of the non-ASCII lines srcAt looked at
+	// (columns count characters); ASCII lines are indexed directly. A JSON
+	// document (the API's) is one line of megabytes: converting it per
+	// scalar made decoding quadratic.
+	runes map[int][]rune
+	ascii map[int]bool // per line: only ASCII characters
 }
 
 var (
@@ -296,11 +302,45 @@ func (d *decoder) srcAt(n *yaml.Node) byte {
 	if n.Line < 1 || n.Line > len(d.lines) {
 		return 0
 	}
-	l := []rune(string(d.lines[n.Line-1])) // columns count characters
-	if n.Column < 1 || n.Column > len(l) {
+	b := d.lines[n.Line-1]
+	if n.Column < 1 {
+		return 0
+	}
+	ascii, ok := d.ascii[n.Line]
+	if !ok {
+		ascii = isASCII(b)
+		if d.ascii == nil {
+			d.ascii = map[int]bool{}
+		}
+		d.ascii[n.Line] = ascii
+	}
+	if ascii {
+		if n.Column > len(b) {
+			return 0
+		}
+		return b[n.Column-1]
+	}
+	l, ok := d.runes[n.Line]
+	if !ok {
+		l = []rune(string(b))
+		if d.runes == nil {
+			d.runes = map[int][]rune{}
+		}
+		d.runes[n.Line] = l
+	}
+	if n.Column > len(l) {
 		return 0
 	}
 	return byte(min(l[n.Column-1], 0x7f))
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // expand copies n with every alias replaced by a copy of its anchored

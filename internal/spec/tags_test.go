@@ -28,6 +28,16 @@ func TestExplicitTagsRefused(t *testing.T) {
 			t.Errorf("%s: got %v, want a YAML tag error", tc.name, err)
 		}
 	}
+	// Columns count characters: a tag after multi-byte ones on the same
+	// line (a flow mapping, as in one-line JSON-like documents) is found.
+	for _, doc := range []string{
+		"name: x\nnodes: [{name: \"h\u00e4\", role: ! host}]\n",
+		"name: x\nnodes: [{name: \"h\", role: ! host}]\n",
+	} {
+		if _, err := Parse([]byte(doc), "f.yaml"); err == nil || !strings.Contains(err.Error(), "YAML tag") {
+			t.Errorf("%q: got %v, want a YAML tag error", doc, err)
+		}
+	}
 	// Core-schema tags stay allowed.
 	src := strings.Replace(string(b), "name: sera-fw", "name: !!str sera-fw", 1)
 	if _, err := Parse([]byte(src), "f.yaml"); err != nil {
