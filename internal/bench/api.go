@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/agent"
 	"github.com/srchain/srchain/internal/controller"
@@ -295,12 +294,11 @@ func (w *apiWorld) inSync(ctx context.Context, nodes []state.Node, limit time.Du
 	return nil
 }
 
-// segCount is the number of segments of the seg6 encap route to dst in
-// ns's main table (0: no such route).
+// segCount is the number of segments of the seg6 encap route that
+// matches dst in ns (0: another route, or none): one RTM_GETROUTE with
+// RTM_F_FIB_MATCH, not a dump of the 10,000-route table per poll.
 func segCount(ns *netns.NS, dst netip.Prefix) (int, error) {
-	d := &net.IPNet{IP: dst.Addr().AsSlice(), Mask: net.CIDRMask(dst.Bits(), 128)}
-	rs, err := ns.Netlink().RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Dst: d, Table: unix.RT_TABLE_MAIN},
-		netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	rs, err := ns.Netlink().RouteGetWithOptions(dst.Addr().AsSlice(), &netlink.RouteGetOptions{FIBMatch: true})
 	if err != nil {
 		return 0, fmt.Errorf("read route %s: %w", dst, err)
 	}
