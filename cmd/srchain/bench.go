@@ -24,7 +24,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark the data plane against kernel baselines (ratios in one run)",
 	}
-	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd(), benchControlCmd(), benchAPICmd())
+	benchCmd.AddCommand(benchListCmd(), benchRunCmd(), benchReportCmd(), benchControlCmd(), benchAPICmd(), benchFwStateCmd())
 	return benchCmd
 }
 
@@ -243,5 +243,57 @@ carries the new segment list. It prints the median, min .. max and the
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds per chain count")
 	f.IntVar(&o.Changes, "changes", 20, "chain changes timed per round")
 	f.BoolVar(&asJSON, "json", false, "print every sample as JSON")
+	return cmd
+}
+
+func benchFwStateCmd() *cobra.Command {
+	var ks, out string
+	var chains int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fwstate",
+		Short: "Count forwarding entries per router on k-ary fat trees: source routing vs rule-based (seed 004 Fig. 3)",
+		Long: `fwstate generates a k-ary fat tree per --k (every switch a router, one
+forward NF per edge switch, --chains chains each entering at one rack,
+crossing the NFs of two others and leaving at a fourth), compiles it and
+counts the forwarding entries per router: with source routing (srchain: the
+ingress's SR policies, locator routes, local SIDs) and with rule-based
+chaining (one entry per chain at every hop of its path). It prints a table
+and, with --out, writes fwstate.svg there. No root needed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var kv []int
+			for _, f := range strings.Split(ks, ",") {
+				k, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("parse k %q: %w", f, bench.ErrBadOptions)
+				}
+				kv = append(kv, k)
+			}
+			pts, err := bench.RunFwState(kv, chains)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return fmt.Errorf("create %s: %w", out, err)
+				}
+				if err := os.WriteFile(filepath.Join(out, "fwstate.svg"), []byte(bench.FwStateSVG(pts)), 0o644); err != nil {
+					return fmt.Errorf("write plot: %w", err)
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(pts)
+			}
+			return bench.WriteFwState(cmd.OutOrStdout(), pts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&ks, "k", "4,6,8,10,12,14,16", "comma-separated fat-tree sizes (even, 4..32)")
+	f.IntVar(&chains, "chains", 1000, "chains placed across racks")
+	f.StringVar(&out, "out", "", "directory for fwstate.svg")
+	f.BoolVar(&asJSON, "json", false, "print the points as JSON")
 	return cmd
 }

@@ -7,34 +7,106 @@ import (
 	"io"
 	"net/netip"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/fwstate"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
 
 func newPlanCmd(e *env) *cobra.Command {
 	var node string
-	var asJSON bool
+	var asJSON, stats bool
+	var fatTree, chains int
 	cmd := &cobra.Command{
 		Use:   "plan FILE",
 		Short: "Print the desired state the compiler produces, per node",
 		Long: "plan validates and compiles FILE and prints, for every node (or only --node),\n" +
 			"its interfaces, sysctls, routes, SR policies, SIDs, rules and eBPF programs,\n" +
-			"in iproute2-like notation. --json prints the state the applier consumes, secrets redacted.",
-		Args: cobra.ExactArgs(1),
+			"in iproute2-like notation. --json prints the state the applier consumes, secrets redacted.\n" +
+			"--stats prints instead the forwarding entries per node with source routing\n" +
+			"(srchain) and with rule-based chaining (one entry per chain per hop; seed 004\n" +
+			"Fig. 3); --fat-tree K --chains N plans a generated k-ary fat tree instead of FILE.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if fatTree > 0 {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, net, err := loadAndCompile(args[0])
+			var s *spec.Spec
+			var net *state.Network
+			var err error
+			file := ""
+			if fatTree > 0 {
+				file = fmt.Sprintf("fat-tree k=%d", fatTree)
+				s, net, err = fatTreeSpec(fatTree, chains)
+			} else {
+				file = args[0]
+				s, net, err = loadAndCompile(file)
+			}
 			if err != nil {
 				return specProblems(cmd, err)
 			}
-			return writePlan(cmd.OutOrStdout(), s, net, node, asJSON, args[0])
+			if stats {
+				return writeStats(cmd.OutOrStdout(), s, net, asJSON)
+			}
+			return writePlan(cmd.OutOrStdout(), s, net, node, asJSON, file)
 		},
 	}
 	cmd.Flags().StringVar(&node, "node", "", "print only this node")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the desired state as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the desired state (with --stats: the counts) as JSON")
+	cmd.Flags().BoolVar(&stats, "stats", false, "print forwarding entries per node: source routing vs rule-based")
+	cmd.Flags().IntVar(&fatTree, "fat-tree", 0, "plan a generated k-ary fat tree (k even, 4..32) instead of FILE")
+	cmd.Flags().IntVar(&chains, "chains", 1000, "with --fat-tree: chains placed across racks")
 	return cmd
+}
+
+func fatTreeSpec(k, chains int) (*spec.Spec, *state.Network, error) {
+	doc, err := fwstate.FatTree(k, chains, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := spec.Parse(doc, fmt.Sprintf("fat-tree-%d.yaml", k))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, nil, err
+	}
+	net, err := compile.Compile(s)
+	return s, net, err
+}
+
+// writeStats prints fwstate's counts per node and the routers' summary.
+func writeStats(out io.Writer, s *spec.Spec, net *state.Network, asJSON bool) error {
+	es, err := fwstate.Count(s, net)
+	if err != nil {
+		return err
+	}
+	sum := fwstate.Summarize(es)
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Nodes   []fwstate.Entries `json:"nodes"`
+			Summary fwstate.Summary   `json:"summary"`
+		}{es, sum})
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "node\trole\tsource routing\t(ingress\tlocators\tsids)\trule-based")
+	for _, e := range es {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", e.Node, e.Role, e.SourceRouting(), e.Ingress, e.Locators, e.SIDs, e.RuleBased)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%d chains, %d routers: per router max %d / mean %.1f entries with source routing, max %d / mean %.1f rule-based (totals %d / %d)\n",
+		len(s.Chains), sum.Routers, sum.SRMax, sum.SRMean, sum.RBMax, sum.RBMean, sum.SRTotal, sum.RBTotal)
+	return err
 }
 
 // writePlan prints net (only node, when given) as text or JSON, with
