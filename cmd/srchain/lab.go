@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,24 +46,37 @@ func newLabCmd(e *env) *cobra.Command {
 	}
 	labCmd.PersistentFlags().StringVar(&e.stateDir, "state-dir", "", "lab records directory (default "+lab.DefaultStateDir+")")
 
-	labCmd.AddCommand(&cobra.Command{
+	var agents bool
+	upCmd := &cobra.Command{
 		Use:   "up FILE",
 		Short: "Validate, compile and deploy FILE as a lab",
-		Args:  cobra.ExactArgs(1),
+		Long: "up validates and compiles FILE, makes one network namespace per node and the\n" +
+			"links, and applies every node. With --agents the nodes are applied the way a\n" +
+			"deployment does it: `srchain serve` (embedded etcd on loopback) and one\n" +
+			"`srchain agent` per node start as processes of the lab, FILE is submitted\n" +
+			"through the API, and up returns when every agent has applied its node.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, net, err := loadAndCompile(args[0])
 			if err != nil {
 				return specProblems(cmd, err)
 			}
-			rec, err := lab.Up(cmd.Context(), net, lab.UpOptions{Options: e.labOpts(), Source: args[0]})
+			rec, err := lab.Up(cmd.Context(), net, lab.UpOptions{Options: e.labOpts(), Source: args[0], SkipApply: agents})
 			if err != nil {
 				return err
+			}
+			if agents {
+				if err := startAgents(cmd.Context(), cmd.OutOrStdout(), rec, net, args[0], e.labOpts()); err != nil {
+					return errors.Join(err, lab.Down(context.WithoutCancel(cmd.Context()), rec.Name, e.labOpts()))
+				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lab %s up: %d nodes, %d links\n", rec.Name, len(rec.Namespaces), len(rec.Links))
 			fmt.Fprintf(cmd.OutOrStdout(), "  srchain lab status %s\n  srchain lab exec %s NODE -- CMD...\n  srchain lab down %s\n", rec.Name, rec.Name, rec.Name)
 			return nil
 		},
-	})
+	}
+	upCmd.Flags().BoolVar(&agents, "agents", false, "apply through srchain serve and one srchain agent process per node")
+	labCmd.AddCommand(upCmd)
 
 	labCmd.AddCommand(&cobra.Command{
 		Use:   "down NAME|FILE",

@@ -365,7 +365,15 @@ type UpOptions struct {
 	Options
 	// Source is recorded for `lab status` (the spec file).
 	Source string
+	// SkipApply makes the namespaces and links only: agents apply the
+	// nodes (`lab up --agents`).
+	SkipApply bool
 }
+
+// AgentsDir is where `lab up --agents` keeps the lab's controller data
+// (embedded etcd, token), the agents' state files and the logs; Down
+// removes it.
+func AgentsDir(o Options, lab string) string { return filepath.Join(o.dir(), lab+".agents") }
 
 // Up builds the lab for net: namespaces, links, then every node's state.
 // On failure it removes what it made. A lab of the same name must not exist.
@@ -416,6 +424,9 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 		}
 	}
 	for _, n := range net.Nodes {
+		if opts.SkipApply {
+			break
+		}
 		if err := ctx.Err(); err != nil {
 			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
 		}
@@ -425,10 +436,12 @@ func Up(ctx context.Context, net *state.Network, opts UpOptions) (*Record, error
 	}
 	// routing: bgp: the lab is up when every router has learned the
 	// locators (the probes would fail before).
-	wctx, cancel := context.WithTimeout(ctx, BGPConvergence)
-	defer cancel()
-	if err := bgp.Converged(wctx, nss, net.Nodes); err != nil {
-		return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
+	if !opts.SkipApply {
+		wctx, cancel := context.WithTimeout(ctx, BGPConvergence)
+		defer cancel()
+		if err := bgp.Converged(wctx, nss, net.Nodes); err != nil {
+			return fail(fmt.Errorf("lab up %s: %w", net.Name, err))
+		}
 	}
 	log.Debug("lab up", "nodes", len(net.Nodes), "links", len(net.Links))
 	return rec, nil
@@ -685,6 +698,9 @@ func down(ctx context.Context, lab string, opts Options) error {
 		return fmt.Errorf("lab down %s: %w", lab, err)
 	}
 	if err := os.Remove(statePath(opts, lab)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lab down %s: %w", lab, err)
+	}
+	if err := os.RemoveAll(AgentsDir(opts, lab)); err != nil {
 		return fmt.Errorf("lab down %s: %w", lab, err)
 	}
 	if err := os.Remove(recordPath(opts, lab)); err != nil && !errors.Is(err, fs.ErrNotExist) {
