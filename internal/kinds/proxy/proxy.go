@@ -258,11 +258,12 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 	if nf.SID.IsValid() && s.SIDFormat.ArgsBits > 0 && s.SIDFormat.WithArgs(nf.SID, 0) != nf.SID {
 		errs = append(errs, s.ErrorAt(np+".sid", nil, "SID %s has ARGS bits set: a proxy SID takes no arguments", nf.SID))
 	}
-	if n := s.Node(nf.Node); n != nil && n.EBPFDatapath() {
-		errs = append(errs, s.ErrorAt(np+".node", nil, "router %q has datapath %s: its End program and the proxy programs each end the tcx chain for packets they pass, so one would hide the other's SIDs; serve proxies from a datapath: kernel router (docs/proxy.md, Limits)", nf.Node, n.Datapath))
-	}
+	// A datapath: ebpf or xdp router is fine: its End program hands on
+	// (TC_ACT_UNSPEC) every packet not to one of its own SIDs, the proxy
+	// SIDs and the plain packets back from the legacy NF included, and a
+	// proxy keeps the node's End at tc (docs/pipeline.md).
 	if n := s.Node(nf.Node); n != nil && n.Ingress == spec.IngressEBPF {
-		errs = append(errs, s.ErrorAt(np+".node", nil, "router %q has ingress: ebpf, whose program would share the tcx hook with the proxy programs, which end the chain for packets they pass; serve proxies from a router with ingress: kernel (docs/proxy.md, Limits)", nf.Node))
+		errs = append(errs, s.ErrorAt(np+".node", nil, "router %q has ingress: ebpf, whose classifier would also see the plain packets coming back from the legacy NFs and could steer them into a chain again; serve proxies from a router with ingress: kernel (docs/proxy.md, Limits)", nf.Node))
 	}
 	for i := range s.NFs {
 		o := &s.NFs[i]

@@ -68,7 +68,6 @@ func TestCheckErrors(t *testing.T) {
 		{"insert mode", "    nfs: [svc]\n", "    nfs: [svc]\n    mode: insert\n    egress_behavior: \"\"\n", []string{`chains[3].nfs[0]: end.as cannot serve insert mode chain "svc6"`}},
 		{"two proxies in a row", "    nfs: [nat]\n", "    nfs: [nat, fw-out]\n", []string{`chains[2].nfs[1]: proxy "fw-out" follows proxy "nat" on the same router "proxy"`}},
 		{"to_nf", "to_nf: eth3, from_nf: eth2", "to_nf: eth9, from_nf: eth2", []string{`nfs[1].config.to_nf: router "proxy" has no link to legacy NF "fw" on interface "eth9"`}},
-		{"ebpf router", "  - {name: proxy, role: router, locator: \"fc00:2::/64\"}", "  - {name: proxy, role: router, locator: \"fc00:2::/64\", datapath: ebpf}", []string{`nfs[0].node: router "proxy" has datapath ebpf`}},
 		{"ebpf ingress", "  - {name: proxy, role: router, locator: \"fc00:2::/64\"}", "  - {name: proxy, role: router, locator: \"fc00:2::/64\", ingress: ebpf}", []string{`nfs[0].node: router "proxy" has ingress: ebpf`}},
 		{"legacy ruleset", "          meta l4proto udp counter masquerade\n", "          meta l4proto udp counter masqueradex\n", []string{"proxy.yaml:60:0: nodes[6].legacy_nf.ruleset: ruleset line 3: nft: Error"}},
 	} {
