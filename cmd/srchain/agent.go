@@ -24,6 +24,7 @@ type agentOptions struct {
 	metricsListen         string
 	etcdEndpoints         []string
 	ttl, resync           time.Duration
+	etcdPKI               string
 }
 
 func newAgentCmd(e *env) *cobra.Command {
@@ -49,6 +50,7 @@ func newAgentCmd(e *env) *cobra.Command {
 	f.StringVar(&o.stateDir, "state-dir", filepath.Join(defaultDataDir, "agent"), "keeps the last applied state across restarts (NODE.json, NODE@NETNS.json)")
 	f.DurationVar(&o.ttl, "lease-ttl", agent.DefaultTTL, "status lease TTL: how long a stopped agent still shows as up")
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "drift check and repair period")
+	f.StringVar(&o.etcdPKI, "etcd-pki", "", "certificates (`srchain certs`): connect to etcd with mutual TLS as the node's user (DIR/NODE.pem, DIR/NODE-key.pem, DIR/ca.pem)")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address, e.g. 127.0.0.1:9472 (default: off; docs/metrics.md)")
 	_ = cmd.MarkFlagRequired("node")
 	return cmd
@@ -71,11 +73,16 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer ns.Close()
+	tc, err := store.ClientTLS(o.etcdPKI, o.node)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:          o.etcdEndpoints,
 		DialTimeout:        5 * time.Second,
 		MaxCallRecvMsgSize: store.MaxRequestBytes,
 		Context:            ctx,
+		TLS:                tc,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: connect etcd %s: %w", strings.Join(o.etcdEndpoints, ","), err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/srchain/srchain/internal/controller"
 	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/pki"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -22,8 +23,9 @@ import (
 const labAgentsTimeout = 2 * time.Minute
 
 // startAgents is `lab up --agents` after the namespaces and links exist:
-// it starts `srchain serve` (an embedded etcd on loopback, a token of its
-// own) and one `srchain agent --netns` per node as processes of their own,
+// it starts `srchain serve` (an embedded etcd on loopback with mutual TLS
+// and a user per node, a token of its own) and one `srchain agent
+// --netns` per node as processes of their own,
 // all recorded in the lab so that `lab down` stops them, submits the spec
 // through the API and waits until every agent has applied its node. So a
 // lab exercises the distributed path (API, etcd, watch, agent, applier)
@@ -55,7 +57,17 @@ func startAgents(ctx context.Context, out io.Writer, rec *lab.Record, net *state
 		return err
 	}
 	api := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	etcd := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	etcd := fmt.Sprintf("https://127.0.0.1:%d", ports[1])
+	// Mutual TLS with etcd, one etcd user per node: each agent reads its
+	// own node's state only, as in a deployment (docs/controller.md).
+	certs := filepath.Join(dir, "pki")
+	var names []string
+	for _, n := range net.Nodes {
+		names = append(names, n.Name)
+	}
+	if err := pki.Generate(certs, names, nil); err != nil {
+		return fmt.Errorf("start agents: %w", err)
+	}
 	start := func(logName string, args ...string) error {
 		lf, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
@@ -75,7 +87,7 @@ func startAgents(ctx context.Context, out io.Writer, rec *lab.Record, net *state
 		return err
 	}
 	if err := start("serve.log", "serve", "--listen", api, "--data-dir", filepath.Join(dir, "serve"), "--token-file", tokenFile,
-		"--etcd-listen-client", etcd, "--etcd-listen-peer", fmt.Sprintf("http://127.0.0.1:%d", ports[2])); err != nil {
+		"--etcd-listen-client", etcd, "--etcd-listen-peer", fmt.Sprintf("http://127.0.0.1:%d", ports[2]), "--etcd-pki", certs); err != nil {
 		return err
 	}
 	cl := &controller.Client{Server: "http://" + api, Token: token}
@@ -91,7 +103,7 @@ func startAgents(ctx context.Context, out io.Writer, rec *lab.Record, net *state
 	}
 	for _, n := range net.Nodes {
 		if err := start("agent-"+n.Name+".log", "agent", "--node", n.Name, "--netns", rec.Namespaces[n.Name],
-			"--etcd-endpoints", etcd, "--state-dir", filepath.Join(dir, "agent")); err != nil {
+			"--etcd-endpoints", etcd, "--etcd-pki", certs, "--state-dir", filepath.Join(dir, "agent")); err != nil {
 			return err
 		}
 	}
@@ -109,7 +121,8 @@ func startAgents(ctx context.Context, out io.Writer, rec *lab.Record, net *state
 			return err
 		}
 	}
-	fmt.Fprintf(out, "controller http://%s (token in %s), etcd %s, %d agents in sync; logs in %s\n", api, tokenFile, etcd, len(net.Nodes), dir)
+	fmt.Fprintf(out, "controller http://%s (token in %s), etcd %s (mutual TLS, certificates in %s), %d agents in sync; logs in %s\n",
+		api, tokenFile, etcd, certs, len(net.Nodes), dir)
 	return nil
 }
 

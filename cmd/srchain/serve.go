@@ -29,6 +29,7 @@ type serveOptions struct {
 	etcdEndpoints              []string
 	etcdClient, etcdPeer       string
 	tlsCert, tlsKey            string
+	etcdPKI                    string
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -59,6 +60,7 @@ func newServeCmd(e *env) *cobra.Command {
 	f.StringVar(&o.etcdPeer, "etcd-listen-peer", "http://127.0.0.1:2380", "embedded etcd: peer URL")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "key of --tls-cert (PEM)")
+	f.StringVar(&o.etcdPKI, "etcd-pki", "", "certificates (`srchain certs`) for mutual TLS with etcd and per-node etcd users: an agent reads only its node's keys (embedded etcd: --etcd-listen-client must be https://)")
 	return cmd
 }
 
@@ -83,6 +85,7 @@ func runServe(ctx context.Context, o serveOptions, ready func(addr string)) erro
 		// etcd's own log (errors only; it also reports its listeners
 		// closing at every stop as errors) stays out of the API's.
 		LogFile: filepath.Join(o.dataDir, "etcd.log"),
+		PKI:     o.etcdPKI,
 	})
 	if err != nil {
 		return err

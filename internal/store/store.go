@@ -20,6 +20,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,10 +28,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/srchain/srchain/internal/pki"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 )
@@ -87,23 +92,41 @@ type Config struct {
 	// LogFile receives the embedded etcd's log (errors only); empty
 	// means stderr.
 	LogFile string
+	// PKI is a directory of certificates (internal/pki) for mutual TLS
+	// with etcd; empty: plain HTTP on loopback. The embedded etcd then
+	// serves https with client certificate auth and etcd's RBAC on: the
+	// store's client is the root user, and every node whose desired state
+	// it writes gets a user (its certificate's common name) whose role
+	// reaches only that node's keys. User picks this client's certificate
+	// (default pki.RootName).
+	PKI, User string
 }
 
 // Store is an open etcd (embedded or external).
 type Store struct {
 	cli  *clientv3.Client
 	etcd *embed.Etcd
+	// auth: etcd RBAC is on; users holds the nodes that have their user
+	// and role (ensureNode).
+	auth  bool
+	mu    sync.Mutex
+	users map[string]bool
 }
 
 // Open starts the embedded etcd or connects to the external cluster.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if len(cfg.Endpoints) > 0 {
+		tc, err := clientTLS(cfg)
+		if err != nil {
+			return nil, err
+		}
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints:          cfg.Endpoints,
 			DialTimeout:        5 * time.Second,
 			MaxCallSendMsgSize: MaxRequestBytes,
 			MaxCallRecvMsgSize: MaxRequestBytes,
 			Context:            ctx,
+			TLS:                tc,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("connect etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
@@ -115,9 +138,36 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			cli.Close()
 			return nil, fmt.Errorf("reach etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
 		}
-		return &Store{cli: cli}, nil
+		return &Store{cli: cli, auth: tc != nil, users: map[string]bool{}}, nil
 	}
 	return openEmbedded(ctx, cfg)
+}
+
+// clientTLS is the client side of cfg.PKI (nil without one): the CA and
+// cfg.User's certificate.
+func clientTLS(cfg Config) (*tls.Config, error) {
+	return ClientTLS(cfg.PKI, cfg.User)
+}
+
+// ClientTLS is the TLS configuration of an etcd client of user (default
+// pki.RootName) from the certificates in dir (internal/pki); nil, nil for
+// no dir. Agents connect with their node's certificate.
+func ClientTLS(dir, user string) (*tls.Config, error) {
+	cfg := Config{PKI: dir, User: user}
+	if cfg.PKI == "" {
+		return nil, nil
+	}
+	user = cfg.User
+	if user == "" {
+		user = pki.RootName
+	}
+	info := transport.TLSInfo{CertFile: pki.CertFile(cfg.PKI, user), KeyFile: pki.KeyFile(cfg.PKI, user),
+		TrustedCAFile: filepath.Join(cfg.PKI, pki.CAFile)}
+	tc, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load etcd client certificate of %s: %w", user, err)
+	}
+	return tc, nil
 }
 
 func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
@@ -161,6 +211,13 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse etcd peer URL: %w", err)
 	}
+	if cfg.PKI != "" {
+		if cu.Scheme != "https" {
+			return nil, fmt.Errorf("embedded etcd with certificates: client URL %s: want https", client)
+		}
+		ec.ClientTLSInfo = transport.TLSInfo{CertFile: pki.CertFile(cfg.PKI, pki.ServerName), KeyFile: pki.KeyFile(cfg.PKI, pki.ServerName),
+			TrustedCAFile: filepath.Join(cfg.PKI, pki.CAFile), ClientCertAuth: true}
+	}
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
@@ -181,7 +238,75 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("start embedded etcd: %w", ctx.Err())
 	}
 	slog.Debug("embedded etcd ready", "dir", dir, "client", client)
-	return &Store{cli: v3client.New(e.Server), etcd: e}, nil
+	if cfg.PKI == "" {
+		return &Store{cli: v3client.New(e.Server), etcd: e}, nil
+	}
+	// With certificates the store talks to its etcd as the root user,
+	// over TLS (the in-process client carries no identity).
+	tc, err := clientTLS(Config{PKI: cfg.PKI})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, TLS: tc, Context: ctx,
+		MaxCallSendMsgSize: MaxRequestBytes, MaxCallRecvMsgSize: MaxRequestBytes})
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("connect embedded etcd: %w", err)
+	}
+	st := &Store{cli: cli, etcd: e, auth: true, users: map[string]bool{}}
+	if err := st.enableAuth(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// enableAuth turns etcd's RBAC on with a root user that has no password:
+// it authenticates by its certificate's common name only.
+func (s *Store) enableAuth(ctx context.Context) error {
+	if _, err := s.cli.UserAddWithOptions(ctx, pki.RootName, "", &clientv3.UserAddOptions{NoPassword: true}); err != nil &&
+		!errors.Is(err, rpctypes.ErrUserAlreadyExist) && !errors.Is(err, rpctypes.ErrUserEmpty) {
+		if errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrUserNotFound) {
+			return nil // auth is on already (a restart): root works, that is all we need
+		}
+		return fmt.Errorf("add etcd root user: %w", err)
+	}
+	if _, err := s.cli.UserGrantRole(ctx, pki.RootName, "root"); err != nil {
+		return fmt.Errorf("grant etcd root role: %w", err)
+	}
+	if _, err := s.cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("enable etcd auth: %w", err)
+	}
+	return nil
+}
+
+// ensureNode gives node an etcd user (its certificate's common name) and a
+// role that reads and writes only /srchain/v1/nodes/<node>/: an agent
+// sees its own desired state (OPoT keys included) and writes its own
+// status, nothing of another node's.
+func (s *Store) ensureNode(ctx context.Context, node string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.auth || s.users[node] {
+		return nil
+	}
+	role := "node-" + node
+	prefix := NodesPrefix + node + "/"
+	if _, err := s.cli.RoleAdd(ctx, role); err != nil && !errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
+		return fmt.Errorf("add etcd role %s: %w", role, err)
+	}
+	if _, err := s.cli.RoleGrantPermission(ctx, role, prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+		return fmt.Errorf("grant etcd role %s: %w", role, err)
+	}
+	if _, err := s.cli.UserAddWithOptions(ctx, node, "", &clientv3.UserAddOptions{NoPassword: true}); err != nil && !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+		return fmt.Errorf("add etcd user %s: %w", node, err)
+	}
+	if _, err := s.cli.UserGrantRole(ctx, node, role); err != nil {
+		return fmt.Errorf("grant etcd role %s to %s: %w", role, node, err)
+	}
+	s.users[node] = true
+	return nil
 }
 
 // Err reports a fatal error of the embedded etcd (a listener that
@@ -259,6 +384,11 @@ type Write struct {
 // still base (0: no spec yet); otherwise it returns ErrConflict. It
 // returns the new spec revision.
 func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) {
+	for node := range w.Put {
+		if err := s.ensureNode(ctx, node); err != nil {
+			return 0, err
+		}
+	}
 	ops := []clientv3.Op{clientv3.OpPut(SpecKey, string(w.Spec))}
 	for node, b := range w.Put {
 		ops = append(ops, clientv3.OpPut(DesiredKey(node), string(b)))

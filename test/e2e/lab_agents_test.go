@@ -39,7 +39,7 @@ func TestLabAgents(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lab up --agents: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "agents in sync") {
+	if !strings.Contains(string(out), "agents in sync") || !strings.Contains(string(out), "mutual TLS") {
 		t.Errorf("lab up --agents output:\n%s", out)
 	}
 	rec, err := lab.Load(name, opts)
