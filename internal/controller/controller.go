@@ -120,7 +120,7 @@ func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) 
 		if err != nil {
 			return nil, err
 		}
-		states, err := build(doc, specBytes)
+		states, err := build(doc, specBytes, snap)
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +145,11 @@ func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) 
 // build validates the spec and compiles it to the stored form of every
 // node's desired state: a state.Network holding that node and its links,
 // so that an agent checks the format version as every consumer does.
-func build(doc *Doc, specBytes []byte) (map[string][]byte, error) {
+// OPoT chains whose nodes did not change keep the keys stored in prev
+// (every compile draws new ones; compile.KeepOPoTKeys): a write that
+// does not touch a chain's proof does not change its keys under packets
+// in flight, nor its nodes' desired states.
+func build(doc *Doc, specBytes []byte, prev *store.Snapshot) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	if doc.empty() {
 		return out, nil
@@ -157,6 +161,11 @@ func build(doc *Doc, specBytes []byte) (map[string][]byte, error) {
 	net, err := compile.Compile(s)
 	if err != nil {
 		return nil, &InvalidError{Problems: []Problem{{Message: err.Error()}}}
+	}
+	if old := prevNetwork(prev); old != nil {
+		if _, err := compile.KeepOPoTKeys(net, old); err != nil {
+			return nil, fmt.Errorf("keep opot keys: %w", err)
+		}
 	}
 	for _, n := range net.Nodes {
 		one := state.Network{Version: net.Version, Name: net.Name, Nodes: []state.Node{n}, Links: []state.Link{}}
@@ -172,6 +181,27 @@ func build(doc *Doc, specBytes []byte) (map[string][]byte, error) {
 		out[n.Name] = b
 	}
 	return out, nil
+}
+
+// prevNetwork rebuilds the stored desired state of every node of snap as
+// one network (nil when there is none, or a stored state is unreadable:
+// then nothing is kept, which is always safe).
+func prevNetwork(snap *store.Snapshot) *state.Network {
+	if snap == nil || len(snap.Desired) == 0 {
+		return nil
+	}
+	var net *state.Network
+	for _, d := range snap.Desired {
+		var one state.Network
+		if err := json.Unmarshal(d.State, &one); err != nil || one.CheckVersion() != nil {
+			return nil
+		}
+		if net == nil {
+			net = &state.Network{Version: one.Version, Name: one.Name}
+		}
+		net.Nodes = append(net.Nodes, one.Nodes...)
+	}
+	return net
 }
 
 // invalid turns spec errors into Problems. Line and column are dropped:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/store"
 )
 
@@ -140,7 +141,7 @@ func (e *env) checkConsistent() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	want, err := build(doc, snap.Spec)
+	want, err := build(doc, snap.Spec, snap)
 	if err != nil {
 		e.t.Fatalf("stored spec does not build: %v", err)
 	}
@@ -598,4 +599,59 @@ func TestTooLargeForEtcd(t *testing.T) {
 	if len(list.Items) != 2 || !mapsEqual(e.generations(), gens) {
 		t.Errorf("refused write stored something: %d chains", len(list.Items))
 	}
+}
+
+// TestOPoTKeysKept: a write that does not touch an OPoT chain's nodes
+// keeps the chain's keys (every compile draws new ones; the controller
+// carries the stored ones over, compile.KeepOPoTKeys): packets in flight
+// keep verifying, and nodes whose state did not change keep their
+// generation.
+func TestOPoTKeysKept(t *testing.T) {
+	e := newEnv(t)
+	data, err := os.ReadFile("../../examples/opot-testbed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := DocFromYAML(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.must("PUT", "/v1/spec", string(doc), nil)
+	secrets := func() map[string]string {
+		snap, err := e.st.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for n, d := range snap.Desired {
+			var one state.Network
+			if err := json.Unmarshal(d.State, &one); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(one.Nodes[0].Secrets)
+			out[n] = string(b)
+		}
+		return out
+	}
+	before, gens := secrets(), e.generations()
+	if before["r2"] == "null" || before["r6"] == "null" {
+		t.Fatalf("no OPoT secrets stored: %v", before)
+	}
+	// A chain r4 -> r5 through vnf5: r4 and r5 change, none of the OPoT
+	// chain's nodes (r1, r2, r3, r6) does.
+	var res Result
+	e.must("POST", "/v1/chains", `{"name":"side","ingress":"r4","egress":"r5","match":{"dst":["fc00:99::/64"]},"nfs":["vnf5"]}`, &res)
+	after, gens2 := secrets(), e.generations()
+	for _, n := range []string{"r1", "r2", "r3", "r6"} {
+		if after[n] != before[n] {
+			t.Errorf("%s: OPoT keys changed by an unrelated write", n)
+		}
+		if gens2[n] != gens[n] {
+			t.Errorf("%s: generation %d -> %d for an unrelated write", n, gens[n], gens2[n])
+		}
+	}
+	if len(res.Changed) == 0 {
+		t.Error("the write changed no node")
+	}
+	e.checkConsistent()
 }
