@@ -172,12 +172,9 @@ nothing to change, and lab down. It prints the median and the min .. max
 over rounds. Needs root; each lab is removed when its round ends.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, f := range strings.Split(chains, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil {
-					return fmt.Errorf("parse chain count %q: %w", f, bench.ErrBadOptions)
-				}
-				o.Chains = append(o.Chains, n)
+			var err error
+			if o.Chains, err = parseCounts("chain count", chains); err != nil {
+				return err
 			}
 			o.Rounds = rounds
 			pts, err := bench.RunControl(cmd.Context(), o)
@@ -218,12 +215,9 @@ carries the new segment list. It prints the median, min .. max and the
 99th percentile. Needs root; everything is removed when a round ends.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, f := range strings.Split(chains, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil {
-					return fmt.Errorf("parse chain count %q: %w", f, bench.ErrBadOptions)
-				}
-				o.Chains = append(o.Chains, n)
+			var err error
+			if o.Chains, err = parseCounts("chain count", chains); err != nil {
+				return err
 			}
 			pts, err := bench.RunAPI(cmd.Context(), o)
 			if asJSON {
@@ -262,13 +256,9 @@ chaining (one entry per chain at every hop of its path). It prints a table
 and, with --out, writes fwstate.svg there. No root needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var kv []int
-			for _, f := range strings.Split(ks, ",") {
-				k, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil {
-					return fmt.Errorf("parse k %q: %w", f, bench.ErrBadOptions)
-				}
-				kv = append(kv, k)
+			kv, err := parseCounts("k", ks)
+			if err != nil {
+				return err
 			}
 			pts, err := bench.RunFwState(kv, chains)
 			if err != nil {
@@ -296,4 +286,18 @@ and, with --out, writes fwstate.svg there. No root needed.`,
 	f.StringVar(&out, "out", "", "directory for fwstate.svg")
 	f.BoolVar(&asJSON, "json", false, "print the points as JSON")
 	return cmd
+}
+
+// parseCounts parses a comma-separated list of integers (what names them
+// in the error).
+func parseCounts(what, list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("parse %s %q: %w", what, f, bench.ErrBadOptions)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

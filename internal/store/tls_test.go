@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,16 +14,6 @@ import (
 
 	"github.com/srchain/srchain/internal/pki"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestMutualTLS: with certificates the embedded etcd takes only clients
 // with a certificate from the CA, and a node's agent reads and writes its
@@ -39,10 +28,10 @@ func TestMutualTLS(t *testing.T) {
 	if err := pki.Generate(certs, []string{"r3"}, nil); !errors.Is(err, pki.ErrExists) {
 		t.Errorf("second Generate: %v, want ErrExists (never overwrite a key)", err)
 	}
-	url := "https://" + freePort(t)
+	url := "https://" + strings.TrimPrefix(freeURL(t), "http://")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := Open(ctx, Config{DataDir: dir, ClientURL: url, PeerURL: "http://" + freePort(t), PKI: certs,
+	st, err := Open(ctx, Config{DataDir: dir, ClientURL: url, PeerURL: freeURL(t), PKI: certs,
 		LogFile: filepath.Join(dir, "etcd.log")})
 	if err != nil {
 		t.Fatal(err)
