@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/agent"
 	"github.com/srchain/srchain/internal/controller"
@@ -39,7 +40,10 @@ import (
 // API bench steps.
 const (
 	APIStepDeploy = "api: spec in, every agent in sync"
-	APIStepChange = "api: 1 chain changed, ingress route updated"
+	// APIStepDeployCPU is the CPU time (user + system) this process, the
+	// controller, its etcd and every agent, spent on APIStepDeploy.
+	APIStepDeployCPU = "api: CPU time of that deploy (controller, etcd, agents)"
+	APIStepChange    = "api: 1 chain changed, ingress route updated"
 )
 
 // APIOptions tune RunAPI.
@@ -83,9 +87,10 @@ func RunAPI(ctx context.Context, o APIOptions) ([]APIPoint, error) {
 			for k, d := range got {
 				times[k] = append(times[k], d...)
 			}
-			log.Info("api round", "chains", n, "round", r+1, "deploy", got[APIStepDeploy][0].Round(time.Millisecond))
+			log.Info("api round", "chains", n, "round", r+1, "deploy", got[APIStepDeploy][0].Round(time.Millisecond),
+				"cpu", got[APIStepDeployCPU][0].Round(time.Millisecond), "max_rss_mb", maxRSSMB())
 		}
-		for _, step := range []string{APIStepDeploy, APIStepChange} {
+		for _, step := range []string{APIStepDeploy, APIStepDeployCPU, APIStepChange} {
 			secs := make([]float64, len(times[step]))
 			for i, d := range times[step] {
 				secs[i] = d.Seconds()
@@ -213,6 +218,7 @@ func apiRound(ctx context.Context, o APIOptions, n int, log *slog.Logger) (got m
 	if err != nil {
 		return nil, err
 	}
+	cpu0 := cpuTime()
 	t0 := time.Now()
 	if err := w.cl.Do(ctx, "PUT", "/v1/spec", jdoc, nil); err != nil {
 		return nil, fmt.Errorf("put spec: %w", err)
@@ -221,6 +227,7 @@ func apiRound(ctx context.Context, o APIOptions, n int, log *slog.Logger) (got m
 		return nil, err
 	}
 	got[APIStepDeploy] = []time.Duration{time.Since(t0)}
+	got[APIStepDeployCPU] = []time.Duration{cpuTime() - cpu0}
 
 	// The changed chain has a destination prefix of its own (odd index):
 	// its SR policy is a route in r1's main table.
@@ -321,4 +328,22 @@ func WriteAPI(w io.Writer, pts []APIPoint) error {
 			secs(p.Summary.Median), secs(p.Summary.Min), secs(p.Summary.Max), secs(p.P99), p.Summary.N)
 	}
 	return tw.Flush()
+}
+
+// cpuTime is this process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// maxRSSMB is this process's peak resident memory in MiB.
+func maxRSSMB() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss / 1024 // kilobytes on Linux
 }
