@@ -199,7 +199,7 @@ over rounds. Needs root; each lab is removed when its round ends.`,
 }
 
 func benchAPICmd() *cobra.Command {
-	var chains string
+	var chains, simulate string
 	var asJSON bool
 	o := bench.APIOptions{Prefix: fmt.Sprintf("ab%d", os.Getpid()%100000)}
 	cmd := &cobra.Command{
@@ -219,6 +219,9 @@ carries the new segment list. It prints the median, min .. max and the
 			if o.Chains, err = parseCounts("chain count", chains); err != nil {
 				return err
 			}
+			if simulate != "" {
+				return benchAPISim(cmd, simulate, o.Chains, asJSON)
+			}
 			pts, err := bench.RunAPI(cmd.Context(), o)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -236,6 +239,7 @@ carries the new segment list. It prints the median, min .. max and the
 	f.StringVar(&chains, "chains", "100,1000,10000", "comma-separated chain counts")
 	f.IntVar(&o.Rounds, "rounds", 3, "rounds per chain count")
 	f.IntVar(&o.Changes, "changes", 20, "chain changes timed per round")
+	f.StringVar(&simulate, "simulate", "", "instead: fat trees of these sizes k (e.g. 8,10), one simulated agent per switch (watch, decode, status; no apply, no root)")
 	f.BoolVar(&asJSON, "json", false, "print every sample as JSON")
 	return cmd
 }
@@ -300,4 +304,28 @@ func parseCounts(what, list string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// benchAPISim is `bench api --simulate K,...`.
+func benchAPISim(cmd *cobra.Command, ks string, chains []int, asJSON bool) error {
+	kv, err := parseCounts("k", ks)
+	if err != nil {
+		return err
+	}
+	var pts []bench.APISimPoint
+	for _, k := range kv {
+		for _, n := range chains {
+			p, err := bench.RunAPISim(cmd.Context(), k, n, slog.Default())
+			if err != nil {
+				return err
+			}
+			pts = append(pts, p)
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(pts)
+	}
+	return bench.WriteAPISim(cmd.OutOrStdout(), pts)
 }

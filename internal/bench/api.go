@@ -154,32 +154,11 @@ func apiRound(ctx context.Context, o APIOptions, n int, log *slog.Logger) (got m
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "srchain-api-bench-")
+	w, err := startController(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("api bench: %w", err)
+		return nil, err
 	}
-	w := &apiWorld{dir: dir, nss: map[string]*netns.NS{}}
 	defer func() { err = errors.Join(err, w.close()) }()
-
-	curl, err := loopbackURL()
-	if err != nil {
-		return nil, err
-	}
-	purl, err := loopbackURL()
-	if err != nil {
-		return nil, err
-	}
-	if w.st, err = store.Open(ctx, store.Config{DataDir: dir, ClientURL: curl, PeerURL: purl, LogFile: filepath.Join(dir, "etcd.log")}); err != nil {
-		return nil, err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("api bench: listen: %w", err)
-	}
-	const token = "bench-token"
-	w.srv = &http.Server{Handler: controller.New(w.st).Handler(token), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = w.srv.Serve(l) }()
-	w.cl = &controller.Client{Server: "http://" + l.Addr().String(), Token: token}
 
 	// One namespace per node and the links, as the lab makes them; the
 	// agents apply everything else.
@@ -275,6 +254,41 @@ func apiRound(ctx context.Context, o APIOptions, n int, log *slog.Logger) (got m
 		got[APIStepChange] = append(got[APIStepChange], time.Since(t0))
 	}
 	return got, nil
+}
+
+// startController starts an embedded etcd and the controller's API on
+// loopback ports, with its data in a new temporary directory.
+func startController(ctx context.Context) (w *apiWorld, err error) {
+	dir, err := os.MkdirTemp("", "srchain-api-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("api bench: %w", err)
+	}
+	w = &apiWorld{dir: dir, nss: map[string]*netns.NS{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, w.close())
+		}
+	}()
+	curl, err := loopbackURL()
+	if err != nil {
+		return nil, err
+	}
+	purl, err := loopbackURL()
+	if err != nil {
+		return nil, err
+	}
+	if w.st, err = store.Open(ctx, store.Config{DataDir: dir, ClientURL: curl, PeerURL: purl, LogFile: filepath.Join(dir, "etcd.log")}); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("api bench: listen: %w", err)
+	}
+	const token = "bench-token"
+	w.srv = &http.Server{Handler: controller.New(w.st).Handler(token), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = w.srv.Serve(l) }()
+	w.cl = &controller.Client{Server: "http://" + l.Addr().String(), Token: token}
+	return w, nil
 }
 
 // inSync waits until every node's agent applied its desired generation.
