@@ -58,8 +58,25 @@ type Tree struct {
 	routers map[string]bool
 }
 
-// ShortestPaths computes the BFS tree from root.
+// ShortestPaths returns the BFS tree from root. Trees are computed once
+// per root and kept with the spec (callers only read them); a change of
+// the number of nodes or links drops them. A spec is not edited in place
+// once it is being validated or compiled, and is not shared between
+// goroutines.
 func (s *Spec) ShortestPaths(root string) *Tree {
+	shape := [2]int{len(s.Nodes), len(s.Links)}
+	if s.paths == nil || s.pathsShape != shape {
+		s.paths, s.pathsShape = map[string]*Tree{}, shape
+	}
+	if t, ok := s.paths[root]; ok {
+		return t
+	}
+	t := s.shortestPaths(root)
+	s.paths[root] = t
+	return t
+}
+
+func (s *Spec) shortestPaths(root string) *Tree {
 	adj := s.neighbors()
 	router := make(map[string]bool, len(s.Nodes))
 	for _, n := range s.Nodes {

@@ -34,6 +34,11 @@ type Spec struct {
 	pos map[string]pos `yaml:"-"`
 	// files caches ReadFile.
 	files map[string]readResult `yaml:"-"`
+	// paths caches ShortestPaths by root for the topology it was computed
+	// on (pathsShape): validation and compilation ask for one tree per
+	// chain leg, tens of thousands of times on the same few roots.
+	paths      map[string]*Tree `yaml:"-"`
+	pathsShape [2]int           `yaml:"-"`
 }
 
 // SIDFormat splits a SID into LOC:FUNCT:ARGS (RFC 8986 section 3.1).
