@@ -46,6 +46,7 @@ enum srchain_drop_reason {
 	DROP_PROXY_FLOW_MISS,     /* End.AD.flow: no live cache entry for the returning flow (none, idle or evicted) */
 	DROP_PROXY_CACHE_FULL,    /* End.AD.flow: the flow cache refused the new entry */
 	DROP_PROXY_HDR_TOO_BIG,   /* End.AD/AD.flow: outer header stack longer than PROXY_HDR_MAX */
+	DROP_PROXY_OPOT_MISS,     /* End.AD/AD.flow with OPoT: a packet from the NF whose OPoT TLV the proxy did not keep */
 	DROP_MAX,
 };
 

@@ -20,14 +20,7 @@
 #include "srh.h"
 #include "ctx.h"
 #include "opot_math.h"
-
-/* Wire format (docs/opot.md "Wire format"; internal/opot tlv.go). */
-#define OPOT_TLV_TYPE 252
-#define OPOT_TLV_LEN 24   /* whole TLV */
-#define OPOT_OFF_SLOT 2
-#define OPOT_OFF_RND 8
-#define OPOT_OFF_CML 16
-#define OPOT_SLOTS 2
+#include "opot_tlv.h"
 
 /* RND layout: bits 60..17 sequence number, 16..0 random. */
 #define OPOT_RAND_BITS 17
@@ -134,131 +127,6 @@ static __always_inline void opot_store64(__u8 *b, __u64 v)
 		b[i] = (__u8)v;
 		v >>= 8;
 	}
-}
-
-/* opot_walk advances *cur over the TLVs of the area ending at end until
- * it reaches an OPoT TLV (returns 1, *cur at it) or the end (returns 0);
- * -1 when the TLVs do not tile the area. The walk is srh_validate_tlvs'
- * (Pad1 is one byte), with no state but the offset, so the verifier
- * prunes the paths of each iteration into one.
- */
-static __always_inline int opot_walk(const struct pkt *p, __u32 *cur, __u32 end)
-{
-	__u32 off = *cur;
-	__u8 *tlv, type;
-	int i;
-
-	for (i = 0; i < SRCHAIN_MAX_TLVS; i++) {
-		if (off >= end)
-			return off == end ? 0 : -1;
-		off &= 0x3fff; /* no-op at run time; see srh_validate_tlvs */
-		tlv = pkt_ptr(p, off, 1);
-		if (!tlv)
-			return -1;
-		type = tlv[0];
-		if (type == SRH_TLV_PAD1) {
-			off += 1;
-			continue;
-		}
-		if ((void *)(tlv + 2) > p->data_end)
-			return -1;
-		if (type == OPOT_TLV_TYPE) {
-			*cur = off;
-			return 1;
-		}
-		off += 2 + (__u32)tlv[1];
-	}
-	return off == end ? 0 : -1;
-}
-
-/* opot_scan is opot_find's body on a bare packet view: the offset of
- * the one OPoT TLV in [tlvoff, end), or -1. It is shared by the two
- * global functions below, one per attach point.
- */
-static __always_inline int opot_scan(const struct pkt *p, __u32 tlvoff, __u32 end)
-{
-	__u32 at = tlvoff, rest;
-	__u8 *tlv;
-
-	if (tlvoff > 0x3fff || end > 0x3fff)
-		return -1;
-	if (opot_walk(p, &at, end) != 1)
-		return -1;
-	at &= 0x3fff;
-	tlv = pkt_ptr(p, at, OPOT_TLV_LEN);
-	if (!tlv)
-		return -1;
-	if (tlv[1] != OPOT_TLV_LEN - 2 || tlv[OPOT_OFF_SLOT] >= OPOT_SLOTS)
-		return -1;
-	if (tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7])
-		return -1;
-	/* The rest of the area must tile and hold no second OPoT TLV. */
-	rest = at + OPOT_TLV_LEN;
-	if (opot_walk(p, &rest, end) != 0)
-		return -1;
-	return (int)at;
-}
-
-/* opot_find_tc and opot_find_xdp are global BPF functions: the verifier
- * checks each once, with unknown arguments, instead of once per state
- * of every caller that reaches it (the TLV walk leaves many offset
- * ranges; inlined, the walk cost 305,979 instructions of verification
- * per program, docs/opot.md "Verifier cost"). A global function may
- * take the context but no packet pointer, so it re-derives the packet
- * view; the offsets it returns are relative to data, as the caller's.
- */
-__attribute__((noinline)) int opot_find_tc(struct __sk_buff *skb, __u32 tlvoff, __u32 end)
-{
-	struct pkt p;
-
-	if (!skb)
-		return -1;
-	p.data = (void *)(long)skb->data;
-	p.data_end = (void *)(long)skb->data_end;
-	p.l3off = 0;
-	return opot_scan(&p, tlvoff, end);
-}
-
-__attribute__((noinline)) int opot_find_xdp(struct xdp_md *x, __u32 tlvoff, __u32 end)
-{
-	struct pkt p;
-
-	if (!x)
-		return -1;
-	p.data = (void *)(long)x->data;
-	p.data_end = (void *)(long)x->data_end;
-	p.l3off = 0;
-	return opot_scan(&p, tlvoff, end);
-}
-
-/* opot_find returns in *off the offset (from data) of the one OPoT TLV
- * of a validated SRH, checked: length 22, slot 0 or 1, reserved bytes
- * zero. DROP_OPOT_NO_TLV when there is none, two (an attacker would choose
- * which one a node updates), a malformed one, or when the TLVs do not
- * tile the area (callers need not have run srh_validate_tlvs). kind is
- * CTX_TC or CTX_XDP, a constant at every call site.
- */
-static __always_inline __u32 opot_find(const struct pctx *c, const int kind,
-				       const struct srh_info *si, __u32 *off)
-{
-	int at;
-
-	if (kind == CTX_XDP)
-		at = opot_find_xdp(c->ctx, si->tlvoff, si->srhoff + si->srhlen);
-	else
-		at = opot_find_tc(c->ctx, si->tlvoff, si->srhoff + si->srhlen);
-	if (at < 0)
-		return DROP_OPOT_NO_TLV;
-	*off = (__u32)at;
-	return DROP_NONE;
-}
-
-/* opot_tlv returns the TLV found by opot_find (re-checked for the
- * verifier after any change of packet pointers).
- */
-static __always_inline __u8 *opot_tlv(const struct pkt *p, __u32 off)
-{
-	return pkt_ptr(p, off & 0x3fff, OPOT_TLV_LEN);
 }
 
 /* opot_hop adds node n's term (seed 003 Eq. 4):

@@ -33,6 +33,8 @@
  *                   out for the slot (atomic add: two CPUs writing one slot
  *                   at once get distinct generations, so a flow never gets
  *                   the other's header).
+ *   proxy_opot      LRU hash, struct proxy_opot_key -> the OPoT TLV of a
+ *                   packet at the NF (PROXY_F_OPOT, proxy_opot_save).
  *   proxy_stats     per-CPU array, index * PROXY_STAT_SLOTS + PS_*.
  *
  * Header cache bound: PROXY_HDR_MAX = 512 bytes of outer header stack
@@ -136,6 +138,7 @@
 #include "ipv6.h"
 #include "srh.h"
 #include "srv6_encap.h"
+#include "opot_tlv.h"
 
 #ifndef ICMPV6_TIME_EXCEED
 #define ICMPV6_TIME_EXCEED 3
@@ -168,6 +171,7 @@ _Static_assert((PROXY_HDR_MAX & (PROXY_HDR_MAX - 1)) == 0, "PROXY_HDR_MAX must b
 /* proxy_sid.flags */
 #define PROXY_F_NF6 1 /* nf6 is set */
 #define PROXY_F_NF4 2 /* nf4 is set */
+#define PROXY_F_OPOT 4 /* AD / AD.flow: carry each packet's OPoT TLV across the NF */
 
 /* Per-SID statistics (Go: proxydp stat names). */
 #define PS_TO_NF 0        /* sent to the NF */
@@ -184,6 +188,8 @@ _Static_assert((PROXY_HDR_MAX & (PROXY_HDR_MAX - 1)) == 0, "PROXY_HDR_MAX must b
 #define PS_DROP 11        /* other drops */
 #define PS_HDR_WRITE 12   /* AD.flow: a header slot written */
 #define PS_HDR_REPLACE 13 /* AD.flow: a slot's other header replaced (its flows miss) */
+#define PS_OPOT_SAVE 14   /* AD / AD.flow: a packet's OPoT TLV kept for its way back */
+#define PS_OPOT_MISS 15   /* AD / AD.flow: a packet from the NF with no kept TLV */
 #define PROXY_STAT_SLOTS 16
 
 struct proxy_sid {
@@ -204,7 +210,11 @@ struct proxy_sid {
 struct proxy_hdr {
 	__u64 gen; /* AD.flow header slot: its generation; End.AD: 0 */
 	__u32 len;
-	__u32 pad;
+	/* OPoT (PROXY_F_OPOT): 1 + the offset in hdr of the OPoT TLV, whose
+	 * slot, RND and CML are zeroed here (they are the packet's, kept in
+	 * proxy_opot); 0: the stack has none.
+	 */
+	__u32 tlv;
 	__u8 hdr[PROXY_HDR_MAX];
 };
 
@@ -277,6 +287,39 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } proxy_hgen SEC(".maps");
+
+/* proxy_opot_key names one inner packet on both sides of the legacy NF
+ * (proxy_opot_key_of): everything a forwarding NF leaves alone, nothing
+ * it changes (hop limit / TTL, the IPv4 header checksum).
+ */
+struct proxy_opot_key {
+	__u32 sid;     /* SID entry index */
+	__u8 family;   /* 4 or 6 */
+	__u8 proto;    /* IPv6 next header / IPv4 protocol */
+	__be16 len;    /* IPv6 payload length / IPv4 total length */
+	__be32 id;     /* IPv6: flow label; IPv4: identification + fragment word */
+	__u32 l4len;   /* bytes of l4 taken: 16, 8 or 0 */
+	struct in6_addr src; /* IPv4: first 4 bytes */
+	struct in6_addr dst;
+	__u8 l4[16];   /* the first bytes after the IP header: ports, TCP seq/ack */
+};
+
+struct proxy_opot_tlv {
+	__u8 b[OPOT_TLV_LEN];
+};
+
+#define PROXY_OPOT_PENDING 65536
+
+/* OPoT TLVs of packets at the NF, by packet: written on the way to the
+ * NF, taken (and deleted) on the way back. LRU: a packet the NF dropped
+ * leaves an entry that the oldest-first eviction reclaims.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PROXY_OPOT_PENDING);
+	__type(key, struct proxy_opot_key);
+	__type(value, struct proxy_opot_tlv);
+} proxy_opot SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -467,6 +510,115 @@ static __always_inline __u32 proxy_flow_key_of(const struct pkt *p, __u32 off, _
 		k->dport = pp[1];
 	}
 	return DROP_NONE;
+}
+
+/* proxy_opot_key_of fills k (k->sid set by the caller) from the inner
+ * IPv4/IPv6 packet at off: addresses, protocol, IP length, the IPv6 flow
+ * label or the IPv4 identification and fragment word, and the first 16
+ * bytes after the fixed IP header (8, or none, when the IP length says
+ * the packet is shorter: read with the load helper, so the key does not
+ * depend on how much of the packet is linear). For TCP that is ports,
+ * sequence and acknowledgment numbers, flags and window: a segment in
+ * flight is told apart from every other. Extension headers are not
+ * walked (their bytes are the "l4" bytes then).
+ */
+static __always_inline __u32 proxy_opot_key_of(struct pctx *c, const int kind, __u32 off, __u32 inner,
+					       struct proxy_opot_key *k)
+{
+	__u32 l4off, end;
+	long lr = 0;
+
+	off &= CTX_MAX_ROOM - 1;
+	if (inner == IPPROTO_IPV6) {
+		struct ipv6hdr *ip6 = pkt_ptr(&c->p, off, sizeof(*ip6));
+
+		if (!ip6)
+			return DROP_PKT_TRUNCATED;
+		k->family = 6;
+		k->proto = ip6->nexthdr;
+		k->len = ip6->payload_len;
+		k->id = *(__be32 *)ip6 & bpf_htonl(0x000fffff);
+		ipv6_addr_copy(&k->src, &ip6->saddr);
+		ipv6_addr_copy(&k->dst, &ip6->daddr);
+		l4off = off + sizeof(*ip6);
+		end = l4off + bpf_ntohs(ip6->payload_len);
+	} else {
+		struct iphdr *ip4 = pkt_ptr(&c->p, off, sizeof(*ip4));
+
+		if (!ip4)
+			return DROP_PKT_TRUNCATED;
+		k->family = 4;
+		k->proto = ip4->protocol;
+		k->len = ip4->tot_len;
+		k->id = ((__be32)ip4->frag_off << 16) | ip4->id;
+		k->src.in6_u.u6_addr32[0] = ip4->saddr;
+		k->dst.in6_u.u6_addr32[0] = ip4->daddr;
+		l4off = off + (ip4->ihl & 0xf) * 4;
+		end = off + bpf_ntohs(ip4->tot_len);
+	}
+	if (end >= l4off + 16)
+		k->l4len = 16;
+	else if (end >= l4off + 8)
+		k->l4len = 8;
+	if (k->l4len == 16)
+		lr = kind == CTX_XDP ? bpf_xdp_load_bytes(c->ctx, l4off, k->l4, 16) :
+				       bpf_skb_load_bytes(c->ctx, l4off, k->l4, 16);
+	else if (k->l4len == 8)
+		lr = kind == CTX_XDP ? bpf_xdp_load_bytes(c->ctx, l4off, k->l4, 8) :
+				       bpf_skb_load_bytes(c->ctx, l4off, k->l4, 8);
+	return lr ? DROP_PKT_TRUNCATED : DROP_NONE;
+}
+
+/* proxy_opot_save keeps the OPoT TLV of an SR packet for its way back
+ * from the NF (End.AD / AD.flow with PROXY_F_OPOT; docs/proxy.md "OPoT
+ * through a proxy"): the TLV, as the node's OPoT transit stage left it,
+ * goes to proxy_opot under the inner packet's key, and the cached copy sc
+ * gets the TLV's place and its per-packet bytes (slot, RND, CML) zeroed,
+ * so packets of one flow share one cached header. A packet without an
+ * OPoT TLV is not carried (sc->tlv stays 0).
+ */
+static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u32 idx, const struct srh_info *si,
+					     __u32 inner_off, __u32 inner, struct proxy_hdr *sc)
+{
+	struct proxy_opot_key k = { .sid = idx };
+	struct proxy_opot_tlv v;
+	__u32 at = 0, rel, r;
+	__u8 *tlv;
+	__u64 n;
+
+	if (opot_find(c, kind, si, &at))
+		return DROP_NONE;
+	tlv = opot_tlv(&c->p, at);
+	if (!tlv || at < c->p.l3off)
+		return DROP_PKT_TRUNCATED;
+	__builtin_memcpy(v.b, tlv, OPOT_TLV_LEN);
+	rel = at - c->p.l3off;
+	if (rel > PROXY_HDR_MAX - OPOT_TLV_LEN || rel + OPOT_TLV_LEN > sc->len)
+		return DROP_UNSUPPORTED;
+	r = proxy_opot_key_of(c, kind, inner_off, inner, &k);
+	if (r)
+		return r;
+	if (bpf_map_update_elem(&proxy_opot, &k, &v, BPF_ANY))
+		return DROP_PROXY_CACHE_FULL;
+	n = proxy_bound(rel);
+	if (n > PROXY_HDR_MAX - OPOT_TLV_LEN)
+		return DROP_UNSUPPORTED;
+	sc->hdr[n + OPOT_OFF_SLOT] = 0;
+	__builtin_memset(&sc->hdr[n + OPOT_OFF_RND], 0, OPOT_TLV_LEN - OPOT_OFF_RND);
+	sc->tlv = n + 1;
+	proxy_count(idx, PS_OPOT_SAVE);
+	return DROP_NONE;
+}
+
+/* proxy_opot_put writes a kept OPoT TLV at rel bytes into the outer
+ * header just pushed. A global function: on its own the store and its
+ * checksum update cannot tangle with the caller's packet pointers.
+ */
+__attribute__((noinline)) int proxy_opot_put(struct __sk_buff *skb, __u32 rel, const struct proxy_opot_tlv *v)
+{
+	if (!skb || !v || rel > PROXY_HDR_MAX - OPOT_TLV_LEN)
+		return -1;
+	return bpf_skb_store_bytes(skb, sizeof(struct ethhdr) + rel, v->b, OPOT_TLV_LEN, BPF_F_RECOMPUTE_CSUM) ? -1 : 0;
 }
 
 /* proxy_decap strips hlen bytes of outer header in front of an inner
@@ -800,7 +952,7 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 		if (lr)
 			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 		sc->len = hlen;
-		sc->pad = 0;
+		sc->tlv = 0;
 		sc->gen = 0;
 		sc->hdr[4] = 0;
 		sc->hdr[5] = 0;
@@ -808,6 +960,11 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 		sloff = (si.srhoff - c->p.l3off + 3) & (PROXY_HDR_MAX - 1);
 		sc->hdr[sloff] = si.sl - 1;
 		__builtin_memcpy(&sc->hdr[24], next, sizeof(*next));
+		if (s->flags & PROXY_F_OPOT) {
+			r = proxy_opot_save(c, kind, idx, &si, w.off, inner, sc);
+			if (r)
+				return proxy_fail(kind, idx, PS_DROP, r);
+		}
 
 		if (beh == PROXY_BEH_AD) {
 			__u32 key = s->in_ifindex;
@@ -1010,6 +1167,11 @@ static __always_inline int proxy_forward(struct pctx *c, __u32 idx)
 	__be32 before;
 	long rc;
 
+	/* Fresh packet pointers: callers come here after pushes, stores and
+	 * global calls, and clang may otherwise keep data in a register it
+	 * spilled as 32 bits (the verifier then sees a scalar).
+	 */
+	ctx_reload(c, CTX_TC);
 	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
 	if (!ip6)
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
@@ -1098,8 +1260,9 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 {
 	struct __sk_buff *skb = c->ctx;
 	__u32 beh = s->behavior, inner = s->inner, l3len, r;
+	struct proxy_opot_tlv ot;
 	const __u8 *hdr;
-	__u32 hlen, has_word0 = 0;
+	__u32 hlen, has_word0 = 0, tlv = 0;
 	__be32 word0 = 0;
 
 	if (beh == PROXY_BEH_AM || beh == PROXY_BEH_AM_NAT) {
@@ -1155,6 +1318,7 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		proxy_count(idx, PS_CACHE_HIT);
 		hdr = h->hdr;
 		hlen = h->len;
+		tlv = h->tlv;
 	} else if (beh == PROXY_BEH_AD_FLOW) {
 		struct proxy_flow_key k = { .sid = idx };
 		struct proxy_flow *fl;
@@ -1180,8 +1344,28 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		proxy_count(idx, PS_CACHE_HIT);
 		hdr = h->hdr;
 		hlen = h->len;
+		tlv = h->tlv;
 	} else {
 		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+	}
+
+	/* OPoT: the header carries a TLV, so this packet must have come
+	 * from the SR side with one (proxy_opot_save): take it back. A
+	 * packet the proxy did not send to the NF, or one the NF rewrote,
+	 * has none: it leaves without a proof it never had.
+	 */
+	if (tlv) {
+		struct proxy_opot_key k = { .sid = idx };
+		struct proxy_opot_tlv *v;
+
+		r = proxy_opot_key_of(c, CTX_TC, c->p.l3off, inner, &k);
+		if (r)
+			return proxy_drop(idx, PS_DROP, r);
+		v = bpf_map_lookup_elem(&proxy_opot, &k);
+		if (!v)
+			return proxy_drop(idx, PS_OPOT_MISS, DROP_PROXY_OPOT_MISS);
+		__builtin_memcpy(ot.b, v->b, OPOT_TLV_LEN);
+		bpf_map_delete_elem(&proxy_opot, &k);
 	}
 
 	/* Bytes past the IP length (Ethernet padding) are not the packet's. */
@@ -1195,6 +1379,8 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	r = proxy_push(c, hdr, hlen);
 	if (r)
 		return proxy_drop(idx, PS_DROP, r);
+	if (tlv && proxy_opot_put(skb, tlv - 1, &ot))
+		return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
 	if (has_word0) {
 		if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), &word0, sizeof(word0), BPF_F_RECOMPUTE_CSUM))
 			return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);

@@ -45,6 +45,7 @@ const (
 	ProxyFlowMiss
 	ProxyCacheFull
 	ProxyHdrTooBig
+	ProxyOPoTMiss
 	Max // number of reasons; not a reason
 )
 
@@ -83,6 +84,7 @@ var names = [...]string{
 	ProxyFlowMiss:    "proxy-flow-miss",
 	ProxyCacheFull:   "proxy-cache-full",
 	ProxyHdrTooBig:   "proxy-hdr-too-big",
+	ProxyOPoTMiss:    "proxy-opot-miss",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

@@ -56,6 +56,8 @@ var (
 	sidFlow4  = netip.MustParseAddr("fc00:1::f4")
 	sidIdle   = netip.MustParseAddr("fc00:1::e")
 	sidNoSRH6 = netip.MustParseAddr("fc00:1::a7")
+	sidADOPoT = netip.MustParseAddr("fc00:1::d7")  // End.AD, IPv6, carries OPoT TLVs
+	sidFlowOP = netip.MustParseAddr("fc00:1::f7")  // End.AD.flow, IPv4, carries OPoT TLVs
 )
 
 // skbCtx is the head of struct __sk_buff up to ifindex (the fields a
@@ -123,7 +125,7 @@ func newEnv(t *testing.T) *env {
 	pid := os.Getpid() % 100000
 	srName := fmt.Sprintf("pxs%da", pid)
 	e.sr, _, e.srMAC = pair(srName, fmt.Sprintf("pxs%db", pid))
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 6; i++ {
 		a, b, mac := pair(fmt.Sprintf("px%dn%da", pid, i), fmt.Sprintf("px%dn%db", pid, i))
 		e.nf = append(e.nf, a, b)
 		if i == 0 {
@@ -162,6 +164,8 @@ func newEnv(t *testing.T) *env {
 		{Addr: sidFlow4, Behavior: BehaviorADFlow, OutIfindex: out, InIfindex: e.nf[7], Inner: ProtoIPv4},
 		{Addr: sidIdle, Behavior: BehaviorADFlow, OutIfindex: out, InIfindex: e.nf[8], Inner: ProtoIPv6, FlowTimeout: time.Millisecond},
 		{Addr: sidNoSRH6, Behavior: BehaviorAS, OutIfindex: out, InIfindex: e.nf[9], Inner: ProtoIPv6, Source: asSrc, Segments: []netip.Addr{noRoute}},
+		{Addr: sidADOPoT, Behavior: BehaviorAD, OutIfindex: out, InIfindex: e.nf[10], NFNext6: nf6, Inner: ProtoIPv6, OPoT: true},
+		{Addr: sidFlowOP, Behavior: BehaviorADFlow, OutIfindex: out, InIfindex: e.nf[11], NFNext4: nf4, Inner: ProtoIPv4, OPoT: true},
 	}
 	for _, s := range sids {
 		e.sids[s.Addr] = s

@@ -3,10 +3,12 @@ package proxydp
 import (
 	"bytes"
 	"encoding/binary"
+	"maps"
 	"net/netip"
 	"time"
 
 	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/srv6"
 )
 
@@ -63,10 +65,12 @@ type slotKey struct {
 	slot uint32
 }
 
-// hdrSlot is a proxy_hslots value: the header stack, first word zeroed.
+// hdrSlot is a proxy_hslots value: the header stack, first word zeroed,
+// and where its OPoT TLV is (proxy_hdr.tlv).
 type hdrSlot struct {
 	hdr []byte
 	gen uint32
+	tlv int
 }
 
 // Model is the reference of bpf/proxy.c on one node: the same SID table,
@@ -75,6 +79,8 @@ type Model struct {
 	sids  map[netip.Addr]SID
 	byIn  map[int]SID
 	ad    map[int][]byte
+	adTLV map[int]int // proxy_hdr.tlv of ad's header
+	opot  map[opotKey][opot.TLVLen]byte
 	flows map[FlowKey]flowEntry
 	slots map[slotKey]hdrSlot
 	gens  map[slotKey]uint64 // proxy_hgen
@@ -86,7 +92,8 @@ type Model struct {
 
 // NewModel is a model serving sids (validated as SetSIDs does).
 func NewModel(sids []SID) (*Model, error) {
-	m := &Model{sids: map[netip.Addr]SID{}, byIn: map[int]SID{}, ad: map[int][]byte{}, flows: map[FlowKey]flowEntry{},
+	m := &Model{sids: map[netip.Addr]SID{}, byIn: map[int]SID{}, ad: map[int][]byte{}, adTLV: map[int]int{},
+		opot: map[opotKey][opot.TLVLen]byte{}, flows: map[FlowKey]flowEntry{},
 		slots: map[slotKey]hdrSlot{}, gens: map[slotKey]uint64{}}
 	for _, s := range sids {
 		if err := s.Validate(); err != nil {
@@ -202,14 +209,28 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 		hdr[srhOff+3] = srh.SegmentsLeft - 1
 		d := srh.Segments[srh.SegmentsLeft-1].As16()
 		copy(hdr[24:40], d[:])
+		tlv := 0
+		if s.OPoT {
+			if off, ok := opotTLVOff(srh, srhOff); ok {
+				k, r := opotKeyOf(s.Addr, pkt[hlen:], s.Inner)
+				if r != drop.None {
+					return dropped(r)
+				}
+				m.opot[k] = [opot.TLVLen]byte(pkt[off : off+opot.TLVLen])
+				hdr[off+opot.OffSlot] = 0
+				clear(hdr[off+opot.OffRND : off+opot.TLVLen])
+				tlv = off + 1
+			}
+		}
 		if s.Behavior == BehaviorAD {
 			m.ad[s.InIfindex] = hdr
+			m.adTLV[s.InIfindex] = tlv
 		} else {
 			k, r := flowKey(s.Addr, pkt[hlen:], s.Inner)
 			if r != drop.None {
 				return dropped(r)
 			}
-			m.flowWrite(s.Addr, k, hdr)
+			m.flowWrite(s.Addr, k, hdr, tlv)
 		}
 	}
 	res := Result{Verdict: ToNF, Packet: append([]byte(nil), pkt[hlen:]...), Ifindex: s.OutIfindex, NextHop: s.NFNext6}
@@ -253,7 +274,7 @@ func flowKey(sid netip.Addr, p []byte, inner uint8) (FlowKey, drop.Reason) {
 // of sid with header stack hdr: the flow keeps the first word, the rest
 // goes to a header slot; the flow's value is rewritten only when its
 // slot, generation or first word change.
-func (m *Model) flowWrite(sid netip.Addr, k FlowKey, hdr []byte) {
+func (m *Model) flowWrite(sid netip.Addr, k FlowKey, hdr []byte, tlv int) {
 	word0 := [4]byte(hdr[:4])
 	rest := append([]byte(nil), hdr...)
 	copy(rest[:4], []byte{0, 0, 0, 0})
@@ -263,7 +284,7 @@ func (m *Model) flowWrite(sid netip.Addr, k FlowKey, hdr []byte) {
 			return
 		}
 	}
-	slot, gen := m.slotTake(sid, rest)
+	slot, gen := m.slotTake(sid, rest, tlv)
 	m.flows[k] = flowEntry{slot: slot, gen: gen, word0: word0, last: m.Now}
 }
 
@@ -290,7 +311,7 @@ func hdrHash(h []byte) uint64 {
 
 // slotTake is proxy_hslot_take: the slot of sid's header table holding
 // hdr (first word zeroed), taken or replaced if none does.
-func (m *Model) slotTake(sid netip.Addr, hdr []byte) (slot, gen uint32) {
+func (m *Model) slotTake(sid netip.Addr, hdr []byte, tlv int) (slot, gen uint32) {
 	h := hdrHash(hdr)
 	base := uint32(h%hdrBuckets) * hdrWays
 	empty := uint32(hdrWays)
@@ -313,20 +334,20 @@ func (m *Model) slotTake(sid netip.Addr, hdr []byte) (slot, gen uint32) {
 	sk := slotKey{sid, base + empty}
 	m.gens[sk]++
 	gen = uint32(m.gens[sk])
-	m.slots[sk] = hdrSlot{hdr: hdr, gen: gen}
+	m.slots[sk] = hdrSlot{hdr: hdr, gen: gen, tlv: tlv}
 	return base + empty, gen
 }
 
-// flowHdr is the header flow entry e of sid pushes, or false when its
-// slot holds another generation (a miss).
-func (m *Model) flowHdr(sid netip.Addr, e flowEntry) ([]byte, bool) {
+// flowHdr is the header flow entry e of sid pushes and its OPoT TLV
+// place, or false when its slot holds another generation (a miss).
+func (m *Model) flowHdr(sid netip.Addr, e flowEntry) ([]byte, int, bool) {
 	hs, ok := m.slots[slotKey{sid, e.slot}]
 	if !ok || hs.gen != e.gen {
-		return nil, false
+		return nil, 0, false
 	}
 	hdr := append([]byte(nil), hs.hdr...)
 	copy(hdr[:4], e.word0[:])
-	return hdr, true
+	return hdr, hs.tlv, true
 }
 
 // Flow returns End.AD.flow's entry for the inner packet p of sid: the
@@ -341,7 +362,7 @@ func (m *Model) Flow(sid SID, p []byte) (hdr []byte, slot uint32, last time.Dura
 	if !ok {
 		return nil, 0, 0, false
 	}
-	hdr, ok = m.flowHdr(sid.Addr, e)
+	hdr, _, ok = m.flowHdr(sid.Addr, e)
 	return hdr, e.slot, e.last, ok
 }
 
@@ -410,6 +431,7 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		binary.BigEndian.PutUint16(inner[10:12], ^uint16(sum))
 	}
 	var hdr []byte
+	tlv := 0
 	switch s.Behavior {
 	case BehaviorAS:
 		hdr, _ = s.ASHeader()
@@ -418,7 +440,7 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		if !ok {
 			return dropped(drop.ProxyNoCache)
 		}
-		hdr = h
+		hdr, tlv = h, m.adTLV[in]
 	case BehaviorADFlow:
 		k, r := flowKey(s.Addr, inner, s.Inner)
 		if r != drop.None {
@@ -428,12 +450,25 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		if !ok || (s.FlowTimeout > 0 && m.Now-e.last > s.FlowTimeout) {
 			return dropped(drop.ProxyFlowMiss)
 		}
-		h, ok := m.flowHdr(s.Addr, e)
+		h, t, ok := m.flowHdr(s.Addr, e)
 		if !ok {
 			return dropped(drop.ProxyFlowMiss)
 		}
 		m.flows[k] = m.touch(s, e)
-		hdr = h
+		hdr, tlv = h, t
+	}
+	var saved [opot.TLVLen]byte
+	if tlv != 0 {
+		k, r := opotKeyOf(s.Addr, inner, s.Inner)
+		if r != drop.None {
+			return dropped(r)
+		}
+		v, ok := m.opot[k]
+		if !ok {
+			return dropped(drop.ProxyOPoTMiss)
+		}
+		saved = v
+		delete(m.opot, k)
 	}
 	inner = inner[:l3len]
 	if len(inner)+len(hdr)-40 > 0xffff {
@@ -441,6 +476,9 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 	}
 	out := append(append([]byte(nil), hdr...), inner...)
 	binary.BigEndian.PutUint16(out[4:6], uint16(len(out)-40))
+	if tlv != 0 {
+		copy(out[tlv-1:], saved[:])
+	}
 	return Result{Verdict: Forward, Packet: out}
 }
 
@@ -515,10 +553,9 @@ func control(etherType uint16, p []byte) bool {
 // clone is a copy of m with its own caches.
 func (m *Model) clone() *Model {
 	c := *m
-	c.ad = make(map[int][]byte, len(m.ad))
-	for k, v := range m.ad {
-		c.ad[k] = v
-	}
+	c.ad = maps.Clone(m.ad)
+	c.adTLV = maps.Clone(m.adTLV)
+	c.opot = maps.Clone(m.opot)
 	c.flows = make(map[FlowKey]flowEntry, len(m.flows))
 	for k, v := range m.flows {
 		c.flows[k] = v
@@ -532,4 +569,71 @@ func (m *Model) clone() *Model {
 		c.gens[k] = v
 	}
 	return &c
+}
+
+// opotKey is struct proxy_opot_key: one inner packet, as a forwarding
+// NF leaves it (not its hop limit / TTL or IPv4 header checksum).
+type opotKey struct {
+	sid           netip.Addr
+	family, proto uint8
+	len           uint16
+	id            uint32
+	l4len         int
+	src, dst      [16]byte
+	l4            [16]byte
+}
+
+// opotKeyOf is proxy_opot_key_of on the inner packet p.
+func opotKeyOf(sid netip.Addr, p []byte, inner uint8) (opotKey, drop.Reason) {
+	k := opotKey{sid: sid}
+	var l4, end int
+	if inner == ProtoIPv6 {
+		if len(p) < 40 {
+			return k, drop.PktTruncated
+		}
+		k.family, k.proto = 6, p[6]
+		k.len = binary.BigEndian.Uint16(p[4:6])
+		k.id = binary.BigEndian.Uint32(p[0:4]) & 0xfffff
+		k.src, k.dst = [16]byte(p[8:24]), [16]byte(p[24:40])
+		l4, end = 40, 40+int(k.len)
+	} else {
+		if len(p) < 20 {
+			return k, drop.PktTruncated
+		}
+		k.family, k.proto = 4, p[9]
+		k.len = binary.BigEndian.Uint16(p[2:4])
+		k.id = binary.BigEndian.Uint32(p[4:8])
+		copy(k.src[:], p[12:16])
+		copy(k.dst[:], p[16:20])
+		l4, end = int(p[0]&0xf)*4, int(k.len)
+	}
+	switch {
+	case end >= l4+16:
+		k.l4len = 16
+	case end >= l4+8:
+		k.l4len = 8
+	}
+	if l4+k.l4len > len(p) {
+		return k, drop.PktTruncated
+	}
+	copy(k.l4[:], p[l4:l4+k.l4len])
+	return k, drop.None
+}
+
+// opotTLVOff is opot_find on a parsed SRH at srhOff: the offset of its
+// one valid OPoT TLV.
+func opotTLVOff(s srv6.SRH, srhOff int) (int, bool) {
+	_, idx, err := opot.FindTLV(s)
+	if err != nil {
+		return 0, false
+	}
+	off := srhOff + srv6.SRHFixedLen + 16*len(s.Segments)
+	for _, t := range s.TLVs[:idx] {
+		if t.Type == srv6.TLVPad1 {
+			off++
+		} else {
+			off += 2 + len(t.Value)
+		}
+	}
+	return off, true
 }

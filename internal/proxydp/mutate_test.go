@@ -59,13 +59,16 @@ func mutations(t *testing.T, seed uint64) {
 	e.xdp = seed == 3 // one seed through the XDP twin too
 	rng := rand.New(rand.NewPCG(seed, 2))
 	var bases []step
-	for _, sid := range []netip.Addr{sidAS6, sidAS4, sidAD6, sidAD4, sidAM, sidAMNAT, sidFlow, sidFlow4} {
+	for _, sid := range []netip.Addr{sidAS6, sidAS4, sidAD6, sidAD4, sidAM, sidAMNAT, sidFlow, sidFlow4, sidADOPoT, sidFlowOP} {
 		s := e.sids[sid]
 		inner, et := udp6(64, 1), uint16(EtherIPv6)
 		if s.Inner == ProtoIPv4 {
 			inner, et = udp4(64, 1), EtherIPv4
 		}
 		in := toSID(t, inner, sid, seg5, seg6)
+		if s.OPoT {
+			in = toSIDOPoT(t, inner, 1, 0x1234, sid, seg5, seg6)
+		}
 		bases = append(bases, step{name: "sr " + sid.String(), l3: in})
 		res := e.m.FromSR(in)
 		back := nfForward(res.Packet)

@@ -75,6 +75,7 @@ const (
 var statNames = [...]string{
 	"to-nf", "from-nf", "cache-hit", "cache-miss", "cache-full", "cache-write",
 	"wrong-inner", "sl", "ttl", "stack", "control", "drop", "hdr-write", "hdr-replace",
+	"opot-save", "opot-miss",
 }
 
 // StatNames are the per-SID counter names Counters reports
@@ -93,6 +94,9 @@ type SID struct {
 	Source      netip.Addr    // End.AS: outer source of the pushed header
 	Segments    []netip.Addr  // End.AS: travel order, first = next DA after the NF
 	FlowTimeout time.Duration // End.AD.flow idle timeout (0: none)
+	// OPoT carries each packet's OPoT TLV across the NF (End.AD and
+	// End.AD.flow; docs/proxy.md "OPoT through a proxy").
+	OPoT bool
 }
 
 // ErrBadSID is wrapped by SetSIDs for a SID it refuses.
@@ -117,6 +121,9 @@ func (s SID) Validate() error {
 	}
 	if s.NFNext4.IsValid() && !s.NFNext4.Is4() {
 		return bad("NFNext4 %s is not IPv4", s.NFNext4)
+	}
+	if s.OPoT && s.Behavior != BehaviorAD && s.Behavior != BehaviorADFlow && s.Behavior != BehaviorAM {
+		return bad("%s cannot carry OPoT: End.AS pushes a header of its own, End.AM.NAT rewrites the chain's last segment", s.Behavior)
 	}
 	if s.Behavior == BehaviorAM || s.Behavior == BehaviorAMNAT {
 		return nil
@@ -183,7 +190,7 @@ type Proxy struct {
 var pinnedMaps = []string{
 	proxyProgMapProxyCfg, proxyProgMapProxySids, proxyProgMapProxyNf, proxyProgMapProxyAdCache,
 	proxyProgMapProxyFlows, proxyProgMapProxyHslots, proxyProgMapProxyHgen, proxyProgMapProxyStats,
-	proxyProgMapDropCounters, proxyProgMapFibCounters,
+	proxyProgMapProxyOpot, proxyProgMapDropCounters, proxyProgMapFibCounters,
 }
 
 // Load loads the proxy programs. With a PinPath, maps already pinned
@@ -282,6 +289,8 @@ func (p *Proxy) mapByName(name string) *ebpf.Map {
 		return p.objs.ProxyHgen
 	case proxyProgMapProxyStats:
 		return p.objs.ProxyStats
+	case proxyProgMapProxyOpot:
+		return p.objs.ProxyOpot
 	case proxyProgMapDropCounters:
 		return p.objs.DropCounters
 	case proxyProgMapFibCounters:
@@ -330,6 +339,9 @@ func entry(s SID) (proxyProgProxySid, error) {
 		a := s.NFNext4.As4()
 		e.Nf4 = uint32(a[0]) | uint32(a[1])<<8 | uint32(a[2])<<16 | uint32(a[3])<<24 // network order in memory
 		e.Flags |= 2
+	}
+	if s.OPoT && (s.Behavior == BehaviorAD || s.Behavior == BehaviorADFlow) {
+		e.Flags |= 4
 	}
 	if s.Behavior == BehaviorAS {
 		h, err := s.ASHeader()

@@ -47,8 +47,26 @@ type proxyProgProxyHdr struct {
 	_   structs.HostLayout
 	Gen uint64
 	Len uint32
-	Pad uint32
+	Tlv uint32
 	Hdr [512]uint8
+}
+
+type proxyProgProxyOpotKey struct {
+	_      structs.HostLayout
+	Sid    uint32
+	Family uint8
+	Proto  uint8
+	Len    uint16
+	Id     uint32
+	L4len  uint32
+	Src    proxyProgIn6Addr
+	Dst    proxyProgIn6Addr
+	L4     [16]uint8
+}
+
+type proxyProgProxyOpotTlv struct {
+	_ structs.HostLayout
+	B [24]uint8
 }
 
 type proxyProgProxySid struct {
@@ -85,6 +103,7 @@ const (
 	proxyProgMapProxyHgen          = "proxy_hgen"
 	proxyProgMapProxyHslots        = "proxy_hslots"
 	proxyProgMapProxyNf            = "proxy_nf"
+	proxyProgMapProxyOpot          = "proxy_opot"
 	proxyProgMapProxyScratch       = "proxy_scratch"
 	proxyProgMapProxySids          = "proxy_sids"
 	proxyProgMapProxyStats         = "proxy_stats"
@@ -153,6 +172,7 @@ type proxyProgMapSpecs struct {
 	ProxyHgen    *ebpf.MapSpec `ebpf:"proxy_hgen"`
 	ProxyHslots  *ebpf.MapSpec `ebpf:"proxy_hslots"`
 	ProxyNf      *ebpf.MapSpec `ebpf:"proxy_nf"`
+	ProxyOpot    *ebpf.MapSpec `ebpf:"proxy_opot"`
 	ProxyScratch *ebpf.MapSpec `ebpf:"proxy_scratch"`
 	ProxySids    *ebpf.MapSpec `ebpf:"proxy_sids"`
 	ProxyStats   *ebpf.MapSpec `ebpf:"proxy_stats"`
@@ -193,6 +213,7 @@ type proxyProgMaps struct {
 	ProxyHgen    *ebpf.Map `ebpf:"proxy_hgen"`
 	ProxyHslots  *ebpf.Map `ebpf:"proxy_hslots"`
 	ProxyNf      *ebpf.Map `ebpf:"proxy_nf"`
+	ProxyOpot    *ebpf.Map `ebpf:"proxy_opot"`
 	ProxyScratch *ebpf.Map `ebpf:"proxy_scratch"`
 	ProxySids    *ebpf.Map `ebpf:"proxy_sids"`
 	ProxyStats   *ebpf.Map `ebpf:"proxy_stats"`
@@ -209,6 +230,7 @@ func (m *proxyProgMaps) Close() error {
 		m.ProxyHgen,
 		m.ProxyHslots,
 		m.ProxyNf,
+		m.ProxyOpot,
 		m.ProxyScratch,
 		m.ProxySids,
 		m.ProxyStats,

@@ -195,9 +195,13 @@ func metaAt(t *testing.T, frame []byte, off int) opot.Meta {
 
 // TestBPFRoles keeps OPOT_ROLE_* and the drop.h reasons in step with Go.
 func TestBPFRoles(t *testing.T) {
-	src, err := os.ReadFile("../../../bpf/lib/opot.h")
-	if err != nil {
-		t.Fatal(err)
+	var src []byte
+	for _, f := range []string{"opot.h", "opot_tlv.h"} {
+		b, err := os.ReadFile("../../../bpf/lib/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	for name, want := range map[string]int{
 		"OPOT_ROLE_HEADEND": int(opot.RoleHeadend), "OPOT_ROLE_TRANSIT": int(opot.RoleTransit),

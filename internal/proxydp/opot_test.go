@@ -1,0 +1,114 @@
+package proxydp
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/srv6"
+)
+
+// toSIDOPoT is toSID with an OPoT TLV (slot, RND = rnd, CML = ^rnd) in
+// the SRH, behind a Pad1 so the TLV is not at the area's start.
+func toSIDOPoT(t *testing.T, inner []byte, slot uint8, rnd uint64, travel ...netip.Addr) []byte {
+	t.Helper()
+	m := opot.Meta{Slot: slot, RND: rnd, CML: ^rnd >> 4}
+	p, err := srv6.Encap(outerSrc, travel, inner, srv6.TLV{Type: srv6.TLVPad1}, m.SRv6TLV(),
+		srv6.TLV{Type: srv6.TLVPadN, Value: make([]byte, 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tlvOf returns the OPoT TLV bytes of an SRv6 packet (the test's own
+// parse, not the model's).
+func tlvOf(t *testing.T, p []byte) []byte {
+	t.Helper()
+	i := bytes.Index(p[40:], []byte{opot.TLVType, opot.TLVLen - 2})
+	if i < 0 {
+		t.Fatalf("no OPoT TLV in %x", p)
+	}
+	return p[40+i : 40+i+opot.TLVLen]
+}
+
+// TestOPoTCarry: End.AD and End.AD.flow with OPoT give every packet
+// coming back from the NF the OPoT TLV it arrived with, not the cached
+// header's (the last packet's): per packet, taken once; a packet the
+// proxy never sent, or sent back twice, is dropped (proxy-opot-miss).
+// The cached header holds the TLV zeroed, so packets of one flow do not
+// rewrite it.
+func TestOPoTCarry(t *testing.T) {
+	e := newEnv(t)
+	travel := []netip.Addr{sidADOPoT, seg5, seg6}
+	p1 := toSIDOPoT(t, udp6(64, 11), 0, 0x1111, travel...)
+	p2 := toSIDOPoT(t, udp6(64, 22), 1, 0x2222, travel...)
+	r1 := e.do(t, step{name: "ad opot sr->nf 1", l3: p1, want: ToNF})
+	e.checkADCache(t, sidADOPoT)
+	r2 := e.do(t, step{name: "ad opot sr->nf 2", l3: p2, want: ToNF})
+	e.checkADCache(t, sidADOPoT)
+	// Back in the other order: each with its own TLV.
+	b2 := e.do(t, step{name: "ad opot nf->sr 2", in: e.in(sidADOPoT), l3: nfForward(r2.Packet), want: Forward})
+	b1 := e.do(t, step{name: "ad opot nf->sr 1", in: e.in(sidADOPoT), l3: nfForward(r1.Packet), want: Forward})
+	if !bytes.Equal(tlvOf(t, b1.Packet), tlvOf(t, p1)) || !bytes.Equal(tlvOf(t, b2.Packet), tlvOf(t, p2)) {
+		t.Errorf("TLVs not carried:\n1 %x (sent %x)\n2 %x (sent %x)", tlvOf(t, b1.Packet), tlvOf(t, p1), tlvOf(t, b2.Packet), tlvOf(t, p2))
+	}
+	e.do(t, step{name: "ad opot nf->sr 1 again", in: e.in(sidADOPoT), l3: nfForward(r1.Packet), want: Drop, reason: drop.ProxyOPoTMiss})
+	e.do(t, step{name: "ad opot nf->sr never sent", in: e.in(sidADOPoT), l3: udp6(63, 33), want: Drop, reason: drop.ProxyOPoTMiss})
+	// A forwarding NF changes the hop limit only; one that rewrites the
+	// packet (here: a port) loses its proof.
+	r3 := e.do(t, step{name: "ad opot sr->nf 3", l3: toSIDOPoT(t, udp6(64, 44), 0, 0x4444, travel...), want: ToNF})
+	e.do(t, step{name: "ad opot nf->sr rewritten", in: e.in(sidADOPoT), l3: mutate(nfForward(r3.Packet), func(q []byte) { q[41] = 9 }), want: Drop, reason: drop.ProxyOPoTMiss})
+	// Without an OPoT TLV nothing is carried: the header goes back as cached.
+	r4 := e.do(t, step{name: "ad no tlv sr->nf", l3: toSID(t, udp6(64, 55), travel...), want: ToNF})
+	e.checkADCache(t, sidADOPoT)
+	e.do(t, step{name: "ad no tlv nf->sr", in: e.in(sidADOPoT), l3: nfForward(r4.Packet), want: Forward})
+	// A malformed OPoT TLV (slot 7) is not an OPoT TLV: not carried, cached as is.
+	r5 := e.do(t, step{name: "ad bad tlv sr->nf", l3: toSIDOPoT(t, udp6(64, 66), 7, 0x6666, travel...), want: ToNF})
+	e.checkADCache(t, sidADOPoT)
+	e.do(t, step{name: "ad bad tlv nf->sr", in: e.in(sidADOPoT), l3: nfForward(r5.Packet), want: Forward})
+
+	// End.AD.flow, IPv4 inner.
+	ftravel := []netip.Addr{sidFlowOP, seg5}
+	f1 := toSIDOPoT(t, udp4(64, 7), 0, 0x7777, ftravel...)
+	f2 := toSIDOPoT(t, udp4(64, 7), 0, 0x8888, ftravel...) // same flow, another packet
+	f2 = mutate(f2, func(q []byte) { q[len(q)-13] ^= 1 })  // ... whose first payload byte differs
+	rf1 := e.do(t, step{name: "flow opot sr->nf 1", l3: f1, want: ToNF})
+	rf2 := e.do(t, step{name: "flow opot sr->nf 2", l3: f2, want: ToNF})
+	e.checkFlow(t, sidFlowOP, rf1.Packet)
+	bf2 := e.do(t, step{name: "flow opot nf->sr 2", in: e.in(sidFlowOP), etherType: EtherIPv4, l3: nfForward(rf2.Packet), want: Forward})
+	bf1 := e.do(t, step{name: "flow opot nf->sr 1", in: e.in(sidFlowOP), etherType: EtherIPv4, l3: nfForward(rf1.Packet), want: Forward})
+	if !bytes.Equal(tlvOf(t, bf1.Packet), tlvOf(t, f1)) || !bytes.Equal(tlvOf(t, bf2.Packet), tlvOf(t, f2)) {
+		t.Errorf("flow TLVs not carried")
+	}
+	e.do(t, step{name: "flow opot nf->sr 1 again", in: e.in(sidFlowOP), etherType: EtherIPv4, l3: nfForward(rf1.Packet), want: Drop, reason: drop.ProxyOPoTMiss})
+
+	c, err := e.p.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]uint64{
+		"sid/" + sidADOPoT.String() + "/opot-save":   3,
+		"sid/" + sidADOPoT.String() + "/opot-miss":   3,
+		"sid/" + sidADOPoT.String() + "/cache-write": 3, // TLV packets share one header; then none, then a bad TLV
+		"sid/" + sidFlowOP.String() + "/opot-save":   2,
+		"sid/" + sidFlowOP.String() + "/opot-miss":   1,
+		"drop/proxy-opot-miss":                       4,
+	} {
+		if c[k] != want {
+			t.Errorf("counter %s = %d, want %d", k, c[k], want)
+		}
+	}
+	// Only the rewritten packet's TLV is still kept (the LRU reclaims it).
+	n := 0
+	var k proxyProgProxyOpotKey
+	var v proxyProgProxyOpotTlv
+	for it := e.p.objs.ProxyOpot.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	if n != 1 {
+		t.Errorf("%d TLVs kept, want 1", n)
+	}
+}
