@@ -56,8 +56,8 @@ var (
 	sidFlow4  = netip.MustParseAddr("fc00:1::f4")
 	sidIdle   = netip.MustParseAddr("fc00:1::e")
 	sidNoSRH6 = netip.MustParseAddr("fc00:1::a7")
-	sidADOPoT = netip.MustParseAddr("fc00:1::d7")  // End.AD, IPv6, carries OPoT TLVs
-	sidFlowOP = netip.MustParseAddr("fc00:1::f7")  // End.AD.flow, IPv4, carries OPoT TLVs
+	sidADOPoT = netip.MustParseAddr("fc00:1::d7") // End.AD, IPv6, carries OPoT TLVs
+	sidFlowOP = netip.MustParseAddr("fc00:1::f7") // End.AD.flow, IPv4, carries OPoT TLVs
 )
 
 // skbCtx is the head of struct __sk_buff up to ifindex (the fields a
