@@ -48,8 +48,14 @@ const (
 	stageVerify  = "verify"
 )
 
-// Kernel names (15 bytes) of the programs.
-const endProgName = "srchain_end"
+// servesSIDs reports whether a program, by its kernel name (15 bytes),
+// ends the tcx chain for SIDs it serves, so an OPoT stage must run
+// before it: srchain's End and the SR proxy's programs
+// (srchain_proxy_sr, srchain_proxy_nf), which send the packet on to the
+// next segment or to the legacy NF.
+func servesSIDs(name string) bool {
+	return name == "srchain_end" || strings.HasPrefix(name, "srchain_proxy_")
+}
 
 // PinDir is where the driver pins the OPoT maps and links of ns.
 func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/opot" }
@@ -429,11 +435,11 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 			err := ns.Do(func() error {
 				opts := bpfrt.AttachOptions{Pin: pin}
 				if !h.Egress {
-					// In front of srchain's End (which ends the tcx
-					// chain for its SIDs); else last, after a firewall
-					// at the head: a packet the firewall drops needs no
-					// proof.
-					before, err := programBefore(h.Ifindex, endProgName)
+					// In front of srchain's End or SR proxy (which end
+					// the tcx chain for their SIDs); else last, after a
+					// firewall at the head: a packet the firewall drops
+					// needs no proof.
+					before, err := programBefore(h.Ifindex)
 					if err != nil {
 						return err
 					}
@@ -471,9 +477,9 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 	return nil
 }
 
-// programBefore returns the id of the first program called name on
-// ifindex's tcx ingress (0: none), in the current namespace.
-func programBefore(ifindex int, name string) (ebpf.ProgramID, error) {
+// programBefore returns the id of the first program on ifindex's tcx
+// ingress that servesSIDs (0: none), in the current namespace.
+func programBefore(ifindex int) (ebpf.ProgramID, error) {
 	atts, err := bpfrt.TCXIngress(ifindex)
 	if err != nil {
 		return 0, err
@@ -485,7 +491,7 @@ func programBefore(ifindex int, name string) (ebpf.ProgramID, error) {
 		}
 		info, err := p.Info()
 		p.Close()
-		if err == nil && info.Name == name {
+		if err == nil && servesSIDs(info.Name) {
 			return a.Program, nil
 		}
 	}

@@ -13,12 +13,12 @@ const OPoTMaxNFs = 6
 // always changes the result. What the data plane does not do yet is
 // refused rather than silently unverified (docs/opot.md "Limits"):
 // insert mode (no decapsulating egress to verify before),
-// SR-unaware NFs (the SR proxy's transit
-// hook), NEXT-C-SID chains, an NF node with datapath xdp (its XDP End
+// NEXT-C-SID chains, an NF node with datapath xdp (its XDP End
 // would forward the packet before the tc transit stage updates the
 // proof) and an ingress with `ingress: ebpf` (the OPoT headend runs
 // after the kernel's seg6 encap; the eBPF ingress does not add the TLV
-// yet).
+// yet). An SR-unaware NF is a proxy, whose kind checks that its
+// behaviour can carry the proof (internal/kinds/proxy).
 func (v *validator) opot() {
 	s := v.s
 	for i := range s.Chains {
@@ -48,9 +48,6 @@ func (v *validator) opot() {
 			path := fmt.Sprintf("chains[%d].nfs[%d]", i, k)
 			if n := s.Node(nf.Node); n != nil && n.Datapath == DatapathXDP {
 				v.add(path, "NF %q runs on node %s with datapath %s: its XDP End would forward packets before the OPoT transit stage (tc) updates the proof; use datapath %s or %s", name, nf.Node, DatapathXDP, DatapathEBPF, DatapathKernel)
-			}
-			if nf.SRAware != nil && !*nf.SRAware {
-				v.add(path, "NF %q is SR-unaware: opot through an SR proxy is not supported yet", name)
 			}
 			if other, ok := seen[nf.Node]; ok {
 				v.add(path, "NF %q runs on node %s, which is also %s: an opot chain needs one node per share", name, nf.Node, other)

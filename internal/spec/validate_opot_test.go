@@ -44,7 +44,6 @@ func TestOPoTField(t *testing.T) {
 	}{
 		{"off", base, nil, ""},
 		{"insert", strings.Replace(on(base), "opot: true", "opot: true\n    mode: insert", 1), []string{"chains[0].opot"}, "needs encap mode"},
-		{"sr-unaware", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r3, sr_aware: false}", 1), []string{"chains[0].nfs[1]"}, "SR-unaware"},
 		{"same node", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r2}", 1), []string{"chains[0].nfs[1]"}, "one node per share"},
 		{"on egress", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r6}", 1), []string{"chains[0].nfs[1]"}, "also the egress"},
 		{"xdp", strings.Replace(on(base), `{name: r3, role: router, locator: "fd00:3::/64"}`, `{name: r3, role: router, locator: "fd00:3::/64", datapath: xdp}`, 1), []string{"chains[0].nfs[1]"}, "XDP End"},

@@ -68,7 +68,7 @@ func dpSID(ns *netns.NS, p state.Program) (Program, proxydp.SID, []attachment, e
 	sid := proxydp.SID{
 		Addr: prog.SID.Addr(), Behavior: behaviorDP[prog.Behavior], OutIfindex: idx[0], InIfindex: idx[1],
 		NFNext6: prog.NFNext6, NFNext4: prog.NFNext4, Source: prog.Source, Segments: prog.Segments,
-		FlowTimeout: time.Duration(prog.IdleTimeoutMS) * time.Millisecond,
+		FlowTimeout: time.Duration(prog.IdleTimeoutMS) * time.Millisecond, OPoT: prog.OPoT,
 	}
 	switch prog.Inner {
 	case 4:

@@ -130,6 +130,10 @@ type Program struct {
 	// SRSide are the router's interfaces where SRv6 packets for the SID
 	// arrive (those to routers and hosts), sorted.
 	SRSide []string `json:"sr_side"`
+	// OPoT: a chain with opot crosses this End.AD / End.AD.flow proxy,
+	// which carries each packet's OPoT TLV across the NF (docs/proxy.md
+	// "OPoT through a proxy").
+	OPoT bool `json:"opot,omitempty"`
 }
 
 // NeedsTail reports whether b hands the NF the inner packet and so
@@ -271,11 +275,6 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 			errs = append(errs, s.ErrorAt(np+".node", nil, "router %q also runs NF %q of kind %s, whose program would share the tcx hook with the proxy programs and see or hide the proxy's packets depending on the order they were attached; put them on different routers (docs/proxy.md, Limits)", nf.Node, o.Name, o.Kind))
 		}
 	}
-	for ci := range s.Chains {
-		if ch := &s.Chains[ci]; ch.OPoT && slices.Contains(ch.NFs, nf.Name) {
-			errs = append(errs, s.ErrorAt(fmt.Sprintf("chains[%d].opot", ci), nil, "chain %q crosses proxy %q: opot through an SR proxy is not supported yet", ch.Name, nf.Name))
-		}
-	}
 	if !nf.HasConfig() || nf.Config.Kind != yaml.MappingNode {
 		return r, errs
 	}
@@ -287,6 +286,15 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 		bad("behavior", "behavior must be one of %s, got %s", strings.Join(slices.Sorted(mapsKeys()), ", "), spec.Clip(c.Behavior))
 	}
 	r.behavior = b
+	// OPoT needs the packet's own TLV back after the NF (End.AD and
+	// End.AD.flow carry it, End.AM never removes it); End.AS pushes a
+	// header of its own, and End.AM.NAT rewrites segment 0, the chain's
+	// egress SID that names the chain at the verifier.
+	for ci := range s.Chains {
+		if ch := &s.Chains[ci]; ok && ch.OPoT && slices.Contains(ch.NFs, nf.Name) && (b == state.EndAS || b == state.EndAMNAT) {
+			errs = append(errs, s.ErrorAt(fmt.Sprintf("chains[%d].opot", ci), nil, "chain %q crosses proxy %q (%s), which cannot carry a proof of transit: use end.ad, end.ad-flow or end.am (docs/proxy.md, OPoT through a proxy)", ch.Name, nf.Name, c.Behavior))
+		}
+	}
 	isAS := b == state.EndAS
 	if !isAS && len(c.Segments) > 0 {
 		bad("segments", "segments are pushed by end.as only")
@@ -629,6 +637,9 @@ func (Kind) Compile(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.
 	}
 	if r.behavior == state.EndADFlow {
 		prog.CacheSize, prog.IdleTimeoutMS = r.size, r.timeout.Milliseconds()
+	}
+	if r.behavior == state.EndAD || r.behavior == state.EndADFlow {
+		prog.OPoT = slices.ContainsFunc(s.Chains, func(ch spec.Chain) bool { return ch.OPoT && slices.Contains(ch.NFs, nf.Name) })
 	}
 	for _, i := range node.Interfaces {
 		// SRv6 packets for the SID come from routers and hosts, never

@@ -69,6 +69,7 @@ func TestCheckErrors(t *testing.T) {
 		{"two proxies in a row", "    nfs: [nat]\n", "    nfs: [nat, fw-out]\n", []string{`chains[2].nfs[1]: proxy "fw-out" follows proxy "nat" on the same router "proxy"`}},
 		{"to_nf", "to_nf: eth3, from_nf: eth2", "to_nf: eth9, from_nf: eth2", []string{`nfs[1].config.to_nf: router "proxy" has no link to legacy NF "fw" on interface "eth9"`}},
 		{"ebpf ingress", "  - {name: proxy, role: router, locator: \"fc00:2::/64\"}", "  - {name: proxy, role: router, locator: \"fc00:2::/64\", ingress: ebpf}", []string{`nfs[0].node: router "proxy" has ingress: ebpf`}},
+		{"opot through end.as", "    nfs: [svc]\n", "    nfs: [svc]\n    opot: true\n", []string{`chains[3].opot: chain "svc6" crosses proxy "svc" (end.as), which cannot carry a proof of transit`}},
 		{"legacy ruleset", "          meta l4proto udp counter masquerade\n", "          meta l4proto udp counter masqueradex\n", []string{"proxy.yaml:60:0: nodes[6].legacy_nf.ruleset: ruleset line 3: nft: Error"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,6 +270,23 @@ func TestCompileFlowAndExplicitAS(t *testing.T) {
 	nat = programOf(t, node(t, compileExample(t, s), "proxy"), "nat")
 	if nat.CacheSize != DefaultCacheSize || nat.IdleTimeoutMS != DefaultIdleTimeout.Milliseconds() {
 		t.Errorf("default cache: %+v", nat)
+	}
+}
+
+// TestCompileOPoT: an End.AD / End.AD.flow proxy on a chain with opot
+// carries the proof; End.AM needs nothing; the others stay without.
+func TestCompileOPoT(t *testing.T) {
+	s := edit(t, example(t), "    nfs: [fw-out]\n", "    nfs: [fw-out]\n    opot: true\n")
+	s = edit(t, s, "    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n")
+	px := node(t, compileExample(t, s), "proxy")
+	for nf, want := range map[string]bool{"fw-out": true, "fw-in": false, "nat": false, "mon": false} {
+		if got := programOf(t, px, nf).OPoT; got != want {
+			t.Errorf("%s: opot %v, want %v", nf, got, want)
+		}
+	}
+	s = edit(t, s, "config: {legacy_nf: mon, behavior: end.am}", "config: {legacy_nf: mon, behavior: end.am-nat}")
+	if _, err := load(t, s); err == nil || !strings.Contains(err.Error(), `chains[4].opot: chain "mon6" crosses proxy "mon" (end.am-nat)`) {
+		t.Errorf("end.am-nat with opot: %v", err)
 	}
 }
 
