@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/lab"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+// TestProxyOPoTLab: ordered proof of transit through SR proxies (seed
+// 003 section IV, OPoT_proxy). examples/proxy-testbed.yaml with opot on
+// the chains through the stateful firewall (web via End.AD fw-out,
+// web-back via fw-in turned End.AD.flow) and through the End.AM monitor
+// (mon6): the proxy router is a transit of each proof, the legacy NFs
+// know nothing of it. Every probe passes and every packet of those
+// chains verifies at its egress (TCP both ways through the firewall
+// included); the proxies carried one TLV per packet and missed none; a
+// packet the firewall node sends on its own, which never came from the
+// SR side, is dropped by the proxy (proxy-opot-miss) instead of leaving
+// with another packet's proof.
+func TestProxyOPoTLab(t *testing.T) {
+	requireRoot(t)
+	testutil.RequireTool(t, "nft")
+	s, nw := proxyOPoTTestbed(t)
+	opts := up(t, nw)
+	open := func(node string) *netns.NS {
+		t.Helper()
+		ns, err := lab.Open(nw.Name, node, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ns.Close)
+		return ns
+	}
+	src, px, fw, sink := open("src"), open("proxy"), open("fw"), open("sink")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for _, a := range []string{"fc00:a2::1", "fc00:a3::2"} {
+		if _, err := px.Run(ctx, "ping", "-6", "-c", "1", "-W", "2", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The transit stage runs before the proxy programs on the SR side.
+	progs, err := apply.IngressPrograms(px, "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti, pi := index(progs, "srchain_opot_t"), index(progs, "srchain_proxy_"); ti < 0 || pi < 0 || ti > pi {
+		t.Fatalf("proxy eth0 tcx ingress runs %v: want the opot transit stage before the proxy", progs)
+	}
+
+	pr, err := lab.NewProber(nw.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	for _, p := range probes(s) {
+		if res, trace := run(t, pr, p); !res.OK {
+			t.Errorf("probe %s: %s\n%s", p.Name, res.Why, trace)
+		}
+	}
+	ln := anfListen(t, sink, "10.0.4.2:80")
+	go anfEcho(ln)
+	for i := range 5 {
+		msg := strings.Repeat("proof through a legacy firewall ", i+1)
+		if got, err := anfTCP(src, "10.0.4.2:80", msg); err != nil || got != msg {
+			t.Fatalf("tcp %d through the firewall: %q, %v", i, got, err)
+		}
+	}
+
+	verdicts := func(node, chain string) (uint64, map[string]uint64) {
+		t.Helper()
+		pcs, err := lab.Counters(ctx, nw.Name, node, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok uint64
+		drops := map[string]uint64{}
+		for _, pc := range pcs {
+			if pc.Program != state.ProgramOPoT {
+				continue
+			}
+			for _, c := range pc.Counters {
+				switch {
+				case c.Name == "chain/"+chain+"/verified":
+					ok = c.Value
+				case strings.HasPrefix(c.Name, "chain/"+chain+"/drop/"):
+					drops[strings.TrimPrefix(c.Name, "chain/"+chain+"/drop/")] += c.Value
+				}
+			}
+		}
+		return ok, drops
+	}
+	for _, c := range []struct{ node, chain string }{{"egress", "web"}, {"ingress", "web-back"}, {"egress", "mon6"}} {
+		ok, drops := verdicts(c.node, c.chain)
+		// The TCP exchanges alone are 5 connections of >= 4 packets each way.
+		min := uint64(1)
+		if c.chain != "mon6" {
+			min = 20
+		}
+		t.Logf("chain %s: %d verified at %s", c.chain, ok, c.node)
+		if ok < min || len(drops) != 0 {
+			t.Errorf("chain %s at %s: %d verified, drops %v; want >= %d and none", c.chain, c.node, ok, drops, min)
+		}
+	}
+	pc := proxyCounters(t, ctx, nw, opts, px)
+	t.Logf("proxy: fw-out %v, fw-in %v", pick(pc, "fw-out/sid/opot"), pick(pc, "fw-in/sid/opot"))
+	for _, nf := range []string{"fw-out", "fw-in"} {
+		if pc[nf+"/sid/opot-save"] == 0 || pc[nf+"/sid/opot-miss"] != 0 {
+			t.Errorf("%s: %d TLVs carried, %d missed; want > 0 and 0 (%v)", nf, pc[nf+"/sid/opot-save"], pc[nf+"/sid/opot-miss"], pick(pc, nf+"/"))
+		}
+	}
+
+	// The firewall node sends a packet of its own out of its outside arm,
+	// fw-out's IFACE-IN: no proof was kept for it, so the proxy drops it.
+	webOK, _ := verdicts("egress", "web")
+	missBefore := pc["fw-out/drop/proxy-opot-miss"]
+	if _, err := fw.Run(ctx, "ping", "-c", "1", "-W", "1", "10.0.4.2"); err == nil {
+		t.Error("a ping from the firewall node reached the sink")
+	}
+	pc = proxyCounters(t, ctx, nw, opts, px)
+	if pc["fw-out/sid/opot-miss"] != 1 || pc["fw-out/drop/proxy-opot-miss"] != missBefore+1 {
+		t.Errorf("fw-out after the firewall's own ping: opot-miss %d, drop/proxy-opot-miss %d (was %d); want 1 and one more",
+			pc["fw-out/sid/opot-miss"], pc["fw-out/drop/proxy-opot-miss"], missBefore)
+	}
+	if ok, drops := verdicts("egress", "web"); ok != webOK || len(drops) != 0 {
+		t.Errorf("chain web after the injection: %d verified (was %d), drops %v", ok, webOK, drops)
+	}
+}
+
+// proxyOPoTTestbed is examples/proxy-testbed.yaml with opot on web,
+// web-back and mon6, and fw-in as End.AD.flow.
+func proxyOPoTTestbed(t *testing.T) (*spec.Spec, *state.Network) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "proxy-testbed.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, r := range [][2]string{
+		{"    nfs: [fw-out]\n", "    nfs: [fw-out]\n    opot: true\n"},
+		{"    nfs: [fw-in]\n", "    nfs: [fw-in]\n    opot: true\n"},
+		{"    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n"},
+		{"behavior: end.ad, to_nf: eth3, from_nf: eth2", "behavior: end.ad-flow, to_nf: eth3, from_nf: eth2"},
+	} {
+		if !strings.Contains(text, r[0]) {
+			t.Fatalf("example changed: no %q", r[0])
+		}
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	path := filepath.Join(t.TempDir(), "proxy-testbed.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, err := compile.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw.Name = labName("o")
+	return s, nw
+}
