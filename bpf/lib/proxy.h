@@ -1255,15 +1255,112 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	return proxy_forward(c, idx);
 }
 
+/* proxy_back is what the NF -> SR direction restores: the header stack,
+ * End.AD.flow's first word and, with OPoT, the packet's kept TLV and the
+ * key to take it by.
+ */
+struct proxy_back {
+	const __u8 *hdr;
+	__u32 hlen;
+	__u32 tlv; /* proxy_hdr.tlv: 1 + the TLV's offset in hdr, 0: none */
+	__u32 has_word0;
+	__be32 word0;
+	struct proxy_opot_key k;
+	struct proxy_opot_tlv ot;
+};
+
+/* proxy_back_find fills b for a packet from the NF of SID idx (inner
+ * packet at l3off, hop limit / TTL not yet changed) that arrived on
+ * in_ifindex. Returns DROP_NONE, or the reason and the SID's stat; it
+ * counts and deletes nothing (the caller does once it commits: the XDP
+ * twin may still hand the packet to tc).
+ */
+static __always_inline __u32 proxy_back_find(struct pctx *c, const int kind, __u32 idx, const struct proxy_sid *s,
+					     __u32 in_ifindex, struct proxy_back *b, __u32 *stat)
+{
+	__u32 beh = s->behavior, r;
+
+	if (beh == PROXY_BEH_AS) {
+		b->hdr = s->hdr;
+		b->hlen = s->hdr_len;
+	} else if (beh == PROXY_BEH_AD) {
+		__u32 key = in_ifindex;
+		struct proxy_hdr *h = bpf_map_lookup_elem(&proxy_ad_cache, &key);
+
+		if (!h) {
+			*stat = PS_CACHE_MISS;
+			return DROP_PROXY_NO_CACHE;
+		}
+		b->hdr = h->hdr;
+		b->hlen = h->len;
+		b->tlv = h->tlv;
+	} else if (beh == PROXY_BEH_AD_FLOW) {
+		struct proxy_flow_key k = { .sid = idx };
+		struct proxy_flow *fl;
+		struct proxy_hdr *h;
+		__u32 key;
+		__u64 now;
+
+		r = proxy_flow_key_of(&c->p, c->p.l3off, s->inner, &k);
+		if (r) {
+			*stat = PS_DROP;
+			return r;
+		}
+		fl = bpf_map_lookup_elem(&proxy_flows, &k);
+		now = bpf_ktime_get_ns();
+		if (!fl || (s->flow_timeout_ns && now - fl->last_ns > s->flow_timeout_ns)) {
+			*stat = PS_CACHE_MISS;
+			return DROP_PROXY_FLOW_MISS;
+		}
+		key = fl->slot;
+		h = bpf_map_lookup_elem(&proxy_hslots, &key);
+		/* The slot was given another header since: a miss. */
+		if (!h || (__u32)h->gen != fl->gen) {
+			*stat = PS_CACHE_MISS;
+			return DROP_PROXY_FLOW_MISS;
+		}
+		proxy_flow_touch(fl, s, now);
+		b->word0 = fl->word0;
+		b->has_word0 = 1;
+		b->hdr = h->hdr;
+		b->hlen = h->len;
+		b->tlv = h->tlv;
+	} else {
+		*stat = PS_DROP;
+		return DROP_UNSUPPORTED;
+	}
+	/* OPoT: the header carries a TLV, so this packet must have come
+	 * from the SR side with one (proxy_opot_save). A packet the proxy
+	 * did not send to the NF, or one the NF rewrote, has none: it must
+	 * not leave with a proof it never had.
+	 */
+	if (b->tlv) {
+		struct proxy_opot_tlv *v;
+
+		b->k.sid = idx;
+		r = proxy_opot_key_of(c, kind, c->p.l3off, s->inner, &b->k);
+		if (r) {
+			*stat = PS_DROP;
+			return r;
+		}
+		v = bpf_map_lookup_elem(&proxy_opot, &b->k);
+		if (!v) {
+			*stat = PS_OPOT_MISS;
+			return DROP_PROXY_OPOT_MISS;
+		}
+		__builtin_memcpy(b->ot.b, v->b, OPOT_TLV_LEN);
+	}
+	return DROP_NONE;
+}
+
 /* proxy_from_nf handles a packet from the NF on IFACE-IN of SID idx. */
 static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct proxy_sid *s, __be16 proto)
 {
 	struct __sk_buff *skb = c->ctx;
-	__u32 beh = s->behavior, inner = s->inner, l3len, r;
-	struct proxy_opot_tlv ot;
+	__u32 beh = s->behavior, inner = s->inner, l3len, r, stat = PS_DROP;
+	struct proxy_back b = {};
 	const __u8 *hdr;
-	__u32 hlen, has_word0 = 0, tlv = 0;
-	__be32 word0 = 0;
+	__u32 hlen;
 
 	if (beh == PROXY_BEH_AM || beh == PROXY_BEH_AM_NAT) {
 		if (proto != bpf_htons(ETH_P_IPV6))
@@ -1306,67 +1403,15 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		ctx_reload(c, CTX_TC);
 	}
 
-	if (beh == PROXY_BEH_AS) {
-		hdr = s->hdr;
-		hlen = s->hdr_len;
-	} else if (beh == PROXY_BEH_AD) {
-		__u32 key = skb->ingress_ifindex;
-		struct proxy_hdr *h = bpf_map_lookup_elem(&proxy_ad_cache, &key);
-
-		if (!h)
-			return proxy_drop(idx, PS_CACHE_MISS, DROP_PROXY_NO_CACHE);
+	r = proxy_back_find(c, CTX_TC, idx, s, skb->ingress_ifindex, &b, &stat);
+	if (r)
+		return proxy_drop(idx, stat, r);
+	if (beh != PROXY_BEH_AS)
 		proxy_count(idx, PS_CACHE_HIT);
-		hdr = h->hdr;
-		hlen = h->len;
-		tlv = h->tlv;
-	} else if (beh == PROXY_BEH_AD_FLOW) {
-		struct proxy_flow_key k = { .sid = idx };
-		struct proxy_flow *fl;
-		struct proxy_hdr *h;
-		__u32 key;
-		__u64 now;
-
-		r = proxy_flow_key_of(&c->p, c->p.l3off, inner, &k);
-		if (r)
-			return proxy_drop(idx, PS_DROP, r);
-		fl = bpf_map_lookup_elem(&proxy_flows, &k);
-		now = bpf_ktime_get_ns();
-		if (!fl || (s->flow_timeout_ns && now - fl->last_ns > s->flow_timeout_ns))
-			return proxy_drop(idx, PS_CACHE_MISS, DROP_PROXY_FLOW_MISS);
-		key = fl->slot;
-		h = bpf_map_lookup_elem(&proxy_hslots, &key);
-		/* The slot was given another header since: a miss. */
-		if (!h || (__u32)h->gen != fl->gen)
-			return proxy_drop(idx, PS_CACHE_MISS, DROP_PROXY_FLOW_MISS);
-		proxy_flow_touch(fl, s, now);
-		word0 = fl->word0;
-		has_word0 = 1;
-		proxy_count(idx, PS_CACHE_HIT);
-		hdr = h->hdr;
-		hlen = h->len;
-		tlv = h->tlv;
-	} else {
-		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
-	}
-
-	/* OPoT: the header carries a TLV, so this packet must have come
-	 * from the SR side with one (proxy_opot_save): take it back. A
-	 * packet the proxy did not send to the NF, or one the NF rewrote,
-	 * has none: it leaves without a proof it never had.
-	 */
-	if (tlv) {
-		struct proxy_opot_key k = { .sid = idx };
-		struct proxy_opot_tlv *v;
-
-		r = proxy_opot_key_of(c, CTX_TC, c->p.l3off, inner, &k);
-		if (r)
-			return proxy_drop(idx, PS_DROP, r);
-		v = bpf_map_lookup_elem(&proxy_opot, &k);
-		if (!v)
-			return proxy_drop(idx, PS_OPOT_MISS, DROP_PROXY_OPOT_MISS);
-		__builtin_memcpy(ot.b, v->b, OPOT_TLV_LEN);
-		bpf_map_delete_elem(&proxy_opot, &k);
-	}
+	if (b.tlv)
+		bpf_map_delete_elem(&proxy_opot, &b.k);
+	hdr = b.hdr;
+	hlen = b.hlen;
 
 	/* Bytes past the IP length (Ethernet padding) are not the packet's. */
 	if (skb->len > sizeof(struct ethhdr) + l3len) {
@@ -1379,10 +1424,10 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	r = proxy_push(c, hdr, hlen);
 	if (r)
 		return proxy_drop(idx, PS_DROP, r);
-	if (tlv && proxy_opot_put(skb, tlv - 1, &ot))
+	if (b.tlv && proxy_opot_put(skb, b.tlv - 1, &b.ot))
 		return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
-	if (has_word0) {
-		if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), &word0, sizeof(word0), BPF_F_RECOMPUTE_CSUM))
+	if (b.has_word0) {
+		if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), &b.word0, sizeof(b.word0), BPF_F_RECOMPUTE_CSUM))
 			return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
 		ctx_reload(c, CTX_TC);
 	}
