@@ -125,4 +125,40 @@ int srchain_proxy_sr_xdp(struct xdp_md *ctx)
 	return proxy_sr_xdp_run(ctx, idx);
 }
 
+/* srchain_proxy_nf_xdp is the XDP twin of srchain_proxy_nf on an
+ * IFACE-IN (the NF side of the offload): packets from the NF get their
+ * SR header back and leave by a FIB redirect without an skb on this
+ * node; packets to a proxy SID (one-armed NFs) are served as by
+ * srchain_proxy_sr_xdp. Control traffic, multicast, and everything it
+ * cannot finish go to tc untouched (srchain_proxy_nf must be attached to
+ * the same interface), which serves, drops and counts them.
+ */
+SEC("xdp")
+int srchain_proxy_nf_xdp(struct xdp_md *ctx)
+{
+	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
+	__u32 key = ctx->ingress_ifindex, idx, *i;
+	struct ethhdr *eth;
+	__be16 proto;
+
+	i = bpf_map_lookup_elem(&proxy_nf, &key);
+	if (!i)
+		return XDP_PASS;
+	idx = *i;
+	ctx_reload(&c, CTX_XDP);
+	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
+	if (!eth || (eth->h_dest[0] & 1))
+		return XDP_PASS;
+	proto = eth->h_proto;
+	if (proto == bpf_htons(ETH_P_IPV6)) {
+		__u32 sidx = 0;
+
+		if (!proxy_sid_of(&c.p, &sidx))
+			return proxy_sr_xdp_run(ctx, sidx);
+	}
+	if (proxy_control(&c.p, proto))
+		return XDP_PASS;
+	return proxy_nf_xdp_run(ctx, idx, proto);
+}
+
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -352,6 +352,16 @@ static __always_inline int proxy_drop(__u32 idx, __u32 stat, __u32 reason)
 	return TC_ACT_SHOT;
 }
 
+/* proxy_drop_xdp counts a drop of the XDP NF side, which happens only
+ * after it committed to rewriting a frame it cannot finish.
+ */
+static __always_inline int proxy_drop_xdp(__u32 idx, __u32 reason)
+{
+	proxy_count(idx, PS_DROP);
+	count_drop(reason);
+	return XDP_DROP;
+}
+
 /* proxy_sl_stat is the stat of an SRH verdict. */
 static __always_inline __u32 proxy_srh_stat(__u32 reason)
 {
@@ -1434,6 +1444,186 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	return proxy_forward(c, idx);
 }
 
+/* proxy_xdp_fib looks the outer destination dst (source src, flow word
+ * word0) up for a packet of len bytes leaving after the XDP NF side
+ * rewrote it. Returns 0 and params filled when it can be redirected
+ * (success, hop limit > 1), else -1: the packet goes to tc untouched.
+ */
+static __always_inline int proxy_xdp_fib(struct xdp_md *ctx, const __u8 *dst, const __u8 *src, __be32 word0,
+					 __u8 proto, __u32 len, __u8 hop_limit, struct bpf_fib_lookup *params)
+{
+	long rc;
+
+	if (hop_limit <= 1)
+		return -1;
+	__builtin_memset(params, 0, sizeof(*params));
+	params->family = AF_INET6;
+	params->flowinfo = word0 & bpf_htonl(0x0fffffff);
+	params->l4_protocol = proto;
+	params->tot_len = len;
+	params->ifindex = ctx->ingress_ifindex;
+	__builtin_memcpy(params->ipv6_src, src, 16);
+	__builtin_memcpy(params->ipv6_dst, dst, 16);
+	rc = bpf_fib_lookup(ctx, params, sizeof(*params), 0);
+	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
+	return rc == BPF_FIB_LKUP_RET_SUCCESS ? 0 : -1;
+}
+
+/* proxy_am_back_xdp is End.AM's NF -> SR direction at XDP: SL - 1, DA =
+ * SRH[SL] (NAT: SRH[0] = the returned DA first), hop limit - 1, FIB
+ * redirect; anything it cannot finish goes to tc untouched (XDP_PASS).
+ */
+static __always_inline int proxy_am_back_xdp(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+{
+	struct bpf_fib_lookup params;
+	struct srh_info si = {};
+	struct srh_fixed *srh;
+	struct ipv6hdr *ip6;
+	struct in6_addr *seg, *seg0, da;
+	struct ethhdr *eth;
+
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	if (!ip6 || sizeof(*ip6) + bpf_ntohs(ip6->payload_len) > ctx_l3_len(c, CTX_XDP))
+		return XDP_PASS;
+	if (proxy_srh_parse_xdp(c->ctx, &si) || si.sl == 0)
+		return XDP_PASS;
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	seg0 = srh_segment(&c->p, &si, 0);
+	seg = srh_segment(&c->p, &si, si.sl - 1);
+	srh = srh_fixed_hdr(&c->p, &si);
+	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+	if (!ip6 || !seg0 || !seg || !srh || !eth)
+		return XDP_PASS;
+	/* The next DA: SRH[SL - 1], or with NAT and SL - 1 = 0 the DA the
+	 * packet came back with (it becomes SRH[0]).
+	 */
+	ipv6_addr_copy(&da, seg);
+	if (s->behavior == PROXY_BEH_AM_NAT && si.sl == 1)
+		ipv6_addr_copy(&da, &ip6->daddr);
+	if (proxy_xdp_fib(c->ctx, (const __u8 *)&da, (const __u8 *)&ip6->saddr, *(__be32 *)ip6, ip6->nexthdr,
+			  ctx_l3_len(c, CTX_XDP), ip6->hop_limit, &params))
+		return XDP_PASS;
+	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+	seg0 = srh_segment(&c->p, &si, 0);
+	srh = srh_fixed_hdr(&c->p, &si);
+	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+	if (!ip6 || !seg0 || !srh || !eth)
+		return XDP_DROP;
+	if (s->behavior == PROXY_BEH_AM_NAT)
+		ipv6_addr_copy(seg0, &ip6->daddr);
+	srh->segments_left = si.sl - 1;
+	ipv6_addr_copy(&ip6->daddr, &da);
+	ip6_dec_hop_limit(ip6);
+	fib_set_macs(eth, &params);
+	proxy_count(idx, PS_FROM_NF);
+	return bpf_redirect(params.ifindex, 0);
+}
+
+/* proxy_from_nf_xdp is proxy_from_nf's XDP twin (End.AS, End.AD,
+ * End.AD.flow; End.AM above): it decides everything before it writes
+ * (the header to restore, the kept OPoT TLV, a FIB lookup of the restored
+ * destination that must succeed, room in front of the frame) and hands
+ * every packet it cannot finish to tc untouched, which serves, drops and
+ * counts it (hop limit / TTL <= 1 and its ICMPv6 error included).
+ */
+static __always_inline int proxy_from_nf_xdp(struct pctx *c, __u32 idx, const struct proxy_sid *s, __be16 proto)
+{
+	struct xdp_md *ctx = c->ctx;
+	struct bpf_fib_lookup params;
+	struct proxy_back b = {};
+	__u32 inner = s->inner, l3len, frame, r, stat = PS_DROP;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__be32 word0;
+	__u64 hlen;
+
+	if (s->behavior == PROXY_BEH_AM || s->behavior == PROXY_BEH_AM_NAT)
+		return proto == bpf_htons(ETH_P_IPV6) ? proxy_am_back_xdp(c, idx, s) : XDP_PASS;
+	if ((inner == IPPROTO_IPV6) != (proto == bpf_htons(ETH_P_IPV6)))
+		return XDP_PASS;
+	frame = c->p.data_end - c->p.data;
+	if (inner == IPPROTO_IPV6) {
+		struct ipv6hdr *in6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*in6));
+
+		if (!in6 || in6->hop_limit <= 1)
+			return XDP_PASS;
+		l3len = sizeof(*in6) + bpf_ntohs(in6->payload_len);
+	} else {
+		struct iphdr *in4 = pkt_ptr(&c->p, c->p.l3off, sizeof(*in4));
+
+		if (!in4 || in4->ttl <= 1 || in4->ihl < 5)
+			return XDP_PASS;
+		l3len = bpf_ntohs(in4->tot_len);
+		if (in4->ihl * 4 > l3len)
+			return XDP_PASS;
+	}
+	if (sizeof(struct ethhdr) + l3len > frame)
+		return XDP_PASS;
+	r = proxy_back_find(c, CTX_XDP, idx, s, ctx->ingress_ifindex, &b, &stat);
+	if (r)
+		return XDP_PASS;
+	hlen = proxy_bound(b.hlen);
+	if (hlen < sizeof(struct ipv6hdr) || hlen > PROXY_HDR_MAX || l3len + hlen - sizeof(struct ipv6hdr) > 0xffff)
+		return XDP_PASS;
+	word0 = b.has_word0 ? b.word0 : *(const __be32 *)b.hdr;
+	if (proxy_xdp_fib(ctx, b.hdr + 24, b.hdr + 8, word0, b.hdr[6], hlen + l3len, b.hdr[7], &params))
+		return XDP_PASS;
+	/* Ethernet padding is not the packet's; then room for the header. */
+	if (frame > sizeof(struct ethhdr) + l3len &&
+	    bpf_xdp_adjust_tail(ctx, -(int)(frame - sizeof(struct ethhdr) - l3len)))
+		return XDP_PASS;
+	if (bpf_xdp_adjust_head(ctx, -(int)hlen))
+		return XDP_PASS;
+	/* Committed: from here the frame is rewritten. */
+	if (bpf_xdp_store_bytes(ctx, sizeof(struct ethhdr), (void *)b.hdr, hlen))
+		goto fail;
+	if (b.tlv) {
+		__u32 at = (b.tlv - 1) & (PROXY_HDR_MAX - 1);
+
+		if (at > PROXY_HDR_MAX - OPOT_TLV_LEN ||
+		    bpf_xdp_store_bytes(ctx, sizeof(struct ethhdr) + at, b.ot.b, OPOT_TLV_LEN))
+			goto fail;
+		bpf_map_delete_elem(&proxy_opot, &b.k);
+	}
+	ctx_reload(c, CTX_XDP);
+	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&c->p, sizeof(*eth), sizeof(*ip6));
+	if (!eth || !ip6)
+		goto fail;
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	fib_set_macs(eth, &params);
+	*(__be32 *)ip6 = word0;
+	ip6->payload_len = bpf_htons(hlen - sizeof(*ip6) + l3len);
+	ip6_dec_hop_limit(ip6);
+	/* The inner packet's hop limit / TTL: the proxy forwards it. */
+	if (inner == IPPROTO_IPV6) {
+		struct ipv6hdr *in6 = pkt_ptr(&c->p, (sizeof(*eth) + hlen) & (2 * PROXY_HDR_MAX - 1), sizeof(*in6));
+
+		if (!in6)
+			goto fail;
+		in6->hop_limit -= 1;
+	} else {
+		struct iphdr *in4 = pkt_ptr(&c->p, (sizeof(*eth) + hlen) & (2 * PROXY_HDR_MAX - 1), sizeof(*in4));
+		__u32 sum;
+
+		if (!in4)
+			goto fail;
+		/* RFC 1624: HC' = ~(~HC + ~m + m'), m the TTL/protocol word. */
+		sum = (__u16)~in4->check + (__u16)~bpf_htons((__u16)in4->ttl << 8 | in4->protocol);
+		in4->ttl -= 1;
+		sum += bpf_htons((__u16)in4->ttl << 8 | in4->protocol);
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		in4->check = ~(__u16)sum;
+	}
+	if (s->behavior != PROXY_BEH_AS)
+		proxy_count(idx, PS_CACHE_HIT);
+	proxy_count(idx, PS_FROM_NF);
+	return bpf_redirect(params.ifindex, 0);
+fail:
+	return proxy_drop_xdp(idx, DROP_ADJUST_ROOM);
+}
+
 /* proxy_sr_run and proxy_nf_run are the two directions as global
  * functions (verified once each, whichever program calls them).
  */
@@ -1463,6 +1653,20 @@ __attribute__((noinline)) int proxy_sr_xdp_run(struct xdp_md *ctx, __u32 idx)
 		return XDP_PASS;
 	ctx_reload(&c, CTX_XDP);
 	return proxy_sr(&c, CTX_XDP, idx, s);
+}
+
+__attribute__((noinline)) int proxy_nf_xdp_run(struct xdp_md *ctx, __u32 idx, __u32 proto)
+{
+	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
+
+	if (!ctx)
+		return XDP_PASS;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s || !s->behavior)
+		return XDP_PASS;
+	ctx_reload(&c, CTX_XDP);
+	return proxy_from_nf_xdp(&c, idx, s, (__be16)proto);
 }
 
 __attribute__((noinline)) int proxy_nf_run(struct __sk_buff *skb, __u32 idx, __u32 proto)

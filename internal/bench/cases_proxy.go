@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/cilium/ebpf/link"
+
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/proxydp"
 )
@@ -109,6 +111,41 @@ var CaseNFPlain = Case{
 	},
 }
 
+// CaseNFXDPFwd is nf-plain forwarded at XDP on both of the DUT's sides
+// (in0 -> NF, NF -> sink; bare FIB lookup + redirect, bpf/bench/xdpfwd.c,
+// which honours the ip rule): the scenario's XDP ceiling, the least work
+// a DUT does to send each packet through the NF and on. A case's CPU cost
+// over it is what its proxy work costs per packet.
+var CaseNFXDPFwd = Case{
+	Name: "nf-xdp-fwd", Desc: "nf-plain forwarded by a bare XDP FIB redirect on in0 and nf0: the XDP ceiling",
+	XDP: true,
+	Setup: func(ctx context.Context, d *DUT) error {
+		if err := CaseNFPlain.Setup(ctx, d); err != nil {
+			return err
+		}
+		var objs xdpfwdObjects
+		if err := loadXdpfwdObjects(&objs, nil); err != nil {
+			return fmt.Errorf("load xdpfwd: %w", err)
+		}
+		d.Defer(objs.Close)
+		if err := attachXDP(d, objs.Xdpfwd); err != nil {
+			return err
+		}
+		nf, err := d.Index(ifDUTNF)
+		if err != nil {
+			return err
+		}
+		return d.NS.Do(func() error {
+			l, err := link.AttachXDP(link.XDPOptions{Program: objs.Xdpfwd, Interface: nf})
+			if err != nil {
+				return fmt.Errorf("attach xdp: %w", err)
+			}
+			d.Defer(l.Close)
+			return nil
+		})
+	},
+}
+
 // CaseProxyWorkaround is the kernel-only way to put an SR-unaware NF in
 // a chain: End.DX6 to the NF, and on the way back a rule for the NF's
 // link into a table whose route H.Encaps towards the next segment.
@@ -182,7 +219,10 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 			return err
 		}
 		if xdp {
-			return p.AttachXDP(in, "")
+			if err := p.AttachXDP(in, false, ""); err != nil {
+				return err
+			}
+			return p.AttachXDP(nfIdx, true, "")
 		}
 		return nil
 	})
@@ -193,7 +233,7 @@ var proxyFlowCounts = []int{1, 1000, 100000}
 
 func proxyCases() []Case {
 	cs := []Case{
-		CasePlain, CaseNFPlain, CaseProxyWorkaround,
+		CasePlain, CaseNFPlain, CaseNFXDPFwd, CaseProxyWorkaround,
 		proxyCase("end.as", "srchain End.AS (tc), 1 segment pushed", proxydp.BehaviorAS, 0x1a1, false, 0),
 		proxyCase("end.ad", "srchain End.AD (tc)", proxydp.BehaviorAD, 0x1a2, false, 0),
 		proxyCase("end.am", "srchain End.AM (tc)", proxydp.BehaviorAM, 0x1a3, false, 0),
@@ -206,9 +246,9 @@ func proxyCases() []Case {
 		cs = append(cs, proxyCase(name, fmt.Sprintf("srchain End.AD.flow (tc), %d flows", n), proxydp.BehaviorADFlow, 0x1a5, false, n))
 	}
 	return append(cs,
-		proxyCase("end.as-xdp", "srchain End.AS, SR side at XDP", proxydp.BehaviorAS, 0x1a1, true, 0),
-		proxyCase("end.ad-xdp", "srchain End.AD, SR side at XDP", proxydp.BehaviorAD, 0x1a2, true, 0),
-		proxyCase("end.am-xdp", "srchain End.AM, SR side at XDP", proxydp.BehaviorAM, 0x1a3, true, 0),
+		proxyCase("end.as-xdp", "srchain End.AS at XDP (both sides)", proxydp.BehaviorAS, 0x1a1, true, 0),
+		proxyCase("end.ad-xdp", "srchain End.AD at XDP (both sides)", proxydp.BehaviorAD, 0x1a2, true, 0),
+		proxyCase("end.am-xdp", "srchain End.AM at XDP (both sides)", proxydp.BehaviorAM, 0x1a3, true, 0),
 	)
 }
 
@@ -222,8 +262,8 @@ func flowLabel(n int) string {
 
 func init() {
 	Register(&Scenario{
-		Name: "proxy", Baseline: CaseNFPlain.Name, XLabel: "flows",
-		Desc:  "seed 001: round trip through a forwarding NF: plain routing, kernel End.DX6 -> NF -> H.Encaps, srchain End.AS/AD/AM/AD.flow at tc and with the SR side at XDP",
+		Name: "proxy", Baseline: CaseNFPlain.Name, Ceiling: CaseNFXDPFwd.Name, XLabel: "flows",
+		Desc:  "seed 001: round trip through a forwarding NF: plain routing (also by a bare XDP forward, the ceiling), kernel End.DX6 -> NF -> H.Encaps, srchain End.AS/AD/AM/AD.flow at tc and End.AS/AD/AM at XDP",
 		Cases: proxyCases(),
 	})
 }

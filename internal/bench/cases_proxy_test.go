@@ -68,7 +68,10 @@ func TestProxyScenario(t *testing.T) {
 			t.Errorf("%s: no setup", c.Name)
 		}
 	}
-	for _, name := range []string{"nf-plain", "workaround", "end.as", "end.ad", "end.am", "end.ad-xdp"} {
+	if sc.Ceiling != "nf-xdp-fwd" {
+		t.Errorf("ceiling %q, want nf-xdp-fwd", sc.Ceiling)
+	}
+	for _, name := range []string{"nf-plain", "nf-xdp-fwd", "workaround", "end.as", "end.ad", "end.am", "end.ad-xdp"} {
 		if !seen[name] {
 			t.Errorf("case %s missing", name)
 		}

@@ -76,8 +76,10 @@ type env struct {
 	nf    []int            // NF-side interfaces: nf[0] is every SID's IFACE-OUT, nf[i] IFACE-IN of SID i
 	nfMAC net.HardwareAddr // nf[0]'s MAC
 	sids  map[netip.Addr]SID
-	// xdp: SR-side steps also go through the XDP twin first.
+	// xdp: steps also go through the XDP twins first.
 	xdp bool
+	// xdpNF counts the packets the NF side's XDP twin forwarded.
+	xdpNF int
 }
 
 // xdpCtx is struct xdp_md; test runs may set ingress_ifindex.
@@ -250,6 +252,9 @@ func (e *env) do(t *testing.T, st step) Result {
 	if e.xdp && st.in == 0 && et == EtherIPv6 {
 		e.doXDP(t, st.name, frame)
 	}
+	if e.xdp && st.in != 0 && e.doXDPNF(t, st.name, st.in, frame, res) {
+		return res // the XDP twin served it: tc never sees it
+	}
 	before, err := e.p.Drops()
 	if err != nil {
 		t.Fatal(err)
@@ -357,6 +362,74 @@ func (e *env) doXDP(t *testing.T, name string, frame []byte) {
 	if ret != xdpRedirect || !bytes.Equal(out, want) {
 		t.Errorf("%s: xdp verdict %d\n got %x\nwant %x", name, ret, out, want)
 	}
+}
+
+// doXDPNF runs frame, received from the NF on in, through the NF side's
+// XDP twin: a packet the model forwards into SR whose restored
+// destination the test's FIB routes (fc00:2::/64, outer hop limit > 1)
+// and whose header fits the test run's headroom must come out redirected
+// with the FIB's MACs and the model's bytes (outer hop limit - 1);
+// everything else passes to tc untouched, no drop counted. Reports
+// whether the twin forwarded (the model's caches then move; the caller
+// skips tc).
+func (e *env) doXDPNF(t *testing.T, name string, in int, frame []byte, res Result) bool {
+	t.Helper()
+	forward := false
+	var want []byte
+	switch res.Verdict {
+	case Forward:
+		pkt := append([]byte(nil), res.Packet...)
+		da := netip.AddrFrom16([16]byte(pkt[24:40]))
+		// The pushed header: the packet out less the IP packet in.
+		l3 := frame[ethLen:]
+		inner := 40 + int(binary.BigEndian.Uint16(l3[4:6]))
+		if binary.BigEndian.Uint16(frame[12:14]) == EtherIPv4 {
+			inner = int(binary.BigEndian.Uint16(l3[2:4]))
+		}
+		hlen := len(pkt) - inner
+		// XDP test runs leave 256 bytes of headroom, less the room the
+		// kernel keeps for struct xdp_frame.
+		if netip.MustParsePrefix("fc00:2::/64").Contains(da) && pkt[7] > 1 && hlen <= 200 {
+			pkt[7]--
+			forward = true
+			want = append(append(append([]byte(nil), nhMAC...), e.srMAC...), 0x86, 0xdd)
+			want = append(want, pkt...)
+		}
+	case Pass:
+		return false // not the proxy's: the twin passes it (checked below)
+	}
+	before, err := e.p.Drops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &ebpf.RunOptions{
+		Data:    frame,
+		DataOut: make([]byte, len(frame)+1024),
+		Context: xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: uint32(in)},
+	}
+	var ret uint32
+	if err := e.ns.Do(func() error {
+		var err error
+		ret, err = e.p.NFXDPProgram().Run(opts)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: nf xdp test run: %v", name, err)
+	}
+	out := opts.DataOut
+	if after, err := e.p.Drops(); err != nil || after != before {
+		t.Errorf("%s: nf xdp counted drops (%v)", name, err)
+	}
+	if !forward {
+		if ret != xdpPass || !bytes.Equal(out, frame) {
+			t.Errorf("%s: nf xdp verdict %d, frame changed %v; want an untouched pass", name, ret, !bytes.Equal(out, frame))
+		}
+		return false
+	}
+	if ret != xdpRedirect || !bytes.Equal(out, want) {
+		t.Errorf("%s: nf xdp verdict %d\n got %x\nwant %x", name, ret, out, want)
+	}
+	e.xdpNF++
+	return true
 }
 
 const (
@@ -695,4 +768,42 @@ func TestXDP(t *testing.T) {
 		e.do(t, st)
 	}
 	e.checkADCache(t, sidAD6)
+
+	// The NF side: what comes back is restored and redirected at XDP when
+	// the FIB routes the restored destination; the rest goes to tc.
+	back := func(name string, sid netip.Addr, sr []byte, want Verdict, reason drop.Reason) {
+		t.Helper()
+		r := e.m.clone().FromSR(sr)
+		e.do(t, step{name: name + " sr->nf", l3: sr, want: ToNF})
+		et := uint16(EtherIPv6)
+		if r.IPv4 {
+			et = EtherIPv4
+		}
+		e.do(t, step{name: name + " nf->sr", in: e.in(sid), etherType: et, l3: nfForward(r.Packet), want: want, reason: reason})
+	}
+	back("as6", sidAS6, toSID(t, udp6(64, 3), sidAS6, seg5), Forward, 0)
+	back("as4", sidAS4, toSID(t, udp4(64, 3), sidAS4, seg6), Forward, 0)
+	back("ad6", sidAD6, toSID(t, udp6(64, 3), sidAD6, seg5, seg6), Forward, 0)
+	back("ad4", sidAD4, toSID(t, udp4(64, 3), sidAD4, seg5), Forward, 0)
+	back("am", sidAM, toSID(t, udp6(64, 3), sidAM, seg5, seg6), Forward, 0)
+	back("am nat", sidAMNAT, toSID(t, udp6(64, 3), sidAMNAT, seg6), Forward, 0)
+	back("flow6", sidFlow, toSID(t, udp6(64, 3), sidFlow, seg5), Forward, 0)
+	back("flow4", sidFlow4, toSID(t, udp4(64, 3), sidFlow4, seg6), Forward, 0)
+	back("ad opot", sidADOPoT, toSIDOPoT(t, udp6(64, 3), 1, 0x99, sidADOPoT, seg5), Forward, 0)
+	back("flow opot", sidFlowOP, toSIDOPoT(t, udp4(64, 3), 0, 0x98, sidFlowOP, seg5), Forward, 0)
+	forwarded := e.xdpNF
+	if forwarded != 10 {
+		t.Errorf("the NF side's XDP twin forwarded %d of the 10 packets back", forwarded)
+	}
+	// To tc: hop limit 1 (tc sends Time Exceeded), no route for the
+	// restored destination, a packet sent back twice (OPoT), no cache.
+	r := e.do(t, step{name: "ad6 sr->nf no route", l3: toSID(t, udp6(64, 4), sidAD6, noRoute), want: ToNF})
+	e.do(t, step{name: "ad6 nf->sr no route", in: e.in(sidAD6), l3: nfForward(r.Packet), want: Forward})
+	e.do(t, step{name: "ad6 nf->sr hop limit 1", in: e.in(sidAD6), l3: udp6(1, 4), want: ICMP})
+	r = e.do(t, step{name: "ad opot sr->nf", l3: toSIDOPoT(t, udp6(64, 5), 0, 0x55, sidADOPoT, seg5), want: ToNF})
+	e.do(t, step{name: "ad opot nf->sr", in: e.in(sidADOPoT), l3: nfForward(r.Packet), want: Forward})
+	e.do(t, step{name: "ad opot nf->sr again", in: e.in(sidADOPoT), l3: nfForward(r.Packet), want: Drop, reason: drop.ProxyOPoTMiss})
+	if e.xdpNF != forwarded+1 {
+		t.Errorf("the NF side's XDP twin forwarded %d more, want 1 (the OPoT packet)", e.xdpNF-forwarded)
+	}
 }

@@ -556,14 +556,23 @@ func (p *Proxy) Attach(ifindex int, nfSide bool, linkPin string) error {
 // XDPProgram is srchain_proxy_sr_xdp.
 func (p *Proxy) XDPProgram() *ebpf.Program { return p.objs.SrchainProxySrXdp }
 
-// AttachXDP attaches the XDP twin of srchain_proxy_sr to the SR-facing
-// ifindex (native mode where the driver has it). It forwards to the NF
-// what a FIB lookup of the NF's address resolves out of IFACE-OUT and
-// passes the rest to tc, so Attach(ifindex, false, ...) must be done
-// on the same interface too. linkPin as for Attach.
-func (p *Proxy) AttachXDP(ifindex int, linkPin string) error {
+// NFXDPProgram is srchain_proxy_nf_xdp.
+func (p *Proxy) NFXDPProgram() *ebpf.Program { return p.objs.SrchainProxyNfXdp }
+
+// AttachXDP attaches an XDP twin to ifindex (native mode where the
+// driver has it): srchain_proxy_nf_xdp on an IFACE-IN (nfSide; it also
+// serves packets to a proxy SID, as srchain_proxy_nf does), else
+// srchain_proxy_sr_xdp on an SR-facing interface. A twin forwards what
+// it can finish with a FIB lookup and passes the rest to tc untouched, so
+// Attach(ifindex, nfSide, ...) must be done on the same interface too.
+// linkPin as for Attach.
+func (p *Proxy) AttachXDP(ifindex int, nfSide bool, linkPin string) error {
+	prog := p.objs.SrchainProxySrXdp
+	if nfSide {
+		prog = p.objs.SrchainProxyNfXdp
+	}
 	h := bpfrt.Hook{Ifindex: ifindex, XDP: true}
-	l, _, err := bpfrt.Attach(h, p.objs.SrchainProxySrXdp, bpfrt.AttachOptions{Pin: linkPin})
+	l, _, err := bpfrt.Attach(h, prog, bpfrt.AttachOptions{Pin: linkPin})
 	if err != nil {
 		return fmt.Errorf("attach proxy xdp: %w", err)
 	}

@@ -109,6 +109,7 @@ const (
 	proxyProgMapProxyStats         = "proxy_stats"
 	proxyProgMapSidCounters        = "sid_counters"
 	proxyProgProgSrchainProxyNf    = "srchain_proxy_nf"
+	proxyProgProgSrchainProxyNfXdp = "srchain_proxy_nf_xdp"
 	proxyProgProgSrchainProxySr    = "srchain_proxy_sr"
 	proxyProgProgSrchainProxySrXdp = "srchain_proxy_sr_xdp"
 )
@@ -156,6 +157,7 @@ type proxyProgSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type proxyProgProgramSpecs struct {
 	SrchainProxyNf    *ebpf.ProgramSpec `ebpf:"srchain_proxy_nf"`
+	SrchainProxyNfXdp *ebpf.ProgramSpec `ebpf:"srchain_proxy_nf_xdp"`
 	SrchainProxySr    *ebpf.ProgramSpec `ebpf:"srchain_proxy_sr"`
 	SrchainProxySrXdp *ebpf.ProgramSpec `ebpf:"srchain_proxy_sr_xdp"`
 }
@@ -249,6 +251,7 @@ type proxyProgVariables struct {
 // It can be passed to loadProxyProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type proxyProgPrograms struct {
 	SrchainProxyNf    *ebpf.Program `ebpf:"srchain_proxy_nf"`
+	SrchainProxyNfXdp *ebpf.Program `ebpf:"srchain_proxy_nf_xdp"`
 	SrchainProxySr    *ebpf.Program `ebpf:"srchain_proxy_sr"`
 	SrchainProxySrXdp *ebpf.Program `ebpf:"srchain_proxy_sr_xdp"`
 }
@@ -256,6 +259,7 @@ type proxyProgPrograms struct {
 func (p *proxyProgPrograms) Close() error {
 	return _ProxyProgClose(
 		p.SrchainProxyNf,
+		p.SrchainProxyNfXdp,
 		p.SrchainProxySr,
 		p.SrchainProxySrXdp,
 	)
