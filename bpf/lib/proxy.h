@@ -834,32 +834,111 @@ static __always_inline int proxy_fail(const int kind, __u32 idx, __u32 stat, __u
 	return proxy_drop(idx, stat, reason);
 }
 
+/* The XDP twins' FIB cache (seed 001's "SR cache" in software): per CPU,
+ * per SID and direction (index * 2: to the NF, + 1: back into SR), the
+ * result of the last successful FIB lookup of one destination. It is
+ * used only within the jiffy it was filled in (CONFIG_HZ 250: 4 ms), so
+ * a route or neighbour change reaches the twins within a jiffy, and for
+ * packets no longer than one the lookup passed (the MTU check). Only
+ * destinations whose lookup depends on nothing else the packet carries
+ * use it: the NF's configured address, and the restored DA of End.AS and
+ * End.AD (one outer source and flow word per header); End.AM and
+ * End.AD.flow (per-flow flow label: multipath) look up every packet.
+ */
+struct proxy_fibc {
+	__u64 jiffies;
+	__u8 dst[16];
+	__u32 ifindex;
+	__u32 max_len;
+	__u8 smac[ETH_ALEN];
+	__u8 dmac[ETH_ALEN];
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PROXY_MAX_SIDS * 2);
+	__type(key, __u32);
+	__type(value, struct proxy_fibc);
+} proxy_fibc SEC(".maps");
+
+/* proxy_eq16 compares two 16-byte addresses of any alignment. */
+static __always_inline int proxy_eq16(const __u8 *a, const __u8 *b)
+{
+	__u64 x[2], y[2];
+
+	__builtin_memcpy(x, a, 16);
+	__builtin_memcpy(y, b, 16);
+	return x[0] == y[0] && x[1] == y[1];
+}
+
+/* proxy_fibc_get fills params' egress from the cache slot when it holds
+ * dst from this jiffy for a packet of len bytes; 0 on a hit.
+ */
+static __always_inline int proxy_fibc_get(__u32 slot, const __u8 *dst, __u32 len, struct bpf_fib_lookup *params)
+{
+	struct proxy_fibc *e = bpf_map_lookup_elem(&proxy_fibc, &slot);
+
+	if (!e || e->jiffies != bpf_jiffies64() || len > e->max_len || !proxy_eq16(e->dst, dst))
+		return -1;
+	params->ifindex = e->ifindex;
+	__builtin_memcpy(params->smac, e->smac, ETH_ALEN);
+	__builtin_memcpy(params->dmac, e->dmac, ETH_ALEN);
+	return 0;
+}
+
+/* proxy_fibc_put stores a successful lookup of dst for len bytes. */
+static __always_inline void proxy_fibc_put(__u32 slot, const __u8 *dst, __u32 len, const struct bpf_fib_lookup *params)
+{
+	struct proxy_fibc *e = bpf_map_lookup_elem(&proxy_fibc, &slot);
+	__u64 now = bpf_jiffies64();
+
+	if (!e)
+		return;
+	if (e->jiffies != now || !proxy_eq16(e->dst, dst) || e->ifindex != params->ifindex)
+		e->max_len = 0;
+	e->jiffies = now;
+	__builtin_memcpy(e->dst, dst, 16);
+	e->ifindex = params->ifindex;
+	if (len > e->max_len)
+		e->max_len = len;
+	__builtin_memcpy(e->smac, params->smac, ETH_ALEN);
+	__builtin_memcpy(e->dmac, params->dmac, ETH_ALEN);
+}
+
 /* proxy_xdp_nf_fib (XDP) resolves the NF's next hop of family nh with a
  * FIB lookup for a packet of len bytes (no next hop configured: -1).
  * The route must leave through IFACE-OUT. Returns 0 and params filled,
  * or -1: the packet goes to tc (bpf_redirect_neigh does it there).
  */
-static __always_inline int proxy_xdp_nf_fib(struct xdp_md *ctx, const struct proxy_sid *s, __u32 nh, __u32 len,
-					    struct bpf_fib_lookup *params)
+static __always_inline int proxy_xdp_nf_fib(struct xdp_md *ctx, __u32 idx, const struct proxy_sid *s, __u32 nh,
+					    __u32 len, struct bpf_fib_lookup *params)
 {
+	__u32 slot = (idx % PROXY_MAX_SIDS) * 2;
+	__u8 dst[16] = {};
 	long rc;
 
 	__builtin_memset(params, 0, sizeof(*params));
 	if (nh == IPPROTO_IPIP && (s->flags & PROXY_F_NF4)) {
 		params->family = AF_INET;
 		params->ipv4_dst = s->nf4;
+		__builtin_memcpy(dst, &s->nf4, 4);
 	} else if (nh == IPPROTO_IPV6 && (s->flags & PROXY_F_NF6)) {
 		params->family = AF_INET6;
 		ipv6_addr_copy((struct in6_addr *)params->ipv6_dst, &s->nf6);
+		__builtin_memcpy(dst, &s->nf6, 16);
 	} else {
 		return -1;
 	}
+	if (!proxy_fibc_get(slot, dst, len, params))
+		return 0;
 	params->tot_len = len;
 	params->ifindex = ctx->ingress_ifindex;
 	rc = bpf_fib_lookup(ctx, params, sizeof(*params), 0);
 	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS || params->ifindex != s->out_ifindex)
 		return -1;
+	proxy_fibc_put(slot, dst, len, params);
 	return 0;
 }
 
@@ -902,7 +981,7 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 		if (!seg0)
 			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 		if (kind == CTX_XDP &&
-		    proxy_xdp_nf_fib(c->ctx, s, IPPROTO_IPV6, ctx_l3_len(c, kind), &params))
+		    proxy_xdp_nf_fib(c->ctx, idx, s, IPPROTO_IPV6, ctx_l3_len(c, kind), &params))
 			return XDP_PASS;
 		ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
 		eth = pkt_ptr(&c->p, 0, sizeof(*eth));
@@ -936,7 +1015,7 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 		if (hlen > PROXY_HDR_MAX)
 			return proxy_fail(kind, idx, PS_DROP, DROP_PROXY_HDR_TOO_BIG);
 	}
-	if (kind == CTX_XDP && proxy_xdp_nf_fib(c->ctx, s, inner, ctx_l3_len(c, kind) - hlen, &params))
+	if (kind == CTX_XDP && proxy_xdp_nf_fib(c->ctx, idx, s, inner, ctx_l3_len(c, kind) - hlen, &params))
 		return XDP_PASS;
 
 	if (beh == PROXY_BEH_AD || beh == PROXY_BEH_AD_FLOW) {
@@ -1446,17 +1525,21 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 
 /* proxy_xdp_fib looks the outer destination dst (source src, flow word
  * word0) up for a packet of len bytes leaving after the XDP NF side
- * rewrote it. Returns 0 and params filled when it can be redirected
- * (success, hop limit > 1), else -1: the packet goes to tc untouched.
+ * rewrote it, through the FIB cache slot (-1: none). Returns 0 and
+ * params' egress filled when it can be redirected (success, hop limit >
+ * 1), else -1: the packet goes to tc untouched.
  */
-static __always_inline int proxy_xdp_fib(struct xdp_md *ctx, const __u8 *dst, const __u8 *src, __be32 word0,
-					 __u8 proto, __u32 len, __u8 hop_limit, struct bpf_fib_lookup *params)
+static __always_inline int proxy_xdp_fib(struct xdp_md *ctx, int slot, const __u8 *dst, const __u8 *src,
+					 __be32 word0, __u8 proto, __u32 len, __u8 hop_limit,
+					 struct bpf_fib_lookup *params)
 {
 	long rc;
 
 	if (hop_limit <= 1)
 		return -1;
 	__builtin_memset(params, 0, sizeof(*params));
+	if (slot >= 0 && !proxy_fibc_get(slot, dst, len, params))
+		return 0;
 	params->family = AF_INET6;
 	params->flowinfo = word0 & bpf_htonl(0x0fffffff);
 	params->l4_protocol = proto;
@@ -1466,7 +1549,11 @@ static __always_inline int proxy_xdp_fib(struct xdp_md *ctx, const __u8 *dst, co
 	__builtin_memcpy(params->ipv6_dst, dst, 16);
 	rc = bpf_fib_lookup(ctx, params, sizeof(*params), 0);
 	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
-	return rc == BPF_FIB_LKUP_RET_SUCCESS ? 0 : -1;
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	if (slot >= 0)
+		proxy_fibc_put(slot, dst, len, params);
+	return 0;
 }
 
 /* proxy_am_back_xdp is End.AM's NF -> SR direction at XDP: SL - 1, DA =
@@ -1500,7 +1587,7 @@ static __always_inline int proxy_am_back_xdp(struct pctx *c, __u32 idx, const st
 	ipv6_addr_copy(&da, seg);
 	if (s->behavior == PROXY_BEH_AM_NAT && si.sl == 1)
 		ipv6_addr_copy(&da, &ip6->daddr);
-	if (proxy_xdp_fib(c->ctx, (const __u8 *)&da, (const __u8 *)&ip6->saddr, *(__be32 *)ip6, ip6->nexthdr,
+	if (proxy_xdp_fib(c->ctx, -1, (const __u8 *)&da, (const __u8 *)&ip6->saddr, *(__be32 *)ip6, ip6->nexthdr,
 			  ctx_l3_len(c, CTX_XDP), ip6->hop_limit, &params))
 		return XDP_PASS;
 	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
@@ -1566,7 +1653,8 @@ static __always_inline int proxy_from_nf_xdp(struct pctx *c, __u32 idx, const st
 	if (hlen < sizeof(struct ipv6hdr) || hlen > PROXY_HDR_MAX || l3len + hlen - sizeof(struct ipv6hdr) > 0xffff)
 		return XDP_PASS;
 	word0 = b.has_word0 ? b.word0 : *(const __be32 *)b.hdr;
-	if (proxy_xdp_fib(ctx, b.hdr + 24, b.hdr + 8, word0, b.hdr[6], hlen + l3len, b.hdr[7], &params))
+	if (proxy_xdp_fib(ctx, b.has_word0 ? -1 : (int)((idx % PROXY_MAX_SIDS) * 2 + 1), b.hdr + 24, b.hdr + 8, word0,
+			  b.hdr[6], hlen + l3len, b.hdr[7], &params))
 		return XDP_PASS;
 	/* Ethernet padding is not the packet's; then room for the header. */
 	if (frame > sizeof(struct ethhdr) + l3len &&

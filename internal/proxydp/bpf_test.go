@@ -806,4 +806,15 @@ func TestXDP(t *testing.T) {
 	if e.xdpNF != forwarded+1 {
 		t.Errorf("the NF side's XDP twin forwarded %d more, want 1 (the OPoT packet)", e.xdpNF-forwarded)
 	}
+
+	// The FIB cache lives one jiffy: once the next hop's MAC changed and
+	// a jiffy (4 ms at CONFIG_HZ 250) passed, the twins use the new one.
+	newMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x22}
+	if _, err := e.ns.Run(t.Context(), "ip", "-6", "neigh", "replace", nhAddr.String(), "lladdr", newMAC.String(), "dev", fmt.Sprintf("pxs%da", os.Getpid()%100000), "nud", "permanent"); err != nil {
+		t.Fatal(err)
+	}
+	defer func(old net.HardwareAddr) { nhMAC = old }(nhMAC)
+	nhMAC = newMAC
+	time.Sleep(50 * time.Millisecond)
+	back("ad6 after a neighbour change", sidAD6, toSID(t, udp6(64, 6), sidAD6, seg5, seg6), Forward, 0)
 }

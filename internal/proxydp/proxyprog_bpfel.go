@@ -21,6 +21,17 @@ type proxyProgIn6Addr struct {
 	}
 }
 
+type proxyProgProxyFibc struct {
+	_       structs.HostLayout
+	Jiffies uint64
+	Dst     [16]uint8
+	Ifindex uint32
+	MaxLen  uint32
+	Smac    [6]uint8
+	Dmac    [6]uint8
+	Pad     uint32
+}
+
 type proxyProgProxyFlow struct {
 	_      structs.HostLayout
 	LastNs uint64
@@ -99,6 +110,7 @@ const (
 	proxyProgMapFibCounters        = "fib_counters"
 	proxyProgMapProxyAdCache       = "proxy_ad_cache"
 	proxyProgMapProxyCfg           = "proxy_cfg"
+	proxyProgMapProxyFibc          = "proxy_fibc"
 	proxyProgMapProxyFlows         = "proxy_flows"
 	proxyProgMapProxyHgen          = "proxy_hgen"
 	proxyProgMapProxyHslots        = "proxy_hslots"
@@ -170,6 +182,7 @@ type proxyProgMapSpecs struct {
 	FibCounters  *ebpf.MapSpec `ebpf:"fib_counters"`
 	ProxyAdCache *ebpf.MapSpec `ebpf:"proxy_ad_cache"`
 	ProxyCfg     *ebpf.MapSpec `ebpf:"proxy_cfg"`
+	ProxyFibc    *ebpf.MapSpec `ebpf:"proxy_fibc"`
 	ProxyFlows   *ebpf.MapSpec `ebpf:"proxy_flows"`
 	ProxyHgen    *ebpf.MapSpec `ebpf:"proxy_hgen"`
 	ProxyHslots  *ebpf.MapSpec `ebpf:"proxy_hslots"`
@@ -211,6 +224,7 @@ type proxyProgMaps struct {
 	FibCounters  *ebpf.Map `ebpf:"fib_counters"`
 	ProxyAdCache *ebpf.Map `ebpf:"proxy_ad_cache"`
 	ProxyCfg     *ebpf.Map `ebpf:"proxy_cfg"`
+	ProxyFibc    *ebpf.Map `ebpf:"proxy_fibc"`
 	ProxyFlows   *ebpf.Map `ebpf:"proxy_flows"`
 	ProxyHgen    *ebpf.Map `ebpf:"proxy_hgen"`
 	ProxyHslots  *ebpf.Map `ebpf:"proxy_hslots"`
@@ -228,6 +242,7 @@ func (m *proxyProgMaps) Close() error {
 		m.FibCounters,
 		m.ProxyAdCache,
 		m.ProxyCfg,
+		m.ProxyFibc,
 		m.ProxyFlows,
 		m.ProxyHgen,
 		m.ProxyHslots,
