@@ -839,15 +839,22 @@ static __always_inline int proxy_fail(const int kind, __u32 idx, __u32 stat, __u
  * result of the last successful FIB lookup of one destination. It is
  * used only within the jiffy it was filled in (CONFIG_HZ 250: 4 ms), so
  * a route or neighbour change reaches the twins within a jiffy, and for
- * packets no longer than one the lookup passed (the MTU check). Only
- * destinations whose lookup depends on nothing else the packet carries
- * use it: the NF's configured address, and the restored DA of End.AS and
- * End.AD (one outer source and flow word per header); End.AM and
- * End.AD.flow (per-flow flow label: multipath) look up every packet.
+ * packets no longer than one the lookup passed (the MTU check). Its key
+ * is everything the lookup reads from the packet (destination, source,
+ * flow label, next header: a multipath route hashes them), so a hit is
+ * the lookup's own answer; packets of many flows through one SID miss
+ * and look up (one entry per slot: the last flow's).
  */
+struct proxy_fibc_key {
+	__u8 dst[16];
+	__u8 src[16];
+	__be32 flow; /* flow label (IPv6), 0 for the NF's address */
+	__u32 proto;
+};
+
 struct proxy_fibc {
 	__u64 jiffies;
-	__u8 dst[16];
+	struct proxy_fibc_key k;
 	__u32 ifindex;
 	__u32 max_len;
 	__u8 smac[ETH_ALEN];
@@ -862,24 +869,25 @@ struct {
 	__type(value, struct proxy_fibc);
 } proxy_fibc SEC(".maps");
 
-/* proxy_eq16 compares two 16-byte addresses of any alignment. */
-static __always_inline int proxy_eq16(const __u8 *a, const __u8 *b)
+/* proxy_fibc_same compares two cache keys (40 bytes, 8-byte words). */
+static __always_inline int proxy_fibc_same(const struct proxy_fibc_key *a, const struct proxy_fibc_key *b)
 {
-	__u64 x[2], y[2];
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
 
-	__builtin_memcpy(x, a, 16);
-	__builtin_memcpy(y, b, 16);
-	return x[0] == y[0] && x[1] == y[1];
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
 }
 
+_Static_assert(sizeof(struct proxy_fibc_key) == 40, "proxy_fibc_same compares 5 words");
+
 /* proxy_fibc_get fills params' egress from the cache slot when it holds
- * dst from this jiffy for a packet of len bytes; 0 on a hit.
+ * k from this jiffy for a packet of len bytes; 0 on a hit.
  */
-static __always_inline int proxy_fibc_get(__u32 slot, const __u8 *dst, __u32 len, struct bpf_fib_lookup *params)
+static __always_inline int proxy_fibc_get(__u32 slot, const struct proxy_fibc_key *k, __u32 len,
+					  struct bpf_fib_lookup *params)
 {
 	struct proxy_fibc *e = bpf_map_lookup_elem(&proxy_fibc, &slot);
 
-	if (!e || e->jiffies != bpf_jiffies64() || len > e->max_len || !proxy_eq16(e->dst, dst))
+	if (!e || e->jiffies != bpf_jiffies64() || len > e->max_len || !proxy_fibc_same(&e->k, k))
 		return -1;
 	params->ifindex = e->ifindex;
 	__builtin_memcpy(params->smac, e->smac, ETH_ALEN);
@@ -887,18 +895,19 @@ static __always_inline int proxy_fibc_get(__u32 slot, const __u8 *dst, __u32 len
 	return 0;
 }
 
-/* proxy_fibc_put stores a successful lookup of dst for len bytes. */
-static __always_inline void proxy_fibc_put(__u32 slot, const __u8 *dst, __u32 len, const struct bpf_fib_lookup *params)
+/* proxy_fibc_put stores a successful lookup of k for len bytes. */
+static __always_inline void proxy_fibc_put(__u32 slot, const struct proxy_fibc_key *k, __u32 len,
+					   const struct bpf_fib_lookup *params)
 {
 	struct proxy_fibc *e = bpf_map_lookup_elem(&proxy_fibc, &slot);
 	__u64 now = bpf_jiffies64();
 
 	if (!e)
 		return;
-	if (e->jiffies != now || !proxy_eq16(e->dst, dst) || e->ifindex != params->ifindex)
+	if (e->jiffies != now || !proxy_fibc_same(&e->k, k) || e->ifindex != params->ifindex)
 		e->max_len = 0;
 	e->jiffies = now;
-	__builtin_memcpy(e->dst, dst, 16);
+	e->k = *k;
 	e->ifindex = params->ifindex;
 	if (len > e->max_len)
 		e->max_len = len;
@@ -915,22 +924,24 @@ static __always_inline int proxy_xdp_nf_fib(struct xdp_md *ctx, __u32 idx, const
 					    __u32 len, struct bpf_fib_lookup *params)
 {
 	__u32 slot = (idx % PROXY_MAX_SIDS) * 2;
-	__u8 dst[16] = {};
+	struct proxy_fibc_key k = {};
 	long rc;
 
 	__builtin_memset(params, 0, sizeof(*params));
 	if (nh == IPPROTO_IPIP && (s->flags & PROXY_F_NF4)) {
 		params->family = AF_INET;
 		params->ipv4_dst = s->nf4;
-		__builtin_memcpy(dst, &s->nf4, 4);
+		__builtin_memcpy(k.dst, &s->nf4, 4);
+		k.proto = AF_INET;
 	} else if (nh == IPPROTO_IPV6 && (s->flags & PROXY_F_NF6)) {
 		params->family = AF_INET6;
 		ipv6_addr_copy((struct in6_addr *)params->ipv6_dst, &s->nf6);
-		__builtin_memcpy(dst, &s->nf6, 16);
+		__builtin_memcpy(k.dst, &s->nf6, 16);
+		k.proto = AF_INET6;
 	} else {
 		return -1;
 	}
-	if (!proxy_fibc_get(slot, dst, len, params))
+	if (!proxy_fibc_get(slot, &k, len, params))
 		return 0;
 	params->tot_len = len;
 	params->ifindex = ctx->ingress_ifindex;
@@ -938,7 +949,7 @@ static __always_inline int proxy_xdp_nf_fib(struct xdp_md *ctx, __u32 idx, const
 	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS || params->ifindex != s->out_ifindex)
 		return -1;
-	proxy_fibc_put(slot, dst, len, params);
+	proxy_fibc_put(slot, &k, len, params);
 	return 0;
 }
 
@@ -1525,20 +1536,23 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 
 /* proxy_xdp_fib looks the outer destination dst (source src, flow word
  * word0) up for a packet of len bytes leaving after the XDP NF side
- * rewrote it, through the FIB cache slot (-1: none). Returns 0 and
+ * rewrote it, through the FIB cache slot. Returns 0 and
  * params' egress filled when it can be redirected (success, hop limit >
  * 1), else -1: the packet goes to tc untouched.
  */
-static __always_inline int proxy_xdp_fib(struct xdp_md *ctx, int slot, const __u8 *dst, const __u8 *src,
+static __always_inline int proxy_xdp_fib(struct xdp_md *ctx, __u32 slot, const __u8 *dst, const __u8 *src,
 					 __be32 word0, __u8 proto, __u32 len, __u8 hop_limit,
 					 struct bpf_fib_lookup *params)
 {
+	struct proxy_fibc_key k = { .flow = word0 & bpf_htonl(0x000fffff), .proto = proto };
 	long rc;
 
 	if (hop_limit <= 1)
 		return -1;
 	__builtin_memset(params, 0, sizeof(*params));
-	if (slot >= 0 && !proxy_fibc_get(slot, dst, len, params))
+	__builtin_memcpy(k.dst, dst, 16);
+	__builtin_memcpy(k.src, src, 16);
+	if (!proxy_fibc_get(slot, &k, len, params))
 		return 0;
 	params->family = AF_INET6;
 	params->flowinfo = word0 & bpf_htonl(0x0fffffff);
@@ -1551,8 +1565,7 @@ static __always_inline int proxy_xdp_fib(struct xdp_md *ctx, int slot, const __u
 	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return -1;
-	if (slot >= 0)
-		proxy_fibc_put(slot, dst, len, params);
+	proxy_fibc_put(slot, &k, len, params);
 	return 0;
 }
 
@@ -1587,7 +1600,7 @@ static __always_inline int proxy_am_back_xdp(struct pctx *c, __u32 idx, const st
 	ipv6_addr_copy(&da, seg);
 	if (s->behavior == PROXY_BEH_AM_NAT && si.sl == 1)
 		ipv6_addr_copy(&da, &ip6->daddr);
-	if (proxy_xdp_fib(c->ctx, -1, (const __u8 *)&da, (const __u8 *)&ip6->saddr, *(__be32 *)ip6, ip6->nexthdr,
+	if (proxy_xdp_fib(c->ctx, (idx % PROXY_MAX_SIDS) * 2 + 1, (const __u8 *)&da, (const __u8 *)&ip6->saddr, *(__be32 *)ip6, ip6->nexthdr,
 			  ctx_l3_len(c, CTX_XDP), ip6->hop_limit, &params))
 		return XDP_PASS;
 	ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
@@ -1653,7 +1666,7 @@ static __always_inline int proxy_from_nf_xdp(struct pctx *c, __u32 idx, const st
 	if (hlen < sizeof(struct ipv6hdr) || hlen > PROXY_HDR_MAX || l3len + hlen - sizeof(struct ipv6hdr) > 0xffff)
 		return XDP_PASS;
 	word0 = b.has_word0 ? b.word0 : *(const __be32 *)b.hdr;
-	if (proxy_xdp_fib(ctx, b.has_word0 ? -1 : (int)((idx % PROXY_MAX_SIDS) * 2 + 1), b.hdr + 24, b.hdr + 8, word0,
+	if (proxy_xdp_fib(ctx, (idx % PROXY_MAX_SIDS) * 2 + 1, b.hdr + 24, b.hdr + 8, word0,
 			  b.hdr[6], hlen + l3len, b.hdr[7], &params))
 		return XDP_PASS;
 	/* Ethernet padding is not the packet's; then room for the header. */

@@ -24,7 +24,13 @@ type proxyProgIn6Addr struct {
 type proxyProgProxyFibc struct {
 	_       structs.HostLayout
 	Jiffies uint64
-	Dst     [16]uint8
+	K       struct {
+		_     structs.HostLayout
+		Dst   [16]uint8
+		Src   [16]uint8
+		Flow  uint32
+		Proto uint32
+	}
 	Ifindex uint32
 	MaxLen  uint32
 	Smac    [6]uint8
