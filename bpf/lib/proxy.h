@@ -68,7 +68,10 @@
  *   End.AD.flow  as End.AD, cached per inner flow (proxy_flow_key).
  *   End.AM   SRH required, SL > 0; DA = SRH[0]; the packet (with its SRH)
  *            goes to the NF over IPv6.
- * Direction NF -> SR (srchain_proxy_nf on IFACE-IN): link-local, ND,
+ * Direction NF -> SR (srchain_proxy_nf on IFACE-IN; srchain_proxy_nf_xdp,
+ * its XDP twin, serves what it can finish with a FIB redirect, decided
+ * before it writes, and passes everything else to tc untouched; both
+ * twins cache FIB results per CPU for one jiffy, proxy_fibc): link-local, ND,
  * MLD, RS, multicast and broadcast traffic and non-IP frames (ARP) pass
  * untouched (PROXY_NEXT: the next tcx program, then the stack);
  * everything else:
