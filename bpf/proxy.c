@@ -95,10 +95,12 @@ int srchain_proxy_nf(struct __sk_buff *skb)
 		if (!proxy_sid_of(&c.p, &sidx))
 			return proxy_sr_run(skb, sidx);
 	}
-	if (proxy_control(&c.p, proto)) {
+	if (proxy_control_of(&c.p, proto, idx)) {
 		proxy_count(idx, PS_CONTROL);
 		return PROXY_NEXT;
 	}
+	if (proxy_is_l2(idx))
+		return proxy_nf_l2_run(skb, idx);
 	return proxy_nf_run(skb, idx, proto);
 }
 
@@ -140,6 +142,7 @@ int srchain_proxy_nf_xdp(struct xdp_md *ctx)
 	__u32 key = ctx->ingress_ifindex, idx, *i;
 	struct ethhdr *eth;
 	__be16 proto;
+	int l2;
 
 	i = bpf_map_lookup_elem(&proxy_nf, &key);
 	if (!i)
@@ -147,7 +150,11 @@ int srchain_proxy_nf_xdp(struct xdp_md *ctx)
 	idx = *i;
 	ctx_reload(&c, CTX_XDP);
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
-	if (!eth || (eth->h_dest[0] & 1))
+	if (!eth)
+		return XDP_PASS;
+	/* An L2 service carries broadcast and multicast frames too. */
+	l2 = proxy_is_l2(idx);
+	if (!l2 && (eth->h_dest[0] & 1))
 		return XDP_PASS;
 	proto = eth->h_proto;
 	if (proto == bpf_htons(ETH_P_IPV6)) {
@@ -156,8 +163,10 @@ int srchain_proxy_nf_xdp(struct xdp_md *ctx)
 		if (!proxy_sid_of(&c.p, &sidx))
 			return proxy_sr_xdp_run(ctx, sidx);
 	}
-	if (proxy_control(&c.p, proto))
+	if (proxy_control_of(&c.p, proto, idx))
 		return XDP_PASS;
+	if (l2)
+		return proxy_nf_l2_xdp_run(ctx, idx);
 	return proxy_nf_xdp_run(ctx, idx, proto);
 }
 

@@ -176,6 +176,13 @@ _Static_assert((PROXY_HDR_MAX & (PROXY_HDR_MAX - 1)) == 0, "PROXY_HDR_MAX must b
 #define PROXY_F_NF4 2 /* nf4 is set */
 #define PROXY_F_OPOT 4 /* AD / AD.flow: carry each packet's OPoT TLV across the NF */
 
+/* Inner type 143: an Ethernet frame (RFC 8986 section 10.1, "Ethernet",
+ * as H.Encaps.L2 / End.DX2 carry it). End.AS and End.AD only.
+ */
+#ifndef IPPROTO_ETHERNET
+#define IPPROTO_ETHERNET 143
+#endif
+
 /* Per-SID statistics (Go: proxydp stat names). */
 #define PS_TO_NF 0        /* sent to the NF */
 #define PS_FROM_NF 1      /* came back from the NF and forwarded into SR */
@@ -541,6 +548,8 @@ static __always_inline __u32 proxy_opot_key_of(struct pctx *c, const int kind, _
 	__u32 l4off, end;
 	long lr = 0;
 
+	if (inner == IPPROTO_ETHERNET)
+		return DROP_UNSUPPORTED; /* no OPoT over L2 services (docs/proxy.md) */
 	off &= CTX_MAX_ROOM - 1;
 	if (inner == IPPROTO_IPV6) {
 		struct ipv6hdr *ip6 = pkt_ptr(&c->p, off, sizeof(*ip6));
@@ -620,6 +629,33 @@ static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u
 	__builtin_memset(&sc->hdr[n + OPOT_OFF_RND], 0, OPOT_TLV_LEN - OPOT_OFF_RND);
 	sc->tlv = n + 1;
 	proxy_count(idx, PS_OPOT_SAVE);
+	return DROP_NONE;
+}
+
+/* proxy_decap_l2 strips the outer Ethernet header and hlen bytes of
+ * outer header stack in front of an inner Ethernet frame (tc): the room
+ * after the MAC header goes (the outer stack and the inner frame's
+ * header), then the inner frame's header is written over the outer one.
+ * skb->protocol stays IPv6 (no helper changes it to another type): the
+ * frame only leaves by bpf_redirect to IFACE-OUT, whose receiver reads
+ * the type from the frame. A GSO packet is not split here (an L2 GSO
+ * stack has no segmenter behind a stripped SRv6 header): dropped,
+ * DROP_UNSUPPORTED.
+ */
+static __always_inline __u32 proxy_decap_l2(struct pctx *c, __u32 hlen)
+{
+	struct __sk_buff *skb = c->ctx;
+	struct ethhdr in;
+
+	if (skb->gso_segs > 1 || hlen < sizeof(struct ipv6hdr) || hlen >= CTX_MAX_ROOM)
+		return DROP_UNSUPPORTED;
+	if (bpf_skb_load_bytes(skb, sizeof(struct ethhdr) + hlen, &in, sizeof(in)))
+		return DROP_PKT_TRUNCATED;
+	if (bpf_skb_adjust_room(skb, -(__s32)(hlen + sizeof(struct ethhdr)), BPF_ADJ_ROOM_MAC, 0))
+		return DROP_ADJUST_ROOM;
+	if (bpf_skb_store_bytes(skb, 0, &in, sizeof(in), 0))
+		return DROP_ADJUST_ROOM;
+	ctx_reload(c, CTX_TC);
 	return DROP_NONE;
 }
 
@@ -1021,7 +1057,8 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 	hlen = w.off - c->p.l3off;
 	if (hlen >= CTX_MAX_ROOM)
 		return proxy_fail(kind, idx, PS_DROP, DROP_UNSUPPORTED);
-	if (!pkt_ptr(&c->p, w.off & (2 * CTX_MAX_ROOM - 1), inner == IPPROTO_IPV6 ? 40 : 20))
+	if (!pkt_ptr(&c->p, w.off & (2 * CTX_MAX_ROOM - 1),
+		     inner == IPPROTO_IPV6 ? 40 : inner == IPPROTO_ETHERNET ? sizeof(struct ethhdr) : 20))
 		return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
 	if (beh == PROXY_BEH_AD || beh == PROXY_BEH_AD_FLOW) {
 		if (!have_srh)
@@ -1029,7 +1066,11 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 		if (hlen > PROXY_HDR_MAX)
 			return proxy_fail(kind, idx, PS_DROP, DROP_PROXY_HDR_TOO_BIG);
 	}
-	if (kind == CTX_XDP && proxy_xdp_nf_fib(c->ctx, idx, s, inner, ctx_l3_len(c, kind) - hlen, &params))
+	/* An Ethernet frame goes out of IFACE-OUT as it is (its own MACs):
+	 * no next hop to resolve.
+	 */
+	if (kind == CTX_XDP && inner != IPPROTO_ETHERNET &&
+	    proxy_xdp_nf_fib(c->ctx, idx, s, inner, ctx_l3_len(c, kind) - hlen, &params))
 		return XDP_PASS;
 
 	if (beh == PROXY_BEH_AD || beh == PROXY_BEH_AD_FLOW) {
@@ -1120,6 +1161,13 @@ flow_done:;
 		 * from the lookup, so only the type is needed). Nothing was
 		 * written if adjust_head fails: tc can still serve the packet.
 		 */
+		if (inner == IPPROTO_ETHERNET) {
+			/* The inner frame becomes the frame. */
+			if (bpf_xdp_adjust_head(c->ctx, (int)(sizeof(struct ethhdr) + hlen)))
+				return XDP_PASS;
+			proxy_count(idx, PS_TO_NF);
+			return bpf_redirect(s->out_ifindex, 0);
+		}
 		if (bpf_xdp_adjust_head(c->ctx, (int)hlen))
 			return XDP_PASS;
 		ctx_reload(c, CTX_XDP);
@@ -1130,6 +1178,13 @@ flow_done:;
 		fib_set_macs(eth, &params);
 		proxy_count(idx, PS_TO_NF);
 		return bpf_redirect(params.ifindex, 0);
+	}
+	if (inner == IPPROTO_ETHERNET) {
+		r = proxy_decap_l2(c, hlen);
+		if (r)
+			return proxy_drop(idx, PS_DROP, r);
+		proxy_count(idx, PS_TO_NF);
+		return bpf_redirect(s->out_ifindex, 0);
 	}
 	r = proxy_decap(c, hlen, inner);
 	if (r)
@@ -1176,6 +1231,25 @@ static __always_inline int proxy_control(const struct pkt *p, __be16 proto)
 		return 0;
 	}
 	return 1;
+}
+
+/* proxy_control_of is proxy_control for SID idx: with an Ethernet inner
+ * type every frame on IFACE-IN is the chain's (an L2 NF bridges whole
+ * frames, ARP and broadcasts included) except the IEEE 802.1D link-local
+ * group 01:80:c2:00:00:0x (STP, LACP, LLDP), which bridges never forward.
+ */
+static __always_inline int proxy_control_of(const struct pkt *p, __be16 proto, __u32 idx)
+{
+	struct proxy_sid *s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	struct ethhdr *eth;
+
+	if (!s || s->inner != IPPROTO_ETHERNET)
+		return proxy_control(p, proto);
+	eth = pkt_ptr(p, 0, sizeof(*eth));
+	if (!eth)
+		return 1;
+	return eth->h_dest[0] == 0x01 && eth->h_dest[1] == 0x80 && eth->h_dest[2] == 0xc2 && eth->h_dest[3] == 0 &&
+	       eth->h_dest[4] == 0 && (eth->h_dest[5] & 0xf0) == 0;
 }
 
 /* proxy_time_exceeded turns the IPv6 packet into an ICMPv6 Time
@@ -1456,6 +1530,77 @@ static __always_inline __u32 proxy_back_find(struct pctx *c, const int kind, __u
 	return DROP_NONE;
 }
 
+/* proxy_from_nf_l2 is the NF -> SR direction of an Ethernet inner type
+ * (tc): the whole frame from IFACE-IN goes behind the restored header
+ * stack (outer next header 143), with no hop limit of its own to
+ * decrement. The room comes from bpf_skb_change_head (bpf_skb_adjust_room
+ * takes IPv4/IPv6 skbs only, and an L2 service carries ARP too), so the
+ * skb's protocol and network header still describe the inner frame: the
+ * packet may only leave by a FIB redirect (bpf_redirect writes the frame
+ * as it is; the next receiver parses it afresh). No route, an unresolved
+ * neighbour, hop limit <= 1 or too big: dropped, DROP_PROXY_L2_NO_ROUTE
+ * (the stack would read the frame as the inner type). GSO: dropped,
+ * DROP_UNSUPPORTED (no segmenter for it).
+ */
+static __always_inline int proxy_from_nf_l2(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+{
+	struct __sk_buff *skb = c->ctx;
+	struct bpf_fib_lookup params;
+	struct proxy_back b = {};
+	__u32 frame = skb->len, r, stat = PS_DROP;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__u64 hlen;
+	__be16 plen;
+	long rc;
+
+	if (skb->gso_segs > 1)
+		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+	r = proxy_back_find(c, CTX_TC, idx, s, skb->ingress_ifindex, &b, &stat);
+	if (r)
+		return proxy_drop(idx, stat, r);
+	if (s->behavior != PROXY_BEH_AS)
+		proxy_count(idx, PS_CACHE_HIT);
+	hlen = proxy_bound(b.hlen);
+	if (hlen < sizeof(struct ipv6hdr) || hlen > PROXY_HDR_MAX || frame + hlen - sizeof(struct ipv6hdr) > 0xffff)
+		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED);
+	if (bpf_skb_change_head(skb, sizeof(struct ethhdr) + hlen, 0))
+		return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
+	if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr), b.hdr, hlen, 0))
+		return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
+	plen = bpf_htons(hlen - sizeof(struct ipv6hdr) + frame);
+	if (bpf_skb_store_bytes(skb, sizeof(struct ethhdr) + 4, &plen, sizeof(plen), 0))
+		return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
+	if (b.has_word0 && bpf_skb_store_bytes(skb, sizeof(struct ethhdr), &b.word0, sizeof(b.word0), 0))
+		return proxy_drop(idx, PS_DROP, DROP_ADJUST_ROOM);
+	ctx_reload(c, CTX_TC);
+	ip6 = pkt_ptr(&c->p, sizeof(struct ethhdr), sizeof(*ip6));
+	if (!ip6)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	__builtin_memset(&params, 0, sizeof(params));
+	params.family = AF_INET6;
+	params.flowinfo = *(const __be32 *)ip6 & bpf_htonl(0x0fffffff);
+	params.l4_protocol = ip6->nexthdr;
+	params.tot_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	params.ifindex = skb->ingress_ifindex;
+	ipv6_addr_copy((struct in6_addr *)params.ipv6_src, &ip6->saddr);
+	ipv6_addr_copy((struct in6_addr *)params.ipv6_dst, &ip6->daddr);
+	rc = bpf_fib_lookup(skb, &params, sizeof(params), 0);
+	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
+	ctx_reload(c, CTX_TC);
+	ip6 = pkt_ptr(&c->p, sizeof(struct ethhdr), sizeof(*ip6));
+	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+	if (!ip6 || !eth)
+		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS || ip6->hop_limit <= 1)
+		return proxy_drop(idx, PS_DROP, DROP_PROXY_L2_NO_ROUTE);
+	ip6_dec_hop_limit(ip6);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	fib_set_macs(eth, &params);
+	proxy_count(idx, PS_FROM_NF);
+	return bpf_redirect(params.ifindex, 0);
+}
+
 /* proxy_from_nf handles a packet from the NF on IFACE-IN of SID idx. */
 static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct proxy_sid *s, __be16 proto)
 {
@@ -1470,6 +1615,8 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 			return proxy_drop(idx, PS_WRONG_INNER, DROP_PROXY_WRONG_INNER);
 		return proxy_am_back(c, idx, s);
 	}
+	if (inner == IPPROTO_ETHERNET)
+		return proxy_drop(idx, PS_DROP, DROP_UNSUPPORTED); /* proxy_nf_l2_run's */
 	if ((inner == IPPROTO_IPV6) != (proto == bpf_htons(ETH_P_IPV6)))
 		return proxy_drop(idx, PS_WRONG_INNER, DROP_PROXY_WRONG_INNER);
 
@@ -1622,6 +1769,50 @@ static __always_inline int proxy_am_back_xdp(struct pctx *c, __u32 idx, const st
 	return bpf_redirect(params.ifindex, 0);
 }
 
+/* proxy_from_nf_l2_xdp is proxy_from_nf_l2's XDP twin: the whole frame
+ * behind the restored header, decided before it writes (header, FIB of
+ * the restored destination, headroom), else to tc untouched.
+ */
+static __always_inline int proxy_from_nf_l2_xdp(struct pctx *c, __u32 idx, const struct proxy_sid *s)
+{
+	struct xdp_md *ctx = c->ctx;
+	struct bpf_fib_lookup params;
+	struct proxy_back b = {};
+	__u32 frame = c->p.data_end - c->p.data, stat = PS_DROP;
+	struct ipv6hdr *ip6;
+	struct ethhdr *eth;
+	__be32 word0;
+	__u64 hlen;
+
+	if (proxy_back_find(c, CTX_XDP, idx, s, ctx->ingress_ifindex, &b, &stat))
+		return XDP_PASS;
+	hlen = proxy_bound(b.hlen);
+	if (hlen < sizeof(struct ipv6hdr) || hlen > PROXY_HDR_MAX || frame + hlen - sizeof(struct ipv6hdr) > 0xffff)
+		return XDP_PASS;
+	word0 = b.has_word0 ? b.word0 : *(const __be32 *)b.hdr;
+	if (proxy_xdp_fib(ctx, (idx % PROXY_MAX_SIDS) * 2 + 1, b.hdr + 24, b.hdr + 8, word0, b.hdr[6], hlen + frame,
+			  b.hdr[7], &params))
+		return XDP_PASS;
+	if (bpf_xdp_adjust_head(ctx, -(int)(sizeof(struct ethhdr) + hlen)))
+		return XDP_PASS;
+	if (bpf_xdp_store_bytes(ctx, sizeof(struct ethhdr), (void *)b.hdr, hlen))
+		return proxy_drop_xdp(idx, DROP_ADJUST_ROOM);
+	ctx_reload(c, CTX_XDP);
+	eth = pkt_ptr(&c->p, 0, sizeof(*eth));
+	ip6 = pkt_ptr(&c->p, sizeof(*eth), sizeof(*ip6));
+	if (!eth || !ip6)
+		return proxy_drop_xdp(idx, DROP_ADJUST_ROOM);
+	eth->h_proto = bpf_htons(ETH_P_IPV6);
+	fib_set_macs(eth, &params);
+	*(__be32 *)ip6 = word0;
+	ip6->payload_len = bpf_htons(hlen - sizeof(*ip6) + frame);
+	ip6_dec_hop_limit(ip6);
+	if (s->behavior != PROXY_BEH_AS)
+		proxy_count(idx, PS_CACHE_HIT);
+	proxy_count(idx, PS_FROM_NF);
+	return bpf_redirect(params.ifindex, 0);
+}
+
 /* proxy_from_nf_xdp is proxy_from_nf's XDP twin (End.AS, End.AD,
  * End.AD.flow; End.AM above): it decides everything before it writes
  * (the header to restore, the kept OPoT TLV, a FIB lookup of the restored
@@ -1642,6 +1833,8 @@ static __always_inline int proxy_from_nf_xdp(struct pctx *c, __u32 idx, const st
 
 	if (s->behavior == PROXY_BEH_AM || s->behavior == PROXY_BEH_AM_NAT)
 		return proto == bpf_htons(ETH_P_IPV6) ? proxy_am_back_xdp(c, idx, s) : XDP_PASS;
+	if (inner == IPPROTO_ETHERNET)
+		return XDP_PASS; /* proxy_nf_l2_xdp_run's */
 	if ((inner == IPPROTO_IPV6) != (proto == bpf_htons(ETH_P_IPV6)))
 		return XDP_PASS;
 	frame = c->p.data_end - c->p.data;
@@ -1757,6 +1950,46 @@ __attribute__((noinline)) int proxy_sr_xdp_run(struct xdp_md *ctx, __u32 idx)
 		return XDP_PASS;
 	ctx_reload(&c, CTX_XDP);
 	return proxy_sr(&c, CTX_XDP, idx, s);
+}
+
+/* proxy_nf_l2_run and proxy_nf_l2_xdp_run are the NF -> SR direction of
+ * an Ethernet inner type, global functions called by the programs
+ * themselves (their frames would not fit the stack under proxy_nf_run's).
+ * proxy_is_l2 tells the programs which SIDs they serve.
+ */
+static __always_inline int proxy_is_l2(__u32 idx)
+{
+	struct proxy_sid *s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+
+	return s && s->inner == IPPROTO_ETHERNET && (s->behavior == PROXY_BEH_AS || s->behavior == PROXY_BEH_AD);
+}
+
+__attribute__((noinline)) int proxy_nf_l2_run(struct __sk_buff *skb, __u32 idx)
+{
+	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
+
+	if (!skb)
+		return PROXY_NEXT;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s || !s->behavior)
+		return PROXY_NEXT;
+	ctx_reload(&c, CTX_TC);
+	return proxy_from_nf_l2(&c, idx, s);
+}
+
+__attribute__((noinline)) int proxy_nf_l2_xdp_run(struct xdp_md *ctx, __u32 idx)
+{
+	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct proxy_sid *s;
+
+	if (!ctx)
+		return XDP_PASS;
+	s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+	if (!s || !s->behavior)
+		return XDP_PASS;
+	ctx_reload(&c, CTX_XDP);
+	return proxy_from_nf_l2_xdp(&c, idx, s);
 }
 
 __attribute__((noinline)) int proxy_nf_xdp_run(struct xdp_md *ctx, __u32 idx, __u32 proto)

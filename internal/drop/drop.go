@@ -46,6 +46,7 @@ const (
 	ProxyCacheFull
 	ProxyHdrTooBig
 	ProxyOPoTMiss
+	ProxyL2NoRoute
 	Max // number of reasons; not a reason
 )
 
@@ -85,6 +86,7 @@ var names = [...]string{
 	ProxyCacheFull:   "proxy-cache-full",
 	ProxyHdrTooBig:   "proxy-hdr-too-big",
 	ProxyOPoTMiss:    "proxy-opot-miss",
+	ProxyL2NoRoute:   "proxy-l2-no-route",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

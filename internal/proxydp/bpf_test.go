@@ -58,6 +58,8 @@ var (
 	sidNoSRH6 = netip.MustParseAddr("fc00:1::a7")
 	sidADOPoT = netip.MustParseAddr("fc00:1::d7") // End.AD, IPv6, carries OPoT TLVs
 	sidFlowOP = netip.MustParseAddr("fc00:1::f7") // End.AD.flow, IPv4, carries OPoT TLVs
+	sidASL2   = netip.MustParseAddr("fc00:1::a2") // End.AS, Ethernet inner
+	sidADL2   = netip.MustParseAddr("fc00:1::d2") // End.AD, Ethernet inner
 )
 
 // skbCtx is the head of struct __sk_buff up to ifindex (the fields a
@@ -127,7 +129,7 @@ func newEnv(t *testing.T) *env {
 	pid := os.Getpid() % 100000
 	srName := fmt.Sprintf("pxs%da", pid)
 	e.sr, _, e.srMAC = pair(srName, fmt.Sprintf("pxs%db", pid))
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 7; i++ {
 		a, b, mac := pair(fmt.Sprintf("px%dn%da", pid, i), fmt.Sprintf("px%dn%db", pid, i))
 		e.nf = append(e.nf, a, b)
 		if i == 0 {
@@ -168,6 +170,8 @@ func newEnv(t *testing.T) *env {
 		{Addr: sidNoSRH6, Behavior: BehaviorAS, OutIfindex: out, InIfindex: e.nf[9], Inner: ProtoIPv6, Source: asSrc, Segments: []netip.Addr{noRoute}},
 		{Addr: sidADOPoT, Behavior: BehaviorAD, OutIfindex: out, InIfindex: e.nf[10], NFNext6: nf6, Inner: ProtoIPv6, OPoT: true},
 		{Addr: sidFlowOP, Behavior: BehaviorADFlow, OutIfindex: out, InIfindex: e.nf[11], NFNext4: nf4, Inner: ProtoIPv4, OPoT: true},
+		{Addr: sidASL2, Behavior: BehaviorAS, OutIfindex: out, InIfindex: e.nf[12], Inner: ProtoEthernet, Source: asSrc, Segments: []netip.Addr{seg5, seg6}},
+		{Addr: sidADL2, Behavior: BehaviorAD, OutIfindex: out, InIfindex: e.nf[13], Inner: ProtoEthernet},
 	}
 	for _, s := range sids {
 		e.sids[s.Addr] = s

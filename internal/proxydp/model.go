@@ -39,6 +39,9 @@ type Result struct {
 	Ifindex int        // ToNF: IFACE-OUT
 	NextHop netip.Addr // ToNF: the NF's address (invalid: the packet's DA, on-link)
 	IPv4    bool       // Packet is IPv4 (ToNF of an IPv4 inner packet)
+	// L2: ToNF of an Ethernet inner type: Packet is the whole frame, sent
+	// as it is (bpf_redirect, no next hop).
+	L2 bool
 }
 
 // FlowKey is the End.AD.flow cache key (struct proxy_flow_key).
@@ -191,8 +194,11 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 		return dropped(drop.Unsupported)
 	}
 	need := 40
-	if s.Inner == ProtoIPv4 {
+	switch s.Inner {
+	case ProtoIPv4:
 		need = 20
+	case ProtoEthernet:
+		need = 14
 	}
 	if hlen+need > len(pkt) {
 		return dropped(drop.PktTruncated)
@@ -234,8 +240,11 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 		}
 	}
 	res := Result{Verdict: ToNF, Packet: append([]byte(nil), pkt[hlen:]...), Ifindex: s.OutIfindex, NextHop: s.NFNext6}
-	if s.Inner == ProtoIPv4 {
+	switch s.Inner {
+	case ProtoIPv4:
 		res.NextHop, res.IPv4 = s.NFNext4, true
+	case ProtoEthernet:
+		res.NextHop, res.L2 = netip.Addr{}, true
 	}
 	return res
 }
@@ -372,6 +381,41 @@ const (
 	EtherIPv4 = 0x0800
 )
 
+// FromNFL2 is srchain_proxy_nf on a whole frame received on ifindex in
+// that is the IFACE-IN of an End.AS / End.AD SID with an Ethernet inner
+// type: everything but the IEEE 802.1D link-local group goes behind the
+// header, untouched. Forward's Packet is what the FIB step gets (outer
+// IPv6 + stack + the frame); the program then decrements the outer hop
+// limit and redirects, or drops (proxy-l2-no-route) when it cannot.
+func (m *Model) FromNFL2(in int, frame []byte) Result {
+	s, ok := m.byIn[in]
+	if !ok || s.Inner != ProtoEthernet {
+		return Result{Verdict: Pass}
+	}
+	if len(frame) >= 6 && frame[0] == 0x01 && frame[1] == 0x80 && frame[2] == 0xc2 && frame[3] == 0 && frame[4] == 0 && frame[5]&0xf0 == 0 {
+		return Result{Verdict: Pass}
+	}
+	var hdr []byte
+	switch s.Behavior {
+	case BehaviorAS:
+		hdr, _ = s.ASHeader()
+	case BehaviorAD:
+		h, ok := m.ad[in]
+		if !ok {
+			return dropped(drop.ProxyNoCache)
+		}
+		hdr = h
+	default:
+		return dropped(drop.Unsupported)
+	}
+	if len(frame)+len(hdr)-40 > 0xffff {
+		return dropped(drop.Unsupported)
+	}
+	out := append(append([]byte(nil), hdr...), frame...)
+	binary.BigEndian.PutUint16(out[4:6], uint16(len(out)-40))
+	return Result{Verdict: Forward, Packet: out}
+}
+
 // FromNF is srchain_proxy_nf on a frame of type etherType whose L3
 // bytes are pkt, received on ifindex in.
 func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
@@ -383,6 +427,9 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		if t, ok := isSID(m, pkt); ok {
 			return m.sr(t, pkt)
 		}
+	}
+	if s.Inner == ProtoEthernet {
+		return dropped(drop.Unsupported) // whole frames: FromNFL2
 	}
 	if control(etherType, pkt) {
 		return Result{Verdict: Pass}

@@ -66,9 +66,11 @@ const (
 	// DefaultFlowCapacity is the End.AD.flow cache size when Options
 	// leaves it 0.
 	DefaultFlowCapacity = 65536
-	// ProtoIPv6 and ProtoIPv4 are the inner types of SID.Inner.
-	ProtoIPv6 = 41
-	ProtoIPv4 = 4
+	// ProtoIPv6, ProtoIPv4 and ProtoEthernet are the inner types of
+	// SID.Inner (Ethernet: End.AS and End.AD only).
+	ProtoIPv6     = 41
+	ProtoIPv4     = 4
+	ProtoEthernet = 143
 )
 
 // Per-SID statistics (PS_* of bpf/lib/proxy.h), by name.
@@ -90,7 +92,7 @@ type SID struct {
 	InIfindex   int           // IFACE-IN, back from the NF (may equal OutIfindex)
 	NFNext6     netip.Addr    // the NF's IPv6 address on IFACE-OUT (IPv6 inner / End.AM); invalid: on-link DA
 	NFNext4     netip.Addr    // the NF's IPv4 address on IFACE-OUT (IPv4 inner); invalid when none
-	Inner       uint8         // 41 or 4: the inner type End.AS/AD/AD.flow accept
+	Inner       uint8         // 41, 4 or 143 (End.AS/AD only): the inner type End.AS/AD/AD.flow accept
 	Source      netip.Addr    // End.AS: outer source of the pushed header
 	Segments    []netip.Addr  // End.AS: travel order, first = next DA after the NF
 	FlowTimeout time.Duration // End.AD.flow idle timeout (0: none)
@@ -128,8 +130,13 @@ func (s SID) Validate() error {
 	if s.Behavior == BehaviorAM || s.Behavior == BehaviorAMNAT {
 		return nil
 	}
-	if s.Inner != ProtoIPv6 && s.Inner != ProtoIPv4 {
-		return bad("inner type %d: want 41 (IPv6) or 4 (IPv4)", s.Inner)
+	switch {
+	case s.Inner == ProtoEthernet && s.Behavior == BehaviorADFlow:
+		return bad("End.AD.flow keys its cache by the inner IP flow: no Ethernet inner type")
+	case s.Inner == ProtoEthernet && s.OPoT:
+		return bad("no OPoT carry over an Ethernet inner type")
+	case s.Inner != ProtoIPv6 && s.Inner != ProtoIPv4 && s.Inner != ProtoEthernet:
+		return bad("inner type %d: want 41 (IPv6), 4 (IPv4) or 143 (Ethernet)", s.Inner)
 	}
 	if s.FlowTimeout < 0 {
 		return bad("negative flow timeout")
