@@ -59,7 +59,8 @@
  * DROP_PKT_TRUNCATED (ipv6_rcv, which would drop it, runs after tc).
  *   End.AS   an SRH, if any, must be valid (never trusted); the header
  *            after the outer IPv6 and all its extension headers must be
- *            the SID's inner type (41 or 4) else DROP_PROXY_WRONG_INNER;
+ *            the SID's inner type (41, 4 or 143: Ethernet, below) else
+ *            DROP_PROXY_WRONG_INNER;
  *            strip everything up to the inner packet, send it to the NF
  *            (bpf_redirect_neigh on IFACE-OUT, next hop NFNext6/NFNext4).
  *   End.AD   as End.AS but an SRH is required (DROP_NO_SRH) with SL > 0
