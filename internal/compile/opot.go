@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -66,11 +67,28 @@ func (c *compiler) opot() error {
 			members = append(members, member{node: nf.Node, nf: name, sid: seg})
 		}
 		members = append(members, member{node: ch.Egress, sid: last})
-		// After the encap the packet's destination is the first segment.
-		members[0].sid = last
-		if len(members) > 2 {
-			members[0].sid = members[1].sid
+		if ch.Compression == spec.CompressionNextCSID {
+			// Each member sees its C-SID active in the container (the
+			// DA), and the SRH's segment 0 is the last container.
+			f := c.s.SIDFormat.CSID
+			if f == nil {
+				return fmt.Errorf("%s: %w: compression without sid_format.csid", where, ErrUnsupported)
+			}
+			segs := make([]netip.Addr, 0, len(members)-1)
+			for _, m := range members[1:] {
+				segs = append(segs, m.sid)
+			}
+			das, packed, err := CSIDArrivals(segs, f.BlockBits, f.NodeFunctionBits)
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			for j := range das {
+				members[j+1].sid = das[j]
+			}
+			last = packed[len(packed)-1]
 		}
+		// After the encap the packet's destination is the first segment.
+		members[0].sid = members[1].sid
 		for j, m := range members {
 			role := state.OPoTTransit
 			switch j {
@@ -130,6 +148,27 @@ func (c *compiler) opot() error {
 		sn.Programs = append(sn.Programs, state.Program{Kind: state.ProgramOPoT, Interfaces: ifs, Config: b})
 	}
 	return nil
+}
+
+// CSIDArrivals is, for segs packed by PackCSIDs, the destination each
+// segment's node sees when its C-SID is the active one (the locator
+// block, then that C-SID and the rest of its container, shifted left by
+// the NEXT-C-SID Ends before it, RFC 9800 section 4.1.1), and the
+// containers themselves.
+func CSIDArrivals(segs []netip.Addr, blockBits, nfBits int) (das, packed []netip.Addr, err error) {
+	if packed, err = PackCSIDs(segs, blockBits, nfBits); err != nil {
+		return nil, nil, err
+	}
+	per := (128 - blockBits) / nfBits
+	lb, nb := blockBits/8, nfBits/8
+	for t := range segs {
+		c := packed[t/per].As16()
+		var da [16]byte
+		copy(da[:lb], c[:lb])
+		copy(da[lb:], c[lb+(t%per)*nb:])
+		das = append(das, netip.AddrFrom16(da))
+	}
+	return das, packed, nil
 }
 
 // keysOrDefault is r, or crypto/rand when r is nil.

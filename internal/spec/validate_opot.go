@@ -12,8 +12,7 @@ const OPoTMaxNFs = 6
 // distinct, so that a node never holds two shares and skipping one
 // always changes the result. What the data plane does not do yet is
 // refused rather than silently unverified (docs/opot.md "Limits"):
-// insert mode (no decapsulating egress to verify before),
-// NEXT-C-SID chains, an NF node with datapath xdp (its XDP End
+// insert mode (no decapsulating egress to verify before), an NF node with datapath xdp (its XDP End
 // would forward the packet before the tc transit stage updates the
 // proof) and an ingress with `ingress: ebpf` (the OPoT headend runs
 // after the kernel's seg6 encap; the eBPF ingress does not add the TLV
@@ -32,9 +31,6 @@ func (v *validator) opot() {
 		}
 		if c.Mode == ModeInsert {
 			v.add(p, "opot needs encap mode: the verifier runs at the egress before it decapsulates")
-		}
-		if c.Compression != "" {
-			v.add(p, "opot with compression %s is not supported yet", c.Compression)
 		}
 		if len(c.NFs) > OPoTMaxNFs {
 			v.add(p, "opot supports at most %d NFs per chain, the chain has %d", OPoTMaxNFs, len(c.NFs))
