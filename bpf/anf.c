@@ -302,8 +302,19 @@ static __always_inline long anf_encap(struct __sk_buff *skb, __u32 hlen, int *fa
 
 /* anf_forward sends the restored SR packet to the next SID's
  * neighbour: FIB lookup (as if it arrived on ifindex), then redirect.
+ *
+ * An unresolved neighbour (NO_NEIGH) is resolved by bpf_redirect_neigh,
+ * which queues the packet until the answer comes; the kernel then sends
+ * the queued packet through the neighbour of the packet's route
+ * (__neigh_update: dst_neigh_lookup_skb). At the restore device's egress
+ * that route is still the fwmark route to srcanf0, whose NOARP
+ * neighbour stamps srcanf0's own MAC as destination: the next hop drops
+ * it (PACKET_OTHERHOST), so the first packet after a neighbour expired
+ * was lost. With may_bounce the packet first goes through the restore
+ * device's peer, whose receive path drops the route, and
+ * srchain_anf_fwd resolves the neighbour from there.
  */
-static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex)
+static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex, int may_bounce)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
 	struct bpf_fib_lookup params;
@@ -335,6 +346,9 @@ static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex)
 	}
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
 		struct bpf_redir_neigh rn = { .nh_family = AF_INET6 };
+
+		if (may_bounce && cfg_peer_ifindex)
+			return bpf_redirect(cfg_peer_ifindex, BPF_F_INGRESS);
 
 		__builtin_memcpy(rn.ipv6_nh, params.ipv6_dst, sizeof(rn.ipv6_nh));
 		fib_count(FIB_SLOT_REDIRECT_NEIGH);
@@ -457,7 +471,7 @@ int srchain_anf_out(struct __sk_buff *skb)
 	 */
 	if (fallback && nh == IPPROTO_IPIP && skb->gso_size && cfg_peer_ifindex)
 		return bpf_redirect(cfg_peer_ifindex, BPF_F_INGRESS);
-	return anf_forward(skb, ifindex);
+	return anf_forward(skb, ifindex, 1);
 }
 
 /* srchain_anf_fwd (tcx ingress of the restore device's peer): forwards
@@ -474,7 +488,7 @@ int srchain_anf_fwd(struct __sk_buff *skb)
 	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
 	if (!ip6 || skb->protocol != bpf_htons(ETH_P_IPV6))
 		return drop(DROP_UNSUPPORTED);
-	return anf_forward(skb, skb->ingress_ifindex);
+	return anf_forward(skb, skb->ingress_ifindex, 0);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";
