@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,7 +136,7 @@ func TestANFLab(t *testing.T) {
 	})
 
 	t.Run("insert", func(t *testing.T) {
-		anfInsert(t, ctx, src, nfv, sink)
+		anfInsert(t, ctx, src, ing, nfv, egr, sink)
 	})
 
 	t.Run("flows", func(t *testing.T) {
@@ -212,8 +213,10 @@ func TestANFLab(t *testing.T) {
 // router), a drop rule on the final destination drops and counts, a DNAT
 // of the final destination rewrites segment 0 and the reply comes back
 // translated (conntrack sees both directions: the way back is the encap
-// chain to-src6 through the same NF), and TCP connects.
-func anfInsert(t *testing.T, ctx context.Context, src, nfv, sink *netns.NS) {
+// chain to-src6 through the same NF), also with a SID after the NF's
+// (segment 0 carries the DNAT'd destination to the End that makes it
+// the DA), and TCP connects.
+func anfInsert(t *testing.T, ctx context.Context, src, ing, nfv, egr, sink *netns.NS) {
 	const final, natTo = "fc00:a4::101", "fc00:a4::2"
 	script := `table inet anfinsert {
  chain pre {
@@ -225,6 +228,7 @@ func anfInsert(t *testing.T, ctx context.Context, src, nfv, sink *netns.NS) {
  chain natpre {
   type nat hook prerouting priority dstnat;
   ip6 daddr ` + final + ` udp dport 7003 counter dnat ip6 to ` + natTo + `
+  ip6 daddr fc00:a4::103 udp dport 7004 counter dnat ip6 to ` + final + `
  }
  chain filterfwd {
   type filter hook forward priority filter - 1;
@@ -299,21 +303,26 @@ func anfInsert(t *testing.T, ctx context.Context, src, nfv, sink *netns.NS) {
 		}
 		return string(buf[:n]), from
 	}
-	checkSRH := func(what, dst string, port uint16) {
+	// checkSRH: the SR packet to port at the sink has DA = segment 0
+	// = dst, SL 0, the segment list [dst, more..., the NF's SID] and hop
+	// limit 61: src 64, ingress (forward + H.Insert) 63, nfv (End.AN.NF:
+	// once) 62, egress (forward, or End) 61.
+	checkSRH := func(what, dst string, port uint16, more ...string) {
 		t.Helper()
 		found := false
+		want := []netip.Addr{netip.MustParseAddr(dst)}
+		for _, m := range more {
+			want = append(want, netip.MustParseAddr(m))
+		}
+		want = append(want, netip.MustParseAddr("fc00:2::f1:1111"))
 		for _, p := range captured() {
 			if p.L4 == nil || p.L4.DstPort != port {
 				continue
 			}
 			found = true
-			d := netip.MustParseAddr(dst)
-			// Hop limits: src 64, ingress (forward + H.Insert) 63,
-			// nfv (End.AN.NF: once) 62, egress 61.
-			if p.SRH.SegmentsLeft != 0 || len(p.SRH.Segments) != 2 || p.SRH.Segments[0] != d ||
-				p.SRH.Segments[1] != netip.MustParseAddr("fc00:2::f1:1111") || p.Outer.Dst != d || p.Outer.HopLimit != 61 {
-				t.Errorf("%s: the sink got DA %s hop limit %d, SRH SL %d segments %v; want DA = segment 0 = %s, SL 0, hop limit 61",
-					what, p.Outer.Dst, p.Outer.HopLimit, p.SRH.SegmentsLeft, p.SRH.Segments, d)
+			if p.SRH.SegmentsLeft != 0 || !slices.Equal(p.SRH.Segments, want) || p.Outer.Dst != want[0] || p.Outer.HopLimit != 61 {
+				t.Errorf("%s: the sink got DA %s hop limit %d, SRH SL %d segments %v; want DA = segment 0 = %s, SL 0, segments %v, hop limit 61",
+					what, p.Outer.Dst, p.Outer.HopLimit, p.SRH.SegmentsLeft, p.SRH.Segments, want[0], want)
 			}
 		}
 		if !found {
@@ -383,6 +392,36 @@ func anfInsert(t *testing.T, ctx context.Context, src, nfv, sink *netns.NS) {
 		t.Errorf("reply to the DNAT'd datagram (from %s, un-NATed by conntrack): %q, %v", final, reply, err)
 	}
 	checkSRH("dnat", natTo, 7003)
+
+	// A SID after the NF's (a kernel End on egress, by hand): the NF
+	// leaves SL 1, DA = that SID and the DNAT'd destination in segment
+	// 0, which egress's End then makes the DA.
+	const far, endSID = "fc00:a4::103", "fc00:3::ee"
+	if _, err := egr.Run(ctx, "ip", "-6", "route", "add", endSID+"/128", "encap", "seg6local", "action", "End", "dev", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = egr.Run(context.Background(), "ip", "-6", "route", "del", endSID+"/128") }()
+	if _, err := ing.Run(ctx, "ip", "-6", "route", "add", far+"/128", "encap", "seg6", "mode", "inline", "segs", "fc00:2::f1:1111,"+endSID, "dev", "eth1"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = ing.Run(context.Background(), "ip", "-6", "route", "del", far+"/128") }()
+	twice := anfListenUDP(t, sink, "["+final+"]:7004")
+	captured()
+	go func() {
+		got, from := recv(twice)
+		if from != nil {
+			_, _ = twice.WriteTo([]byte("reply "+got), from)
+		}
+		done <- got
+	}()
+	reply, err = anfUDP(src, "["+far+"]:7004", "two sids")
+	if got := <-done; got != "two sids" {
+		t.Fatalf("DNAT target %s:7004 behind a second SID got %q, want the datagram", final, got)
+	}
+	if err != nil || reply != "reply two sids" {
+		t.Errorf("reply (from %s, un-NATed by conntrack): %q, %v", far, reply, err)
+	}
+	checkSRH("dnat, then End", final, 7004, endSID)
 
 	// TCP through the insert chain (the way back is to-src6).
 	ln := anfListen(t, sink, "["+final+"]:80")
