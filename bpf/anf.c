@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* End.AN.NF (seed 002) on a stock kernel: srchain_anf_in strips and
- * stashes the outer header before netfilter, srchain_anf_out restores it
- * after. Design, mark layout and limits: lib/anf.h, docs/netfilter.md.
+ * stashes the outer header (insert mode: the SRH) before netfilter,
+ * srchain_anf_out restores it after. Design, mark layout and limits: lib/anf.h, docs/netfilter.md.
  */
 #include "common.h"
 #include "counters.h"
@@ -76,6 +76,38 @@ static __always_inline long anf_decap(struct __sk_buff *skb, __u32 hlen, __u8 nh
 	return bpf_skb_adjust_room(skb, -(__s32)hlen, BPF_ADJ_ROOM_MAC, flags);
 }
 
+/* anf_strip_srh turns an insert-mode packet (H.Insert: SRH right behind
+ * the fixed IPv6 header) back into the original packet for netfilter:
+ * DA = segment 0 (the final destination), next header = the SRH's,
+ * payload length without the SRH, then the SRH removed. skb->csum
+ * (CHECKSUM_COMPLETE) follows each rewrite; the L4 checksum needs
+ * nothing: the sender computed it over the final destination (RFC 8200
+ * 8.1), which is now the DA.
+ */
+static __always_inline long anf_strip_srh(struct __sk_buff *skb, struct pkt *p, __u32 srhlen, __u8 nh,
+					  const struct in6_addr *final)
+{
+	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+	struct in6_addr before_da, after_da;
+	__be32 before, after;
+
+	if (!ip6 || bpf_ntohs(ip6->payload_len) < srhlen)
+		return -1;
+	before = ((__be32 *)ip6)[1];
+	ip6->payload_len = bpf_htons(bpf_ntohs(ip6->payload_len) - srhlen);
+	ip6->nexthdr = nh;
+	after = ((__be32 *)ip6)[1];
+	ipv6_addr_copy(&before_da, &ip6->daddr);
+	ipv6_addr_copy(&ip6->daddr, final);
+	ipv6_addr_copy(&after_da, final);
+	skb_csum_replace(skb, &before, &after, sizeof(before));
+	skb_csum_replace(skb, &before_da, &after_da, sizeof(before_da));
+	/* NET: the room goes between the IPv6 header and what follows it,
+	 * the SRH here; FIXED_GSO keeps the sender's segment size.
+	 */
+	return bpf_skb_adjust_room(skb, -(__s32)srhlen, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO);
+}
+
 SEC("tc")
 int srchain_anf_in(struct __sk_buff *skb)
 {
@@ -84,10 +116,10 @@ int srchain_anf_in(struct __sk_buff *skb)
 	struct srh_info si = {};
 	struct anf_entry *e;
 	struct anf_sid *sid;
-	struct in6_addr *next;
+	struct in6_addr *next, *seg0, final;
 	struct ipv6hdr *ip6;
 	struct ethhdr *eth;
-	__u32 reason, hlen, slot, pktlen, args_bits;
+	__u32 reason, hlen, slot, pktlen, args_bits, srhlen, insert;
 	__u8 nh;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6))
@@ -155,8 +187,12 @@ int srchain_anf_in(struct __sk_buff *skb)
 	if (srh_hmac_present(&p, &si))
 		return drop(DROP_UNSUPPORTED);
 	nh = si.nexthdr;
-	if (nh != IPPROTO_IPIP && nh != IPPROTO_IPV6)
-		return drop(DROP_UNSUPPORTED); /* insert mode, or anything but IP inside */
+	/* An SRH followed by IPv4 / IPv6 is H.Encaps (RFC 8986 5.1);
+	 * anything else is the original payload behind an SRH that
+	 * H.Insert put there (the kernel's seg6 inline mode): insert mode,
+	 * served on the original packet (docs/netfilter.md "Insert mode").
+	 */
+	insert = nh != IPPROTO_IPIP && nh != IPPROTO_IPV6;
 	/* Hop limit exhausted: the kernel's End (the SID's seg6local route)
 	 * sends ICMPv6 Time Exceeded, as for End (RFC 8986 4.1 S05-S07).
 	 */
@@ -167,11 +203,14 @@ int srchain_anf_in(struct __sk_buff *skb)
 	hlen = sizeof(*ip6) + si.srhlen;
 	if (hlen > ANF_MAX_HDR)
 		return drop(DROP_UNSUPPORTED);
-	if (!pkt_ptr(&p, (p.l3off + hlen) & 0x3ff, nh == IPPROTO_IPV6 ? 40 : 20))
+	if (!insert && !pkt_ptr(&p, (p.l3off + hlen) & 0x3ff, nh == IPPROTO_IPV6 ? 40 : 20))
 		return drop(DROP_PKT_TRUNCATED);
 	next = srh_segment(&p, &si, si.sl - 1);
-	if (!next)
+	seg0 = srh_segment(&p, &si, 0);
+	if (!next || !seg0)
 		return drop(DROP_SRH_TRUNCATED);
+	ipv6_addr_copy(&final, seg0);
+	srhlen = si.srhlen;
 
 	slot = anf_slot_alloc();
 	e = bpf_map_lookup_elem(&anf_stash, &slot);
@@ -194,6 +233,7 @@ int srchain_anf_in(struct __sk_buff *skb)
 	e->hdr[sizeof(*ip6) + 3] = si.sl - 1;
 	__builtin_memcpy(&e->hdr[24], next, sizeof(*next));
 	e->hlen = hlen;
+	e->insert = insert;
 	e->ifindex = skb->ingress_ifindex;
 	e->mark = skb->mark;
 	e->ts = bpf_ktime_get_coarse_ns(); /* jiffy resolution: ample for a 1 s age limit, and cheap */
@@ -208,6 +248,16 @@ int srchain_anf_in(struct __sk_buff *skb)
 		return drop(DROP_PKT_TRUNCATED);
 	skb->mark = anf_mark(slot, &ip6->daddr, args_bits);
 
+	if (insert) {
+		/* The packet's own hop limit stays: the kernel's forwarding
+		 * lowers it once, End's decrement (RFC 8986 4.1 S14).
+		 */
+		if (anf_strip_srh(skb, &p, srhlen, nh, &final)) {
+			e->live = 0;
+			return drop(DROP_ADJUST_ROOM);
+		}
+		return TC_ACT_OK;
+	}
 	/* FIXED_GSO: a GSO packet keeps the sender's segment size, so the
 	 * segments still fit once the outer header is back.
 	 */
@@ -252,8 +302,19 @@ static __always_inline long anf_encap(struct __sk_buff *skb, __u32 hlen, int *fa
 
 /* anf_forward sends the restored SR packet to the next SID's
  * neighbour: FIB lookup (as if it arrived on ifindex), then redirect.
+ *
+ * An unresolved neighbour (NO_NEIGH) is resolved by bpf_redirect_neigh,
+ * which queues the packet until the answer comes; the kernel then sends
+ * the queued packet through the neighbour of the packet's route
+ * (__neigh_update: dst_neigh_lookup_skb). At the restore device's egress
+ * that route is still the fwmark route to srcanf0, whose NOARP
+ * neighbour stamps srcanf0's own MAC as destination: the next hop drops
+ * it (PACKET_OTHERHOST), so the first packet after a neighbour expired
+ * was lost. With may_bounce the packet first goes through the restore
+ * device's peer, whose receive path drops the route, and
+ * srchain_anf_fwd resolves the neighbour from there.
  */
-static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex)
+static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex, int may_bounce)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
 	struct bpf_fib_lookup params;
@@ -286,6 +347,9 @@ static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex)
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
 		struct bpf_redir_neigh rn = { .nh_family = AF_INET6 };
 
+		if (may_bounce && cfg_peer_ifindex)
+			return bpf_redirect(cfg_peer_ifindex, BPF_F_INGRESS);
+
 		__builtin_memcpy(rn.ipv6_nh, params.ipv6_dst, sizeof(rn.ipv6_nh));
 		fib_count(FIB_SLOT_REDIRECT_NEIGH);
 		return bpf_redirect_neigh(params.ifindex, &rn, sizeof(rn), 0);
@@ -300,11 +364,11 @@ int srchain_anf_out(struct __sk_buff *skb)
 {
 	struct pkt p = { .l3off = sizeof(struct ethhdr) };
 	struct anf_entry *e;
-	struct ipv6hdr *ip6;
+	struct ipv6hdr *ip6, orig;
 	struct ethhdr *eth;
-	__u32 mark = skb->mark, slot, hlen, inner, ifindex;
+	__u32 mark = skb->mark, slot, hlen, inner, ifindex, add, insert;
 	int fallback = 0;
-	__u8 nh;
+	__u8 nh, sl;
 
 	if (!(mark & ANF_MARK_FLAG))
 		return drop(DROP_ANF_NO_SLOT);
@@ -329,10 +393,30 @@ int srchain_anf_out(struct __sk_buff *skb)
 	asm volatile("" : "+r"(hlen));
 	hlen = ((hlen - 1) & (ANF_HDR_ROOM - 1)) + 1; /* [1, ANF_HDR_ROOM]: no change at run time */
 	inner = skb->len - p.l3off;
-	if (inner + hlen - sizeof(*ip6) > 0xffff)
+	insert = e->insert;
+	sl = e->hdr[sizeof(*ip6) + 3]; /* segments left, End applied */
+	add = hlen;
+	if (insert) {
+		/* Insert mode: the packet is the original IPv6 packet as
+		 * netfilter left it; only the SRH comes back.
+		 */
+		if (nh != IPPROTO_IPV6)
+			return drop(DROP_UNSUPPORTED);
+		if (bpf_skb_load_bytes(skb, p.l3off, &orig, sizeof(orig)))
+			return drop(DROP_PKT_TRUNCATED);
+		add = hlen - sizeof(*ip6);
+	}
+	if (inner + add - sizeof(*ip6) > 0xffff)
 		return drop(DROP_ANF_TOO_BIG);
-	if (anf_encap(skb, hlen, &fallback))
+	if (insert) {
+		if (bpf_skb_adjust_room(skb, add, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO))
+			return drop(DROP_ADJUST_ROOM);
+	} else if (anf_encap(skb, hlen, &fallback)) {
 		return drop(DROP_ADJUST_ROOM);
+	}
+	/* Insert mode writes the whole stashed header too (one bounded
+	 * store for both modes); its IPv6 header is replaced below.
+	 */
 	if (bpf_skb_store_bytes(skb, p.l3off, e->hdr, hlen, 0))
 		return drop(DROP_ADJUST_ROOM);
 	ifindex = e->ifindex;
@@ -352,9 +436,30 @@ int srchain_anf_out(struct __sk_buff *skb)
 		if (!srh)
 			return drop(DROP_PKT_TRUNCATED);
 		/* NAT may have resized the inner packet; the family cannot change. */
-		srh->nexthdr = nh;
+		srh->nexthdr = insert ? orig.nexthdr : nh;
 	}
-	ip6->payload_len = bpf_htons(inner + hlen - sizeof(*ip6));
+	if (insert) {
+		struct in6_addr *seg0 = pkt_ptr(&p, p.l3off + sizeof(*ip6) + sizeof(struct srh_fixed),
+						sizeof(*seg0));
+
+		if (!seg0)
+			return drop(DROP_PKT_TRUNCATED);
+		/* Segment 0 = the destination as netfilter left it (DNAT);
+		 * DA = the next SID, or segment 0 itself once SL is 0. The
+		 * rest of the IPv6 header as netfilter and forwarding left it:
+		 * source (SNAT), traffic class, flow label, hop limit (lowered
+		 * once by the forwarding: End's decrement). The L4 checksum
+		 * covers segment 0 (RFC 8200 8.1): unchanged.
+		 */
+		ipv6_addr_copy(seg0, &orig.daddr);
+		*(__be32 *)ip6 = *(__be32 *)&orig;
+		ip6->hop_limit = orig.hop_limit;
+		ipv6_addr_copy(&ip6->saddr, &orig.saddr);
+		if (sl == 0)
+			ipv6_addr_copy(&ip6->daddr, &orig.daddr);
+		ip6->nexthdr = IPPROTO_ROUTING;
+	}
+	ip6->payload_len = bpf_htons(inner + add - sizeof(*ip6));
 	eth->h_proto = bpf_htons(ETH_P_IPV6);
 
 	/* Still marked encapsulated (anf_encap's fallback), an IPv4 inner
@@ -366,7 +471,7 @@ int srchain_anf_out(struct __sk_buff *skb)
 	 */
 	if (fallback && nh == IPPROTO_IPIP && skb->gso_size && cfg_peer_ifindex)
 		return bpf_redirect(cfg_peer_ifindex, BPF_F_INGRESS);
-	return anf_forward(skb, ifindex);
+	return anf_forward(skb, ifindex, 1);
 }
 
 /* srchain_anf_fwd (tcx ingress of the restore device's peer): forwards
@@ -383,7 +488,7 @@ int srchain_anf_fwd(struct __sk_buff *skb)
 	ip6 = pkt_ptr(&p, p.l3off, sizeof(*ip6));
 	if (!ip6 || skb->protocol != bpf_htons(ETH_P_IPV6))
 		return drop(DROP_UNSUPPORTED);
-	return anf_forward(skb, skb->ingress_ifindex);
+	return anf_forward(skb, skb->ingress_ifindex, 0);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -28,6 +28,18 @@
  * them (a rule that clears bit 31 sends the inner packet out
  * unencapsulated: docs/netfilter.md).
  *
+ * Insert mode (H.Insert: the original IPv6 packet with an SRH inserted
+ * behind its fixed header, segment 0 = the final destination): there is
+ * no inner packet, so netfilter gets the original one back: anf_in
+ * stashes the header as above, then removes the SRH, sets DA = segment 0,
+ * the IPv6 next header = the SRH's and the payload length; anf_out puts
+ * the stashed SRH (End applied) back behind the IPv6 header as netfilter
+ * left it (source, hop limit, traffic class as NAT / forwarding left
+ * them), writes segment 0 = that packet's (possibly DNAT'd) destination
+ * and DA = the next SID (or segment 0 itself when SL is now 0). The L4
+ * checksum is not touched: with H.Insert it covers the final destination
+ * (RFC 8200 8.1), which is the DA netfilter sees and segment 0 after.
+ *
  * The stash is an array: bounded; each CPU owns a partition and reuses
  * its slots round robin, so a slot whose packet netfilter dropped is
  * simply overwritten (counted as unclaimed); anf_out refuses entries
@@ -71,6 +83,7 @@ struct anf_entry {
 	__u32 ifindex;  /* where the SR packet arrived (FIB lookup input) */
 	__u32 mark;     /* the SR packet's mark before anf_in */
 	__u32 hlen;     /* bytes in hdr */
+	__u32 insert;   /* 1: insert mode, only the SRH was stripped (below) */
 	__u8 hdr[ANF_HDR_ROOM]; /* outer IPv6 + SRH, End already applied */
 };
 

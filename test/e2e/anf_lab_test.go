@@ -9,8 +9,10 @@ import (
 	"github.com/srchain/srchain/internal/nft"
 	"io"
 	"net"
+	"net/netip"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"github.com/srchain/srchain/internal/kinds/netfilter"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -33,8 +36,9 @@ import (
 // on: the probes, TCP through the SID, a forbidden NEW connection dropped
 // and counted by nft, UDP through SNAT and back, two SIDs that differ
 // only in ARG meeting different rules, many flows with distinct segment
-// lists from both CPUs at once, iperf3 TCP for 10 s, and a ruleset nft
-// rejects leaving the old one running.
+// lists from both CPUs at once, iperf3 TCP for 10 s, a ruleset nft
+// rejects leaving the old one running, and an insert-mode chain
+// (anfInsert).
 func TestANFLab(t *testing.T) {
 	requireRoot(t)
 	testutil.RequireTool(t, "nft")
@@ -131,59 +135,34 @@ func TestANFLab(t *testing.T) {
 		}
 	})
 
+	t.Run("insert", func(t *testing.T) {
+		anfInsert(t, ctx, src, ing, nfv, egr, sink)
+	})
+
 	t.Run("flows", func(t *testing.T) {
 		anfFlows(t, ctx, ing, egr, sink, src)
 	})
 
 	t.Run("iperf3", func(t *testing.T) {
-		testutil.RequireTool(t, "iperf3")
 		// IPv4 inner: its GSO packets take srchain_anf_fwd (the sender's
 		// seg6 encapsulation state survives the decapsulation here).
-		sink4 := "10.0.4.2"
-		srv := sink.Command(ctx, "iperf3", "-s", "-1", "-B", sink4)
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-		// Wait until the server listens (a probe connection would use up
-		// its one test).
-		for i := 0; ; i++ {
-			out, _ := sink.Run(ctx, "ss", "-Hltn", "sport", "=", ":5201")
-			if strings.Contains(out, "5201") {
-				break
-			}
-			if i == 100 {
-				t.Fatal("iperf3 server does not listen")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		out, err := src.Command(ctx, "iperf3", "-c", sink4, "-t", "10", "-J").Output()
-		if err != nil {
-			t.Fatalf("iperf3: %v\n%s", err, out)
-		}
-		var res struct {
-			End struct {
-				SumReceived struct {
-					Bytes         float64 `json:"bytes"`
-					BitsPerSecond float64 `json:"bits_per_second"`
-				} `json:"sum_received"`
-				SumSent struct {
-					Retransmits int `json:"retransmits"`
-				} `json:"sum_sent"`
-			} `json:"end"`
-		}
-		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatalf("iperf3 output: %v", err)
-		}
-		t.Logf("iperf3 TCP 10 s through End.AN.NF: %.2f Gbit/s, %d retransmits", res.End.SumReceived.BitsPerSecond/1e9, res.End.SumSent.Retransmits)
-		// A broken GSO path moves a few kilobytes (retransmitted
-		// MSS-sized segments); 10 MB in 10 s is a thousandth of what
-		// this path carries.
-		if res.End.SumReceived.Bytes < 10e6 {
-			t.Errorf("iperf3 moved %.0f bytes in 10 s: the GSO path is broken", res.End.SumReceived.Bytes)
-		}
+		anfIperf(t, ctx, src, sink, "10.0.4.2", 10)
 		// Big TCP segments crossed as GSO packets: nothing dropped by the
 		// datapath for size or state.
+		for _, c := range anfCounters(t, ctx, nw, opts) {
+			if strings.HasPrefix(c.Name, "drop/") && c.Name != "drop/anf-no-slot" {
+				t.Errorf("counter %s = %d after iperf3", c.Name, c.Value)
+			}
+		}
+	})
+
+	t.Run("iperf3-insert", func(t *testing.T) {
+		// IPv6 through the insert-mode chain: GSO packets lose and
+		// regain their SRH (docs/netfilter.md "Insert mode"). MSS 1300:
+		// the SRH (40 bytes) stays up to the sink, whose link carries
+		// 1500 bytes, and the egress's Packet Too Big (MTU 1500) would
+		// not make src's 1500-byte packets any smaller.
+		anfIperf(t, ctx, src, sink, "fc00:a4::101", 3, "-M", "1300")
 		for _, c := range anfCounters(t, ctx, nw, opts) {
 			if strings.HasPrefix(c.Name, "drop/") && c.Name != "drop/anf-no-slot" {
 				t.Errorf("counter %s = %d after iperf3", c.Name, c.Value)
@@ -223,6 +202,307 @@ func TestANFLab(t *testing.T) {
 			t.Errorf("traffic after the refused ruleset: %v", err)
 		}
 	})
+}
+
+// anfInsert proves the insert-mode chain to-sink6-insert (H.Insert at the
+// ingress, End.AN.NF on nfv, fc00:a4::100/120) by what the sink and nft
+// on nfv saw: netfilter gets the original packet (DA = the final
+// destination, no SRH: rules on the SID or the SRH count nothing), a
+// packet it accepts arrives with its payload and the SRH (SL 0,
+// segment 0 = DA = the final destination, hop limit lowered once per
+// router), a drop rule on the final destination drops and counts, a DNAT
+// of the final destination rewrites segment 0 and the reply comes back
+// translated (conntrack sees both directions: the way back is the encap
+// chain to-src6 through the same NF), also with a SID after the NF's
+// (segment 0 carries the DNAT'd destination to the End that makes it
+// the DA), and TCP connects.
+func anfInsert(t *testing.T, ctx context.Context, src, ing, nfv, egr, sink *netns.NS) {
+	const final, natTo = "fc00:a4::101", "fc00:a4::2"
+	script := `table inet anfinsert {
+ chain pre {
+  type filter hook prerouting priority -400;
+  meta mark & 0x80000000 != 0 ip6 nexthdr 43 counter
+  meta mark & 0x80000000 != 0 ip6 daddr fc00:2::f1:0/112 counter
+  meta mark & 0x80000000 != 0 ip6 daddr ` + final + ` counter
+ }
+ chain natpre {
+  type nat hook prerouting priority dstnat;
+  ip6 daddr ` + final + ` udp dport 7003 counter dnat ip6 to ` + natTo + `
+  ip6 daddr fc00:a4::103 udp dport 7004 counter dnat ip6 to ` + final + `
+ }
+ chain filterfwd {
+  type filter hook forward priority filter - 1;
+  ip6 daddr ` + final + ` udp dport 7002 counter drop
+ }
+}
+`
+	cmd := nfv.Command(ctx, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft on nfv: %v\n%s", err, out)
+	}
+	defer func() { _, _ = nfv.Run(context.Background(), "nft", "delete", "table", "inet", "anfinsert") }()
+	counter := func(chain, what string) int {
+		t.Helper()
+		out, err := nfv.Run(ctx, "nft", "list", "chain", "inet", "anfinsert", chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(`counter packets (\d+)`)
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, what) {
+				if m := re.FindStringSubmatch(l); m != nil {
+					n, _ := strconv.Atoi(m[1])
+					return n
+				}
+			}
+		}
+		t.Fatalf("no counted rule with %q in chain %s:\n%s", what, chain, out)
+		return 0
+	}
+
+	var ifindex int
+	if err := sink.Do(func() error {
+		i, err := net.InterfaceByName("eth0")
+		if err == nil {
+			ifindex = i.Index
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := endPacketSocket(sink, ifindex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	// captured returns the SR packets from src that the sink's eth0 has
+	// seen since the last call (all are queued before the datagram that
+	// the caller waited for reaches its socket).
+	captured := func() []srv6.Packet {
+		var ps []srv6.Packet
+		buf := make([]byte, 9000)
+		for {
+			n, _, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil || n <= 0 {
+				return ps
+			}
+			p, err := srv6.Decode(buf[:n], true)
+			if err == nil && p.SRH != nil && p.Outer.Src == netip.MustParseAddr("fc00:a1::1") {
+				ps = append(ps, p)
+			}
+		}
+	}
+	recv := func(pc net.PacketConn) (string, net.Addr) {
+		t.Helper()
+		_ = pc.SetReadDeadline(time.Now().Add(3 * time.Second))
+		buf := make([]byte, 200)
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return "", nil
+		}
+		return string(buf[:n]), from
+	}
+	// checkSRH: the SR packet to port at the sink has DA = segment 0
+	// = dst, SL 0, the segment list [dst, more..., the NF's SID] and hop
+	// limit 61: src 64, ingress (forward + H.Insert) 63, nfv (End.AN.NF:
+	// once) 62, egress (forward, or End) 61.
+	checkSRH := func(what, dst string, port uint16, more ...string) {
+		t.Helper()
+		found := false
+		want := []netip.Addr{netip.MustParseAddr(dst)}
+		for _, m := range more {
+			want = append(want, netip.MustParseAddr(m))
+		}
+		want = append(want, netip.MustParseAddr("fc00:2::f1:1111"))
+		for _, p := range captured() {
+			if p.L4 == nil || p.L4.DstPort != port {
+				continue
+			}
+			found = true
+			if p.SRH.SegmentsLeft != 0 || !slices.Equal(p.SRH.Segments, want) || p.Outer.Dst != want[0] || p.Outer.HopLimit != 61 {
+				t.Errorf("%s: the sink got DA %s hop limit %d, SRH SL %d segments %v; want DA = segment 0 = %s, SL 0, segments %v, hop limit 61",
+					what, p.Outer.Dst, p.Outer.HopLimit, p.SRH.SegmentsLeft, p.SRH.Segments, want[0], want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no SR packet to port %d captured at the sink", what, port)
+		}
+	}
+
+	preSRH0, preSID0 := counter("pre", "nexthdr"), counter("pre", "fc00:2::f1:0/112")
+	preFinal0 := counter("pre", "daddr "+final)
+
+	// Accepted: the payload arrives, with the SRH as the chain left it.
+	// nfv forgets its neighbours first: the restore must resolve the
+	// next hop (a packet queued by bpf_redirect_neigh at the restore
+	// device's egress used to leave with srcanf0's MAC, lost).
+	if _, err := nfv.Run(ctx, "ip", "-6", "neigh", "flush", "dev", "eth1"); err != nil {
+		t.Fatal(err)
+	}
+	ok := anfListenUDP(t, sink, "["+final+"]:7001")
+	captured()
+	if _, err := anfUDPSend(src, "["+final+"]:7001", "insert accepted"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := recv(ok); got != "insert accepted" {
+		t.Fatalf("sink got %q on %s:7001, want the datagram", got, final)
+	}
+	checkSRH("accepted", final, 7001)
+
+	// Dropped by a rule on the final destination, and counted.
+	dropped := anfListenUDP(t, sink, "["+final+"]:7002")
+	before := counter("filterfwd", "dport 7002")
+	if _, err := anfUDPSend(src, "["+final+"]:7002", "insert dropped"); err != nil {
+		t.Fatal(err)
+	}
+	// A datagram netfilter accepts, sent after it, arrives first: the
+	// dropped one would have been ahead of it.
+	if _, err := anfUDPSend(src, "["+final+"]:7001", "marker"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := recv(ok); got != "marker" {
+		t.Fatalf("marker datagram: %q", got)
+	}
+	_ = dropped.SetReadDeadline(time.Now())
+	if n, _, err := dropped.ReadFrom(make([]byte, 100)); err == nil {
+		t.Errorf("the sink received %d bytes on port 7002, want them dropped on nfv", n)
+	}
+	if after := counter("filterfwd", "dport 7002"); after != before+1 {
+		t.Errorf("nft drop rule on the final destination counted %d -> %d, want +1", before, after)
+	}
+
+	// DNAT of the final destination: segment 0 and DA become natTo; the
+	// reply comes back from the original destination.
+	natted := anfListenUDP(t, sink, "["+natTo+"]:7003")
+	captured()
+	done := make(chan string, 1)
+	go func() {
+		got, from := recv(natted)
+		if from != nil {
+			_, _ = natted.WriteTo([]byte("reply "+got), from)
+		}
+		done <- got
+	}()
+	reply, err := anfUDP(src, "["+final+"]:7003", "insert dnat")
+	if got := <-done; got != "insert dnat" {
+		t.Fatalf("DNAT target %s:7003 got %q, want the datagram", natTo, got)
+	}
+	if err != nil || reply != "reply insert dnat" {
+		t.Errorf("reply to the DNAT'd datagram (from %s, un-NATed by conntrack): %q, %v", final, reply, err)
+	}
+	checkSRH("dnat", natTo, 7003)
+
+	// A SID after the NF's (a kernel End on egress, by hand): the NF
+	// leaves SL 1, DA = that SID and the DNAT'd destination in segment
+	// 0, which egress's End then makes the DA.
+	const far, endSID = "fc00:a4::103", "fc00:3::ee"
+	if _, err := egr.Run(ctx, "ip", "-6", "route", "add", endSID+"/128", "encap", "seg6local", "action", "End", "dev", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = egr.Run(context.Background(), "ip", "-6", "route", "del", endSID+"/128") }()
+	if _, err := ing.Run(ctx, "ip", "-6", "route", "add", far+"/128", "encap", "seg6", "mode", "inline", "segs", "fc00:2::f1:1111,"+endSID, "dev", "eth1"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = ing.Run(context.Background(), "ip", "-6", "route", "del", far+"/128") }()
+	twice := anfListenUDP(t, sink, "["+final+"]:7004")
+	captured()
+	go func() {
+		got, from := recv(twice)
+		if from != nil {
+			_, _ = twice.WriteTo([]byte("reply "+got), from)
+		}
+		done <- got
+	}()
+	reply, err = anfUDP(src, "["+far+"]:7004", "two sids")
+	if got := <-done; got != "two sids" {
+		t.Fatalf("DNAT target %s:7004 behind a second SID got %q, want the datagram", final, got)
+	}
+	if err != nil || reply != "reply two sids" {
+		t.Errorf("reply (from %s, un-NATed by conntrack): %q, %v", far, reply, err)
+	}
+	checkSRH("dnat, then End", final, 7004, endSID)
+
+	// TCP through the insert chain (the way back is to-src6).
+	ln := anfListen(t, sink, "["+final+"]:80")
+	go anfEcho(ln)
+	if got, err := anfTCP(src, "["+final+"]:80", "tcp insert"); err != nil || got != "tcp insert" {
+		t.Errorf("tcp through the insert chain: %q, %v", got, err)
+	}
+
+	// What netfilter saw: the original packets, never the SRH or the SID.
+	if n := counter("pre", "nexthdr") - preSRH0; n != 0 {
+		t.Errorf("netfilter saw %d inner packets with an SRH, want 0", n)
+	}
+	if n := counter("pre", "fc00:2::f1:0/112") - preSID0; n != 0 {
+		t.Errorf("netfilter saw %d inner packets to the SID, want 0", n)
+	}
+	if n := counter("pre", "daddr "+final) - preFinal0; n < 4 {
+		t.Errorf("netfilter saw %d packets to the final destination %s, want >= 4", n, final)
+	}
+}
+
+// anfIperf runs iperf3 TCP for secs seconds from src to addr on sink
+// and fails when it moved less than 1 MB a second: a broken GSO path
+// moves a few kilobytes (retransmitted MSS-sized segments), a thousandth
+// of what this path carries.
+func anfIperf(t *testing.T, ctx context.Context, src, sink *netns.NS, addr string, secs int, args ...string) {
+	t.Helper()
+	testutil.RequireTool(t, "iperf3")
+	srv := sink.Command(ctx, "iperf3", "-s", "-1", "-B", addr)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	// Wait until the server listens (a probe connection would use up
+	// its one test).
+	for i := 0; ; i++ {
+		out, _ := sink.Run(ctx, "ss", "-Hltn", "sport", "=", ":5201")
+		if strings.Contains(out, "5201") {
+			break
+		}
+		if i == 100 {
+			t.Fatal("iperf3 server does not listen")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, err := src.Command(ctx, "iperf3", append([]string{"-c", addr, "-t", strconv.Itoa(secs), "-J"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, out)
+	}
+	var res struct {
+		End struct {
+			SumReceived struct {
+				Bytes         float64 `json:"bytes"`
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+			SumSent struct {
+				Retransmits int `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("iperf3 output: %v", err)
+	}
+	t.Logf("iperf3 TCP %d s to %s through End.AN.NF: %.2f Gbit/s, %d retransmits", secs, addr, res.End.SumReceived.BitsPerSecond/1e9, res.End.SumSent.Retransmits)
+	if res.End.SumReceived.Bytes < float64(secs)*1e6 {
+		t.Errorf("iperf3 moved %.0f bytes in %d s: the GSO path is broken", res.End.SumReceived.Bytes, secs)
+	}
+}
+
+// anfUDPSend sends one datagram from ns.
+func anfUDPSend(ns *netns.NS, addr, msg string) (int, error) {
+	var n int
+	err := ns.Do(func() error {
+		c, err := net.Dial("udp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		n, err = io.WriteString(c, msg)
+		return err
+	})
+	return n, err
 }
 
 // anfFlows sends many UDP flows at once from both CPUs, each with its

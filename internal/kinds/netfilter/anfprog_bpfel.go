@@ -20,7 +20,9 @@ type anfProgAnfEntry struct {
 	Ifindex uint32
 	Mark    uint32
 	Hlen    uint32
+	Insert  uint32
 	Hdr     [512]uint8
+	_       [4]byte
 }
 
 type anfProgAnfSid struct {

@@ -20,12 +20,19 @@ type In struct {
 	// ToKernel: hop limit exhausted, the packet goes unchanged to the
 	// kernel's End (ICMPv6 Time Exceeded).
 	ToKernel bool
+	// Insert: the SRH is followed by anything but IPv4 / IPv6, so the
+	// packet is H.Insert's (docs/netfilter.md "Insert mode").
+	Insert bool
 	// Stash is the outer header with End applied (hop limit - 1,
-	// segments left - 1, DA = the new active segment, RFC 8986 4.1).
+	// segments left - 1, DA = the new active segment, RFC 8986 4.1);
+	// in insert mode the packet's IPv6 header and SRH, the same way.
 	Stash []byte
-	// Inner is the packet handed to netfilter: the inner IPv4/IPv6
-	// packet with its TTL / hop limit raised by one (unless 255), since
-	// the kernel's forwarding lowers it once and End must not.
+	// Inner is the packet handed to netfilter. Encap mode: the inner
+	// IPv4/IPv6 packet with its TTL / hop limit raised by one (unless
+	// 255), since the kernel's forwarding lowers it once and End must
+	// not. Insert mode: the original IPv6 packet: the SRH removed, DA =
+	// segment 0, next header = the SRH's, hop limit as it arrived (the
+	// forwarding's decrement is End's).
 	Inner []byte
 	// Arg is the low argsBits of the arriving DA (the mark's low bits).
 	Arg uint32
@@ -48,9 +55,7 @@ func ModelIn(pkt []byte, argsBits int) In {
 	}
 	hlen := off + (int(pkt[off+1])+1)*8
 	nh := pkt[off]
-	if nh != srv6.ProtoIPv4 && nh != srv6.ProtoIPv6 {
-		return In{Reason: drop.Unsupported}
-	}
+	insert := nh != srv6.ProtoIPv4 && nh != srv6.ProtoIPv6
 	if pkt[7] <= 1 {
 		return In{ToKernel: true}
 	}
@@ -58,7 +63,10 @@ func ModelIn(pkt []byte, argsBits int) In {
 		return In{Reason: drop.Unsupported}
 	}
 	need := 20
-	if nh == srv6.ProtoIPv6 {
+	switch {
+	case insert:
+		need = 0
+	case nh == srv6.ProtoIPv6:
 		need = 40
 	}
 	if len(pkt) < hlen+need {
@@ -68,9 +76,21 @@ func ModelIn(pkt []byte, argsBits int) In {
 	if err != nil {
 		return In{Reason: srv6.Reason(err)}
 	}
-	r := In{Stash: out[:hlen:hlen], Inner: append([]byte(nil), out[hlen:]...)}
+	r := In{Stash: out[:hlen:hlen], Inner: append([]byte(nil), out[hlen:]...), Insert: insert}
 	if argsBits > 0 {
 		r.Arg = binary.BigEndian.Uint32(pkt[36:40]) & (1<<argsBits - 1)
+	}
+	if insert {
+		// The original packet: IPv6 header as it arrived, DA =
+		// segment 0, the SRH's next header, payload without the SRH.
+		// The L4 checksum stays: H.Insert's sender computed it over
+		// the final destination (RFC 8200 8.1).
+		h := append([]byte(nil), pkt[:40]...)
+		copy(h[24:40], pkt[off+8:off+24])
+		h[6] = nh
+		binary.BigEndian.PutUint16(h[4:], uint16(len(pkt)-hlen))
+		r.Inner = append(h, pkt[hlen:]...)
+		return r
 	}
 	if nh == srv6.ProtoIPv4 {
 		if r.Inner[8] != 255 {
@@ -87,8 +107,12 @@ func ModelIn(pkt []byte, argsBits int) In {
 
 // ModelOut is srchain_anf_out's restore: the stashed outer header in
 // front of the inner packet as netfilter left it (NAT may have resized
-// it), with the payload length and the SRH's next header fixed.
-func ModelOut(stash, inner []byte) []byte {
+// it), with the payload length and the SRH's next header fixed. In
+// insert mode (see ModelOutInsert) only the stashed SRH comes back.
+func ModelOut(stash, inner []byte, insert bool) []byte {
+	if insert {
+		return ModelOutInsert(stash, inner)
+	}
 	out := append(append([]byte(nil), stash...), inner...)
 	binary.BigEndian.PutUint16(out[4:], uint16(len(out)-40))
 	nh := byte(srv6.ProtoIPv6)
@@ -96,5 +120,26 @@ func ModelOut(stash, inner []byte) []byte {
 		nh = srv6.ProtoIPv4
 	}
 	out[40] = nh
+	return out
+}
+
+// ModelOutInsert is the restore of an insert-mode packet: pkt is the
+// IPv6 packet as netfilter left it (source and destination possibly
+// NAT'd, hop limit lowered by the forwarding). The stashed SRH (End
+// applied) goes back behind its fixed header with segment 0 = pkt's
+// destination and its next header = pkt's; DA = the next SID (the
+// stash's DA), or segment 0 when segments left is now 0; the rest of
+// the IPv6 header is pkt's. Nothing else changes: the L4 checksum covers
+// segment 0, the final destination (RFC 8200 8.1).
+func ModelOutInsert(stash, pkt []byte) []byte {
+	srh := append([]byte(nil), stash[40:]...)
+	copy(srh[8:24], pkt[24:40])
+	srh[0] = pkt[6]
+	out := append(append(append([]byte(nil), pkt[:40]...), srh...), pkt[40:]...)
+	out[6] = srv6.ProtoRouting
+	if srh[3] != 0 {
+		copy(out[24:40], stash[24:40])
+	}
+	binary.BigEndian.PutUint16(out[4:], uint16(len(out)-40))
 	return out
 }

@@ -86,8 +86,8 @@ var knownKeys = map[string]bool{"args_bits": true, "ruleset": true, "ruleset_fil
 
 // Check validates an NF's config: keys, args_bits, exactly one of
 // ruleset / ruleset_file, the ruleset itself with the real nft (when it
-// can run, see CheckRuleset), and what the datapath cannot serve: insert
-// mode chains, a second netfilter NF on the node.
+// can run, see CheckRuleset), and a second netfilter NF on the node.
+// Insert-mode chains are served (docs/netfilter.md "Insert mode").
 func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 	var errs []error
 	for i := range s.NFs {
@@ -97,16 +97,6 @@ func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 		}
 		if o.Kind == Name && o.Node == nf.Node {
 			errs = append(errs, s.ErrorAt(path, &nf.Config, "node %q already has netfilter NF %q: one per node (both would own table inet %s)", nf.Node, o.Name, Table))
-		}
-	}
-	for _, c := range s.Chains {
-		if c.Mode != "insert" {
-			continue
-		}
-		for _, n := range c.NFs {
-			if n == nf.Name {
-				errs = append(errs, s.ErrorAt(path, &nf.Config, "chain %q uses insert mode: netfilter NFs serve encap mode chains only (docs/netfilter.md)", c.Name))
-			}
 		}
 	}
 	node := &nf.Config
@@ -191,7 +181,9 @@ func valueNode(m *yaml.Node, key string) *yaml.Node {
 }
 
 // Overhead is the outer header a chain of segs segments adds in encap
-// mode: IPv6 (40) + SRH (8 + 16 per segment).
+// mode: IPv6 (40) + SRH (8 + 16 per segment). It is also the floor of the
+// restore device's headroom (segs 2: the SID and one more), for SR
+// policies that are not chains of the spec.
 func Overhead(segs int) int { return 40 + 8 + 16*segs }
 
 // Compile keeps the NF's SID a kernel seg6local End route (visible in
@@ -222,11 +214,15 @@ func (Kind) Compile(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.
 		}
 		prog.Ruleset, prog.RulesetFile = string(b), c.RulesetFile
 	}
-	segs := 2 // the NF's SID and one more (End needs SL > 0)
-	for _, ch := range s.Chains {
-		for _, n := range ch.NFs {
+	// Headroom: the largest header a chain through the NF adds (encap:
+	// IPv6 + SRH; insert: the SRH only, spec.Chain.Overhead), at least
+	// an encap header of two segments (the NF's SID and one more: End
+	// needs SL > 0).
+	overhead := Overhead(2)
+	for i := range s.Chains {
+		for _, n := range s.Chains[i].NFs {
 			if n == nf.Name {
-				segs = max(segs, len(ch.NFs)+1)
+				overhead = max(overhead, s.Chains[i].Overhead())
 			}
 		}
 	}
@@ -241,7 +237,7 @@ func (Kind) Compile(s *spec.Spec, nf *spec.NF, sid *state.LocalSID, node *state.
 	if mtu == 0 {
 		mtu = 1500
 	}
-	prog.RestoreMTU = max(mtu-Overhead(segs), 68)
+	prog.RestoreMTU = max(mtu-overhead, 68)
 	sort.Strings(ifs)
 	raw, err := json.Marshal(prog)
 	if err != nil {

@@ -73,16 +73,28 @@ func TestCheckErrors(t *testing.T) {
 	}
 }
 
+// TestCheckInsertModeAndSecondNF: an insert-mode chain through the NF is
+// accepted (docs/netfilter.md "Insert mode"); a second netfilter NF on
+// the same node is refused.
 func TestCheckInsertModeAndSecondNF(t *testing.T) {
 	s := example(t, "    config:\n      ruleset: \"chain c {}\"\n")
 	s = strings.Replace(s, "  - name: to-sink6           # IPv6 in IPv6: End.DT6 at egress\n    ingress: ingress\n    egress: egress\n    match: {dst: [\"fc00:a4::/64\"]}\n    nfs: [anf]\n",
 		"  - name: to-sink6\n    ingress: ingress\n    egress: egress\n    match: {dst: [\"fc00:a4::/64\"]}\n    nfs: [anf]\n    mode: insert\n", 1)
+	if !strings.Contains(s, "mode: insert") {
+		t.Fatal("the example's to-sink6 chain changed; update this test")
+	}
+	if _, err := spec.Load(write(t, s, nil)); err != nil {
+		t.Fatalf("insert-mode chain through the netfilter NF refused: %v", err)
+	}
 	s = strings.Replace(s, "chains:\n", "  - {name: anf2, kind: netfilter, node: nfv, config: {ruleset: \"chain d {}\"}}\nchains:\n", 1)
 	_, err := spec.Load(write(t, s, nil))
-	for _, w := range []string{`chain "to-sink6" uses insert mode`, `node "nfv" already has netfilter NF "anf"`} {
+	for _, w := range []string{`node "nfv" already has netfilter NF "anf"`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error lacks %q:\n%v", w, err)
 		}
+	}
+	if err != nil && strings.Contains(err.Error(), "insert") {
+		t.Errorf("insert mode still refused: %v", err)
 	}
 }
 
