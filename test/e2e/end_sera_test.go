@@ -47,7 +47,13 @@ type exampleLab struct {
 // routers, removed (namespaces and pins) when the test ends.
 func deployExample(t *testing.T, file, dp string, nodes ...string) *exampleLab {
 	t.Helper()
-	s := exampleSpec(t, file, dp, nodes...)
+	return deploySpec(t, exampleSpec(t, file, dp, nodes...))
+}
+
+// deploySpec brings s up, removed (namespaces and pins) when the test
+// ends.
+func deploySpec(t *testing.T, s *spec.Spec) *exampleLab {
+	t.Helper()
 	net, err := compile.Compile(s)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -481,5 +483,69 @@ func TestDemoOPoT(t *testing.T) {
 	re := regexp.MustCompile(`== opot chain verified: verified at r6: ([1-9][0-9]*), none dropped`)
 	if !strings.Contains(string(out), "== 2/2 probes OK") || !re.Match(out) {
 		t.Errorf("demo output lacks the probes or the verification result:\n%s", out)
+	}
+}
+
+// TestLabOPoTCSID: ordered proof of transit on a NEXT-C-SID chain (seed
+// 003's OPoT^cSID): examples/csid-quickstart.yaml with opot on web6,
+// whose NF SID and egress SID share one container. The headend grows the
+// kernel's one-container SRH by the TLV, r2's transit finds the chain by
+// the container it sees (its C-SID active), r2's End shifts it, and r3
+// verifies under the key (egress SID, the container in segment 0):
+// every probe passes and verifies, with no drop.
+func TestLabOPoTCSID(t *testing.T) {
+	requireRoot(t)
+	path := filepath.Join("..", "..", "examples", "csid-quickstart.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const old = "    compression: next-c-sid\n"
+	if !strings.Contains(string(b), old) {
+		t.Fatal("csid-quickstart.yaml changed: no compression line")
+	}
+	s, err := spec.Check([]byte(strings.Replace(string(b), old, old+"    opot: true\n", 1)), path)
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	l := deploySpec(t, s)
+	for _, n := range l.net.Nodes {
+		for _, r := range n.Routes {
+			if r.Chain == "web6" && r.Encap != nil && len(r.Encap.Segments) != 1 {
+				t.Fatalf("web6's segments %v: want one container", r.Encap.Segments)
+			}
+		}
+	}
+	verified := func() (uint64, map[string]uint64) {
+		pcs, err := lab.Counters(t.Context(), l.net.Name, "r3", l.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok uint64
+		drops := map[string]uint64{}
+		for _, pc := range pcs {
+			for _, c := range pc.Counters {
+				if pc.Program != state.ProgramOPoT {
+					continue
+				}
+				switch {
+				case c.Name == "chain/web6/verified":
+					ok = c.Value
+				case strings.HasPrefix(c.Name, "chain/web6/drop/"):
+					drops[c.Name] = c.Value
+				}
+			}
+		}
+		return ok, drops
+	}
+	l.probeAll(t)
+	ok, drops := verified()
+	if ok == 0 || len(drops) != 0 {
+		t.Fatalf("after the probes: %d verified at r3, drops %v", ok, drops)
+	}
+	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:a4::2"), "opot over c-sids")
+	if !waitFor(func() bool { n, _ := verified(); return n == ok+1 }) {
+		n, d := verified()
+		t.Errorf("one more packet: %d verified (was %d), drops %v", n, ok, d)
 	}
 }
