@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -547,5 +548,141 @@ func TestLabOPoTCSID(t *testing.T) {
 	if !waitFor(func() bool { n, _ := verified(); return n == ok+1 }) {
 		n, d := verified()
 		t.Errorf("one more packet: %d verified (was %d), drops %v", n, ok, d)
+	}
+}
+
+// TestLabOPoTMillion is the volume check, through the whole lab
+// chain of examples/opot-testbed.yaml (kernel H.Encaps + headend stage at
+// r1, transits at r2 and r3, verifier at r6): 1,000,000 legitimate UDP
+// packets from h1 to h2, each with its own sequence number, and not one
+// false drop (the verifier counts every packet it gets as verified, and
+// h2 receives what it verified); then 200 tampered packets of each class
+// (r2 skipped, r2 and r3 swapped, a forged TLV with random RND and CML
+// between r2 and r3, replays, a random bit of RND or of CML flipped), and
+// every one of them detected: dropped at r6, counted with its reason.
+func TestLabOPoTMillion(t *testing.T) {
+	requireRoot(t)
+	l := deployExample(t, "opot-testbed.yaml", "")
+	h1, h2 := l.node(t, "h1"), l.node(t, "h2")
+	dst := netip.MustParseAddr("fc00:8::2")
+	// What reaches h2: its interface's receive counter (a socket would
+	// drop what it cannot read fast enough).
+	rx := func() uint64 {
+		t.Helper()
+		lk, err := h2.Netlink().LinkByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lk.Attrs().Statistics.RxPackets
+	}
+	// A socket bound to the port, never read: h2 sends no Port
+	// Unreachable back (which would fail the sender's writes).
+	var pc net.PacketConn
+	if err := h2.Do(func() (err error) { pc, err = net.ListenPacket("udp6", "[::]:9"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rx0 := rx()
+	got := func() uint64 { return rx() - rx0 }
+	v0, d0 := l.opotCounters(t)
+	const n = 1_000_000
+	if err := h1.Do(func() error {
+		c, err := net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		payload := make([]byte, 64)
+		for i := range n {
+			binary.BigEndian.PutUint64(payload, uint64(i))
+			if _, err := c.Write(payload); err != nil {
+				return fmt.Errorf("packet %d: %w", i, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(func() bool { v, _ := l.opotCounters(t); return v-v0 >= n })
+	waitFor(func() bool { return got() >= n })
+	v, d := l.opotCounters(t)
+	t.Logf("%d sent, %d verified at r6, %d frames received at h2, verifier drops %v", n, v-v0, got(), d)
+	if fmt.Sprint(d) != fmt.Sprint(d0) {
+		t.Fatalf("false drops at the verifier: %v (before: %v)", d, d0)
+	}
+	// h2's counter also counts its neighbour discovery frames.
+	if v-v0 != n || got() < n {
+		t.Errorf("%d verified and %d frames received of %d sent: every packet must verify and arrive", v-v0, got(), n)
+	}
+
+	// Tampered packets, 200 of each class, made from legitimate ones
+	// captured on the wire (as TestLabOPoT, one each).
+	r1, r2, r3, r6 := l.node(t, "r1"), l.node(t, "r2"), l.node(t, "r3"), l.node(t, "r6")
+	c2, c3, c6 := openRing(t, r2, "eth0"), openRing(t, r3, "eth0"), openRing(t, r6, "eth0")
+	sendUDP(t, h1, dst, "opot-million")
+	sid2, sid3, sid6 := l.chainSIDs(t)
+	atR2, atR3, atR6 := c2.capture(t, sid2), c3.capture(t, sid3), c6.capture(t, sid6)
+	tx1, tx2, tx3 := openRaw(t, r1, "eth1"), openRaw(t, r2, "eth1"), openRaw(t, r3, "eth1")
+	rng := mrand.New(mrand.NewPCG(11, 3))
+	const per = 200
+	seg := ethLen + 40 + 8
+	classes := []struct {
+		name   string
+		via    *rawSock
+		reason drop.Reason
+		make   func() []byte
+	}{
+		{"skip r2", tx1, drop.OPoTVerify, func() []byte {
+			f := clone(atR2)
+			setDA(f, sid3)
+			f[ethLen+40+3] = 1
+			return f
+		}},
+		{"r2 and r3 swapped", tx1, drop.OPoTVerify, func() []byte {
+			f := clone(atR2)
+			s1, s2 := clone(f[seg+16:seg+32]), clone(f[seg+32:seg+48])
+			copy(f[seg+16:], s2)
+			copy(f[seg+32:], s1)
+			setDA(f, sid3)
+			return f
+		}},
+		{"forged TLV", tx2, drop.OPoTVerify, func() []byte {
+			f := clone(atR3)
+			off, _ := tlvOffset(f)
+			binary.BigEndian.PutUint64(f[off+8:], rng.Uint64())
+			binary.BigEndian.PutUint64(f[off+16:], rng.Uint64())
+			return f
+		}},
+		{"replay", tx3, drop.OPoTReplay, func() []byte { return clone(atR6) }},
+		{"RND bit flip", tx3, drop.OPoTVerify, func() []byte {
+			f := clone(atR6)
+			off, _ := tlvOffset(f)
+			bit := rng.IntN(64)
+			f[off+8+bit/8] ^= 1 << (bit % 8)
+			return f
+		}},
+		{"CML bit flip", tx3, drop.OPoTVerify, func() []byte {
+			f := clone(atR6)
+			off, _ := tlvOffset(f)
+			bit := rng.IntN(64)
+			f[off+16+bit/8] ^= 1 << (bit % 8)
+			return f
+		}},
+	}
+	for _, c := range classes {
+		_, before := l.opotCounters(t)
+		for range per {
+			c.via.send(t, c.make())
+		}
+		want := before[c.reason.String()] + per
+		if !waitFor(func() bool { _, d := l.opotCounters(t); return d[c.reason.String()] >= want }) {
+			_, d := l.opotCounters(t)
+			t.Errorf("%s: %d of %d detected (drops %v)", c.name, d[c.reason.String()]-before[c.reason.String()], per, d)
+		}
+	}
+	v2, d2 := l.opotCounters(t)
+	t.Logf("after %d tampered packets: %d verified (the capture's packet included), drops %v", per*len(classes), v2-v, d2)
+	if v2 != v+1 {
+		t.Errorf("a tampered packet verified: %d verified, want %d", v2, v+1)
 	}
 }
