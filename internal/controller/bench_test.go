@@ -63,3 +63,27 @@ func benchPatch(b *testing.B, n int) {
 		b.ReportMetric(time.Since(start).Seconds(), "s/op")
 	}
 }
+
+// BenchmarkChangeChain times one chain change (PUT /v1/chains/<c>: its
+// match changes) with 10,000 chains stored: the controller's share of
+// `srchain bench api`'s change time.
+//
+//	go test ./internal/controller/ -run '^$' -bench ChangeChain -benchtime 20x
+func BenchmarkChangeChain(b *testing.B) {
+	const n = 10000
+	chains := make([]string, n)
+	for i := range chains {
+		chains[i] = benchChain(i)
+	}
+	e := newEnv(b)
+	e.must("PUT", "/v1/spec", quickstart(b), nil)
+	e.must("PATCH", "/v1/spec", `{"chains":[`+strings.Join(chains, ",")+`]}`, nil)
+	b.ResetTimer()
+	for i := range b.N {
+		body := benchChain(7)
+		if i%2 == 0 {
+			body = strings.Replace(body, `"dport":"1007"`, `"dport":"60007"`, 1)
+		}
+		e.must("PUT", "/v1/chains/c7", body, nil)
+	}
+}
