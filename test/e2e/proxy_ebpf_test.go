@@ -2,16 +2,12 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/lab"
-	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -26,36 +22,13 @@ import (
 func TestProxyEBPFRouter(t *testing.T) {
 	requireRoot(t)
 	testutil.RequireTool(t, "nft")
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "proxy-testbed.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for _, r := range [][2]string{
+	s, nw := editedExample(t, "proxy-testbed.yaml", "pe", [][2]string{
 		{`{name: proxy, role: router, locator: "fc00:2::/64"}`, `{name: proxy, role: router, locator: "fc00:2::/64", datapath: ebpf}`},
 		{"nfs:\n", "nfs:\n  - {name: fwd, kind: forward, node: proxy}\n"},
 		// Before mon6 (any UDP to the same prefix): the first match wins.
 		{"  - name: mon6 ", "  - {name: fwd6, ingress: ingress, egress: egress, match: {dst: [\"fc00:a4::/64\"], proto: udp, dport: 7777}, nfs: [fwd]}\n  - name: mon6 "},
 		{"traffic:\n", "traffic:\n  - {name: fwd, from: src, to: \"fc00:a4::2\", proto: udp, dport: 7777, expect: fwd6}\n"},
-	} {
-		if !strings.Contains(text, r[0]) {
-			t.Fatalf("proxy-testbed.yaml changed: no %q", r[0])
-		}
-		text = strings.Replace(text, r[0], r[1], 1)
-	}
-	path := filepath.Join(t.TempDir(), "proxy-testbed.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw, err := compile.Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw.Name = labName("pe")
+	})
 	var fwdSID string
 	for _, n := range nw.Nodes {
 		for _, sd := range n.SIDs {

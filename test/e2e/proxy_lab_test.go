@@ -327,16 +327,26 @@ func proxyCounters(t *testing.T, ctx context.Context, nw *state.Network, opts la
 // monitor, so iperf3 can run through End.AM too.
 func proxyTestbed(t *testing.T, tag string) (*spec.Spec, *state.Network) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "proxy-testbed.yaml"))
+	const chain = "  - name: mon6tcp\n    ingress: ingress\n    egress: egress\n    match: {dst: [\"fc00:a4::/64\"], proto: tcp, dport: 5202}\n    nfs: [mon]\ntraffic:\n"
+	return editedExample(t, "proxy-testbed.yaml", tag, [][2]string{{"traffic:\n", chain}})
+}
+
+// editedExample loads examples/file with each edit's first string (which
+// must occur) replaced once by its second, and compiles it as lab tag.
+func editedExample(t *testing.T, file, tag string, edits [][2]string) (*spec.Spec, *state.Network) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const chain = "  - name: mon6tcp\n    ingress: ingress\n    egress: egress\n    match: {dst: [\"fc00:a4::/64\"], proto: tcp, dport: 5202}\n    nfs: [mon]\ntraffic:\n"
-	text := strings.Replace(string(b), "traffic:\n", chain, 1)
-	if !strings.Contains(text, "mon6tcp") {
-		t.Fatal("example changed: no traffic section")
+	text := string(b)
+	for _, r := range edits {
+		if !strings.Contains(text, r[0]) {
+			t.Fatalf("%s changed: no %q", file, r[0])
+		}
+		text = strings.Replace(text, r[0], r[1], 1)
 	}
-	path := filepath.Join(t.TempDir(), "proxy-testbed.yaml")
+	path := filepath.Join(t.TempDir(), file)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

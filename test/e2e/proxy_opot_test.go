@@ -2,14 +2,11 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/srchain/srchain/internal/apply"
-	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
@@ -142,34 +139,10 @@ func TestProxyOPoTLab(t *testing.T) {
 // web-back and mon6, and fw-in as End.AD.flow.
 func proxyOPoTTestbed(t *testing.T) (*spec.Spec, *state.Network) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "proxy-testbed.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for _, r := range [][2]string{
+	return editedExample(t, "proxy-testbed.yaml", "o", [][2]string{
 		{"    nfs: [fw-out]\n", "    nfs: [fw-out]\n    opot: true\n"},
 		{"    nfs: [fw-in]\n", "    nfs: [fw-in]\n    opot: true\n"},
 		{"    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n"},
 		{"behavior: end.ad, to_nf: eth3, from_nf: eth2", "behavior: end.ad-flow, to_nf: eth3, from_nf: eth2"},
-	} {
-		if !strings.Contains(text, r[0]) {
-			t.Fatalf("example changed: no %q", r[0])
-		}
-		text = strings.Replace(text, r[0], r[1], 1)
-	}
-	path := filepath.Join(t.TempDir(), "proxy-testbed.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw, err := compile.Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw.Name = labName("o")
-	return s, nw
+	})
 }
