@@ -10,6 +10,7 @@ import (
 
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/proxydp"
+	"github.com/srchain/srchain/internal/srv6"
 )
 
 // The SR proxy scenario (issue 9, seed 001 section 5): a round trip
@@ -173,7 +174,7 @@ var CaseProxyWorkaround = Case{
 func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, xdp bool, flows int) Case {
 	c := Case{
 		Name: name, Desc: desc, Frame: proxyFrame(sid), XDP: xdp, Flows: flows,
-		Setup: func(ctx context.Context, d *DUT) error { return proxyDUT(ctx, d, b, sid, xdp, flows) },
+		Setup: func(ctx context.Context, d *DUT) error { return proxyDUT(ctx, d, b, sid, xdp, flows, false) },
 	}
 	if b == proxydp.BehaviorADFlow && !xdp {
 		c.X, c.Series = float64(max(flows, 1)), "end.ad-flow"
@@ -181,7 +182,7 @@ func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, xdp bool, flow
 	return c
 }
 
-func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp bool, flows int) error {
+func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp bool, flows int, opot bool) error {
 	nfIdx, err := addNF(ctx, d)
 	if err != nil {
 		return err
@@ -203,7 +204,7 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 	d.Defer(p.Close)
 	s := proxydp.SID{
 		Addr: SID(sid), Behavior: b, OutIfindex: nfIdx, InIfindex: nfIdx,
-		NFNext6: NFAddr6, Inner: proxydp.ProtoIPv6,
+		NFNext6: NFAddr6, Inner: proxydp.ProtoIPv6, OPoT: opot,
 	}
 	if b == proxydp.BehaviorAS {
 		s.Source, s.Segments = DUTOut6, []netip.Addr{ReEncap6}
@@ -228,6 +229,58 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 	})
 }
 
+// The OPoT cases (issue 11: through the proxy >= 0.9x the proxy alone;
+// seed 003's OPoT_proxy): End.AD on frames that carry the TLV a 3-node
+// chain's headend made (the DUT is node 1), without OPoT (end.ad-tlv:
+// the proxy alone, the TLV cached with the header) and with it
+// (end.ad-opot: the transit stage in front of the proxy at tcx ingress,
+// and the proxy carrying each packet's TLV across the NF).
+const proxyOPoTSID = 0x1a6
+
+func proxyOPoTFrame() FrameSpec {
+	f := proxyFrame(proxyOPoTSID)
+	if _, m, err := opotTransitMeta(3); err == nil {
+		f.TLVs = []srv6.TLV{m.SRv6TLV()}
+	}
+	return f
+}
+
+var (
+	CaseProxyADTLV = Case{
+		Name: "end.ad-tlv", Desc: "srchain End.AD (tc), frames with an OPoT TLV, no OPoT: the proxy alone",
+		Frame: proxyOPoTFrame(),
+		Setup: func(ctx context.Context, d *DUT) error {
+			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, false)
+		},
+	}
+	CaseProxyADOPoT = Case{
+		Name: "end.ad-opot", Desc: "srchain End.AD (tc) with OPoT: transit stage in front, the TLV carried across the NF",
+		Frame: proxyOPoTFrame(),
+		Setup: func(ctx context.Context, d *DUT) error {
+			p, err := opotProfile(3)
+			if err != nil {
+				return err
+			}
+			n, err := p.Node(1)
+			if err != nil {
+				return fmt.Errorf("set up opot transit: %w", err)
+			}
+			o, err := opotStages(d)
+			if err != nil {
+				return err
+			}
+			if err := opotChain(o, n, SID(proxyOPoTSID), ReEncap6); err != nil {
+				return err
+			}
+			// First on in0: the proxy's program ends the tcx chain.
+			if err := attachTCX(d, ifDUTIn, o.SrchainOpotTransit, false); err != nil {
+				return err
+			}
+			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, true)
+		},
+	}
+)
+
 // Flow counts of the per-flow proxy cases.
 var proxyFlowCounts = []int{1, 1000, 100000}
 
@@ -249,6 +302,7 @@ func proxyCases() []Case {
 		proxyCase("end.as-xdp", "srchain End.AS at XDP (both sides)", proxydp.BehaviorAS, 0x1a1, true, 0),
 		proxyCase("end.ad-xdp", "srchain End.AD at XDP (both sides)", proxydp.BehaviorAD, 0x1a2, true, 0),
 		proxyCase("end.am-xdp", "srchain End.AM at XDP (both sides)", proxydp.BehaviorAM, 0x1a3, true, 0),
+		CaseProxyADTLV, CaseProxyADOPoT,
 	)
 }
 

@@ -2,9 +2,15 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
 	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 // FlowOffset points at the low 32 bits of the inner IPv6 source address
@@ -100,5 +106,42 @@ func TestCaseFlowsOneTemplate(t *testing.T) {
 	fr, err = BuildTemplates(CaseNFPlain.Frame, caseProfile(CaseNFPlain, o, 0), testEP)
 	if err != nil || len(fr) != 5*len(imixSeq) {
 		t.Fatalf("plain case: templates %d, err %v; want %d", len(fr), err, 5*len(imixSeq))
+	}
+}
+
+// TestProxyOPoTLine runs end.ad-tlv and end.ad-opot through a real line:
+// every frame comes back from the NF and reaches the sink, which with
+// OPoT means the proxy found each frame's kept TLV on the way back (a
+// miss drops it); and the frame keeps its size (the TLV rides in the
+// restored header, nothing is added).
+func TestProxyOPoTLine(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, c := range []Case{CaseProxyADTLV, CaseProxyADOPoT} {
+		t.Run(c.Name, func(t *testing.T) {
+			l, err := NewLine(ctx, fmt.Sprintf("sobp%d-%d", os.Getpid(), i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			d := &DUT{NS: l.DUT}
+			defer d.close()
+			if err := c.Setup(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			sent, sink := sendLine(ctx, t, l, c, 3000)
+			if sink.Packets < sent || sink.Packets > sent+opotNoise || sent < 100 {
+				t.Fatalf("sent %d, sink got %d", sent, sink.Packets)
+			}
+			fr, err := BuildFrame(c.Frame, 0, 0, testEP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			extra := sink.Packets - sent
+			if want := uint64(len(fr)) * sent; sink.Bytes < want || sink.Bytes > want+extra*opotNoiseBytes {
+				t.Errorf("sink bytes %d, want %d (%d frames of %d)", sink.Bytes, want, sent, len(fr))
+			}
+		})
 	}
 }
