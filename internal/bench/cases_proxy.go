@@ -234,8 +234,16 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 // chain's headend made (the DUT is node 1), without OPoT (end.ad-tlv:
 // the proxy alone, the TLV cached with the header) and with it
 // (end.ad-opot: the transit stage in front of the proxy at tcx ingress,
-// and the proxy carrying each packet's TLV across the NF).
-const proxyOPoTSID = 0x1a6
+// and the proxy carrying each packet's TLV across the NF). The frames
+// differ per packet (the inner source over proxyOPoTFlows flows, as real
+// traffic's packets differ): the proxy keys each kept TLV by the inner
+// packet, and identical packets in flight at once share one entry
+// (docs/proxy.md "OPoT through a proxy"), which the generator's repeated
+// template would hit with every batch.
+const (
+	proxyOPoTSID   = 0x1a6
+	proxyOPoTFlows = 1024
+)
 
 func proxyOPoTFrame() FrameSpec {
 	f := proxyFrame(proxyOPoTSID)
@@ -248,14 +256,14 @@ func proxyOPoTFrame() FrameSpec {
 var (
 	CaseProxyADTLV = Case{
 		Name: "end.ad-tlv", Desc: "srchain End.AD (tc), frames with an OPoT TLV, no OPoT: the proxy alone",
-		Frame: proxyOPoTFrame(),
+		Frame: proxyOPoTFrame(), Flows: proxyOPoTFlows,
 		Setup: func(ctx context.Context, d *DUT) error {
 			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, false)
 		},
 	}
 	CaseProxyADOPoT = Case{
 		Name: "end.ad-opot", Desc: "srchain End.AD (tc) with OPoT: transit stage in front, the TLV carried across the NF",
-		Frame: proxyOPoTFrame(),
+		Frame: proxyOPoTFrame(), Flows: proxyOPoTFlows,
 		Setup: func(ctx context.Context, d *DUT) error {
 			p, err := opotProfile(3)
 			if err != nil {
