@@ -309,7 +309,8 @@ struct proxy_opot_key {
 	__u8 proto;    /* IPv6 next header / IPv4 protocol */
 	__be16 len;    /* IPv6 payload length / IPv4 total length */
 	__be32 id;     /* IPv6: flow label; IPv4: identification + fragment word */
-	__u32 l4len;   /* bytes of l4 taken: 16, 8 or 0 */
+	__u16 l4len;   /* bytes of l4 taken: 16, 8 or 0 */
+	__u16 seq;     /* 0: the first kept TLV of the key; 1, 2, ...: identical packets queued behind it */
 	struct in6_addr src; /* IPv4: first 4 bytes */
 	struct in6_addr dst;
 	__u8 l4[16];   /* the first bytes after the IP header: ports, TCP seq/ack */
@@ -331,6 +332,25 @@ struct {
 	__type(key, struct proxy_opot_key);
 	__type(value, struct proxy_opot_tlv);
 } proxy_opot SEC(".maps");
+
+/* Identical packets (every keyed byte the same) in flight at once: the
+ * first keeps its TLV under seq 0, the others under seq tail, tail + 1,
+ * ... of the key's queue (keyed with seq 0); the way back takes seq 0 if
+ * it is there, else the queue's head. Identical packets are
+ * interchangeable, so any one-to-one pairing of their TLVs is right.
+ * 64-bit counters: the atomics that return a value need them at -mcpu=v1.
+ */
+struct proxy_opot_fifo {
+	__u64 head; /* next seq to take */
+	__u64 tail; /* next seq to give */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PROXY_OPOT_PENDING / 4);
+	__type(key, struct proxy_opot_key);
+	__type(value, struct proxy_opot_fifo);
+} proxy_opot_q SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -621,8 +641,21 @@ static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u
 	r = proxy_opot_key_of(c, kind, inner_off, inner, &k);
 	if (r)
 		return r;
-	if (bpf_map_update_elem(&proxy_opot, &k, &v, BPF_ANY))
-		return DROP_PROXY_CACHE_FULL;
+	if (bpf_map_update_elem(&proxy_opot, &k, &v, BPF_NOEXIST)) {
+		/* An identical packet's TLV is kept already: queue behind it. */
+		struct proxy_opot_fifo z = { .head = 1, .tail = 1 }, *q;
+
+		q = bpf_map_lookup_elem(&proxy_opot_q, &k);
+		if (!q) {
+			bpf_map_update_elem(&proxy_opot_q, &k, &z, BPF_NOEXIST);
+			q = bpf_map_lookup_elem(&proxy_opot_q, &k);
+			if (!q)
+				return DROP_PROXY_CACHE_FULL;
+		}
+		k.seq = (__u16)__sync_fetch_and_add(&q->tail, 1);
+		if (!k.seq || bpf_map_update_elem(&proxy_opot, &k, &v, BPF_ANY))
+			return DROP_PROXY_CACHE_FULL;
+	}
 	n = proxy_bound(rel);
 	if (n > PROXY_HDR_MAX - OPOT_TLV_LEN)
 		return DROP_UNSUPPORTED;
@@ -1433,6 +1466,34 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	return proxy_forward(c, idx);
 }
 
+/* proxy_opot_queued finds the head of k's queue of identical packets'
+ * TLVs (proxy_opot_fifo) without taking it: k->seq gets its seq, *qp the
+ * queue; NULL when nothing is queued. A head whose entry is gone (the
+ * LRU reclaimed it) is skipped, so it cannot block the queue. Taking it
+ * is proxy_opot_take's, once the caller commits.
+ */
+static __always_inline struct proxy_opot_tlv *proxy_opot_queued(struct proxy_opot_key *k,
+								 struct proxy_opot_fifo **qp)
+{
+	struct proxy_opot_fifo *q = bpf_map_lookup_elem(&proxy_opot_q, k);
+	struct proxy_opot_tlv *v;
+	__u64 h;
+
+	if (!q)
+		return NULL;
+	h = q->head;
+	if (h == q->tail)
+		return NULL;
+	k->seq = (__u16)h;
+	v = k->seq ? bpf_map_lookup_elem(&proxy_opot, k) : NULL;
+	if (!v) {
+		__sync_val_compare_and_swap(&q->head, h, h + 1);
+		return NULL;
+	}
+	*qp = q;
+	return v;
+}
+
 /* proxy_back is what the NF -> SR direction restores: the header stack,
  * End.AD.flow's first word and, with OPoT, the packet's kept TLV and the
  * key to take it by.
@@ -1445,7 +1506,29 @@ struct proxy_back {
 	__be32 word0;
 	struct proxy_opot_key k;
 	struct proxy_opot_tlv ot;
+	struct proxy_opot_fifo *q; /* the TLV is this queue's head */
 };
+
+/* proxy_opot_take takes the kept TLV proxy_back_find found (the commit):
+ * a queue's head moves by compare-and-swap, so two CPUs never take one
+ * seq; the loser gets -1 (tc treats the packet as a miss, XDP hands it
+ * to tc, which looks again).
+ */
+static __always_inline int proxy_opot_take(struct proxy_back *b)
+{
+	__u64 h;
+
+	if (!b->tlv)
+		return 0;
+	if (b->q) {
+		/* seq is the head modulo 2^16: it must still be the head. */
+		h = b->q->head;
+		if ((__u16)h != b->k.seq || __sync_val_compare_and_swap(&b->q->head, h, h + 1) != h)
+			return -1;
+	}
+	bpf_map_delete_elem(&proxy_opot, &b->k);
+	return 0;
+}
 
 /* proxy_back_find fills b for a packet from the NF of SID idx (inner
  * packet at l3off, hop limit / TTL not yet changed) that arrived on
@@ -1522,6 +1605,8 @@ static __always_inline __u32 proxy_back_find(struct pctx *c, const int kind, __u
 			return r;
 		}
 		v = bpf_map_lookup_elem(&proxy_opot, &b->k);
+		if (!v)
+			v = proxy_opot_queued(&b->k, &b->q);
 		if (!v) {
 			*stat = PS_OPOT_MISS;
 			return DROP_PROXY_OPOT_MISS;
@@ -1657,10 +1742,10 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	r = proxy_back_find(c, CTX_TC, idx, s, skb->ingress_ifindex, &b, &stat);
 	if (r)
 		return proxy_drop(idx, stat, r);
+	if (proxy_opot_take(&b))
+		return proxy_drop(idx, PS_OPOT_MISS, DROP_PROXY_OPOT_MISS);
 	if (beh != PROXY_BEH_AS)
 		proxy_count(idx, PS_CACHE_HIT);
-	if (b.tlv)
-		bpf_map_delete_elem(&proxy_opot, &b.k);
 	hdr = b.hdr;
 	hlen = b.hlen;
 
@@ -1872,6 +1957,12 @@ static __always_inline int proxy_from_nf_xdp(struct pctx *c, __u32 idx, const st
 		return XDP_PASS;
 	if (bpf_xdp_adjust_head(ctx, -(int)hlen))
 		return XDP_PASS;
+	if (proxy_opot_take(&b)) {
+		/* Another CPU took the TLV first: the frame back as it was. */
+		if (bpf_xdp_adjust_head(ctx, (int)hlen))
+			return proxy_drop_xdp(idx, DROP_ADJUST_ROOM);
+		return XDP_PASS;
+	}
 	/* Committed: from here the frame is rewritten. */
 	if (bpf_xdp_store_bytes(ctx, sizeof(struct ethhdr), (void *)b.hdr, hlen))
 		goto fail;
@@ -1881,7 +1972,6 @@ static __always_inline int proxy_from_nf_xdp(struct pctx *c, __u32 idx, const st
 		if (at > PROXY_HDR_MAX - OPOT_TLV_LEN ||
 		    bpf_xdp_store_bytes(ctx, sizeof(struct ethhdr) + at, b.ot.b, OPOT_TLV_LEN))
 			goto fail;
-		bpf_map_delete_elem(&proxy_opot, &b.k);
 	}
 	ctx_reload(c, CTX_XDP);
 	eth = pkt_ptr(&c->p, 0, sizeof(*eth));

@@ -109,7 +109,8 @@ func TestCaseFlowsOneTemplate(t *testing.T) {
 	}
 }
 
-// TestProxyOPoTLine runs end.ad-tlv and end.ad-opot through a real line:
+// TestProxyOPoTLine runs end.ad-tlv and end.ad-opot (also with the
+// generator's one template, identical packets) through a real line:
 // every frame comes back from the NF and reaches the sink, which with
 // OPoT means the proxy found each frame's kept TLV on the way back (a
 // miss drops it); and the frame keeps its size (the TLV rides in the
@@ -118,7 +119,9 @@ func TestProxyOPoTLine(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for i, c := range []Case{CaseProxyADTLV, CaseProxyADOPoT} {
+	identical := CaseProxyADOPoT
+	identical.Name, identical.Flows = "end.ad-opot identical frames", 0 // a batch of identical packets in flight: queued TLVs
+	for i, c := range []Case{CaseProxyADTLV, CaseProxyADOPoT, identical} {
 		t.Run(c.Name, func(t *testing.T) {
 			l, err := NewLine(ctx, fmt.Sprintf("sobp%d-%d", os.Getpid(), i))
 			if err != nil {

@@ -84,6 +84,7 @@ type Model struct {
 	ad    map[int][]byte
 	adTLV map[int]int // proxy_hdr.tlv of ad's header
 	opot  map[opotKey][opot.TLVLen]byte
+	opotQ map[opotKey]opotFIFO // proxy_opot_q, keyed with seq 0
 	flows map[FlowKey]flowEntry
 	slots map[slotKey]hdrSlot
 	gens  map[slotKey]uint64 // proxy_hgen
@@ -96,7 +97,7 @@ type Model struct {
 // NewModel is a model serving sids (validated as SetSIDs does).
 func NewModel(sids []SID) (*Model, error) {
 	m := &Model{sids: map[netip.Addr]SID{}, byIn: map[int]SID{}, ad: map[int][]byte{}, adTLV: map[int]int{},
-		opot: map[opotKey][opot.TLVLen]byte{}, flows: map[FlowKey]flowEntry{},
+		opot: map[opotKey][opot.TLVLen]byte{}, opotQ: map[opotKey]opotFIFO{}, flows: map[FlowKey]flowEntry{},
 		slots: map[slotKey]hdrSlot{}, gens: map[slotKey]uint64{}}
 	for _, s := range sids {
 		if err := s.Validate(); err != nil {
@@ -222,7 +223,9 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 				if r != drop.None {
 					return dropped(r)
 				}
-				m.opot[k] = [opot.TLVLen]byte(pkt[off : off+opot.TLVLen])
+				if r := m.opotSave(k, [opot.TLVLen]byte(pkt[off:off+opot.TLVLen])); r != drop.None {
+					return dropped(r)
+				}
 				hdr[off+opot.OffSlot] = 0
 				clear(hdr[off+opot.OffRND : off+opot.TLVLen])
 				tlv = off + 1
@@ -510,7 +513,7 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		if r != drop.None {
 			return dropped(r)
 		}
-		v, ok := m.opot[k]
+		v, k, ok := m.opotTake(k)
 		if !ok {
 			return dropped(drop.ProxyOPoTMiss)
 		}
@@ -603,6 +606,7 @@ func (m *Model) clone() *Model {
 	c.ad = maps.Clone(m.ad)
 	c.adTLV = maps.Clone(m.adTLV)
 	c.opot = maps.Clone(m.opot)
+	c.opotQ = maps.Clone(m.opotQ)
 	c.flows = make(map[FlowKey]flowEntry, len(m.flows))
 	for k, v := range m.flows {
 		c.flows[k] = v
@@ -619,15 +623,68 @@ func (m *Model) clone() *Model {
 }
 
 // opotKey is struct proxy_opot_key: one inner packet, as a forwarding
-// NF leaves it (not its hop limit / TTL or IPv4 header checksum).
+// NF leaves it (not its hop limit / TTL or IPv4 header checksum), and
+// its place among identical ones (seq).
 type opotKey struct {
 	sid           netip.Addr
 	family, proto uint8
 	len           uint16
 	id            uint32
 	l4len         int
+	seq           uint16
 	src, dst      [16]byte
 	l4            [16]byte
+}
+
+// opotFIFO is struct proxy_opot_fifo.
+type opotFIFO struct{ head, tail uint64 }
+
+// opotSave is proxy_opot_save's keeping of tlv: under seq 0, or, when an
+// identical packet's is kept there already, queued behind it.
+func (m *Model) opotSave(k opotKey, tlv [opot.TLVLen]byte) drop.Reason {
+	if _, ok := m.opot[k]; !ok {
+		m.opot[k] = tlv
+		return drop.None
+	}
+	q, ok := m.opotQ[k]
+	if !ok {
+		q = opotFIFO{1, 1}
+	}
+	k.seq = uint16(q.tail)
+	q.tail++
+	m.opotQ[k0(k)] = q
+	if k.seq == 0 {
+		return drop.ProxyCacheFull
+	}
+	m.opot[k] = tlv
+	return drop.None
+}
+
+// opotTake is the way back's lookup and take: seq 0, else the queue's
+// head (proxy_opot_queued, proxy_opot_take); a head whose entry is gone
+// is skipped.
+func (m *Model) opotTake(k opotKey) ([opot.TLVLen]byte, opotKey, bool) {
+	if v, ok := m.opot[k]; ok {
+		return v, k, true
+	}
+	q, ok := m.opotQ[k]
+	if !ok || q.head == q.tail {
+		return [opot.TLVLen]byte{}, k, false
+	}
+	k.seq = uint16(q.head)
+	q.head++
+	m.opotQ[k0(k)] = q
+	v, ok := m.opot[k]
+	if k.seq == 0 || !ok {
+		return [opot.TLVLen]byte{}, k, false
+	}
+	return v, k, true
+}
+
+// k0 is k with seq 0 (its queue's key).
+func k0(k opotKey) opotKey {
+	k.seq = 0
+	return k
 }
 
 // opotKeyOf is proxy_opot_key_of on the inner packet p.

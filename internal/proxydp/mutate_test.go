@@ -70,7 +70,7 @@ func mutations(t *testing.T, seed uint64) {
 			in = toSIDOPoT(t, inner, 1, 0x1234, sid, seg5, seg6)
 		}
 		bases = append(bases, step{name: "sr " + sid.String(), l3: in})
-		res := e.m.FromSR(in)
+		res := e.m.clone().FromSR(in) // e.do below moves the model
 		back := nfForward(res.Packet)
 		if s.Behavior == BehaviorAM || s.Behavior == BehaviorAMNAT {
 			et = EtherIPv6
@@ -102,8 +102,9 @@ func mutations(t *testing.T, seed uint64) {
 			continue // its 1 ms timeout runs on two clocks
 		}
 		var res Result
+		// The model moves its caches (e.do moves them): ask a copy.
 		if st.in == 0 {
-			res = e.m.FromSR(p)
+			res = e.m.clone().FromSR(p)
 		} else {
 			// The model moves its caches: ask a copy first.
 			res = e.m.clone().FromNF(st.in, st.etherType, p)

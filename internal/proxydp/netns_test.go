@@ -417,6 +417,9 @@ func TestL2ThroughBridge(t *testing.T) {
 		{nsN, []string{"ip", "link", "set", tp.n0, "master", "br0"}},
 		{nsN, []string{"ip", "link", "set", n1, "master", "br0"}},
 		{nsN, []string{"ip", "link", "set", n1, "up"}},
+		// A pure L2 NF: no IPv6 of its own on the arms (MLD and RS from
+		// them would be the chain's frames too, docs/proxy.md).
+		{nsN, []string{"sysctl", "-qw", "net.ipv6.conf.br0.disable_ipv6=1", "net.ipv6.conf." + tp.n0 + ".disable_ipv6=1", "net.ipv6.conf." + n1 + ".disable_ipv6=1"}},
 		{nsN, []string{"ip", "link", "set", "br0", "up"}},
 		{nsP, []string{"ping", "-6", "-c", "1", "-W", "2", "fc00:a::2"}}, // P resolves A (L2 frames are never handed to the stack)
 	} {

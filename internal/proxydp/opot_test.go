@@ -2,6 +2,7 @@ package proxydp
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -70,6 +71,24 @@ func TestOPoTCarry(t *testing.T) {
 	e.checkADCache(t, sidADOPoT)
 	e.do(t, step{name: "ad bad tlv nf->sr", in: e.in(sidADOPoT), l3: nfForward(r5.Packet), want: Forward})
 
+	// Identical inner packets in flight at once (each with its own TLV):
+	// each comes back with one of their TLVs, every TLV used once.
+	sent := map[string]bool{}
+	var back []byte
+	for i := range 3 {
+		p := toSIDOPoT(t, udp6(64, 77), 0, uint64(0x7000+i), travel...)
+		sent[string(tlvOf(t, p))] = true
+		back = e.do(t, step{name: fmt.Sprintf("ad opot identical sr->nf %d", i), l3: p, want: ToNF}).Packet
+	}
+	for i := range 3 {
+		b := e.do(t, step{name: fmt.Sprintf("ad opot identical nf->sr %d", i), in: e.in(sidADOPoT), l3: nfForward(back), want: Forward})
+		if got := string(tlvOf(t, b.Packet)); !sent[got] {
+			t.Errorf("identical packet %d left with a TLV not kept or used twice: %x", i, got)
+		}
+		delete(sent, string(tlvOf(t, b.Packet)))
+	}
+	e.do(t, step{name: "ad opot identical nf->sr, one more", in: e.in(sidADOPoT), l3: nfForward(back), want: Drop, reason: drop.ProxyOPoTMiss})
+
 	// End.AD.flow, IPv4 inner.
 	ftravel := []netip.Addr{sidFlowOP, seg5}
 	f1 := toSIDOPoT(t, udp4(64, 7), 0, 0x7777, ftravel...)
@@ -90,12 +109,12 @@ func TestOPoTCarry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]uint64{
-		"sid/" + sidADOPoT.String() + "/opot-save":   3,
-		"sid/" + sidADOPoT.String() + "/opot-miss":   3,
-		"sid/" + sidADOPoT.String() + "/cache-write": 3, // TLV packets share one header; then none, then a bad TLV
+		"sid/" + sidADOPoT.String() + "/opot-save":   6,
+		"sid/" + sidADOPoT.String() + "/opot-miss":   4,
+		"sid/" + sidADOPoT.String() + "/cache-write": 4, // TLV packets share one header; then none, a bad TLV, TLV packets again
 		"sid/" + sidFlowOP.String() + "/opot-save":   2,
 		"sid/" + sidFlowOP.String() + "/opot-miss":   1,
-		"drop/proxy-opot-miss":                       4,
+		"drop/proxy-opot-miss":                       5,
 	} {
 		if c[k] != want {
 			t.Errorf("counter %s = %d, want %d", k, c[k], want)

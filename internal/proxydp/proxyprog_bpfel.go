@@ -68,6 +68,12 @@ type proxyProgProxyHdr struct {
 	Hdr [512]uint8
 }
 
+type proxyProgProxyOpotFifo struct {
+	_    structs.HostLayout
+	Head uint64
+	Tail uint64
+}
+
 type proxyProgProxyOpotKey struct {
 	_      structs.HostLayout
 	Sid    uint32
@@ -75,7 +81,8 @@ type proxyProgProxyOpotKey struct {
 	Proto  uint8
 	Len    uint16
 	Id     uint32
-	L4len  uint32
+	L4len  uint16
+	Seq    uint16
 	Src    proxyProgIn6Addr
 	Dst    proxyProgIn6Addr
 	L4     [16]uint8
@@ -122,6 +129,7 @@ const (
 	proxyProgMapProxyHslots        = "proxy_hslots"
 	proxyProgMapProxyNf            = "proxy_nf"
 	proxyProgMapProxyOpot          = "proxy_opot"
+	proxyProgMapProxyOpotQ         = "proxy_opot_q"
 	proxyProgMapProxyScratch       = "proxy_scratch"
 	proxyProgMapProxySids          = "proxy_sids"
 	proxyProgMapProxyStats         = "proxy_stats"
@@ -194,6 +202,7 @@ type proxyProgMapSpecs struct {
 	ProxyHslots  *ebpf.MapSpec `ebpf:"proxy_hslots"`
 	ProxyNf      *ebpf.MapSpec `ebpf:"proxy_nf"`
 	ProxyOpot    *ebpf.MapSpec `ebpf:"proxy_opot"`
+	ProxyOpotQ   *ebpf.MapSpec `ebpf:"proxy_opot_q"`
 	ProxyScratch *ebpf.MapSpec `ebpf:"proxy_scratch"`
 	ProxySids    *ebpf.MapSpec `ebpf:"proxy_sids"`
 	ProxyStats   *ebpf.MapSpec `ebpf:"proxy_stats"`
@@ -236,6 +245,7 @@ type proxyProgMaps struct {
 	ProxyHslots  *ebpf.Map `ebpf:"proxy_hslots"`
 	ProxyNf      *ebpf.Map `ebpf:"proxy_nf"`
 	ProxyOpot    *ebpf.Map `ebpf:"proxy_opot"`
+	ProxyOpotQ   *ebpf.Map `ebpf:"proxy_opot_q"`
 	ProxyScratch *ebpf.Map `ebpf:"proxy_scratch"`
 	ProxySids    *ebpf.Map `ebpf:"proxy_sids"`
 	ProxyStats   *ebpf.Map `ebpf:"proxy_stats"`
@@ -254,6 +264,7 @@ func (m *proxyProgMaps) Close() error {
 		m.ProxyHslots,
 		m.ProxyNf,
 		m.ProxyOpot,
+		m.ProxyOpotQ,
 		m.ProxyScratch,
 		m.ProxySids,
 		m.ProxyStats,
