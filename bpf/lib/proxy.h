@@ -35,6 +35,9 @@
  *                   the other's header).
  *   proxy_opot      LRU hash, struct proxy_opot_key -> the OPoT TLV of a
  *                   packet at the NF (PROXY_F_OPOT, proxy_opot_save).
+ *   proxy_opot_q    LRU hash, key with seq 0 -> struct proxy_opot_fifo:
+ *                   identical packets' TLVs queued behind the first.
+ *   proxy_fibc      per-CPU array: the XDP twins' FIB cache (one jiffy).
  *   proxy_stats     per-CPU array, index * PROXY_STAT_SLOTS + PS_*.
  *
  * Header cache bound: PROXY_HDR_MAX = 512 bytes of outer header stack
