@@ -130,12 +130,12 @@ func goodputScheme(ctx context.Context, o GoodputOptions, sc GoodputScheme, name
 		return p, err
 	}
 	for r := 0; r < o.Rounds; r++ {
-		gbps, retr, err := iperf(ctx, h1, h2, sc.Dst, p.MSS, o.Duration)
+		r, err := Iperf(ctx, h1, h2, sc.Dst, "5299", int(o.Duration.Seconds()), "-M", fmt.Sprint(p.MSS))
 		if err != nil {
 			return p, err
 		}
-		p.Gbps = append(p.Gbps, gbps)
-		p.Retrans = append(p.Retrans, retr)
+		p.Gbps = append(p.Gbps, r.Gbps)
+		p.Retrans = append(p.Retrans, r.Retransmits)
 	}
 	p.Summary, _ = Summarize(p.Gbps)
 	if sc.OPoT {
@@ -144,31 +144,44 @@ func goodputScheme(ctx context.Context, o GoodputOptions, sc GoodputScheme, name
 	return p, err
 }
 
-// iperf runs one iperf3 TCP test from a to dst (in b) with the given MSS.
-func iperf(ctx context.Context, a, b *netns.NS, dst string, mss int, d time.Duration) (float64, int, error) {
-	const port = "5299"
-	srv := b.Command(ctx, "iperf3", "-s", "-1", "-B", dst, "-p", port)
+// IperfResult is what one iperf3 TCP test moved.
+type IperfResult struct {
+	Bytes       float64 // received
+	Gbps        float64 // received
+	Retransmits int
+}
+
+// Iperf runs one iperf3 TCP test from src to dst (an address of sink)
+// on port for secs seconds, with the extra client args (e.g. "-M",
+// "1300"): the server in sink for this one test, the client's JSON
+// report parsed.
+func Iperf(ctx context.Context, src, sink *netns.NS, dst, port string, secs int, args ...string) (IperfResult, error) {
+	var r IperfResult
+	srv := sink.Command(ctx, "iperf3", "-s", "-1", "-B", dst, "-p", port)
 	if err := srv.Start(); err != nil {
-		return 0, 0, fmt.Errorf("start iperf3 server: %w", err)
+		return r, fmt.Errorf("start iperf3 server: %w", err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	// Until the server listens (a probe connection would use up its one
+	// test).
 	for i := 0; ; i++ {
-		out, _ := b.Run(ctx, "ss", "-Hltn", "sport", "=", ":"+port)
+		out, _ := sink.Run(ctx, "ss", "-Hltn", "sport", "=", ":"+port)
 		if strings.Contains(out, ":"+port) {
 			break
 		}
 		if i == 100 {
-			return 0, 0, errors.New("iperf3 server does not listen")
+			return r, errors.New("iperf3 server does not listen")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	out, err := a.Command(ctx, "iperf3", "-c", dst, "-p", port, "-M", fmt.Sprint(mss), "-t", fmt.Sprint(int(d.Seconds())), "-J").Output()
+	out, err := src.Command(ctx, "iperf3", append([]string{"-c", dst, "-p", port, "-t", fmt.Sprint(secs), "-J"}, args...)...).Output()
 	if err != nil {
-		return 0, 0, fmt.Errorf("iperf3 to %s: %w: %s", dst, err, out)
+		return r, fmt.Errorf("iperf3 to %s: %w: %s", dst, err, out)
 	}
 	var res struct {
 		End struct {
 			SumReceived struct {
+				Bytes         float64 `json:"bytes"`
 				BitsPerSecond float64 `json:"bits_per_second"`
 			} `json:"sum_received"`
 			SumSent struct {
@@ -177,9 +190,9 @@ func iperf(ctx context.Context, a, b *netns.NS, dst string, mss int, d time.Dura
 		} `json:"end"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
-		return 0, 0, fmt.Errorf("iperf3 output: %w", err)
+		return r, fmt.Errorf("iperf3 output: %w", err)
 	}
-	return res.End.SumReceived.BitsPerSecond / 1e9, res.End.SumSent.Retransmits, nil
+	return IperfResult{res.End.SumReceived.Bytes, res.End.SumReceived.BitsPerSecond / 1e9, res.End.SumSent.Retransmits}, nil
 }
 
 // verifierCounts sums the OPoT verifier's accepted packets and drops of

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/bench"
 	"github.com/srchain/srchain/internal/nft"
 	"io"
 	"net"
@@ -449,44 +450,13 @@ func anfInsert(t *testing.T, ctx context.Context, src, ing, nfv, egr, sink *netn
 func anfIperf(t *testing.T, ctx context.Context, src, sink *netns.NS, addr string, secs int, args ...string) {
 	t.Helper()
 	testutil.RequireTool(t, "iperf3")
-	srv := sink.Command(ctx, "iperf3", "-s", "-1", "-B", addr)
-	if err := srv.Start(); err != nil {
+	r, err := bench.Iperf(ctx, src, sink, addr, "5201", secs, args...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	// Wait until the server listens (a probe connection would use up
-	// its one test).
-	for i := 0; ; i++ {
-		out, _ := sink.Run(ctx, "ss", "-Hltn", "sport", "=", ":5201")
-		if strings.Contains(out, "5201") {
-			break
-		}
-		if i == 100 {
-			t.Fatal("iperf3 server does not listen")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	out, err := src.Command(ctx, "iperf3", append([]string{"-c", addr, "-t", strconv.Itoa(secs), "-J"}, args...)...).Output()
-	if err != nil {
-		t.Fatalf("iperf3: %v\n%s", err, out)
-	}
-	var res struct {
-		End struct {
-			SumReceived struct {
-				Bytes         float64 `json:"bytes"`
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-			SumSent struct {
-				Retransmits int `json:"retransmits"`
-			} `json:"sum_sent"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("iperf3 output: %v", err)
-	}
-	t.Logf("iperf3 TCP %d s to %s through End.AN.NF: %.2f Gbit/s, %d retransmits", secs, addr, res.End.SumReceived.BitsPerSecond/1e9, res.End.SumSent.Retransmits)
-	if res.End.SumReceived.Bytes < float64(secs)*1e6 {
-		t.Errorf("iperf3 moved %.0f bytes in %d s: the GSO path is broken", res.End.SumReceived.Bytes, secs)
+	t.Logf("iperf3 TCP %d s to %s through End.AN.NF: %.2f Gbit/s, %d retransmits", secs, addr, r.Gbps, r.Retransmits)
+	if r.Bytes < float64(secs)*1e6 {
+		t.Errorf("iperf3 moved %.0f bytes in %d s: the GSO path is broken", r.Bytes, secs)
 	}
 }
 

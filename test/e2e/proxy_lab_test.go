@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/bench"
 	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/kinds/proxy"
@@ -527,38 +527,9 @@ func pick(m map[string]uint64, prefix string) map[string]uint64 {
 // and returns the bytes received, the rate and the retransmits.
 func proxyIperf(t *testing.T, ctx context.Context, src, sink *netns.NS, dst, port string) (bytes, rate float64, retransmits int) {
 	t.Helper()
-	srv := sink.Command(ctx, "iperf3", "-s", "-1", "-B", dst, "-p", port)
-	if err := srv.Start(); err != nil {
+	r, err := bench.Iperf(ctx, src, sink, dst, port, 10)
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	for i := 0; ; i++ {
-		out, _ := sink.Run(ctx, "ss", "-Hltn", "sport", "=", ":"+port)
-		if strings.Contains(out, ":"+port) {
-			break
-		}
-		if i == 100 {
-			t.Fatal("iperf3 server does not listen")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	out, err := src.Command(ctx, "iperf3", "-c", dst, "-p", port, "-t", "10", "-J").Output()
-	if err != nil {
-		t.Fatalf("iperf3 to %s: %v\n%s", dst, err, out)
-	}
-	var res struct {
-		End struct {
-			SumReceived struct {
-				Bytes         float64 `json:"bytes"`
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-			SumSent struct {
-				Retransmits int `json:"retransmits"`
-			} `json:"sum_sent"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("iperf3 output: %v", err)
-	}
-	return res.End.SumReceived.Bytes, res.End.SumReceived.BitsPerSecond, res.End.SumSent.Retransmits
+	return r.Bytes, r.Gbps * 1e9, r.Retransmits
 }
