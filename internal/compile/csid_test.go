@@ -91,3 +91,39 @@ func FuzzPackCSIDs(f *testing.F) {
 		}
 	})
 }
+
+// CSIDArrivals: the DA each segment's node sees is the block, its own
+// C-SID and the rest of its container (the C-SIDs before it shifted
+// out), zero-filled; the first of a container is the container itself;
+// and the containers are PackCSIDs'.
+func TestCSIDArrivals(t *testing.T) {
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	// Block 32 bits, C-SID 32 bits: three C-SIDs per container.
+	segs := []netip.Addr{a("fc00:0:2:1::"), a("fc00:0:3:1::"), a("fc00:0:4:1::"), a("fc00:0:5:1::"), a("fc00:0:6:d::")}
+	das, packed, err := CSIDArrivals(segs, 32, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{
+		a("fc00:0:2:1:3:1:4:1"), a("fc00:0:3:1:4:1::"), a("fc00:0:4:1::"),
+		a("fc00:0:5:1:6:d::"), a("fc00:0:6:d::"),
+	}
+	if len(das) != len(want) {
+		t.Fatalf("%d arrivals, want %d", len(das), len(want))
+	}
+	for i := range want {
+		if das[i] != want[i] {
+			t.Errorf("segment %d: DA %s, want %s", i, das[i], want[i])
+		}
+	}
+	if len(packed) != 2 || packed[0] != das[0] || packed[1] != das[3] {
+		t.Errorf("containers %v", packed)
+	}
+	// The last arrival is the last segment itself (the egress SID).
+	if das[len(das)-1] != segs[len(segs)-1] {
+		t.Errorf("the egress sees %s, its SID is %s", das[len(das)-1], segs[len(segs)-1])
+	}
+	if _, _, err := CSIDArrivals([]netip.Addr{a("fc00:0:2:1::"), a("fc01:0:3:1::")}, 32, 32); err == nil {
+		t.Error("two blocks: no error")
+	}
+}
