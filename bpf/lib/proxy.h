@@ -16,13 +16,16 @@
  *                   array: an update replaces the element under RCU, so a
  *                   reader on another CPU sees the old or the new header,
  *                   never a torn mix.
- *   proxy_flows     LRU hash, struct proxy_flow_key -> struct proxy_flow
+ *   proxy_flows     hash, struct proxy_flow_key -> struct proxy_flow
  *                   (24 bytes): End.AD.flow's per-flow cache, sized by the
  *                   loader (Options.FlowCapacity): the flow's header slot
  *                   and its generation, the first word of its outer IPv6
  *                   header (version, traffic class, flow label: per flow
  *                   with seg6_flowlabel and the inner DSCP copied) and the
- *                   last use.
+ *                   last use. Full: proxy_flow_room deletes idle flows (at
+ *                   most once per jiffy per CPU), else the new flow is
+ *                   dropped (DROP_PROXY_CACHE_FULL); live flows stay.
+ *   proxy_flow_sweep_at  per-CPU array: the jiffy of the last sweep.
  *   proxy_hslots    hash, SID entry index * PROXY_HDR_SLOTS + slot ->
  *                   struct proxy_hdr: End.AD.flow's header table, one copy
  *                   per distinct outer header stack (first word zeroed),
@@ -281,11 +284,21 @@ struct {
 } proxy_ad_cache SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, PROXY_FLOWS_DEFAULT); /* the loader sets Options.FlowCapacity */
 	__type(key, struct proxy_flow_key);
 	__type(value, struct proxy_flow);
 } proxy_flows SEC(".maps");
+
+/* proxy_flow_sweep_at: per CPU, the jiffy of the last sweep of a full
+ * proxy_flows (proxy_flow_room).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} proxy_flow_sweep_at SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -511,6 +524,39 @@ static __always_inline void proxy_flow_touch(struct proxy_flow *fl, const struct
 {
 	if (s->flow_timeout_ns && now - fl->last_ns > s->flow_timeout_ns >> 10)
 		fl->last_ns = now;
+}
+
+/* proxy_flow_idle_cb deletes a flow idle longer than its SID's timeout
+ * (bpf_for_each_map_elem callback; a SID without timeout keeps its flows).
+ */
+static long proxy_flow_idle_cb(void *map, struct proxy_flow_key *k, struct proxy_flow *f, __u64 *now)
+{
+	__u32 idx = k->sid;
+	struct proxy_sid *s = bpf_map_lookup_elem(&proxy_cfg, &idx);
+
+	if (!s || !s->behavior || (s->flow_timeout_ns && *now - f->last_ns > s->flow_timeout_ns))
+		bpf_map_delete_elem(map, k);
+	return 0;
+}
+
+/* proxy_flow_room makes room in a full proxy_flows (issue 9: "a full
+ * cache evicts idle entries, else drops with a counter"): it deletes the
+ * flows idle beyond their SID's timeout (and those of removed SIDs), at
+ * most once per jiffy per CPU, so a cache full of live flows costs one
+ * walk every 4 ms, not one per packet. Returns whether it swept. A global
+ * function: the walk's callback is verified once.
+ */
+__attribute__((noinline)) int proxy_flow_room(__u64 now)
+{
+	__u32 zero = 0;
+	__u64 *at = bpf_map_lookup_elem(&proxy_flow_sweep_at, &zero);
+	__u64 j = bpf_jiffies64();
+
+	if (!at || *at == j)
+		return 0;
+	*at = j;
+	bpf_for_each_map_elem(&proxy_flows, proxy_flow_idle_cb, &now, 0);
+	return 1;
 }
 
 /* proxy_flow_key_of fills k from the inner IPv4/IPv6 packet at off. */
@@ -1183,7 +1229,8 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 			if (r)
 				return proxy_fail(kind, idx, PS_CACHE_FULL, r);
 			nf.last_ns = now;
-			if (bpf_map_update_elem(&proxy_flows, &k, &nf, BPF_ANY))
+			if (bpf_map_update_elem(&proxy_flows, &k, &nf, BPF_ANY) &&
+			    (!proxy_flow_room(now) || bpf_map_update_elem(&proxy_flows, &k, &nf, BPF_ANY)))
 				return proxy_fail(kind, idx, PS_CACHE_FULL, DROP_PROXY_CACHE_FULL);
 			proxy_count(idx, PS_CACHE_WRITE);
 flow_done:;

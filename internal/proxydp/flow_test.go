@@ -140,3 +140,68 @@ func TestFlowHeaderTable(t *testing.T) {
 	wantCounter(sidIdle, "cache-write", 2)
 	wantCounter(sidIdle, "cache-miss", 1)
 }
+
+// TestFlowCacheFull: a full End.AD.flow cache evicts the flows idle
+// beyond their SID's timeout to take a new one, and drops the new flow
+// (cache-full, proxy-cache-full) when none is idle: live flows are never
+// pushed out (issue 9).
+func TestFlowCacheFull(t *testing.T) {
+	e := newEnv(t)
+	p, err := Load(Options{FlowCapacity: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sids := []SID{e.sids[sidFlow], e.sids[sidIdle]} // idle timeouts 1 h and 1 ms
+	if err := p.SetSIDs(sids); err != nil {
+		t.Fatal(err)
+	}
+	send := func(sid netip.Addr, sport uint16) uint32 {
+		t.Helper()
+		ret, _ := e.run(t, p.SRProgram(), e.sr, ether(EtherIPv6, toSID(t, udp6(64, sport), sid, seg5)))
+		return ret
+	}
+	full := func() uint64 {
+		t.Helper()
+		d, err := p.Drops()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d[drop.ProxyCacheFull]
+	}
+	// Two live flows, two soon idle ones: the cache is full.
+	for i, f := range []struct {
+		sid   netip.Addr
+		sport uint16
+	}{{sidFlow, 1}, {sidFlow, 2}, {sidIdle, 3}, {sidIdle, 4}} {
+		if ret := send(f.sid, f.sport); ret != tcActRedirect {
+			t.Fatalf("flow %d: verdict %d", i, ret)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // > the 1 ms timeout and a jiffy
+	// A new flow: the idle ones go, it gets in; so does another.
+	for _, sport := range []uint16{5, 6} {
+		if ret := send(sidFlow, sport); ret != tcActRedirect {
+			t.Fatalf("new flow %d after the idle ones: verdict %d (cache-full drops %d)", sport, ret, full())
+		}
+	}
+	// Four live flows now: a fifth is dropped and counted, in this jiffy
+	// and after the next one's sweep alike (nothing is idle).
+	before := full()
+	if ret := send(sidFlow, 7); ret != tcActShot {
+		t.Fatalf("fifth live flow: verdict %d, want drop", ret)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if ret := send(sidFlow, 8); ret != tcActShot {
+		t.Fatalf("fifth live flow after a sweep: verdict %d, want drop", ret)
+	}
+	if got := full() - before; got != 2 {
+		t.Errorf("drop/proxy-cache-full moved by %d, want 2", got)
+	}
+	// The live flows kept their entries.
+	for _, sport := range []uint16{1, 2, 5, 6} {
+		if ret := send(sidFlow, sport); ret != tcActRedirect {
+			t.Errorf("live flow %d: verdict %d", sport, ret)
+		}
+	}
+}

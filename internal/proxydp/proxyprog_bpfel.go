@@ -124,6 +124,7 @@ const (
 	proxyProgMapProxyAdCache       = "proxy_ad_cache"
 	proxyProgMapProxyCfg           = "proxy_cfg"
 	proxyProgMapProxyFibc          = "proxy_fibc"
+	proxyProgMapProxyFlowSweepAt   = "proxy_flow_sweep_at"
 	proxyProgMapProxyFlows         = "proxy_flows"
 	proxyProgMapProxyHgen          = "proxy_hgen"
 	proxyProgMapProxyHslots        = "proxy_hslots"
@@ -192,21 +193,22 @@ type proxyProgProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type proxyProgMapSpecs struct {
-	DropCounters *ebpf.MapSpec `ebpf:"drop_counters"`
-	FibCounters  *ebpf.MapSpec `ebpf:"fib_counters"`
-	ProxyAdCache *ebpf.MapSpec `ebpf:"proxy_ad_cache"`
-	ProxyCfg     *ebpf.MapSpec `ebpf:"proxy_cfg"`
-	ProxyFibc    *ebpf.MapSpec `ebpf:"proxy_fibc"`
-	ProxyFlows   *ebpf.MapSpec `ebpf:"proxy_flows"`
-	ProxyHgen    *ebpf.MapSpec `ebpf:"proxy_hgen"`
-	ProxyHslots  *ebpf.MapSpec `ebpf:"proxy_hslots"`
-	ProxyNf      *ebpf.MapSpec `ebpf:"proxy_nf"`
-	ProxyOpot    *ebpf.MapSpec `ebpf:"proxy_opot"`
-	ProxyOpotQ   *ebpf.MapSpec `ebpf:"proxy_opot_q"`
-	ProxyScratch *ebpf.MapSpec `ebpf:"proxy_scratch"`
-	ProxySids    *ebpf.MapSpec `ebpf:"proxy_sids"`
-	ProxyStats   *ebpf.MapSpec `ebpf:"proxy_stats"`
-	SidCounters  *ebpf.MapSpec `ebpf:"sid_counters"`
+	DropCounters     *ebpf.MapSpec `ebpf:"drop_counters"`
+	FibCounters      *ebpf.MapSpec `ebpf:"fib_counters"`
+	ProxyAdCache     *ebpf.MapSpec `ebpf:"proxy_ad_cache"`
+	ProxyCfg         *ebpf.MapSpec `ebpf:"proxy_cfg"`
+	ProxyFibc        *ebpf.MapSpec `ebpf:"proxy_fibc"`
+	ProxyFlowSweepAt *ebpf.MapSpec `ebpf:"proxy_flow_sweep_at"`
+	ProxyFlows       *ebpf.MapSpec `ebpf:"proxy_flows"`
+	ProxyHgen        *ebpf.MapSpec `ebpf:"proxy_hgen"`
+	ProxyHslots      *ebpf.MapSpec `ebpf:"proxy_hslots"`
+	ProxyNf          *ebpf.MapSpec `ebpf:"proxy_nf"`
+	ProxyOpot        *ebpf.MapSpec `ebpf:"proxy_opot"`
+	ProxyOpotQ       *ebpf.MapSpec `ebpf:"proxy_opot_q"`
+	ProxyScratch     *ebpf.MapSpec `ebpf:"proxy_scratch"`
+	ProxySids        *ebpf.MapSpec `ebpf:"proxy_sids"`
+	ProxyStats       *ebpf.MapSpec `ebpf:"proxy_stats"`
+	SidCounters      *ebpf.MapSpec `ebpf:"sid_counters"`
 }
 
 // proxyProgVariableSpecs contains global variables before they are loaded into the kernel.
@@ -235,21 +237,22 @@ func (o *proxyProgObjects) Close() error {
 //
 // It can be passed to loadProxyProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type proxyProgMaps struct {
-	DropCounters *ebpf.Map `ebpf:"drop_counters"`
-	FibCounters  *ebpf.Map `ebpf:"fib_counters"`
-	ProxyAdCache *ebpf.Map `ebpf:"proxy_ad_cache"`
-	ProxyCfg     *ebpf.Map `ebpf:"proxy_cfg"`
-	ProxyFibc    *ebpf.Map `ebpf:"proxy_fibc"`
-	ProxyFlows   *ebpf.Map `ebpf:"proxy_flows"`
-	ProxyHgen    *ebpf.Map `ebpf:"proxy_hgen"`
-	ProxyHslots  *ebpf.Map `ebpf:"proxy_hslots"`
-	ProxyNf      *ebpf.Map `ebpf:"proxy_nf"`
-	ProxyOpot    *ebpf.Map `ebpf:"proxy_opot"`
-	ProxyOpotQ   *ebpf.Map `ebpf:"proxy_opot_q"`
-	ProxyScratch *ebpf.Map `ebpf:"proxy_scratch"`
-	ProxySids    *ebpf.Map `ebpf:"proxy_sids"`
-	ProxyStats   *ebpf.Map `ebpf:"proxy_stats"`
-	SidCounters  *ebpf.Map `ebpf:"sid_counters"`
+	DropCounters     *ebpf.Map `ebpf:"drop_counters"`
+	FibCounters      *ebpf.Map `ebpf:"fib_counters"`
+	ProxyAdCache     *ebpf.Map `ebpf:"proxy_ad_cache"`
+	ProxyCfg         *ebpf.Map `ebpf:"proxy_cfg"`
+	ProxyFibc        *ebpf.Map `ebpf:"proxy_fibc"`
+	ProxyFlowSweepAt *ebpf.Map `ebpf:"proxy_flow_sweep_at"`
+	ProxyFlows       *ebpf.Map `ebpf:"proxy_flows"`
+	ProxyHgen        *ebpf.Map `ebpf:"proxy_hgen"`
+	ProxyHslots      *ebpf.Map `ebpf:"proxy_hslots"`
+	ProxyNf          *ebpf.Map `ebpf:"proxy_nf"`
+	ProxyOpot        *ebpf.Map `ebpf:"proxy_opot"`
+	ProxyOpotQ       *ebpf.Map `ebpf:"proxy_opot_q"`
+	ProxyScratch     *ebpf.Map `ebpf:"proxy_scratch"`
+	ProxySids        *ebpf.Map `ebpf:"proxy_sids"`
+	ProxyStats       *ebpf.Map `ebpf:"proxy_stats"`
+	SidCounters      *ebpf.Map `ebpf:"sid_counters"`
 }
 
 func (m *proxyProgMaps) Close() error {
@@ -259,6 +262,7 @@ func (m *proxyProgMaps) Close() error {
 		m.ProxyAdCache,
 		m.ProxyCfg,
 		m.ProxyFibc,
+		m.ProxyFlowSweepAt,
 		m.ProxyFlows,
 		m.ProxyHgen,
 		m.ProxyHslots,
