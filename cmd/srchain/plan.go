@@ -243,6 +243,7 @@ func printChains(w io.Writer, s *spec.Spec, net *state.Network) {
 		if c.Mode == spec.ModeInsert {
 			fmt.Fprintf(w, " -> destination")
 		}
+		printPathlets(w, s, net, c, sids)
 		if f := s.SIDFormat.CSID; c.Compression == spec.CompressionNextCSID && f != nil {
 			full := c.SRHSegments()
 			packed := (full + f.PerContainer() - 1) / f.PerContainer()
@@ -354,6 +355,48 @@ func portString(p state.PortRange) string {
 	return fmt.Sprintf("%d-%d", p.From, p.To)
 }
 
+// printPathlets shows where and why a chain was split into pathlets: each
+// pathlet's binding SID, host, segments and closing End.DT6.
+func printPathlets(w io.Writer, s *spec.Spec, net *state.Network, c spec.Chain, sids map[netip.Addr]string) {
+	ps := s.Pathlets(&c)
+	if ps == nil {
+		return
+	}
+	bind := s.SIDs().Binding[c.Name]
+	levels := 0
+	for k := range ps {
+		d := 0
+		for j := k; ps[j].Parent >= 0; j = ps[j].Parent {
+			d++
+		}
+		levels = max(levels, d)
+	}
+	fmt.Fprintf(w, "\n  pathlets: %d segments exceed max_sids %d: %d pathlets, %d level(s) of binding SIDs (End.B6.Encaps)", c.SRHSegments(), c.MaxSIDs, len(ps)-1, levels)
+	for k := 1; k < len(ps) && k-1 < len(bind); k++ {
+		b := bind[k-1].Masked()
+		fmt.Fprintf(w, "\n    pathlet %d: binding %s at %s:", k, b.Addr(), ps[k].Host)
+		for _, n := range net.Nodes {
+			for _, sid := range n.SIDs {
+				if sid.SID != b {
+					continue
+				}
+				for _, seg := range sid.Segments {
+					fmt.Fprintf(w, " -> %s [%s]", seg, sids[seg])
+				}
+			}
+		}
+	}
+}
+
+// addrList renders addresses as "[a b c]".
+func addrList(as []netip.Addr) string {
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = a.String()
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
 func sidString(s state.LocalSID) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s action %s", s.SID, s.Behavior)
@@ -368,6 +411,9 @@ func sidString(s state.LocalSID) string {
 	}
 	if s.Table != 0 {
 		fmt.Fprintf(&b, " table %d", s.Table)
+	}
+	if len(s.Segments) > 0 {
+		fmt.Fprintf(&b, " segs %s", addrList(s.Segments))
 	}
 	if f := s.NextCSID; f != (state.CSIDFlavor{}) {
 		fmt.Fprintf(&b, " flavors next-csid lblen %d nflen %d", f.BlockBits, f.NodeFunctionBits)

@@ -20,6 +20,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -227,7 +228,7 @@ func (a *applier) fail(err error) error {
 type prevSet struct {
 	sysctls map[state.Sysctl]bool
 	routes  map[slot]state.Route
-	sids    map[state.LocalSID]bool
+	sids    map[string]bool
 	rules   map[state.Rule]bool
 }
 
@@ -245,7 +246,7 @@ func newPrevSet(n *state.Node) *prevSet {
 		return nil
 	}
 	p := &prevSet{sysctls: map[state.Sysctl]bool{}, routes: make(map[slot]state.Route, len(n.Routes)),
-		sids: make(map[state.LocalSID]bool, len(n.SIDs)), rules: make(map[state.Rule]bool, len(n.Rules))}
+		sids: make(map[string]bool, len(n.SIDs)), rules: make(map[state.Rule]bool, len(n.Rules))}
 	for _, s := range n.Sysctls {
 		p.sysctls[s] = true
 	}
@@ -253,7 +254,7 @@ func newPrevSet(n *state.Node) *prevSet {
 		p.routes[routeSlot(r)] = r
 	}
 	for _, s := range n.SIDs {
-		p.sids[s] = true
+		p.sids[sidID(s)] = true
 	}
 	for _, r := range n.Rules {
 		p.rules[r] = true
@@ -279,8 +280,15 @@ func (p *prevSet) hasRoute(r state.Route) bool {
 	q, ok := p.routes[routeSlot(r)]
 	return ok && sameRoute(q, r)
 }
-func (p *prevSet) hasSID(s state.LocalSID) bool { return p != nil && p.sids[s] }
-func (p *prevSet) hasRule(r state.Rule) bool    { return p != nil && p.rules[r] }
+func (p *prevSet) hasSID(s state.LocalSID) bool { return p != nil && p.sids[sidID(s)] }
+
+// sidID identifies a LocalSID with every field (it holds a slice, so it
+// cannot be a map key itself).
+func sidID(s state.LocalSID) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+func (p *prevSet) hasRule(r state.Rule) bool { return p != nil && p.rules[r] }
 
 // equal compares two parts of a desired state; nil and empty are equal.
 func equal[T any](a, b []T) bool {

@@ -191,6 +191,13 @@ func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*ne
 		e.Action = nl.SEG6_LOCAL_ACTION_END_DT6
 		e.Flags[nl.SEG6_LOCAL_TABLE] = true
 		e.Table = tableID(s.Table)
+	case state.EndB6Encaps:
+		if len(s.Segments) == 0 {
+			return nil, fmt.Errorf("sid %s %s: no segments: %w", s.SID, s.Behavior, ErrBadState)
+		}
+		e.Action = nl.SEG6_LOCAL_ACTION_END_B6_ENCAPS
+		e.Flags[nl.SEG6_LOCAL_SRH] = true
+		e.Segments = wireSegments(&state.SREncap{Segments: s.Segments})
 	default:
 		return nil, fmt.Errorf("sid %s: unsupported behavior %q: %w", s.SID, s.Behavior, ErrBadState)
 	}
@@ -231,6 +238,12 @@ func encapSig(e netlink.Encap) string {
 		}
 		if e.Flags[nl.SEG6_LOCAL_TABLE] {
 			fmt.Fprintf(&b, " table=%d", e.Table)
+		}
+		if e.Flags[nl.SEG6_LOCAL_SRH] {
+			b.WriteString(" srh")
+			for _, s := range e.Segments {
+				b.WriteString(" " + s.String())
+			}
 		}
 		return b.String()
 	case *csidEncap:

@@ -79,6 +79,12 @@ func (c *compiler) chain(i int) error {
 	if first == "" {
 		first = ch.Egress
 	}
+	if mode == state.ModeEncap {
+		var err error
+		if segs, err = c.pathlets(ch, segs); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	if ch.Compression == spec.CompressionNextCSID {
 		var err error
 		if segs, err = c.compress(ch, segs); err != nil {

@@ -56,6 +56,8 @@ type compiler struct {
 	owners map[netip.Prefix][]string
 	// keys is the randomness of OPoT profiles (opot.go).
 	keys io.Reader
+	// pathletEnds marks the nodes whose pathlet End.DT6 is instantiated.
+	pathletEnds map[string]bool
 }
 
 // Compile produces the desired state of every node of s. s should have
@@ -67,7 +69,8 @@ func Compile(s *spec.Spec) (*state.Network, error) {
 // CompileKeys is Compile drawing OPoT key material from keys (nil:
 // crypto/rand); tests pass a seeded stream to get a fixed output.
 func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
-	c := &compiler{s: s, sids: s.SIDs(), nodes: map[string]*state.Node{}, owners: s.Subnets(), keys: keysOrDefault(keys)}
+	c := &compiler{s: s, sids: s.SIDs(), nodes: map[string]*state.Node{}, owners: s.Subnets(), keys: keysOrDefault(keys),
+		pathletEnds: map[string]bool{}}
 	for _, n := range s.Nodes {
 		c.nodes[n.Name] = &state.Node{Name: n.Name, Role: n.Role}
 	}

@@ -217,7 +217,7 @@ func ChainSIDs(net *state.Network, chain string) []netip.Addr {
 		for _, r := range n.Routes {
 			if r.Chain == chain && r.Encap != nil {
 				var out []netip.Addr
-				for _, seg := range r.Encap.Segments {
+				for _, seg := range expandBindings(net, r.Encap.Segments, 0) {
 					for _, s := range expandCSIDs(net, seg) {
 						if nf(s) {
 							out = append(out, s)
@@ -230,6 +230,30 @@ func ChainSIDs(net *state.Network, chain string) []netip.Addr {
 	}
 	return nil
 }
+
+// expandBindings replaces each binding SID (End.B6.Encaps, a pathlet) in
+// segs with the segments it pushes, recursively: the path a packet takes.
+func expandBindings(net *state.Network, segs []netip.Addr, depth int) []netip.Addr {
+	var out []netip.Addr
+	for _, seg := range segs {
+		out = append(out, seg)
+		if depth >= maxPathletDepth {
+			continue
+		}
+		for _, n := range net.Nodes {
+			for _, s := range n.SIDs {
+				if s.Behavior == state.EndB6Encaps && s.SID.Contains(seg) {
+					out = append(out, expandBindings(net, s.Segments, depth+1)...)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// maxPathletDepth bounds the binding SIDs followed (a loop of bindings in
+// a hand-made state must not hang the prober).
+const maxPathletDepth = 8
 
 func (p *Prober) judge(r *ProbeResult) {
 	dst := owner(p.net, r.Probe.To)

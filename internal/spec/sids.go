@@ -14,6 +14,13 @@ type SIDPlan struct {
 	NF map[string]netip.Prefix
 	// Egress maps an encap-mode chain name to its decapsulation SID.
 	Egress map[string]netip.Prefix
+	// Binding maps a chain split into pathlets to the binding SIDs of
+	// its pathlets 1, 2, ... (index k-1 for pathlet k), each on the
+	// pathlet's Host.
+	Binding map[string][]netip.Prefix
+	// PathletEnd maps a node to the End.DT6 SID that closes every
+	// pathlet ending there.
+	PathletEnd map[string]netip.Prefix
 	// Errors are allocation failures keyed by field path.
 	Errors map[string]string
 }
@@ -84,9 +91,12 @@ func (f SIDFormat) validFormat() bool {
 // as written. Allocation is per router locator, functions 1, 2, 3, ...
 // (function 0 is skipped so no SID equals its locator), skipping those used by
 // explicit SIDs; NFs first in file order, then encap-mode chains' egress
-// SIDs in file order. The result depends only on the spec.
+// SIDs in file order, then for each chain split into pathlets its binding
+// SIDs and the pathlet ends its pathlets need first, in pathlet order. The
+// result depends only on the spec.
 func (s *Spec) SIDs() SIDPlan {
-	plan := SIDPlan{NF: map[string]netip.Prefix{}, Egress: map[string]netip.Prefix{}, Errors: map[string]string{}}
+	plan := SIDPlan{NF: map[string]netip.Prefix{}, Egress: map[string]netip.Prefix{}, Binding: map[string][]netip.Prefix{},
+		PathletEnd: map[string]netip.Prefix{}, Errors: map[string]string{}}
 	f := s.SIDFormat
 	if !f.validFormat() {
 		return plan
@@ -149,6 +159,23 @@ func (s *Spec) SIDs() SIDPlan {
 		}
 		if p, ok := alloc(c.Egress, fmt.Sprintf("chains[%d]", i)); ok {
 			plan.Egress[c.Name] = p
+		}
+	}
+	for i := range s.Chains {
+		c := &s.Chains[i]
+		ps := s.Pathlets(c)
+		path := fmt.Sprintf("chains[%d].max_sids", i)
+		for k := 1; k < len(ps); k++ {
+			b, ok := alloc(ps[k].Host, path)
+			if !ok {
+				break
+			}
+			plan.Binding[c.Name] = append(plan.Binding[c.Name], b)
+			if _, ok := plan.PathletEnd[ps[k].End]; !ok {
+				if e, ok := alloc(ps[k].End, path); ok {
+					plan.PathletEnd[ps[k].End] = e
+				}
+			}
 		}
 	}
 	return plan

@@ -255,6 +255,11 @@ type Chain struct {
 	// OPoT turns on ordered proof of transit for the chain (seed 003;
 	// docs/opot.md): the compiler generates its key profile.
 	OPoT bool `yaml:"opot"`
+	// MaxSIDs bounds the segments of each SRH the chain's packets carry
+	// (0: no bound). A longer chain is split into pathlets joined by
+	// binding SIDs (seed 004; pathlets.go, docs/controller.md
+	// "Pathlets").
+	MaxSIDs int `yaml:"max_sids"`
 }
 
 // CompressionNextCSID is the NEXT-C-SID flavor (RFC 9800 section 4.1).

@@ -96,6 +96,7 @@ func (v *validator) chains() {
 			v.broadDst(p+".match", c, v.matchOverlaps(p+".match", c, sids))
 		}
 		if inOK && egOK && nfsOK {
+			v.pathlets(p, c)
 			v.path(p, c)
 			v.segments(p, c)
 		}
@@ -184,8 +185,13 @@ func (v *validator) path(p string, c *Chain) {
 // Overhead is the bytes the chain's SR policy adds to each packet: in
 // encap mode an outer IPv6 header and an SRH with the NF SIDs plus the
 // egress SID; in insert mode an SRH with the NF SIDs plus the original
-// destination (RFC 8754 section 2, RFC 8986 section 5).
+// destination (RFC 8754 section 2, RFC 8986 section 5). A chain split
+// into pathlets adds, at its deepest, one outer IPv6 header and SRH per
+// nested pathlet (End.B6.Encaps keeps the packet whole inside).
 func (c *Chain) Overhead() int {
+	if ps := c.split(); ps != nil {
+		return pathletOverhead(ps)
+	}
 	if c.Mode == ModeInsert {
 		return SRHFixedLen + SIDLen*(len(c.NFs)+1)
 	}
@@ -497,14 +503,23 @@ const (
 // plus the egress SID (encap) or the original destination (insert).
 func (c *Chain) SRHSegments() int { return len(c.NFs) + 1 }
 
+// longestSRH is the most segments one SRH of the chain's packets holds:
+// SRHSegments, or at most max_sids when the chain splits into pathlets.
+func (c *Chain) longestSRH() int {
+	if c.Splits() {
+		return c.MaxSIDs
+	}
+	return c.SRHSegments()
+}
+
 // segments checks the segment-list limits: the kernel's, srchain's eBPF
 // programs' when a node on the path runs them, and the number of SIDs in
 // a row the kernel runs on one node.
 func (v *validator) segments(p string, c *Chain) {
 	s := v.s
-	n := c.SRHSegments()
+	n := c.longestSRH()
 	if n > MaxSRHSegments {
-		v.add(p+".nfs", "the chain's SRH would hold %d segments (%d NFs + 1), but the kernel accepts at most %d in a seg6 route (EINVAL); use at most %d NFs",
+		v.add(p+".nfs", "the chain's SRH would hold %d segments (%d NFs + 1), but the kernel accepts at most %d in a seg6 route (EINVAL); use at most %d NFs or set max_sids to split it into pathlets",
 			n, len(c.NFs), MaxSRHSegments, MaxSRHSegments-1)
 		return
 	}
@@ -520,8 +535,8 @@ func (v *validator) segments(p string, c *Chain) {
 			}
 			for _, name := range nodes {
 				if nd := s.Node(name); nd != nil && nd.Role == RoleRouter && nd.EBPFDatapath() {
-					v.add(p+".nfs", "the chain's SRH would hold %d segments (%d NFs + 1), but node %q on its path runs srchain's eBPF datapath, which handles at most %d (SRCHAIN_MAX_SEGS); use at most %d NFs or datapath: kernel",
-						n, len(c.NFs), name, MaxEBPFSegments, MaxEBPFSegments-1)
+					v.add(p+".nfs", "the chain's SRH would hold %d segments (%d NFs + 1), but node %q on its path runs srchain's eBPF datapath, which handles at most %d (SRCHAIN_MAX_SEGS); use at most %d NFs, max_sids %d or less (pathlets), or datapath: kernel",
+						n, len(c.NFs), name, MaxEBPFSegments, MaxEBPFSegments-1, MaxEBPFSegments)
 					break
 				}
 			}
@@ -551,13 +566,35 @@ func (v *validator) segments(p string, c *Chain) {
 			runNode, run, policy = "", 0, false
 		}
 	}
-	for k, name := range c.NFs {
-		nf := s.NF(name)
+	nfStep := func(k int) bool {
+		nf := s.NF(c.NFs[k])
 		if nf == nil || s.Node(nf.Node) == nil {
-			return
+			return false
 		}
 		nd := s.Node(nf.Node)
-		count(nf.Node, fmt.Sprintf("%s.nfs[%d]", p, k), fmt.Sprintf("NF %q", name), nd.Datapath == DatapathKernel, nf.Behavior == BehaviorEndX)
+		count(nf.Node, fmt.Sprintf("%s.nfs[%d]", p, k), fmt.Sprintf("NF %q", nf.Name), nd.Datapath == DatapathKernel, nf.Behavior == BehaviorEndX)
+		return true
+	}
+	if ps := s.Pathlets(c); ps != nil {
+		// Binding SIDs and pathlet ends are kernel seg6local routes.
+		for _, st := range PathletSteps(ps) {
+			switch {
+			case st.NF >= 0:
+				if !nfStep(st.NF) {
+					return
+				}
+			case st.Binding > 0:
+				count(st.Node, p+".max_sids", fmt.Sprintf("the binding SID of pathlet %d", st.Binding), true, false)
+			default:
+				count(st.Node, p+".max_sids", fmt.Sprintf("the End.DT6 closing pathlet %d", st.End), true, false)
+			}
+		}
+	} else {
+		for k := range c.NFs {
+			if !nfStep(k) {
+				return
+			}
+		}
 	}
 	if c.Mode == ModeEncap {
 		count(c.Egress, p+".egress", "the egress SID", true, true)

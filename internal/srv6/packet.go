@@ -32,15 +32,17 @@ type L4 struct {
 // or the packet is a non-first fragment); Payload is what follows it
 // (or the undecoded rest).
 type Packet struct {
-	Eth     *Ethernet
-	Outer   IPv6
-	Ext     []ExtHeader // outer extension headers other than the SRH, in order
-	SRH     *SRH
-	SRHOff  int // offset of the SRH in the frame, -1 if none
-	Inner4  *IPv4
-	Inner6  *IPv6
-	L4      *L4
-	Payload []byte
+	Eth    *Ethernet
+	Outer  IPv6
+	Ext    []ExtHeader // outer extension headers other than the SRH, in order
+	SRH    *SRH
+	SRHOff int // offset of the SRH in the frame, -1 if none
+	Inner4 *IPv4
+	Inner6 *IPv6
+	// InnerOff is the offset of Inner4/Inner6 in the frame (-1 if none).
+	InnerOff int
+	L4       *L4
+	Payload  []byte
 }
 
 // outerExtStart is the frame offset right behind the outer IPv6 header.
@@ -64,7 +66,7 @@ func (p Packet) Innermost() int {
 // 8200 section 4.1), the first SRH, an encapsulated IPv4/IPv6 packet and
 // its transport header. Error offsets are relative to frame.
 func Decode(frame []byte, withEthernet bool) (Packet, error) {
-	p := Packet{SRHOff: -1}
+	p := Packet{SRHOff: -1, InnerOff: -1}
 	off := 0
 	if withEthernet {
 		e, err := ParseEthernet(frame)
@@ -116,7 +118,7 @@ func Decode(frame []byte, withEthernet bool) (Packet, error) {
 		if err != nil {
 			return p, rebase(err, off)
 		}
-		p.Inner6 = &i
+		p.Inner6, p.InnerOff = &i, off
 		iend, err := payloadEnd(frame[:end], off, i)
 		if err != nil {
 			return p, err
@@ -137,7 +139,7 @@ func Decode(frame []byte, withEthernet bool) (Packet, error) {
 		if err != nil {
 			return p, rebase(err, off)
 		}
-		p.Inner4 = &i
+		p.Inner4, p.InnerOff = &i, off
 		if int(i.TotalLen) < i.HeaderLen() || off+int(i.TotalLen) > end {
 			return p, decodeErr("ipv4", "total length", off+2, ErrTruncated)
 		}

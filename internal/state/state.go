@@ -146,6 +146,10 @@ const (
 	EndDX4 Behavior = "End.DX4"
 	EndDX6 Behavior = "End.DX6"
 	EndDT6 Behavior = "End.DT6"
+	// EndB6Encaps is a binding SID (RFC 8986 section 4.13): it moves the
+	// packet's SRH on to its next segment and pushes Segments in a new
+	// outer IPv6 header and SRH (a pathlet, seed 004).
+	EndB6Encaps Behavior = "End.B6.Encaps"
 )
 
 // Datapath says who implements a SID on a node.
@@ -171,6 +175,9 @@ type LocalSID struct {
 	// NextCSID gives End the NEXT-C-SID flavor (RFC 9800 section 4.1)
 	// when set: a compressed chain crosses this SID.
 	NextCSID CSIDFlavor `json:"next_csid,omitzero"`
+	// Segments is the segment list End.B6.Encaps pushes, in travel
+	// order.
+	Segments []netip.Addr `json:"segments,omitempty"`
 }
 
 // CSIDFlavor is the NEXT-C-SID layout: locator block and node+function

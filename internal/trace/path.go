@@ -129,44 +129,81 @@ type Service struct {
 // seen with segments left 0; if it was last seen with segments left > 0,
 // every segment from the active one on is returned Unproven. A router that
 // only forwards the packet changes no segments left and consumes nothing.
-// Hops must be in path order (Path).
+//
+// Pathlets nest SR packets (Event.Nested): each list is followed on its
+// own, identified by its segments. A list that vanishes while a list that
+// was inside it is still there ended its pathlet (End.DT6), and is credited
+// as a decapsulation; between two observations, ended pathlets come first
+// (outermost first), then the lists that remain, innermost first (an outer
+// list only moves after the lists inside it were pushed). Hops must be in
+// path order (Path).
 func Consumed(hops []Hop) []Service {
+	type list struct {
+		segs []netip.Addr
+		next int // travel index of the first segment not consumed yet
+	}
 	var out []Service
-	var segs []netip.Addr
-	next := 0 // travel index of the first segment not consumed yet
-	at := -1  // hop that holds the packet since the last observation
-	take := func(hop, upto int, unproven bool) {
-		for ; next < upto && next < len(segs); next++ {
-			if hop >= 0 {
-				out = append(out, Service{Hop: hop, Node: hops[hop].Node, SID: segs[next], Unproven: unproven})
+	var open []*list // as last observed, outermost first
+	at := -1         // hop that holds the packet since the last observation
+	take := func(l *list, upto int, unproven bool) {
+		for ; l.next < upto && l.next < len(l.segs); l.next++ {
+			if at >= 0 {
+				out = append(out, Service{Hop: at, Node: hops[at].Node, SID: l.segs[l.next], Unproven: unproven})
 			}
 		}
 	}
+	// end credits the rest of a list that was removed.
+	end := func(l *list) { take(l, len(l.segs), l.next < len(l.segs)-1) }
 	for i, h := range hops {
 		for _, e := range []*Event{h.Arrive, h.Leave} {
 			if e == nil {
 				continue
 			}
-			switch {
-			case !e.HasSRH:
-				if segs != nil {
-					// Removed. With segments left 0 the active (last)
-					// SID decapsulated there; otherwise what ran there
-					// cannot be told from the captures.
-					take(at, len(segs), next < len(segs)-1)
-					segs = nil
+			if !e.HasSRH {
+				for _, l := range open {
+					end(l)
 				}
-			case int(e.SL) < len(e.Segments):
-				if !slices.Equal(segs, e.Segments) {
+				open = nil
+				at = i
+				continue
+			}
+			layers := append([]Layer{{SL: e.SL, Segments: e.Segments}}, e.Nested...)
+			if slices.ContainsFunc(layers, func(l Layer) bool { return int(l.SL) >= len(l.Segments) }) {
+				at = i
+				continue
+			}
+			find := func(segs []netip.Addr) int {
+				return slices.IndexFunc(open, func(l *list) bool { return slices.Equal(l.segs, segs) })
+			}
+			// The deepest open list still there: those outside it that
+			// vanished ended their pathlets; any other vanished list was
+			// replaced (a new header), and is forgotten.
+			deepest := -1
+			for j, l := range open {
+				if slices.ContainsFunc(layers, func(y Layer) bool { return slices.Equal(y.Segments, l.segs) }) {
+					deepest = j
+				}
+			}
+			for j := 0; j < deepest; j++ {
+				if !slices.ContainsFunc(layers, func(y Layer) bool { return slices.Equal(y.Segments, open[j].segs) }) {
+					end(open[j])
+				}
+			}
+			now := make([]*list, len(layers))
+			for j := len(layers) - 1; j >= 0; j-- {
+				y := layers[j]
+				l := &list{segs: y.Segments}
+				if k := find(y.Segments); k >= 0 {
+					l = open[k]
+				} else if at < 0 {
 					// A new SRH, added where the packet was (the sender
 					// when it is the first node).
-					segs, next = e.Segments, 0
-					if at < 0 {
-						at = i
-					}
+					at = i
 				}
-				take(at, len(segs)-1-int(e.SL), false)
+				take(l, len(l.segs)-1-int(y.SL), false)
+				now[j] = l
 			}
+			open = now
 			at = i
 		}
 	}

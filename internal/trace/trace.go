@@ -64,12 +64,22 @@ type Event struct {
 	// ICMPType is set for ICMP/ICMPv6; DstPort for UDP/TCP.
 	ICMPType uint8
 	DstPort  uint16
+	// Nested are the SRHs of SR packets inside this one, outermost
+	// first: a pathlet's binding SID (End.B6.Encaps) wraps the whole SR
+	// packet in a new outer header and SRH.
+	Nested []Layer
 	// Err is a decode error (the frame is kept, with what could be read).
 	Err error
 	// Inferred marks an event no capture saw, deduced from the frames
 	// of the neighbours (a node whose XDP program forwards frames past
 	// every packet socket; internal/lab throughXDP).
 	Inferred bool
+}
+
+// Layer is the SRH of one SR packet nested in another.
+type Layer struct {
+	SL       uint8
+	Segments []netip.Addr // travel order
 }
 
 // IsRequest reports whether the event is an ICMP echo request or UDP/TCP
@@ -378,13 +388,46 @@ func Decode(frame []byte) Event {
 	p, err := srv6.Decode(frame, true)
 	ev.Err = err
 	ev.OuterSrc, ev.OuterDst = p.Outer.Src, p.Outer.Dst
-	ev.InnerSrc, ev.InnerDst, ev.Proto = p.Outer.Src, p.Outer.Dst, p.Outer.NextHeader
 	if p.SRH != nil {
 		ev.HasSRH = true
-		ev.SL = p.SRH.SegmentsLeft
-		for _, s := range slices.Backward(p.SRH.Segments) {
-			ev.Segments = append(ev.Segments, s)
+		ev.SL, ev.Segments = p.SRH.SegmentsLeft, travel(p.SRH)
+	}
+	ev.inner(p)
+	// Pathlets (End.B6.Encaps) wrap the whole SR packet: the probe is the
+	// innermost packet, and each SRH inside is a list the packet goes
+	// back to when the pathlet around it ends.
+	for off := 0; err == nil && p.Inner6 != nil && len(ev.Nested) < maxNested; {
+		off += p.InnerOff
+		q, qerr := srv6.Decode(frame[off:], false)
+		if q.SRH == nil {
+			break
 		}
+		p, err = q, qerr
+		ev.Err = err
+		ev.Nested = append(ev.Nested, Layer{SL: p.SRH.SegmentsLeft, Segments: travel(p.SRH)})
+		ev.inner(p)
+	}
+	return ev
+}
+
+// maxNested bounds the SR packets decoded inside one frame.
+const maxNested = 8
+
+// travel returns an SRH's segment list in travel order.
+func travel(h *srv6.SRH) []netip.Addr {
+	out := make([]netip.Addr, 0, len(h.Segments))
+	for _, s := range slices.Backward(h.Segments) {
+		out = append(out, s)
+	}
+	return out
+}
+
+// inner sets the event's view of the user's packet from p: the packet
+// inside the SR encapsulation, or under an inserted SRH p itself with the
+// final destination in Segment List[0].
+func (ev *Event) inner(p srv6.Packet) {
+	ev.InnerSrc, ev.InnerDst, ev.Proto = p.Outer.Src, p.Outer.Dst, p.Outer.NextHeader
+	if p.SRH != nil {
 		if len(p.SRH.Segments) > 0 {
 			ev.InnerDst = p.SRH.Segments[0]
 		}
@@ -398,10 +441,10 @@ func Decode(frame []byte) Event {
 		ev.Encapsulated = true
 		ev.InnerSrc, ev.InnerDst, ev.Proto = p.Inner6.Src, p.Inner6.Dst, p.Inner6.NextHeader
 	}
+	ev.ICMPType, ev.DstPort = 0, 0
 	if p.L4 != nil {
 		ev.Proto = p.L4.Proto
 		ev.ICMPType = p.L4.ICMPType
 		ev.DstPort = p.L4.DstPort
 	}
-	return ev
 }
