@@ -108,3 +108,51 @@ func TestConsumed(t *testing.T) {
 		t.Errorf("forwarding router consumed %v", got)
 	}
 }
+
+// TestConsumedPathlets: nested SR packets (a binding SID pushed a pathlet
+// around the chain's packet). Each list is followed on its own; a binding
+// SID and the NF run locally after it are credited to the node that
+// pushed, in that order; a pathlet's End.DT6 seen with segments left 0 and
+// the chain's egress after it are proven; an ended pathlet last seen with
+// segments left > 0 leaves its rest unproven.
+func TestConsumedPathlets(t *testing.T) {
+	a, b1, e := ad("fc00:2::a"), ad("fc00:3::b1"), ad("fc00:4::e")
+	c, d, end := ad("fc00:3::c"), ad("fc00:2::d"), ad("fc00:4::d76")
+	top := []netip.Addr{a, b1, e}
+	p := []netip.Addr{c, d, end}
+	dst := ad("10.0.4.2")
+	ev := func(node string, dir Direction, sl int, segs []netip.Addr, nested ...Layer) Event {
+		x := Event{Node: node, Dir: dir, InnerDst: dst, Proto: 1, ICMPType: 8, OuterDst: dst}
+		if sl >= 0 {
+			x.HasSRH, x.SL, x.Segments, x.Encapsulated, x.Nested = true, uint8(sl), segs, true, nested
+			x.OuterDst = segs[len(segs)-1-sl]
+		}
+		return x
+	}
+	for _, tc := range []struct {
+		name string
+		evs  []Event
+		want string
+	}{
+		{"proven", []Event{
+			ev("r1", Out, 2, top),
+			ev("r2", In, 2, top), ev("r2", Out, 1, top),
+			ev("r3", In, 1, top), ev("r3", Out, 1, p, Layer{SL: 0, Segments: top}),
+			ev("r2", In, 1, p, Layer{SL: 0, Segments: top}), ev("r2", Out, 0, p, Layer{SL: 0, Segments: top}),
+			ev("r4", In, 0, p, Layer{SL: 0, Segments: top}), ev("r4", Out, -1, nil),
+		}, "1:r2:fc00:2::a 2:r3:fc00:3::b1 2:r3:fc00:3::c 3:r2:fc00:2::d 4:r4:fc00:4::d76 4:r4:fc00:4::e"},
+		{"pathlet ended early", []Event{
+			ev("r1", Out, 2, top),
+			ev("r2", In, 2, top), ev("r2", Out, 1, top),
+			ev("r3", In, 1, top), ev("r3", Out, 1, p, Layer{SL: 0, Segments: top}),
+			ev("r2", In, 1, p, Layer{SL: 0, Segments: top}), ev("r2", Out, 0, top),
+			ev("r4", In, 0, top), ev("r4", Out, -1, nil),
+		}, "1:r2:fc00:2::a 2:r3:fc00:3::b1 2:r3:fc00:3::c 3:r2:fc00:2::d? 3:r2:fc00:4::d76? 4:r4:fc00:4::e"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := services(Consumed(Path(tc.evs, Match{Dst: dst}))); got != tc.want {
+				t.Errorf("consumed\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -33,6 +33,10 @@ func TestDecode(t *testing.T) {
 	ins6, err := srv6.Insert(v6, travel)
 	f2 := eth(t, srv6.EtherTypeIPv6, ins6, err)
 	udp := srv6.UDP6(ad("fc00:a1::1"), ad("fc00:a4::2"), 1000, 5001, []byte("x"))
+	// A pathlet: a binding SID wrapped the SR packet enc4 once more.
+	pathlet := []netip.Addr{ad("fc00:5::1"), ad("fc00:5::d76")}
+	nest, err := srv6.Encap(ad("fc00:5::5"), pathlet, enc4)
+	f3 := eth(t, srv6.EtherTypeIPv6, nest, err)
 
 	cases := []struct {
 		name  string
@@ -48,6 +52,9 @@ func TestDecode(t *testing.T) {
 		{"insert ipv6", f2, Event{Family: 6, OuterSrc: ad("fc00:a1::1"), OuterDst: ad("fc00:2::f1"),
 			HasSRH: true, SL: 2, Segments: append(slices.Clone(travel), ad("fc00:a4::2")),
 			InnerSrc: ad("fc00:a1::1"), InnerDst: ad("fc00:a4::2"), Proto: srv6.ProtoICMPv6, ICMPType: 128}},
+		{"pathlet", f3, Event{Family: 6, OuterSrc: ad("fc00:5::5"), OuterDst: ad("fc00:5::1"),
+			HasSRH: true, SL: 1, Segments: pathlet, Encapsulated: true, Nested: []Layer{{SL: 1, Segments: travel}},
+			InnerSrc: ad("10.0.1.1"), InnerDst: ad("10.0.4.2"), Proto: srv6.ProtoICMP, ICMPType: 8}},
 		{"udp6", srv6.Ether(mac1, mac2, srv6.EtherTypeIPv6, udp), Event{Family: 6,
 			OuterSrc: ad("fc00:a1::1"), OuterDst: ad("fc00:a4::2"), InnerSrc: ad("fc00:a1::1"), InnerDst: ad("fc00:a4::2"),
 			Proto: srv6.ProtoUDP, DstPort: 5001}},
