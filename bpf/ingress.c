@@ -66,7 +66,13 @@ struct ing_dec {
 	__u32 l3len; /* the packet's IP length by its header */
 	__be32 first; /* an IPv6 packet's first word (0 for IPv4) */
 	int v6;
+	struct ing_flow_key key; /* a pool chain's flow (ING_FLOW_MISS) */
 };
+
+/* ing_classify's results. */
+#define ING_NOT_OURS 0
+#define ING_CHAIN 1
+#define ING_FLOW_MISS 2 /* a pool chain's packet with no flow entry: d->key set */
 
 /* ing_ip4_ok: what ip_rcv_core and the input route lookup would refuse
  * (bad version, header length, total length or checksum; multicast,
@@ -138,9 +144,10 @@ static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3
 	return 1;
 }
 
-/* ing_classify fills d for a packet of a chain and returns 1; 0 leaves
- * the packet alone. have: the bytes from the L3 header on; hash: the
- * flow hash for seg6_flowlabel > 0 (tc), 0 at XDP.
+/* ing_classify fills d for a packet of a chain and returns ING_CHAIN;
+ * ING_NOT_OURS leaves the packet alone; ING_FLOW_MISS is a packet of a
+ * pool chain whose flow has no entry yet (d->key, d->pol the chain's).
+ * have: the bytes from the L3 header on.
  */
 static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifindex, __u32 have,
 					struct ing_dec *d)
@@ -149,6 +156,7 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 	struct fw_config *cfg;
 	struct fw_view *vp;
 	__u32 zero = 0, gen, slot, *genp;
+	struct ing_flow *f;
 	__u32 reason;
 	int idx;
 
@@ -207,12 +215,63 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 	    d->pol->nsegs < 1 || d->pol->nsegs > SRCHAIN_MAX_SEGS ||
 	    (d->pol->mode == ING_MODE_INSERT && (!d->v6 || d->pol->nsegs + 1 > SRCHAIN_MAX_SEGS))) {
 		ing_outcome(ING_OUT_NO_CHAIN);
-		return 0;
+		return ING_NOT_OURS;
 	}
-	return 1;
+	if (!d->pol->pool)
+		return ING_CHAIN;
+	/* A pool chain: the flow's entry picks the variant. */
+	ing_flow_fill(vp, d->pol->pool, &d->key);
+	f = bpf_map_lookup_elem(&ing_flows, &d->key);
+	if (!f || f->variant >= d->pol->nvariants || f->variant >= ING_MAX_VARIANTS ||
+	    d->pol->vbase >= ING_VARIANT_SLOTS)
+		return ING_FLOW_MISS;
+	ing_flow_touch(f);
+	slot = (cfg->gen & 1) * ING_VARIANT_SLOTS + ((d->pol->vbase + f->variant) & (ING_VARIANT_SLOTS - 1));
+	d->pol = bpf_map_lookup_elem(&ing_variants, &slot);
+	if (!d->pol || d->pol->mode != ING_MODE_ENCAP || d->pol->nsegs < 1 || d->pol->nsegs > SRCHAIN_MAX_SEGS) {
+		ing_outcome(ING_OUT_NO_CHAIN);
+		return ING_NOT_OURS;
+	}
+	return ING_CHAIN;
 not_ours:
 	ing_outcome(ING_OUT_NOT_OURS);
-	return 0;
+	return ING_NOT_OURS;
+}
+
+/* ing_report hands the first packet of a new flow of a pool chain to the
+ * flow-setup loop (a copy from its IP header on) and consumes it: the
+ * loop sends it on once the flow has its entry.
+ */
+static __always_inline int ing_report(struct __sk_buff *skb, struct ing_dec *d)
+{
+	struct ing_flow_report *r;
+	__u32 cap = d->l3len;
+
+	r = bpf_ringbuf_reserve(&ing_reports, sizeof(*r), 0);
+	if (!r) {
+		count_drop(DROP_FLOW_REPORT_FULL);
+		return TC_ACT_SHOT;
+	}
+	if (cap > ING_REPORT_MAX)
+		cap = ING_REPORT_MAX;
+	/* 1..ING_REPORT_MAX (a power of two) in a form the verifier keeps
+	 * on the register the helper gets; l3len is never 0.
+	 */
+	cap = ((cap - 1) & (ING_REPORT_MAX - 1)) + 1;
+	if (bpf_skb_load_bytes(skb, sizeof(struct ethhdr), r->data, cap)) {
+		bpf_ringbuf_discard(r, 0);
+		count_drop(DROP_PKT_TRUNCATED);
+		return TC_ACT_SHOT;
+	}
+	r->ktime = bpf_ktime_get_ns();
+	__builtin_memcpy(&r->key, &d->key, sizeof(r->key));
+	r->chain = d->pol->chain;
+	r->ifindex = skb->ingress_ifindex;
+	r->len = d->l3len;
+	r->caplen = cap;
+	bpf_ringbuf_submit(r, 0);
+	ing_outcome(ING_OUT_FLOW_SETUP);
+	return TC_ACT_SHOT;
 }
 
 /* ing_outer computes the outer IPv6 header the rewrite will write (the
@@ -278,8 +337,14 @@ int srchain_ingress(struct __sk_buff *skb)
 	if (skb->data_end - skb->data < need && bpf_skb_pull_data(skb, need))
 		return TC_ACT_UNSPEC;
 	ctx_reload(&c, CTX_TC);
-	if (!ing_classify(&c.p, skb->protocol, skb->ingress_ifindex, skb->len - sizeof(struct ethhdr), &d))
+	switch (ing_classify(&c.p, skb->protocol, skb->ingress_ifindex, skb->len - sizeof(struct ethhdr), &d)) {
+	case ING_CHAIN:
+		break;
+	case ING_FLOW_MISS:
+		return ing_report(skb, &d);
+	default:
 		return TC_ACT_UNSPEC;
+	}
 
 	/* Bytes past the IP length (Ethernet padding): ip_rcv / ipv6_rcv
 	 * trim them before the kernel's encap sees the packet.
@@ -337,8 +402,14 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 	if (eth->h_dest[0] & 1)
 		return pipe_ret(PIPE_INGRESS, XDP_PASS); /* multicast / broadcast frame: tc decides */
 	have = c.p.data_end - c.p.data - c.p.l3off;
-	if (!ing_classify(&c.p, eth->h_proto, ctx->ingress_ifindex, have, &d))
+	switch (ing_classify(&c.p, eth->h_proto, ctx->ingress_ifindex, have, &d)) {
+	case ING_CHAIN:
+		break;
+	case ING_FLOW_MISS:
+		goto pass; /* tc reports it */
+	default:
 		return pipe_next(ctx, PIPE_INGRESS);
+	}
 	/* Trailing bytes (tc trims), hashed flow labels (XDP has no skb
 	 * hash), SRHs the headroom cannot hold: tc does those.
 	 */

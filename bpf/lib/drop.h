@@ -48,6 +48,7 @@ enum srchain_drop_reason {
 	DROP_PROXY_HDR_TOO_BIG,   /* End.AD/AD.flow: outer header stack longer than PROXY_HDR_MAX */
 	DROP_PROXY_OPOT_MISS,     /* End.AD/AD.flow with OPoT: a packet from the NF whose OPoT TLV the proxy did not keep */
 	DROP_PROXY_L2_NO_ROUTE,   /* End.AS/AD, Ethernet inner: the restored destination has no resolved route (the stack cannot take the frame) */
+	DROP_FLOW_REPORT_FULL,    /* ingress, pool chain: a new flow's first packet found the report ring full (the flow-setup loop is behind or not running) */
 	DROP_MAX,
 };
 

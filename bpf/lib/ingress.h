@@ -39,7 +39,14 @@ struct ing_policy {
 	 * (ing_headend_ext). Zero today: nothing writes it yet.
 	 */
 	__u32 ext;
-	__u32 pad;
+	/* Per-flow setup (seed 004, internal/flowsetup): a non-zero pool
+	 * makes this the policy of a chain with an NF pool; the flow's entry
+	 * in ing_flows picks one of its nvariants policies, kept in
+	 * ing_variants from vbase on (same generation).
+	 */
+	__u32 pool;
+	__u32 nvariants;
+	__u32 vbase;
 	struct in6_addr segs[SRCHAIN_MAX_SEGS];
 };
 
@@ -49,6 +56,90 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ing_policy);
 } ing_policies SEC(".maps");
+
+/* Per-flow setup. ing_variants holds, per generation, the variant
+ * policies of every pool chain (ING_VARIANT_SLOTS, at most
+ * ING_MAX_VARIANTS per chain). ing_flows maps a flow (the packet's
+ * addresses, protocol, ports, and its chain's pool id) to the variant the
+ * flow-setup loop chose. A packet of a pool chain with no entry is copied
+ * into ing_reports and consumed: the loop installs the entry and sends
+ * the packet on itself (encapsulated with the chosen variant), so the
+ * first packet is not lost and no flow changes instance.
+ */
+#define ING_MAX_VARIANTS 8
+#define ING_VARIANT_SLOTS 1024
+#define ING_MAX_FLOWS 65536
+#define ING_REPORT_MAX 2048 /* bytes of a reported packet (from its IP header); a power of two */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_GENS * ING_VARIANT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ing_policy);
+} ing_variants SEC(".maps");
+
+struct ing_flow_key {
+	struct in6_addr src; /* IPv4 as IPv4-mapped */
+	struct in6_addr dst;
+	__u32 pool;          /* ing_policy.pool */
+	__u16 sport;         /* host order; 0 unless TCP/UDP */
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct ing_flow {
+	__u32 variant;
+	__u32 pad;
+	__u64 last; /* bpf_ktime_get_ns of a recent packet (refreshed once a second) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ING_MAX_FLOWS);
+	__type(key, struct ing_flow_key);
+	__type(value, struct ing_flow);
+} ing_flows SEC(".maps");
+
+struct ing_flow_report {
+	__u64 ktime;   /* bpf_ktime_get_ns when the packet arrived */
+	struct ing_flow_key key;
+	__u32 chain;   /* the policy's chain (index in the node's config) */
+	__u32 ifindex;
+	__u32 len;     /* the packet's IP length */
+	__u32 caplen;  /* bytes of it in data */
+	__u8 data[ING_REPORT_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} ing_reports SEC(".maps");
+
+/* ing_flow_fill builds the flow key from the classifier's view. */
+static __always_inline void ing_flow_fill(const struct fw_view *v, __u32 pool, struct ing_flow_key *k)
+{
+	__u32 sp = v->val[FW_F_SPORT - FW_NADDR], dp = v->val[FW_F_DPORT - FW_NADDR];
+
+	__builtin_memset(k, 0, sizeof(*k));
+	ipv6_addr_copy(&k->src, &v->addr[FW_F_SRC]);
+	ipv6_addr_copy(&k->dst, &v->addr[FW_F_DST]);
+	k->pool = pool;
+	k->proto = v->val[FW_F_PROTO - FW_NADDR] & 0xff;
+	k->sport = sp < 65536 ? sp : 0;
+	k->dport = dp < 65536 ? dp : 0;
+}
+
+/* ing_flow_touch keeps an active flow's entry fresh for the idle sweep
+ * of the flow-setup loop, writing at most once a second per flow.
+ */
+static __always_inline void ing_flow_touch(struct ing_flow *f)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (now - f->last > 1000000000ULL)
+		f->last = now;
+}
 
 /* Node-wide settings, written by the loader. */
 struct ing_config {
@@ -81,6 +172,7 @@ struct {
 #define ING_OUT_XDP_PASS 2  /* XDP left it to tc untouched */
 #define ING_OUT_NO_CHAIN 3  /* classified, no chain */
 #define ING_OUT_NOT_OURS 4  /* not looked at: not for this host, multicast, malformed */
+#define ING_OUT_FLOW_SETUP 5 /* a pool chain's packet with no flow entry: reported, consumed */
 #define ING_OUT_MAX 8
 
 struct {

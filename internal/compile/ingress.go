@@ -30,11 +30,34 @@ func (c *compiler) ingressChain(ch *spec.Chain, mode state.EncapMode, segs []net
 	if c.ingress == nil {
 		c.ingress = map[string][]state.IngressChain{}
 	}
-	c.ingress[ch.Ingress] = append(c.ingress[ch.Ingress], state.IngressChain{
+	ic := state.IngressChain{
 		Name: ch.Name, Mode: mode, Segments: slices.Clone(segs), Dev: dev,
 		Dst: slices.Clone(ch.Match.Dst), Src: slices.Clone(ch.Match.Src), Proto: proto,
 		SPort: state.PortRange(ch.Match.SPort), DPort: state.PortRange(ch.Match.DPort),
-	})
+	}
+	if pool := c.s.Pool(ch.Pool); pool != nil {
+		// Per-flow setup: one segment list per instance, the pool's
+		// place taken by the instance's SID.
+		if ch.PoolAt < 0 || ch.PoolAt >= len(segs) {
+			return fmt.Errorf("%w: pool %s at %d", ErrUnroutable, pool.Name, ch.PoolAt)
+		}
+		ip := &state.IngressPool{Name: pool.Name, Pick: pool.Pick, NFs: slices.Clone(pool.NFs)}
+		for _, name := range pool.NFs {
+			p, ok := c.sids.NF[name]
+			if !ok {
+				return fmt.Errorf("%w: pool %s: NF %q has no SID", ErrUnroutable, pool.Name, name)
+			}
+			seg := p.Addr()
+			if arg, ok := ch.Args[name]; ok {
+				seg = c.s.SIDFormat.WithArgs(seg, arg)
+			}
+			v := slices.Clone(segs)
+			v[ch.PoolAt] = seg
+			ip.Variants = append(ip.Variants, v)
+		}
+		ic.Pool = ip
+	}
+	c.ingress[ch.Ingress] = append(c.ingress[ch.Ingress], ic)
 	return nil
 }
 

@@ -30,7 +30,10 @@ type Doc struct {
 	Nodes     []json.RawMessage `json:"nodes"`
 	Links     []json.RawMessage `json:"links"`
 	NFs       []json.RawMessage `json:"nfs"`
-	Chains    []json.RawMessage `json:"chains"`
+	// Pools are kept as given (PUT /v1/spec); no route manages them
+	// one by one yet.
+	Pools  []json.RawMessage `json:"pools,omitempty"`
+	Chains []json.RawMessage `json:"chains"`
 }
 
 // list returns the slice of one kind.

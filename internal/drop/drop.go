@@ -47,6 +47,7 @@ const (
 	ProxyHdrTooBig
 	ProxyOPoTMiss
 	ProxyL2NoRoute
+	FlowReportFull
 	Max // number of reasons; not a reason
 )
 
@@ -87,6 +88,7 @@ var names = [...]string{
 	ProxyHdrTooBig:   "proxy-hdr-too-big",
 	ProxyOPoTMiss:    "proxy-opot-miss",
 	ProxyL2NoRoute:   "proxy-l2-no-route",
+	FlowReportFull:   "flow-report-full",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

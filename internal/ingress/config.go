@@ -92,6 +92,15 @@ func Rules(cfg Config) ([]Entry, error) {
 			out = append(out, Entry{Rule: rule(c, it.dst, s), Chain: it.chain})
 		}
 	}
+	variants := 0
+	for _, c := range cfg.Chains {
+		if c.Pool != nil {
+			variants += len(c.Pool.Variants)
+		}
+	}
+	if variants > VariantSlots {
+		return nil, fmt.Errorf("%w: %d pool variants, at most %d", ErrInvalid, variants, VariantSlots)
+	}
 	if len(out) > firewall.MaxRules {
 		return nil, fmt.Errorf("%w: %d classifier entries, at most %d", ErrInvalid, len(out), firewall.MaxRules)
 	}
@@ -123,6 +132,16 @@ func check(c Chain) error {
 	for _, s := range c.Segments {
 		if !s.Is6() || s.Is4In6() {
 			return fmt.Errorf("%w: chain %s: segment %v is not IPv6", ErrInvalid, c.Name, s)
+		}
+	}
+	if p := c.Pool; p != nil {
+		if c.Mode != state.ModeEncap || len(p.Variants) < 1 || len(p.Variants) > MaxVariants || len(p.NFs) != len(p.Variants) {
+			return fmt.Errorf("%w: chain %s: pool %s: encap mode and 1..%d variants, one per NF", ErrInvalid, c.Name, p.Name, MaxVariants)
+		}
+		for _, v := range p.Variants {
+			if len(v) == 0 || len(v) > maxSegs || slices.ContainsFunc(v, func(a netip.Addr) bool { return !a.Is6() || a.Is4In6() }) {
+				return fmt.Errorf("%w: chain %s: pool %s: a variant of %d segments (1..%d IPv6)", ErrInvalid, c.Name, p.Name, len(v), maxSegs)
+			}
 		}
 	}
 	return nil
@@ -180,6 +199,9 @@ func Hash(cfg Config, s Settings) [32]byte {
 	for _, c := range cfg.Chains {
 		fmt.Fprintf(h, "chain %q %s %v %q %d %v %v %d %v %v %d\n", c.Name, c.Mode, c.Segments, c.Dev,
 			s.HopLimit4[c.Dev], c.Dst, c.Src, c.Proto, c.SPort, c.DPort, c.Ext)
+		if p := c.Pool; p != nil {
+			fmt.Fprintf(h, "pool %q %q %v %v\n", p.Name, p.Pick, p.NFs, p.Variants)
+		}
 	}
 	var out [32]byte
 	copy(out[:], h.Sum(nil))

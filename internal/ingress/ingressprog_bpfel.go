@@ -100,6 +100,36 @@ type ingressProgIngConfig struct {
 	Hash      [32]uint8
 }
 
+type ingressProgIngFlow struct {
+	_       structs.HostLayout
+	Variant uint32
+	Pad     uint32
+	Last    uint64
+}
+
+type ingressProgIngFlowKey struct {
+	_   structs.HostLayout
+	Src struct {
+		_    structs.HostLayout
+		In6U struct {
+			_       structs.HostLayout
+			U6Addr8 [16]uint8
+		}
+	}
+	Dst struct {
+		_    structs.HostLayout
+		In6U struct {
+			_       structs.HostLayout
+			U6Addr8 [16]uint8
+		}
+	}
+	Pool  uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
+}
+
 type ingressProgIngPolicy struct {
 	_         structs.HostLayout
 	Chain     uint32
@@ -107,7 +137,9 @@ type ingressProgIngPolicy struct {
 	Nsegs     uint32
 	HopLimit4 uint32
 	Ext       uint32
-	Pad       uint32
+	Pool      uint32
+	Nvariants uint32
+	Vbase     uint32
 	Segs      [16]struct {
 		_    structs.HostLayout
 		In6U struct {
@@ -147,8 +179,11 @@ const (
 	ingressProgMapFwScratch          = "fw_scratch"
 	ingressProgMapIngConfigMap       = "ing_config_map"
 	ingressProgMapIngCounters        = "ing_counters"
+	ingressProgMapIngFlows           = "ing_flows"
 	ingressProgMapIngOutcomes        = "ing_outcomes"
 	ingressProgMapIngPolicies        = "ing_policies"
+	ingressProgMapIngReports         = "ing_reports"
+	ingressProgMapIngVariants        = "ing_variants"
 	ingressProgMapPipeConfig         = "pipe_config"
 	ingressProgMapPipeProgs0         = "pipe_progs0"
 	ingressProgMapPipeProgs1         = "pipe_progs1"
@@ -222,8 +257,11 @@ type ingressProgMapSpecs struct {
 	FwScratch      *ebpf.MapSpec `ebpf:"fw_scratch"`
 	IngConfigMap   *ebpf.MapSpec `ebpf:"ing_config_map"`
 	IngCounters    *ebpf.MapSpec `ebpf:"ing_counters"`
+	IngFlows       *ebpf.MapSpec `ebpf:"ing_flows"`
 	IngOutcomes    *ebpf.MapSpec `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
+	IngReports     *ebpf.MapSpec `ebpf:"ing_reports"`
+	IngVariants    *ebpf.MapSpec `ebpf:"ing_variants"`
 	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
 	PipeProgs0     *ebpf.MapSpec `ebpf:"pipe_progs0"`
 	PipeProgs1     *ebpf.MapSpec `ebpf:"pipe_progs1"`
@@ -271,8 +309,11 @@ type ingressProgMaps struct {
 	FwScratch      *ebpf.Map `ebpf:"fw_scratch"`
 	IngConfigMap   *ebpf.Map `ebpf:"ing_config_map"`
 	IngCounters    *ebpf.Map `ebpf:"ing_counters"`
+	IngFlows       *ebpf.Map `ebpf:"ing_flows"`
 	IngOutcomes    *ebpf.Map `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
+	IngReports     *ebpf.Map `ebpf:"ing_reports"`
+	IngVariants    *ebpf.Map `ebpf:"ing_variants"`
 	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
 	PipeProgs0     *ebpf.Map `ebpf:"pipe_progs0"`
 	PipeProgs1     *ebpf.Map `ebpf:"pipe_progs1"`
@@ -296,8 +337,11 @@ func (m *ingressProgMaps) Close() error {
 		m.FwScratch,
 		m.IngConfigMap,
 		m.IngCounters,
+		m.IngFlows,
 		m.IngOutcomes,
 		m.IngPolicies,
+		m.IngReports,
+		m.IngVariants,
 		m.PipeConfig,
 		m.PipeProgs0,
 		m.PipeProgs1,

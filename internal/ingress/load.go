@@ -3,6 +3,7 @@ package ingress
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"os"
 
@@ -152,6 +153,32 @@ func (in *Ingress) Update(cfg Config, s Settings) (prev int, err error) {
 	// The policy slot (no rule matched): no chain.
 	keys = append(keys, uint32(g*firewall.RuleSlots+len(entries)))
 	vals = append(vals, ingressProgIngPolicy{})
+	// Pool chains: the variants, from vbase on, in the same generation.
+	pools := poolSlots(cfg)
+	var vkeys []uint32
+	var vvals []ingressProgIngPolicy
+	for i := range vals[:len(entries)] {
+		c := cfg.Chains[entries[i].Chain]
+		ps, ok := pools[entries[i].Chain]
+		if !ok {
+			continue
+		}
+		vals[i].Pool, vals[i].Nvariants, vals[i].Vbase = ps.id, uint32(len(c.Pool.Variants)), ps.base
+		for v, segs := range c.Pool.Variants {
+			pv := ingressProgIngPolicy{Chain: uint32(entries[i].Chain), Mode: modeEncap, Nsegs: uint32(len(segs)),
+				HopLimit4: uint32(hopLimit(s, c.Dev)), Ext: c.Ext}
+			for k, seg := range segs {
+				pv.Segs[k].In6U.U6Addr8 = seg.As16()
+			}
+			vkeys = append(vkeys, uint32(g*VariantSlots)+ps.base+uint32(v))
+			vvals = append(vvals, pv)
+		}
+	}
+	if len(vkeys) > 0 {
+		if _, err := in.objs.IngVariants.BatchUpdate(vkeys, vvals, nil); err != nil {
+			return 0, fmt.Errorf("update ingress: write pool variants: %w", err)
+		}
+	}
 	if _, err := in.objs.IngPolicies.BatchUpdate(keys, vals, nil); err != nil {
 		return 0, fmt.Errorf("update ingress: write policies: %w", err)
 	}
@@ -171,6 +198,45 @@ func (in *Ingress) Update(cfg Config, s Settings) (prev int, err error) {
 	}
 	return prev, nil
 }
+
+// Per-flow setup limits (bpf/lib/ingress.h).
+const (
+	// VariantSlots is ING_VARIANT_SLOTS: pool variants per generation.
+	VariantSlots = 1024
+	// MaxVariants is ING_MAX_VARIANTS: instances of one pool.
+	MaxVariants = 8
+)
+
+// poolSlot is where a pool chain's variants live and its pool id.
+type poolSlot struct{ id, base uint32 }
+
+// poolSlots gives each pool chain of cfg (by index) its variant base and
+// its pool id: a hash of the chain's name, pool and variants, so a flow
+// entry installed for one variant set never applies to another (an
+// applied change makes old entries unreachable; they age out of the
+// LRU). Never 0 (0: not a pool chain).
+func poolSlots(cfg Config) map[int]poolSlot {
+	out := map[int]poolSlot{}
+	base := uint32(0)
+	for i, c := range cfg.Chains {
+		if c.Pool == nil {
+			continue
+		}
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%s %s %v", c.Name, c.Pool.Name, c.Pool.Variants)
+		id := h.Sum32()
+		if id == 0 {
+			id = 1
+		}
+		out[i] = poolSlot{id: id, base: base}
+		base += uint32(len(c.Pool.Variants))
+	}
+	return out
+}
+
+// PoolID is the pool id the ingress gives chain i of cfg (0: not a pool
+// chain): the flow-setup loop keys its flows with it.
+func PoolID(cfg Config, i int) uint32 { return poolSlots(cfg)[i].id }
 
 // Revert switches packets back to generation g (Update's prev), whose
 // tables are intact until the next Update.

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -231,6 +232,46 @@ func ChainSIDs(net *state.Network, chain string) []netip.Addr {
 	return nil
 }
 
+// poolVariants returns the NF SIDs of each variant of a chain with an NF
+// pool (its eBPF ingress's config): want with the pool's SID replaced by
+// each instance's. None for other chains.
+func poolVariants(net *state.Network, chain string, want []netip.Addr) [][]netip.Addr {
+	for _, n := range net.Nodes {
+		for _, prog := range n.Programs {
+			if prog.Kind != state.ProgramIngress {
+				continue
+			}
+			var cfg state.IngressConfig
+			if json.Unmarshal(prog.Config, &cfg) != nil {
+				continue
+			}
+			for _, c := range cfg.Chains {
+				if c.Name != chain || c.Pool == nil || len(c.Pool.Variants) == 0 {
+					continue
+				}
+				at := slices.IndexFunc(c.Segments, func(a netip.Addr) bool {
+					return a != c.Pool.Variants[1%len(c.Pool.Variants)][slices.Index(c.Segments, a)]
+				})
+				if at < 0 {
+					return nil
+				}
+				k := slices.Index(want, c.Segments[at])
+				if k < 0 {
+					return nil
+				}
+				var out [][]netip.Addr
+				for _, v := range c.Pool.Variants {
+					w := slices.Clone(want)
+					w[k] = v[at]
+					out = append(out, w)
+				}
+				return out
+			}
+		}
+	}
+	return nil
+}
+
 // expandBindings replaces each binding SID (End.B6.Encaps, a pathlet) in
 // segs with the segments it pushes, recursively: the path a packet takes.
 func expandBindings(net *state.Network, segs []netip.Addr, depth int) []netip.Addr {
@@ -280,6 +321,14 @@ func (p *Prober) judge(r *ProbeResult) {
 	default:
 		r.Want = ChainSIDs(p.net, r.Probe.Expect)
 		got := p.served(r.Hops)
+		// A chain with an NF pool: any instance will do (per-flow
+		// setup picks one per flow).
+		for _, w := range poolVariants(p.net, r.Probe.Expect, r.Want) {
+			if trace.ContainsInOrder(got, w) {
+				r.Want = w
+				break
+			}
+		}
 		switch {
 		case len(r.Want) == 0:
 			r.Why = fmt.Sprintf("chain %q has no NF SIDs in the lab's state", r.Probe.Expect)

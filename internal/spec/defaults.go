@@ -69,6 +69,7 @@ func (s *Spec) applyDefaults() {
 			}
 		}
 	}
+	s.resolvePools()
 	for i := range s.Traffic {
 		if s.Traffic[i].Proto == "" {
 			s.Traffic[i].Proto = ProtoICMP

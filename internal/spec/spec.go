@@ -21,10 +21,13 @@ type Spec struct {
 	SIDFormat SIDFormat `yaml:"sid_format"`
 	// Routing is how routers learn each other's locators: RoutingStatic
 	// (the default: routes the compiler computes) or RoutingBGP.
-	Routing string  `yaml:"routing"`
-	Nodes   []Node  `yaml:"nodes"`
-	Links   []Link  `yaml:"links"`
-	NFs     []NF    `yaml:"nfs"`
+	Routing string `yaml:"routing"`
+	Nodes   []Node `yaml:"nodes"`
+	Links   []Link `yaml:"links"`
+	NFs     []NF   `yaml:"nfs"`
+	// Pools are sets of interchangeable NF instances a chain can name in
+	// its nfs (per-flow setup, pools.go).
+	Pools   []Pool  `yaml:"pools"`
 	Chains  []Chain `yaml:"chains"`
 	Traffic []Probe `yaml:"traffic"`
 
@@ -260,6 +263,11 @@ type Chain struct {
 	// binding SIDs (seed 004; pathlets.go, docs/controller.md
 	// "Pathlets").
 	MaxSIDs int `yaml:"max_sids"`
+	// Pool is the pool the chain names in its nfs, PoolAt its position
+	// there; Parse puts the pool's first instance in NFs[PoolAt] (the
+	// chain as its kernel route steers it) and keeps the pool here.
+	Pool   string `yaml:"-"`
+	PoolAt int    `yaml:"-"`
 }
 
 // CompressionNextCSID is the NEXT-C-SID flavor (RFC 9800 section 4.1).

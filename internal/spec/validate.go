@@ -51,6 +51,7 @@ func (s *Spec) Validate() error {
 	v.nfs()
 	v.checkKinds()
 	v.chains()
+	v.pools()
 	v.csid()
 	v.chainArgs()
 	v.opot()

@@ -99,6 +99,7 @@ func (v *validator) chains() {
 			v.pathlets(p, c)
 			v.path(p, c)
 			v.segments(p, c)
+			v.poolVariants(p, c)
 		}
 		if inOK && fam != 0 && !c.Match.HasFiveTuple() {
 			for k, d := range c.Match.Dst {

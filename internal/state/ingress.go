@@ -40,4 +40,28 @@ type IngressChain struct {
 	// ing_headend_ext): OPoT (issue 11) sets the profile slot whose TLV
 	// the headend adds to this chain's SRH; 0: none.
 	Ext uint32 `json:"ext,omitempty"`
+	// Pool, when set, makes the chain's NF at one position a pool of
+	// instances chosen per flow (per-flow setup, seed 004): Segments is
+	// the first instance's list, Pool.Variants every instance's.
+	Pool *IngressPool `json:"pool,omitempty"`
 }
+
+// IngressPool is the per-flow choice among a pool's instances for one
+// chain: the ingress reports the first packet of a flow it has no entry
+// for, the node's flow-setup loop (internal/flowsetup) picks a variant
+// and installs the flow's entry, later packets follow it.
+type IngressPool struct {
+	Name string `json:"name"`
+	// Pick is how an instance is chosen: PickLeastLoaded or PickHash.
+	Pick string `json:"pick"`
+	// NFs names the instances, Variants their segment lists (travel
+	// order), in the same order.
+	NFs      []string       `json:"nfs"`
+	Variants [][]netip.Addr `json:"variants"`
+}
+
+// Pool pick methods.
+const (
+	PickLeastLoaded = "least-loaded" // fewest active flows
+	PickHash        = "hash"         // a hash of the flow's 5-tuple
+)
