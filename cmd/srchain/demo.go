@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -56,6 +57,21 @@ func newDemoCmd(e *env) *cobra.Command {
 			if !keep {
 				defer func() {
 					if err := lab.Down(context.WithoutCancel(ctx), net.Name, e.labOpts()); err != nil {
+						fmt.Fprintln(cmd.ErrOrStderr(), "srchain: demo:", err)
+					}
+				}()
+			}
+			if needsFlows(net) {
+				// The per-flow setup loops of the lab's NF pools, for
+				// as long as the probes run.
+				fctx, stop := context.WithCancel(ctx)
+				flowsDone := make(chan error, 1)
+				go func() {
+					flowsDone <- runLabFlows(fctx, net.Name, e.labOpts(), slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+				}()
+				defer func() {
+					stop()
+					if err := <-flowsDone; err != nil {
 						fmt.Fprintln(cmd.ErrOrStderr(), "srchain: demo:", err)
 					}
 				}()

@@ -69,6 +69,8 @@ func newLabCmd(e *env) *cobra.Command {
 				if err := startAgents(cmd.Context(), cmd.OutOrStdout(), rec, net, args[0], e.labOpts()); err != nil {
 					return errors.Join(err, lab.Down(context.WithoutCancel(cmd.Context()), rec.Name, e.labOpts()))
 				}
+			} else if err := startLabFlows(cmd.OutOrStdout(), rec, net, e.labOpts()); err != nil {
+				return errors.Join(err, lab.Down(context.WithoutCancel(cmd.Context()), rec.Name, e.labOpts()))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lab %s up: %d nodes, %d links\n", rec.Name, len(rec.Namespaces), len(rec.Links))
 			fmt.Fprintf(cmd.OutOrStdout(), "  srchain lab status %s\n  srchain lab exec %s NODE -- CMD...\n  srchain lab down %s\n", rec.Name, rec.Name, rec.Name)
@@ -190,6 +192,6 @@ func newLabCmd(e *env) *cobra.Command {
 	}
 	// Stop at the first argument (NAME): CMD's flags are CMD's.
 	execCmd.Flags().SetInterspersed(false)
-	labCmd.AddCommand(execCmd, newLabApplyCmd(e), newLabTraceCmd(e), newLabCountersCmd(e), newLabEventsCmd(e))
+	labCmd.AddCommand(execCmd, newLabApplyCmd(e), newLabTraceCmd(e), newLabCountersCmd(e), newLabEventsCmd(e), newLabFlowsCmd(e))
 	return labCmd
 }

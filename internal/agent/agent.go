@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/flowsetup"
 	"log/slog"
 	"net/http"
 	"os"
@@ -128,6 +129,9 @@ type Agent struct {
 	// stateErr is what is wrong with the desired state itself (cannot
 	// be decoded, lacks the node, deleted): reported until a new one.
 	stateErr error
+	// flows runs the node's per-flow setup loop while an applied chain
+	// of its eBPF ingress has an NF pool.
+	flows flowsetup.Runner
 }
 
 type pendingState struct {
@@ -154,6 +158,7 @@ func New(cfg Config) (*Agent, error) {
 		log = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: log.With("node", cfg.Node, "netns", cfg.NS.Name)}
+	a.flows = flowsetup.Runner{NS: cfg.NS, Log: a.log}
 	a.status = Status{Node: cfg.Node, Started: time.Now().UTC(), Version: cfg.Version}
 	if cfg.StateFile != "" {
 		n, err := readStateFile(cfg.StateFile)
@@ -182,6 +187,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(a.cfg.Resync)
 	defer tick.Stop()
+	defer a.flows.Stop()
 	for {
 		// (Re)read the desired state, apply it, then watch from the
 		// revision read: nothing written in between is missed.
@@ -371,6 +377,9 @@ func (a *Agent) applyPending(ctx context.Context) {
 		return
 	}
 	a.last, a.pending, a.removed = &p.node, nil, nil
+	if err := a.flows.Set(ctx, p.node); err != nil {
+		a.log.Error("per-flow setup", "err", err)
+	}
 	gen := p.gen
 	a.status.AppliedGeneration = &gen
 	a.log.Info("applied", "generation", gen, "changes", res.Changes)
