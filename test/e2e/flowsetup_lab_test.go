@@ -211,50 +211,66 @@ func nodeState(t *testing.T, net *state.Network, name string) state.Node {
 	return state.Node{}
 }
 
-// TestLabFlowsCLI: `srchain lab up` of a spec with an NF pool starts the
-// lab's flow-setup process (`lab flows`), so probes through the pool
-// pass with nothing else running; `lab down` stops it.
+// TestLabFlowsCLI: a lab of a spec with an NF pool sets flows up with
+// nothing else running, both ways a lab is applied: `srchain lab up`
+// starts the lab's flow-setup process (`lab flows`, stopped by `lab
+// down`), and under `lab up --agents` the ingress's agent runs the loop.
+// The probes through the pool pass.
 func TestLabFlowsCLI(t *testing.T) {
 	requireRoot(t)
 	if srchainBin == "" {
 		t.Fatal("srchain binary not built (see the TestMain output)")
 	}
-	file := renamedSpec(t, "flow-pool.yaml", "z")
-	name := labName("z")
-	dir := t.TempDir()
-	t.Cleanup(func() {
-		_ = exec.Command(srchainBin, "lab", "down", "--state-dir", dir, name).Run()
-		left, _ := netns.List(lab.NSName(name, ""))
-		for _, n := range left {
-			_ = netns.Delete(n)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, srchainBin, "lab", "up", "--state-dir", dir, file).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "per-flow setup: srchain lab flows "+name) {
-		t.Fatalf("lab up: %v\n%s", err, out)
-	}
-	rec, err := lab.Load(name, lab.Options{StateDir: dir})
-	if err != nil || len(rec.Procs) != 1 {
-		t.Fatalf("lab record: %v, pids %v", err, rec)
-	}
-	pid := rec.Procs[0].PID
-	s, _ := example(t, "flow-pool.yaml", "fc")
-	pr, err := lab.NewProber(name, lab.Options{StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range probes(s) {
-		if res, tr := run(t, pr, p); !res.OK {
-			t.Errorf("probe %s: %s\n%s", p.Name, res.Why, tr)
-		}
-	}
-	pr.Close()
-	if out, err := exec.CommandContext(ctx, srchainBin, "lab", "down", "--state-dir", dir, name).CombinedOutput(); err != nil {
-		t.Fatalf("lab down: %v\n%s", err, out)
-	}
-	if running(pid) {
-		t.Errorf("lab flows process %d still runs after lab down", pid)
+	for _, mode := range []struct{ tag, flag string }{{"z", ""}, {"v", "--agents"}} {
+		t.Run("mode"+mode.flag, func(t *testing.T) {
+			file := renamedSpec(t, "flow-pool.yaml", mode.tag)
+			name := labName(mode.tag)
+			dir := t.TempDir()
+			t.Cleanup(func() {
+				_ = exec.Command(srchainBin, "lab", "down", "--state-dir", dir, name).Run()
+				left, _ := netns.List(lab.NSName(name, ""))
+				for _, n := range left {
+					_ = netns.Delete(n)
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			args := []string{"lab", "up", "--state-dir", dir, file}
+			if mode.flag != "" {
+				args = append(args, mode.flag)
+			}
+			out, err := exec.CommandContext(ctx, srchainBin, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("lab up %s: %v\n%s", mode.flag, err, out)
+			}
+			rec, err := lab.Load(name, lab.Options{StateDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			flowsProc := 0
+			if mode.flag == "" {
+				if !strings.Contains(string(out), "per-flow setup: srchain lab flows "+name) || len(rec.Procs) != 1 {
+					t.Fatalf("lab up: flows process not started (procs %v)\n%s", rec.Procs, out)
+				}
+				flowsProc = rec.Procs[0].PID
+			}
+			s, _ := example(t, "flow-pool.yaml", mode.tag)
+			pr, err := lab.NewProber(name, lab.Options{StateDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range probes(s) {
+				if res, tr := run(t, pr, p); !res.OK {
+					t.Errorf("probe %s: %s\n%s", p.Name, res.Why, tr)
+				}
+			}
+			pr.Close()
+			if out, err := exec.CommandContext(ctx, srchainBin, "lab", "down", "--state-dir", dir, name).CombinedOutput(); err != nil {
+				t.Fatalf("lab down: %v\n%s", err, out)
+			}
+			if flowsProc != 0 && running(flowsProc) {
+				t.Errorf("lab flows process %d still runs after lab down", flowsProc)
+			}
+		})
 	}
 }
