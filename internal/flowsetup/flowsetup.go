@@ -131,7 +131,19 @@ type Loop struct {
 	fd    int
 	mu    sync.Mutex
 	pools map[uint32]*chainPool // by pool id
+	// recent are the flows installed in the last seconds: a packet of
+	// the flow that was already in the ring when the entry went in is
+	// sent the same way without a map lookup.
+	recent map[[44]byte]installed
 }
+
+type installed struct {
+	variant int
+	at      uint64 // monotonic ns
+}
+
+// recentFor is how long a flow stays in Loop.recent.
+const recentFor = 2 * time.Second
 
 // Open opens the node's pinned ingress maps and a raw socket in its
 // namespace. The ingress program must be applied.
@@ -145,7 +157,7 @@ func Open(opts Options) (*Loop, error) {
 	if !opts.TunSrc.Is6() {
 		return nil, fmt.Errorf("open flow setup: tunsrc %v is not IPv6", opts.TunSrc)
 	}
-	l := &Loop{opts: opts, fd: -1, pools: map[uint32]*chainPool{}}
+	l := &Loop{opts: opts, fd: -1, pools: map[uint32]*chainPool{}, recent: map[[44]byte]installed{}}
 	for i, c := range opts.Config.Chains {
 		if c.Pool != nil {
 			l.pools[ingress.PoolID(opts.Config, i)] = &chainPool{chain: c, id: ingress.PoolID(opts.Config, i), live: make([]int, len(c.Pool.Variants))}
@@ -236,24 +248,26 @@ func (l *Loop) Handle(r Report) (Setup, error) {
 		return Setup{}, fmt.Errorf("report for unknown pool %#x (stale)", r.Pool)
 	}
 	s := Setup{Chain: cp.chain.Name}
-	var v flowValue
-	if err := l.flows.Lookup(r.Key[:], &v); err == nil && int(v.Variant) < len(cp.live) {
+	now := monotonic()
+	if in, ok := l.recent[r.Key]; ok && in.variant < len(cp.live) {
 		// Set up a moment ago (a packet of the flow that was already
 		// in the ring when the entry went in).
-		s.Variant = int(v.Variant)
+		s.Variant = in.variant
 	} else {
 		s.Variant, s.New = l.pick(cp, r.Key), true
-		v = flowValue{Variant: uint32(s.Variant), Last: monotonic()}
-		if err := l.flows.Update(r.Key[:], v, ebpf.UpdateAny); err != nil {
-			l.mu.Unlock()
-			return s, fmt.Errorf("install flow: %w", err)
-		}
 		cp.live[s.Variant]++
+		l.recent[r.Key] = installed{variant: s.Variant, at: now}
 	}
 	pool := cp.chain.Pool
 	s.NF = pool.NFs[s.Variant]
 	segs := pool.Variants[s.Variant]
 	l.mu.Unlock()
+	if s.New {
+		v := flowValue{Variant: uint32(s.Variant), Last: now}
+		if err := l.flows.Update(r.Key[:], v, ebpf.UpdateAny); err != nil {
+			return s, fmt.Errorf("install flow: %w", err)
+		}
+	}
 	if int(r.Len) != len(r.Data) {
 		return s, fmt.Errorf("packet of %d bytes, %d reported: not sent", r.Len, len(r.Data))
 	}
@@ -319,16 +333,23 @@ func (l *Loop) sweep(ctx context.Context) {
 	}
 }
 
-// Sweep is one pass of the idle sweep.
+// Sweep is one pass of the idle sweep. It walks the flow map without
+// holding the loop's lock (setups go on meanwhile), then swaps the
+// counts in.
 func (l *Loop) Sweep() error {
 	now := monotonic()
 	idle := uint64(l.opts.IdleTimeout)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	live := map[uint32][]int{}
 	for id, cp := range l.pools {
 		live[id] = make([]int, len(cp.live))
 	}
+	for k, in := range l.recent {
+		if now-in.at > uint64(recentFor) {
+			delete(l.recent, k)
+		}
+	}
+	l.mu.Unlock()
 	var key [44]byte
 	var v flowValue
 	var stale [][44]byte
@@ -350,7 +371,16 @@ func (l *Loop) Sweep() error {
 	for _, k := range stale {
 		_ = l.flows.Delete(k[:])
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for id, cp := range l.pools {
+		// Flows set up during the walk count too (their entries may
+		// have been missed by it).
+		for k, in := range l.recent {
+			if in.at >= now && binary.LittleEndian.Uint32(k[32:]) == id && in.variant < len(live[id]) {
+				live[id][in.variant]++
+			}
+		}
 		cp.live = live[id]
 	}
 	return nil
