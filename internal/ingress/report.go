@@ -48,4 +48,3 @@ func ParseReport(b []byte) (Report, error) {
 	r.Data = b[reportDataOff : reportDataOff+caplen]
 	return r, nil
 }
-
