@@ -45,7 +45,7 @@ int srchain_opot_headend(struct __sk_buff *skb)
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct srh_info si = {};
 	struct opot_chain *ch;
-	__u32 r, off = 0, profile, slot;
+	__u32 r, off = 0, idx, slot;
 
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
@@ -53,18 +53,18 @@ int srchain_opot_headend(struct __sk_buff *skb)
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_HEADEND);
 	if (!ch)
 		return TC_ACT_UNSPEC;
-	profile = ch->profile;
+	idx = ch->idx;
 	slot = ch->slot;
 	r = opot_grow(skb, &si, &off);
 	if (!r) {
 		ctx_reload(&c, CTX_TC);
-		r = opot_headend(&c.p, off, profile, slot);
+		r = opot_headend(&c.p, off, idx, slot);
 	}
 	if (r) {
 		/* A packet of an OPoT chain without its proof would only be
 		 * dropped at the verifier: drop it here, counted.
 		 */
-		opot_count(profile, r);
+		opot_count(idx, r);
 		count_drop(r);
 		return TC_ACT_SHOT;
 	}
@@ -77,7 +77,7 @@ int srchain_opot_transit(struct __sk_buff *skb)
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct srh_info si = {};
 	struct opot_chain *ch;
-	__u32 off = 0, profile;
+	__u32 off = 0, idx;
 
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
@@ -85,13 +85,13 @@ int srchain_opot_transit(struct __sk_buff *skb)
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_TRANSIT);
 	if (!ch)
 		return TC_ACT_UNSPEC;
-	profile = ch->profile;
+	idx = ch->idx;
 	/* A missing or malformed TLV is left for the verifier to drop and
 	 * count: a transit never drops (seed 003 III-A4).
 	 */
 	if (opot_find(&c, CTX_TC, &si, &off))
 		return TC_ACT_UNSPEC;
-	opot_transit(&c.p, off, profile);
+	opot_transit(&c.p, off, idx);
 	return TC_ACT_UNSPEC;
 }
 
@@ -101,7 +101,7 @@ int srchain_opot_verify(struct __sk_buff *skb)
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct srh_info si = {};
 	struct opot_chain *ch;
-	__u32 r, off = 0, profile, slot = 0;
+	__u32 r, off = 0, profile, idx, slot = 0;
 	__u64 seq = 0;
 	__u8 *tlv;
 
@@ -112,14 +112,15 @@ int srchain_opot_verify(struct __sk_buff *skb)
 	if (!ch)
 		return TC_ACT_UNSPEC;
 	profile = ch->profile;
+	idx = ch->idx;
 	r = opot_find(&c, CTX_TC, &si, &off);
 	if (!r) {
 		tlv = opot_tlv(&c.p, off);
 		if (tlv)
 			slot = tlv[OPOT_OFF_SLOT];
-		r = opot_verify(&c.p, off, profile, &seq);
+		r = opot_verify(&c.p, off, idx, &seq);
 	}
-	opot_count(profile, r);
+	opot_count(idx, r);
 	if (r) {
 		opot_report(profile, slot, r, seq);
 		count_drop(r);

@@ -43,13 +43,13 @@ _Static_assert((OPOT_WINDOW_BLOCKS & (OPOT_WINDOW_BLOCKS - 1)) == 0 &&
 #define OPOT_ROLE_TRANSIT 2
 #define OPOT_ROLE_VERIFIER 3
 
-/* opot_key names one profile slot of one chain (profile id: the chain's
- * number, given by the loader).
+/* A chain's profile slot on this node is named by the node-local index
+ * the loader gives the chain (opot_chain.idx, below OPOT_MAX_PROFILES,
+ * stable across applies; the functions below call it profile), not by
+ * the chain's global profile number: the per-slot state lives in arrays
+ * at profile * OPOT_SLOTS + slot (opot_slot_index), found without
+ * hashing.
  */
-struct opot_key {
-	__u32 profile;
-	__u32 slot;
-};
 
 /* opot_params is node j's part of a profile: internal/opot NodeParams
  * (the Go side converts with bpfprog.Params). Share = y_j + B_j (POLY-2
@@ -82,29 +82,41 @@ struct opot_window {
 #define OPOT_MAX_PROFILES 1024
 #endif
 
+/* Parameters, headend sequence counters and verifier windows, each an
+ * array at opot_slot_index. An all-zero parameter entry (role 0) is no
+ * profile. Sequence counters are shared by every CPU: atomic add, so two
+ * CPUs never send the same number.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, OPOT_MAX_PROFILES * OPOT_SLOTS);
-	__type(key, struct opot_key);
+	__type(key, __u32);
 	__type(value, struct opot_params);
 } opot_node_params SEC(".maps");
 
-/* Headend sequence counters (per chain and slot, shared by every CPU:
- * atomic add, so two CPUs never send the same number).
- */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, OPOT_MAX_PROFILES * OPOT_SLOTS);
-	__type(key, struct opot_key);
+	__type(key, __u32);
 	__type(value, __u64);
 } opot_seqs SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, OPOT_MAX_PROFILES * OPOT_SLOTS);
-	__type(key, struct opot_key);
+	__type(key, __u32);
 	__type(value, struct opot_window);
 } opot_windows SEC(".maps");
+
+/* opot_slot_index is the array index of (profile, slot); out of range
+ * gives an index no array has.
+ */
+static __always_inline __u32 opot_slot_index(__u32 profile, __u32 slot)
+{
+	if (profile >= OPOT_MAX_PROFILES || slot >= OPOT_SLOTS)
+		return OPOT_MAX_PROFILES * OPOT_SLOTS;
+	return profile * OPOT_SLOTS + slot;
+}
 
 /* opot_load64 reads a big-endian u64 byte by byte (any alignment). */
 static __always_inline __u64 opot_load64(const __u8 *b)
@@ -142,7 +154,7 @@ static __always_inline __u64 opot_hop(const struct opot_params *n, __u64 r, __u6
  */
 static __always_inline struct opot_params *opot_lookup(__u32 profile, __u32 slot, __u32 role)
 {
-	struct opot_key k = { .profile = profile, .slot = slot };
+	__u32 k = opot_slot_index(profile, slot);
 	struct opot_params *n = bpf_map_lookup_elem(&opot_node_params, &k);
 
 	if (!n || n->role != role)
@@ -159,7 +171,7 @@ static __always_inline struct opot_params *opot_lookup(__u32 profile, __u32 slot
  */
 static __always_inline __u32 opot_headend(const struct pkt *p, __u32 off, __u32 profile, __u32 slot)
 {
-	struct opot_key k = { .profile = profile, .slot = slot };
+	__u32 k = opot_slot_index(profile, slot);
 	struct opot_params *n;
 	__u64 *ctr, seq, r, cml;
 	__u8 *tlv;
@@ -259,17 +271,16 @@ static __always_inline __u32 opot_window_check_update(struct opot_window *w, __u
  */
 static __always_inline __u32 opot_verify(const struct pkt *p, __u32 off, __u32 profile, __u64 *seq)
 {
-	struct opot_key k = { .profile = profile };
 	struct opot_window *w;
 	struct opot_params *n;
 	__u64 r, cml;
-	__u32 ret;
+	__u32 ret, k;
 	__u8 *tlv = opot_tlv(p, off);
 
 	if (!tlv)
 		return DROP_OPOT_NO_TLV;
-	k.slot = tlv[OPOT_OFF_SLOT];
-	n = opot_lookup(profile, k.slot, OPOT_ROLE_VERIFIER);
+	k = opot_slot_index(profile, tlv[OPOT_OFF_SLOT]);
+	n = opot_lookup(profile, tlv[OPOT_OFF_SLOT], OPOT_ROLE_VERIFIER);
 	w = bpf_map_lookup_elem(&opot_windows, &k);
 	if (!n || !w)
 		return DROP_OPOT_NO_PROFILE;

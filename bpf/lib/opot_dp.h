@@ -24,7 +24,7 @@ struct opot_chain_key {
 };
 
 struct opot_chain {
-	__u32 profile; /* the opot_key profile id */
+	__u32 profile; /* the chain's profile number (events, counters) */
 	__u32 slot;    /* headend: the slot it starts packets with */
 	/* OPOT_ROLE_* of this node on the chain: a stage acts only on its
 	 * own role's entries, so a node that is the transit of one chain
@@ -32,6 +32,11 @@ struct opot_chain {
 	 * the other's packets. 0: any (test tables that load one role).
 	 */
 	__u32 role;
+	/* The chain's node-local index (< OPOT_MAX_PROFILES): its slots'
+	 * parameters, counters and windows are at opot_slot_index(idx,
+	 * slot), its verdict counters at opot_stat_index(idx, reason).
+	 */
+	__u32 idx;
 };
 
 struct {
@@ -41,18 +46,22 @@ struct {
 	__type(value, struct opot_chain);
 } opot_chains SEC(".maps");
 
-/* Verdicts per chain and reason (DROP_NONE: accepted), all CPUs. */
-struct opot_stat_key {
-	__u32 profile;
-	__u32 reason;
-};
-
+/* Verdicts per chain (its index) and reason (DROP_NONE: accepted), per
+ * CPU, at opot_stat_index.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, OPOT_MAX_PROFILES * 8);
-	__type(key, struct opot_stat_key);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, OPOT_MAX_PROFILES * DROP_MAX);
+	__type(key, __u32);
 	__type(value, __u64);
 } opot_stats SEC(".maps");
+
+static __always_inline __u32 opot_stat_index(__u32 idx, __u32 reason)
+{
+	if (idx >= OPOT_MAX_PROFILES || reason >= DROP_MAX)
+		return OPOT_MAX_PROFILES * DROP_MAX;
+	return idx * DROP_MAX + reason;
+}
 
 /* opot_event is one verifier drop, read by the agent/lab. */
 struct opot_event {
@@ -68,15 +77,13 @@ struct {
 	__uint(max_entries, 64 * 1024);
 } opot_events SEC(".maps");
 
-static __always_inline void opot_count(__u32 profile, __u32 reason)
+static __always_inline void opot_count(__u32 idx, __u32 reason)
 {
-	struct opot_stat_key k = { .profile = profile, .reason = reason };
-	__u64 one = 1, *v = bpf_map_lookup_elem(&opot_stats, &k);
+	__u32 k = opot_stat_index(idx, reason);
+	__u64 *v = bpf_map_lookup_elem(&opot_stats, &k);
 
 	if (v)
 		*v += 1;
-	else
-		bpf_map_update_elem(&opot_stats, &k, &one, BPF_NOEXIST);
 }
 
 /* opot_report sends a drop event; a full ring loses the event, never the

@@ -61,13 +61,13 @@ func newDemoCmd(e *env) *cobra.Command {
 					}
 				}()
 			}
-			if needsFlows(net) {
+			if lab.NeedsFlows(net) {
 				// The per-flow setup loops of the lab's NF pools, for
 				// as long as the probes run.
 				fctx, stop := context.WithCancel(ctx)
 				flowsDone := make(chan error, 1)
 				go func() {
-					flowsDone <- runLabFlows(fctx, net.Name, e.labOpts(), slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+					flowsDone <- lab.RunFlows(fctx, net.Name, e.labOpts(), slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 				}()
 				defer func() {
 					stop()

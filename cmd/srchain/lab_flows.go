@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,13 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/srchain/srchain/internal/flowsetup"
 	"github.com/srchain/srchain/internal/lab"
-	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -33,72 +29,15 @@ func newLabFlowsCmd(e *env) *cobra.Command {
 			"It follows `lab apply` and runs until interrupted; `lab up` starts it.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLabFlows(cmd.Context(), args[0], e.labOpts(), slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+			return lab.RunFlows(cmd.Context(), args[0], e.labOpts(), slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 		},
-	}
-}
-
-// needsFlows reports whether a node of net has an NF pool.
-func needsFlows(net *state.Network) bool {
-	for _, n := range net.Nodes {
-		if _, ok := flowsetup.PoolConfig(n); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// runLabFlows keeps a flow-setup loop per node of the lab's recorded
-// state (read again every second, so `lab apply` is followed) until ctx
-// ends.
-func runLabFlows(ctx context.Context, name string, opts lab.Options, log *slog.Logger) error {
-	type node struct {
-		ns *netns.NS
-		r  *flowsetup.Runner
-	}
-	nodes := map[string]*node{}
-	defer func() {
-		for _, n := range nodes {
-			n.r.Stop()
-			n.ns.Close()
-		}
-	}()
-	for {
-		rec, err := lab.Load(name, opts)
-		if err != nil {
-			return fmt.Errorf("lab flows: %w", err)
-		}
-		if rec.Network != nil {
-			for _, sn := range rec.Network.Nodes {
-				if _, ok := flowsetup.PoolConfig(sn); !ok && nodes[sn.Name] == nil {
-					continue
-				}
-				n := nodes[sn.Name]
-				if n == nil {
-					ns, err := lab.Open(name, sn.Name, opts)
-					if err != nil {
-						return fmt.Errorf("lab flows: %w", err)
-					}
-					n = &node{ns: ns, r: &flowsetup.Runner{NS: ns, Log: log.With("node", sn.Name)}}
-					nodes[sn.Name] = n
-				}
-				if err := n.r.Set(ctx, sn); err != nil {
-					log.Error("lab flows", "node", sn.Name, "err", err)
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
 	}
 }
 
 // startLabFlows starts `srchain lab flows` as a process of the lab when
 // its state has an NF pool; its output goes to <state-dir>/<lab>.flows.log.
 func startLabFlows(out io.Writer, rec *lab.Record, net *state.Network, opts lab.Options) error {
-	if !needsFlows(net) {
+	if !lab.NeedsFlows(net) {
 		return nil
 	}
 	self, err := os.Executable()

@@ -173,21 +173,21 @@ func opotStages(d *DUT) (*opotdp.Objects, error) {
 // and the headend's counter or the verifier's window.
 func opotChain(o *opotdp.Objects, n opot.NodeParams, sid, last netip.Addr) error {
 	ck := opotdp.ChainKey{Sid: sid.As16(), Last: last.As16()}
-	if err := o.OpotChains.Put(&ck, &opotdp.Chain{Profile: opotID, Slot: opotSlot, Role: uint32(n.Role)}); err != nil {
+	if err := o.OpotChains.Put(&ck, &opotdp.Chain{Profile: opotID, Slot: opotSlot, Role: uint32(n.Role), Idx: opotID}); err != nil {
 		return fmt.Errorf("set opot chain: %w", err)
 	}
-	k := opotdp.Key{Profile: opotID, Slot: opotSlot}
+	k := opotdp.Key{Index: opotID, Slot: opotSlot}
 	v := opotdp.FromNode(n)
-	if err := o.OpotNodeParams.Put(&k, &v); err != nil {
+	if err := o.OpotNodeParams.Put(k.Array(), &v); err != nil {
 		return fmt.Errorf("set opot params: %w", err)
 	}
 	switch n.Role {
 	case opot.RoleHeadend:
-		if err := o.OpotSeqs.Put(&k, uint64(0)); err != nil {
+		if err := o.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
 			return fmt.Errorf("set opot sequence: %w", err)
 		}
 	case opot.RoleVerifier:
-		if err := o.OpotWindows.Put(&k, &opotdp.Window{}); err != nil {
+		if err := o.OpotWindows.Put(k.Array(), &opotdp.Window{}); err != nil {
 			return fmt.Errorf("set opot window: %w", err)
 		}
 	}

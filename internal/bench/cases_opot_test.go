@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/srchain/srchain/internal/drop"
 	"os"
 	"testing"
 	"time"
@@ -179,18 +180,18 @@ func TestOPoTLine(t *testing.T) {
 			if sink.Packets < sent || sink.Packets > sent+opotNoise || sent < 100 {
 				t.Fatalf("sent %d, sink got %d", sent, sink.Packets)
 			}
-			drops := statSum(t, o.OpotStats, func(k opotdp.StatKey) bool { return k.Reason != 0 })
+			drops := statSum(t, o.OpotStats, func(idx uint32, r drop.Reason) bool { return r != drop.None })
 			if drops != 0 {
 				t.Errorf("stage dropped or refused %d frames", drops)
 			}
 			switch tc.c.Name {
 			case CaseOPoTVerify.Name:
-				if ok := statSum(t, o.OpotStats, func(k opotdp.StatKey) bool { return k.Reason == 0 && k.Profile == opotID }); ok != sent {
+				if ok := statSum(t, o.OpotStats, func(idx uint32, r drop.Reason) bool { return r == drop.None && idx == opotID }); ok != sent {
 					t.Errorf("verified %d of %d frames", ok, sent)
 				}
 			case CaseOPoTHeadend.Name:
 				var seq uint64
-				if err := o.OpotSeqs.Lookup(&opotdp.Key{Profile: opotID, Slot: opotSlot}, &seq); err != nil {
+				if err := o.OpotSeqs.Lookup(opotdp.Key{Index: opotID, Slot: opotSlot}.Array(), &seq); err != nil {
 					t.Fatal(err)
 				}
 				if seq != sent {
@@ -261,16 +262,16 @@ func sendLine(ctx context.Context, t *testing.T, l *Line, c Case, pps float64) (
 	return sent, sc
 }
 
-func statSum(t *testing.T, m *ebpf.Map, keep func(opotdp.StatKey) bool) uint64 {
+func statSum(t *testing.T, m *ebpf.Map, keep func(idx uint32, r drop.Reason) bool) uint64 {
 	t.Helper()
 	var (
-		k   opotdp.StatKey
+		k   uint32
 		per []uint64
 		sum uint64
 	)
 	it := m.Iterate()
 	for it.Next(&k, &per) {
-		if keep(k) {
+		if keep(k/uint32(drop.Max), drop.Reason(k%uint32(drop.Max))) {
 			for _, v := range per {
 				sum += v
 			}

@@ -243,3 +243,17 @@ func (v *Verifier) String() string {
 
 // Format makes every verb print String.
 func (v *Verifier) Format(st fmt.State, _ rune) { _, _ = io.WriteString(st, v.String()) }
+
+// MaxChainsPerNode is OPOT_MAX_PROFILES (bpf/lib/opot.h): the OPoT
+// chains one node takes part in, each given a node-local index below it.
+const MaxChainsPerNode = 1024
+
+// SlotKey names one profile slot of one chain on a node: the chain's
+// node-local index and the slot.
+type SlotKey struct {
+	Index, Slot uint32
+}
+
+// Array is the key of the data plane's per-slot arrays (parameters,
+// sequence counters, windows; bpf/lib/opot.h opot_slot_index).
+func (k SlotKey) Array() uint32 { return k.Index*Slots + k.Slot }

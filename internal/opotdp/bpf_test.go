@@ -49,21 +49,21 @@ func newNode(t *testing.T, id uint32, slot uint8, n opot.NodeParams, sid, last n
 	}
 	t.Cleanup(func() { nd.objs.Close() })
 	ck := ChainKey{Sid: sid.As16(), Last: last.As16()}
-	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot)}); err != nil {
+	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Idx: id}); err != nil {
 		t.Fatal(err)
 	}
-	k := Key{Profile: id, Slot: uint32(slot)}
+	k := Key{Index: id, Slot: uint32(slot)}
 	v := FromNode(n)
-	if err := nd.objs.OpotNodeParams.Put(&k, &v); err != nil {
+	if err := nd.objs.OpotNodeParams.Put(k.Array(), &v); err != nil {
 		t.Fatal(err)
 	}
 	switch n.Role {
 	case opot.RoleHeadend:
-		if err := nd.objs.OpotSeqs.Put(&k, uint64(0)); err != nil {
+		if err := nd.objs.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
 			t.Fatal(err)
 		}
 	case opot.RoleVerifier:
-		if err := nd.objs.OpotWindows.Put(&k, &Window{}); err != nil {
+		if err := nd.objs.OpotWindows.Put(k.Array(), &Window{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,7 +103,7 @@ func tlvOff(n int) int { return ethLen + 40 + 8 + 16*n }
 func stats(t *testing.T, m *ebpf.Map, id uint32, r drop.Reason) uint64 {
 	t.Helper()
 	var per []uint64
-	if err := m.Lookup(&StatKey{Profile: id, Reason: uint32(r)}, &per); err != nil {
+	if err := m.Lookup(StatIndex(id, r), &per); err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return 0
 		}

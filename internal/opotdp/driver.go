@@ -108,8 +108,36 @@ var ErrConfig = errors.New("bad opot config")
 // secrets. A chain without the secret of a slot gets no parameters for
 // it (its packets of that slot are dropped at the verifier); a chain
 // without any is an error.
-func want(node state.Node, cfg state.OPoTConfig) (desired, error) {
+//
+// Each chain gets a node-local index (Chain.Idx) below
+// opot.MaxChainsPerNode, the key of its slots in the parameter, counter
+// and window arrays: a chain already in have (same SID pair and profile)
+// keeps its index, so its counters and windows stay; the others take the
+// lowest free ones.
+func want(node state.Node, cfg state.OPoTConfig, have map[ChainKey]Chain) (desired, error) {
 	d := desired{chains: map[ChainKey]Chain{}, params: map[Key]Params{}, stages: map[string][]string{}}
+	if len(cfg.Chains) > opot.MaxChainsPerNode {
+		return d, fmt.Errorf("%w: %d opot chains on the node, at most %d", ErrConfig, len(cfg.Chains), opot.MaxChainsPerNode)
+	}
+	idx := map[ChainKey]uint32{}
+	used := map[uint32]bool{}
+	for _, ch := range cfg.Chains {
+		k := ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}
+		if h, ok := have[k]; ok && h.Profile == ch.Profile && h.Idx < opot.MaxChainsPerNode && !used[h.Idx] {
+			idx[k], used[h.Idx] = h.Idx, true
+		}
+	}
+	next := uint32(0)
+	for _, ch := range cfg.Chains {
+		k := ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}
+		if _, ok := idx[k]; ok {
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		idx[k], used[next] = next, true
+	}
 	for _, ch := range cfg.Chains {
 		role, err := roleOf(ch.Role)
 		if err != nil {
@@ -122,7 +150,7 @@ func want(node state.Node, cfg state.OPoTConfig) (desired, error) {
 		if _, dup := d.chains[k]; dup {
 			return d, fmt.Errorf("opot chain %s: %w: two chains with SID %s and egress %s", ch.Name, ErrConfig, ch.SID, ch.Last)
 		}
-		d.chains[k] = Chain{Profile: ch.Profile, Slot: uint32(ch.Slot), Role: uint32(role)}
+		d.chains[k] = Chain{Profile: ch.Profile, Slot: uint32(ch.Slot), Role: uint32(role), Idx: idx[k]}
 		found := 0
 		for slot := range state.OPoTSlots {
 			name := state.OPoTSecretName(ch.Name, int(ch.Profile), slot)
@@ -138,7 +166,7 @@ func want(node state.Node, cfg state.OPoTConfig) (desired, error) {
 			if n.Role != role {
 				return d, fmt.Errorf("opot chain %s: secret %s is for a %s, the node is the chain's %s: %w", ch.Name, name, n.Role, ch.Role, ErrConfig)
 			}
-			d.params[Key{Profile: ch.Profile, Slot: uint32(slot)}] = FromNode(n)
+			d.params[Key{Index: idx[k], Slot: uint32(slot)}] = FromNode(n)
 			found++
 		}
 		if found == 0 {
@@ -221,7 +249,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, err
 	}
-	d, err := want(node, cfg)
+	d, err := want(node, cfg, nil)
 	if err != nil {
 		return nil, fmt.Errorf("opot: %w", err)
 	}
@@ -266,6 +294,13 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	defer o.Close()
+	have, err := dumpChains(o.OpotChains)
+	if err != nil {
+		return fail(err)
+	}
+	if d, err = want(node, cfg, have); err != nil {
+		return fail(err)
+	}
 	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
 		return fail(err)
 	}
@@ -296,7 +331,7 @@ func syncMaps(dir string, o *Objects, d desired, j *journal) error {
 		if err := o.OpotChains.Put(&k, &v); err != nil {
 			return fmt.Errorf("write opot chain: %w", err)
 		}
-		*j = append(*j, restore(dir, "opot_chains", k, old, ok))
+		*j = append(*j, restore(dir, "opot_chains", k, old))
 	}
 	for k, old := range have {
 		if _, ok := d.chains[k]; ok {
@@ -305,23 +340,24 @@ func syncMaps(dir string, o *Objects, d desired, j *journal) error {
 		if err := o.OpotChains.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("delete opot chain: %w", err)
 		}
-		*j = append(*j, restore(dir, "opot_chains", k, old, true))
+		*j = append(*j, restore(dir, "opot_chains", k, old))
 	}
 	// Parameters: a slot whose parameters change starts afresh (its
-	// sequence counter and window belong to the old profile).
+	// sequence counter and window belong to the old profile). The maps
+	// are arrays: a slot no chain uses holds zeros.
 	params, err := dumpParams(o.OpotNodeParams)
 	if err != nil {
 		return err
 	}
 	for k, v := range d.params {
 		old, ok := params[k]
-		if !ok || old != v {
-			if err := o.OpotNodeParams.Put(&k, &v); err != nil {
+		fresh := !ok || old != v
+		if fresh {
+			if err := o.OpotNodeParams.Put(k.Array(), &v); err != nil {
 				return fmt.Errorf("write opot parameters: %w", err)
 			}
-			*j = append(*j, restore(dir, "opot_node_params", k, old, ok))
+			*j = append(*j, restore(dir, "opot_node_params", k.Array(), old))
 		}
-		fresh := !ok || old != v
 		switch opot.Role(v.Role) {
 		case opot.RoleHeadend:
 			if err := resetValue(o.OpotSeqs, k, uint64(0), fresh); err != nil {
@@ -337,49 +373,46 @@ func syncMaps(dir string, o *Objects, d desired, j *journal) error {
 		if _, ok := d.params[k]; ok {
 			continue
 		}
-		if err := o.OpotNodeParams.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete opot parameters: %w", err)
+		if err := o.OpotNodeParams.Put(k.Array(), &Params{}); err != nil {
+			return fmt.Errorf("clear opot parameters: %w", err)
 		}
-		*j = append(*j, restore(dir, "opot_node_params", k, old, true))
-		for _, m := range []*ebpf.Map{o.OpotSeqs, o.OpotWindows} {
-			if err := m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return fmt.Errorf("delete opot state: %w", err)
-			}
+		*j = append(*j, restore(dir, "opot_node_params", k.Array(), old))
+		if err := o.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
+			return fmt.Errorf("clear opot state: %w", err)
+		}
+		if err := o.OpotWindows.Put(k.Array(), &Window{}); err != nil {
+			return fmt.Errorf("clear opot state: %w", err)
 		}
 	}
 	return nil
 }
 
-// resetValue puts zero at k of m when reset is set or k is missing.
+// resetValue puts zero at k of the array m when reset is set.
 // The undo of a reset cannot give back a window or counter that packets
 // moved since: it leaves them (the old parameters it restores start over
 // from what it finds, which the verifier sees as stale at worst).
 func resetValue[V any](m *ebpf.Map, k Key, zero V, reset bool) error {
-	flags := ebpf.UpdateNoExist
-	if reset {
-		flags = ebpf.UpdateAny
-	}
-	err := m.Update(&k, &zero, flags)
-	if errors.Is(err, ebpf.ErrKeyExist) {
+	if !reset {
 		return nil
 	}
-	if err != nil {
+	if err := m.Put(k.Array(), &zero); err != nil {
 		return fmt.Errorf("reset opot %s: %w", m.String(), err)
 	}
 	return nil
 }
 
-// restore is the undo of a write to m at k: it puts old back (or
-// deletes k when it had none). It opens m's pin again when run: Apply
-// closes its handles when it returns.
-func restore[K, V any](dir, name string, k K, old V, had bool) func() error {
+// restore is the undo of a write to m at k: it puts old back (for a
+// hash map without old, it deletes k). It opens m's pin again when run:
+// Apply closes its handles when it returns.
+func restore[K, V comparable](dir, name string, k K, old V) func() error {
 	return func() error {
 		pm, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
 		if err != nil {
 			return fmt.Errorf("undo opot map write: %w", err)
 		}
 		defer pm.Close()
-		if had {
+		var zero V
+		if old != zero || pm.Type() == ebpf.Array {
 			return pm.Put(&k, &old)
 		}
 		if err := pm.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -403,13 +436,16 @@ func dumpChains(m *ebpf.Map) (map[ChainKey]Chain, error) {
 	return out, nil
 }
 
+// dumpParams reads the parameter array: the slots in use (role set).
 func dumpParams(m *ebpf.Map) (map[Key]Params, error) {
 	out := map[Key]Params{}
-	var k Key
+	var k uint32
 	var v Params
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		out[k] = v
+		if v.Role != 0 {
+			out[Key{Index: k / opot.Slots, Slot: k % opot.Slots}] = v
+		}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read opot parameters: %w", err)
@@ -526,8 +562,7 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, err
 	}
-	d, err := want(node, cfg)
-	if err != nil {
+	if _, err := want(node, cfg, nil); err != nil {
 		return nil, fmt.Errorf("check opot: %w", err)
 	}
 	dir := PinDir(ns)
@@ -546,9 +581,17 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("check opot: %w", err)
 	}
+	d, err := want(node, cfg, chains)
+	if err != nil {
+		return nil, fmt.Errorf("check opot: %w", err)
+	}
 	names := map[uint32]string{}
 	for _, ch := range cfg.Chains {
 		names[ch.Profile] = ch.Name
+	}
+	byIdx := map[uint32]string{}
+	for _, v := range d.chains {
+		byIdx[v.Idx] = names[v.Profile]
 	}
 	for _, k := range sortedChainKeys(d.chains) {
 		v := d.chains[k]
@@ -566,12 +609,10 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("check opot: %w", err)
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(d.params), func(a, b Key) int {
-		return int(a.Profile)*2 + int(a.Slot) - int(b.Profile)*2 - int(b.Slot)
-	}) {
+	for _, k := range slices.SortedFunc(maps.Keys(d.params), func(a, b Key) int { return int(a.Array()) - int(b.Array()) }) {
 		// Never print the parameters: say which slot differs.
 		if have, ok := params[k]; !ok || have != d.params[k] {
-			drift = append(drift, fmt.Sprintf("opot chain %s: parameters of slot %d missing or different", names[k.Profile], k.Slot))
+			drift = append(drift, fmt.Sprintf("opot chain %s: parameters of slot %d missing or different", byIdx[k.Index], k.Slot))
 		}
 	}
 	for _, stage := range slices.Sorted(maps.Keys(d.stages)) {
@@ -626,18 +667,31 @@ func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p sta
 		return nil, fmt.Errorf("read opot counters: %w", err)
 	}
 	defer sm.Close()
-	stats, err := readStats(sm)
+	cm, err := ebpf.LoadPinnedMap(dir+"/opot_chains", nil)
+	if err != nil {
+		return nil, fmt.Errorf("read opot counters: %w", err)
+	}
+	defer cm.Close()
+	chains, err := dumpChains(cm)
 	if err != nil {
 		return nil, err
 	}
 	var out []kind.Counter
 	for _, ch := range cfg.Chains {
+		c, ok := chains[ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}]
+		if !ok || c.Profile != ch.Profile {
+			continue
+		}
+		stats, err := readStats(sm, c.Idx)
+		if err != nil {
+			return nil, err
+		}
 		pre := "chain/" + ch.Name + "/"
 		if ch.Role == state.OPoTVerifier {
-			out = append(out, kind.Counter{Name: pre + "verified", Value: stats[StatKey{Profile: ch.Profile, Reason: 0}]})
+			out = append(out, kind.Counter{Name: pre + "verified", Value: stats[drop.None]})
 		}
 		for r := drop.Reason(1); r < drop.Max; r++ {
-			if v := stats[StatKey{Profile: ch.Profile, Reason: uint32(r)}]; v != 0 {
+			if v := stats[r]; v != 0 {
 				out = append(out, kind.Counter{Name: pre + "drop/" + r.String(), Value: v})
 			}
 		}
@@ -659,24 +713,25 @@ func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p sta
 	return out, nil
 }
 
-// readStats sums opot_stats over CPUs.
-func readStats(m *ebpf.Map) (map[StatKey]uint64, error) {
-	out := map[StatKey]uint64{}
-	var k StatKey
-	var per []uint64
-	it := m.Iterate()
-	for it.Next(&k, &per) {
-		var s uint64
-		for _, v := range per {
-			s += v
+// readStats returns the verdict counters of the chain at index idx,
+// summed over CPUs, by reason.
+func readStats(m *ebpf.Map, idx uint32) ([drop.Max]uint64, error) {
+	var out [drop.Max]uint64
+	for r := range drop.Max {
+		var per []uint64
+		if err := m.Lookup(StatIndex(idx, r), &per); err != nil {
+			return out, fmt.Errorf("read opot counters: %w", err)
 		}
-		out[k] = s
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("read opot counters: %w", err)
+		for _, v := range per {
+			out[r] += v
+		}
 	}
 	return out, nil
 }
+
+// StatIndex is the opot_stats key of a chain's counter of reason r
+// (bpf/lib/opot_dp.h opot_stat_index).
+func StatIndex(idx uint32, r drop.Reason) uint32 { return idx*uint32(drop.Max) + uint32(r) }
 
 // Events drains the verifier's drop events (the opot_events ring) of the
 // node: each event is returned once. An event names the chain, the

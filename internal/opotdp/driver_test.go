@@ -156,11 +156,11 @@ func TestDriver(t *testing.T) {
 	}
 	defer chains.Close()
 	var ch Chain
-	if err := chains.Lookup(&ChainKey{Sid: netip.MustParseAddr("fd00:1::b").As16(), Last: netip.MustParseAddr("fd00:9::b").As16()}, &ch); err != nil || ch != (Chain{Profile: 2, Role: uint32(opot.RoleTransit)}) {
+	if err := chains.Lookup(&ChainKey{Sid: netip.MustParseAddr("fd00:1::b").As16(), Last: netip.MustParseAddr("fd00:9::b").As16()}, &ch); err != nil || ch != (Chain{Profile: 2, Role: uint32(opot.RoleTransit), Idx: 1}) {
 		t.Fatalf("chain b entry %+v, %v", ch, err)
 	}
-	k := Key{Profile: 1, Slot: 0}
-	if err := seqs.Put(&k, uint64(42)); err != nil { // packets went out
+	k := Key{Index: 0, Slot: 0}.Array()
+	if err := seqs.Put(k, uint64(42)); err != nil { // packets went out
 		t.Fatal(err)
 	}
 	// Same keys, another secret list object: the counter stays.
@@ -169,7 +169,7 @@ func TestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seq uint64
-	if err := seqs.Lookup(&k, &seq); err != nil || seq != 42 {
+	if err := seqs.Lookup(k, &seq); err != nil || seq != 42 {
 		t.Fatalf("seq after re-apply with the same keys: %d, %v; want 42", seq, err)
 	}
 	// New keys for chain a: slot 0 restarts at 0; undo restores them.
@@ -179,7 +179,7 @@ func TestDriver(t *testing.T) {
 	if err != nil || u == nil {
 		t.Fatalf("apply new keys: undo %v, %v", u != nil, err)
 	}
-	if err := seqs.Lookup(&k, &seq); err != nil || seq != 0 {
+	if err := seqs.Lookup(k, &seq); err != nil || seq != 0 {
 		t.Fatalf("seq after new keys: %d, %v; want 0", seq, err)
 	}
 	if drift, _ := d.Check(ctx, a, node, p); len(drift) != 2 || !strings.Contains(drift[0], "chain a: parameters of slot 0") {

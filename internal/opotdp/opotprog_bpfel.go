@@ -18,18 +18,13 @@ type opotProgOpotChain struct {
 	Profile uint32
 	Slot    uint32
 	Role    uint32
+	Idx     uint32
 }
 
 type opotProgOpotChainKey struct {
 	_    structs.HostLayout
 	Sid  [16]uint8
 	Last [16]uint8
-}
-
-type opotProgOpotKey struct {
-	_       structs.HostLayout
-	Profile uint32
-	Slot    uint32
 }
 
 type opotProgOpotParams struct {
@@ -43,12 +38,6 @@ type opotProgOpotParams struct {
 	EncR   uint64
 	EncCml uint64
 	Secret uint64
-}
-
-type opotProgOpotStatKey struct {
-	_       structs.HostLayout
-	Profile uint32
-	Reason  uint32
 }
 
 type opotProgOpotWindow struct {

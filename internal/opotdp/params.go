@@ -9,10 +9,9 @@ import (
 // Map value and key types, generated from bpf/lib/opot*.h by bpf2go.
 type (
 	Params   = opotProgOpotParams
-	Key      = opotProgOpotKey
+	Key      = opot.SlotKey
 	ChainKey = opotProgOpotChainKey
 	Chain    = opotProgOpotChain
-	StatKey  = opotProgOpotStatKey
 	Window   = opotProgOpotWindow
 	Objects  = opotProgObjects
 )

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -29,6 +30,18 @@ func TestLabExamples(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			s, net := example(t, file, fmt.Sprintf("x%d", i))
 			opts := up(t, net)
+			if lab.NeedsFlows(net) {
+				// NF pools: the per-flow setup loops, as lab up runs them.
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- lab.RunFlows(ctx, net.Name, opts, nil) }()
+				defer func() {
+					cancel()
+					if err := <-done; err != nil {
+						t.Errorf("lab flows: %v", err)
+					}
+				}()
+			}
 			pr, err := lab.NewProber(net.Name, opts)
 			if err != nil {
 				t.Fatal(err)

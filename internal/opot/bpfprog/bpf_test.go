@@ -113,18 +113,18 @@ func (h *harness) install(t *testing.T, c int, slot uint8, p *opot.Profile) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := Key{Profile: nodeID(c, j), Slot: uint32(slot)}
+		k := Key{Index: nodeID(c, j), Slot: uint32(slot)}.Array()
 		v := FromNode(n)
-		if err := h.objs.OpotNodeParams.Put(&k, &v); err != nil {
+		if err := h.objs.OpotNodeParams.Put(k, &v); err != nil {
 			t.Fatal(err)
 		}
 		switch n.Role {
 		case opot.RoleHeadend:
-			if err := h.objs.OpotSeqs.Put(&k, uint64(0)); err != nil {
+			if err := h.objs.OpotSeqs.Put(k, uint64(0)); err != nil {
 				t.Fatal(err)
 			}
 		case opot.RoleVerifier:
-			if err := h.objs.OpotWindows.Put(&k, &Window{}); err != nil {
+			if err := h.objs.OpotWindows.Put(k, &Window{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -507,7 +507,7 @@ func TestBPFMalformed(t *testing.T) {
 			}
 		}
 		for _, xdp := range []bool{false, true} {
-			_ = h.objs.OpotWindows.Put(&Key{Profile: nodeID(2, 2)}, &Window{})
+			_ = h.objs.OpotWindows.Put(Key{Index: nodeID(2, 2)}.Array(), &Window{})
 			ok, _, r := h.run(t, opVerify, nodeID(2, 2), 0, in, xdp)
 			if ok != (tc.want == drop.None) || r != tc.want {
 				t.Errorf("%s (xdp %v): pass %v reason %v, want %v", tc.name, xdp, ok, r, tc.want)
@@ -528,7 +528,7 @@ func TestBPFMalformed(t *testing.T) {
 	if ok, _, r := h.run(t, opHeadend, nodeID(9, 0), 0, in, false); ok || r != drop.OPoTNoProfile {
 		t.Errorf("headend without profile: pass %v reason %v", ok, r)
 	}
-	if err := h.objs.OpotSeqs.Put(&Key{Profile: nodeID(2, 0)}, uint64(opot.MaxSeq)); err != nil {
+	if err := h.objs.OpotSeqs.Put(Key{Index: nodeID(2, 0)}.Array(), uint64(opot.MaxSeq)); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, r := h.run(t, opHeadend, nodeID(2, 0), 0, in, false); ok || r != drop.OPoTSeqExhausted {

@@ -13,12 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type opotTestProgOpotKey struct {
-	_       structs.HostLayout
-	Profile uint32
-	Slot    uint32
-}
-
 type opotTestProgOpotParams struct {
 	_      structs.HostLayout
 	Role   uint32
