@@ -7,8 +7,8 @@
  *
  * Nothing in the packet is trusted: the TLV is found by walking the SRH
  * TLV area (bounded by SRCHAIN_MAX_TLVS), its type, length, slot and
- * reserved bytes are checked, and RND/CML are read byte-wise, so any
- * alignment works (docs/opot.md: readers must not rely on placement).
+ * reserved bytes are checked, and RND/CML are read wherever they sit
+ * (docs/opot.md: readers must not rely on placement; opot_load64).
  *
  * Every function returns 0 (DROP_NONE) or a drop reason.
  */
@@ -118,27 +118,20 @@ static __always_inline __u32 opot_slot_index(__u32 profile, __u32 slot)
 	return profile * OPOT_SLOTS + slot;
 }
 
-/* opot_load64 reads a big-endian u64 byte by byte (any alignment). */
+/* opot_load64 reads a big-endian u64 from the packet in one load: the
+ * TLV's values sit at any 8-byte alignment the SRH gives them (the
+ * Ethernet header alone makes it 2 mod 8), and the verifier accepts
+ * misaligned packet access where the CPU does it efficiently (x86, arm64;
+ * elsewhere the program fails to load instead of misreading).
+ */
 static __always_inline __u64 opot_load64(const __u8 *b)
 {
-	__u64 v = 0;
-	int i;
-
-#pragma unroll
-	for (i = 0; i < 8; i++)
-		v = (v << 8) | b[i];
-	return v;
+	return bpf_be64_to_cpu(*(const __u64 *)b);
 }
 
 static __always_inline void opot_store64(__u8 *b, __u64 v)
 {
-	int i;
-
-#pragma unroll
-	for (i = 7; i >= 0; i--) {
-		b[i] = (__u8)v;
-		v >>= 8;
-	}
+	*(__u64 *)b = bpf_cpu_to_be64(v);
 }
 
 /* opot_hop adds node n's term (seed 003 Eq. 4):

@@ -172,8 +172,8 @@ func opotStages(d *DUT) (*opotdp.Objects, error) {
 // opotChain installs node n's chain entry (sid, last) and parameters,
 // and the headend's counter or the verifier's window.
 func opotChain(o *opotdp.Objects, n opot.NodeParams, sid, last netip.Addr) error {
-	ck := opotdp.ChainKey{Sid: sid.As16(), Last: last.As16()}
-	if err := o.OpotChains.Put(&ck, &opotdp.Chain{Profile: opotID, Slot: opotSlot, Role: uint32(n.Role), Idx: opotID}); err != nil {
+	ck := opotdp.ChainKey{Last: last.As16()}
+	if err := o.OpotChains.Put(&ck, &opotdp.Chain{Profile: opotID, Slot: opotSlot, Role: uint32(n.Role), Idx: opotID, Sid: sid.As16()}); err != nil {
 		return fmt.Errorf("set opot chain: %w", err)
 	}
 	k := opotdp.Key{Index: opotID, Slot: opotSlot}

@@ -48,8 +48,8 @@ func newNode(t *testing.T, id uint32, slot uint8, n opot.NodeParams, sid, last n
 		t.Fatalf("load opot programs: %v", err)
 	}
 	t.Cleanup(func() { nd.objs.Close() })
-	ck := ChainKey{Sid: sid.As16(), Last: last.As16()}
-	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Idx: id}); err != nil {
+	ck := ChainKey{Last: last.As16()}
+	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Idx: id, Sid: sid.As16()}); err != nil {
 		t.Fatal(err)
 	}
 	k := Key{Index: id, Slot: uint32(slot)}

@@ -122,14 +122,14 @@ func want(node state.Node, cfg state.OPoTConfig, have map[ChainKey]Chain) (desir
 	idx := map[ChainKey]uint32{}
 	used := map[uint32]bool{}
 	for _, ch := range cfg.Chains {
-		k := ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}
+		k := ChainKey{Last: ch.Last.As16()}
 		if h, ok := have[k]; ok && h.Profile == ch.Profile && h.Idx < opot.MaxChainsPerNode && !used[h.Idx] {
 			idx[k], used[h.Idx] = h.Idx, true
 		}
 	}
 	next := uint32(0)
 	for _, ch := range cfg.Chains {
-		k := ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}
+		k := ChainKey{Last: ch.Last.As16()}
 		if _, ok := idx[k]; ok {
 			continue
 		}
@@ -146,11 +146,11 @@ func want(node state.Node, cfg state.OPoTConfig, have map[ChainKey]Chain) (desir
 		if !ch.SID.Is6() || !ch.Last.Is6() || ch.Profile == 0 || ch.Slot > 1 {
 			return d, fmt.Errorf("opot chain %s: %w: sid, last SID, profile or slot", ch.Name, ErrConfig)
 		}
-		k := ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}
+		k := ChainKey{Last: ch.Last.As16()}
 		if _, dup := d.chains[k]; dup {
-			return d, fmt.Errorf("opot chain %s: %w: two chains with SID %s and egress %s", ch.Name, ErrConfig, ch.SID, ch.Last)
+			return d, fmt.Errorf("opot chain %s: %w: two entries with egress SID %s (a node has one role in a chain)", ch.Name, ErrConfig, ch.Last)
 		}
-		d.chains[k] = Chain{Profile: ch.Profile, Slot: uint32(ch.Slot), Role: uint32(role), Idx: idx[k]}
+		d.chains[k] = Chain{Profile: ch.Profile, Slot: uint32(ch.Slot), Role: uint32(role), Idx: idx[k], Sid: ch.SID.As16()}
 		found := 0
 		for slot := range state.OPoTSlots {
 			name := state.OPoTSecretName(ch.Name, int(ch.Profile), slot)
@@ -633,7 +633,7 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 
 func sortedChainKeys(m map[ChainKey]Chain) []ChainKey {
 	return slices.SortedFunc(maps.Keys(m), func(a, b ChainKey) int {
-		return cmpBytes(append(a.Sid[:], a.Last[:]...), append(b.Sid[:], b.Last[:]...))
+		return cmpBytes(a.Last[:], b.Last[:])
 	})
 }
 
@@ -678,7 +678,7 @@ func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p sta
 	}
 	var out []kind.Counter
 	for _, ch := range cfg.Chains {
-		c, ok := chains[ChainKey{Sid: ch.SID.As16(), Last: ch.Last.As16()}]
+		c, ok := chains[ChainKey{Last: ch.Last.As16()}]
 		if !ok || c.Profile != ch.Profile {
 			continue
 		}

@@ -156,7 +156,7 @@ func TestDriver(t *testing.T) {
 	}
 	defer chains.Close()
 	var ch Chain
-	if err := chains.Lookup(&ChainKey{Sid: netip.MustParseAddr("fd00:1::b").As16(), Last: netip.MustParseAddr("fd00:9::b").As16()}, &ch); err != nil || ch != (Chain{Profile: 2, Role: uint32(opot.RoleTransit), Idx: 1}) {
+	if err := chains.Lookup(&ChainKey{Last: netip.MustParseAddr("fd00:9::b").As16()}, &ch); err != nil || ch != (Chain{Profile: 2, Role: uint32(opot.RoleTransit), Idx: 1, Sid: netip.MustParseAddr("fd00:1::b").As16()}) {
 		t.Fatalf("chain b entry %+v, %v", ch, err)
 	}
 	k := Key{Index: 0, Slot: 0}.Array()

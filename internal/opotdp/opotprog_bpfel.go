@@ -19,11 +19,11 @@ type opotProgOpotChain struct {
 	Slot    uint32
 	Role    uint32
 	Idx     uint32
+	Sid     [16]uint8
 }
 
 type opotProgOpotChainKey struct {
 	_    structs.HostLayout
-	Sid  [16]uint8
 	Last [16]uint8
 }
 
