@@ -204,7 +204,22 @@ func load(dir string) (*objs, error) {
 		}
 	}
 	var o objs
-	if err := spec.LoadAndAssign(&o.Objects, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}); err != nil {
+	err = spec.LoadAndAssign(&o.Objects, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
+	if errors.Is(err, ebpf.ErrMapIncompatible) {
+		// Maps pinned by an older build with another layout (the
+		// per-slot state moved from hash maps to arrays, chains are
+		// keyed by their last SID): their state (sequence numbers,
+		// windows, counters) cannot be carried over. Start afresh; the
+		// headend and the verifier restart together, so at worst
+		// packets in flight are dropped as stale.
+		for _, name := range mapNames {
+			if rerr := os.Remove(dir + "/" + name); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				return nil, fmt.Errorf("load opot programs: replace old map pins: %w", rerr)
+			}
+		}
+		err = spec.LoadAndAssign(&o.Objects, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("load opot programs: %w", err)
 	}
 	return &o, nil

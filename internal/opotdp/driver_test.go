@@ -256,3 +256,40 @@ func TestDriverFailureLeavesNothing(t *testing.T) {
 		t.Errorf("pin dir after a failed apply: %v", err)
 	}
 }
+
+// TestDriverOldPins: maps pinned by an older build with another layout
+// (opot_node_params was a hash map) are replaced, not an apply failure.
+func TestDriverOldPins(t *testing.T) {
+	a, _ := kindtest.Pair(t, "p")
+	dir := PinDir(a)
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Name: "opot_node_params", Type: ebpf.Hash, KeySize: 8, ValueSize: 64, MaxEntries: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Pin(dir + "/opot_node_params"); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := driverNode(t)
+	var d Driver
+	if _, err := d.Apply(ctx, a, node, node.Programs[0]); err != nil {
+		t.Fatalf("apply over old pins: %v", err)
+	}
+	m, err := ebpf.LoadPinnedMap(dir+"/opot_node_params", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Type() != ebpf.Array {
+		t.Errorf("opot_node_params is a %v after apply, want an array", m.Type())
+	}
+	if drift, err := d.Check(ctx, a, node, node.Programs[0]); err != nil || len(drift) != 0 {
+		t.Errorf("check: %v, %v", drift, err)
+	}
+}
