@@ -655,3 +655,36 @@ func TestOPoTKeysKept(t *testing.T) {
 	}
 	e.checkConsistent()
 }
+
+// TestSpecRoutingPools: the spec's routing and pools go through the API
+// (PUT and PATCH) like its objects, so `lab up --agents` and `srchain
+// apply` deploy examples/bgp.yaml and examples/flow-pool.yaml as written.
+func TestSpecRoutingPools(t *testing.T) {
+	e := newEnv(t)
+	for _, f := range []string{"bgp.yaml", "flow-pool.yaml"} {
+		data, err := os.ReadFile("../../examples/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := DocFromYAML(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, method := range []string{"PUT", "PATCH"} {
+			e.must("PUT", "/v1/spec", `{}`, nil)
+			e.must(method, "/v1/spec", string(doc), nil)
+			var got map[string]any
+			e.must("GET", "/v1/spec", "", &got)
+			switch f {
+			case "bgp.yaml":
+				if got["routing"] != "bgp" {
+					t.Errorf("%s %s: routing %v, want bgp", method, f, got["routing"])
+				}
+			default:
+				if pools, _ := got["pools"].([]any); len(pools) != 1 {
+					t.Errorf("%s %s: pools %v", method, f, got["pools"])
+				}
+			}
+		}
+	}
+}

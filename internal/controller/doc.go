@@ -27,6 +27,7 @@ var Kinds = []string{KindNodes, KindLinks, KindNFs, KindChains}
 type Doc struct {
 	Name      string            `json:"name,omitempty"`
 	SIDFormat json.RawMessage   `json:"sid_format,omitempty"`
+	Routing   string            `json:"routing,omitempty"`
 	Nodes     []json.RawMessage `json:"nodes"`
 	Links     []json.RawMessage `json:"links"`
 	NFs       []json.RawMessage `json:"nfs"`

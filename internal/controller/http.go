@@ -89,8 +89,9 @@ func (c *Controller) putSpec(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// patchSpec merges a spec into the stored one: name and sid_format when
-// given, and every object created or replaced by id (kubectl apply).
+// patchSpec merges a spec into the stored one: name, sid_format, routing
+// and the pools when given, and every object created or replaced by id
+// (kubectl apply).
 func (c *Controller) patchSpec(w http.ResponseWriter, r *http.Request) {
 	in, ok := readDoc(w, r)
 	if !ok {
@@ -102,6 +103,12 @@ func (c *Controller) patchSpec(w http.ResponseWriter, r *http.Request) {
 		}
 		if in.SIDFormat != nil {
 			d.SIDFormat = in.SIDFormat
+		}
+		if in.Routing != "" {
+			d.Routing = in.Routing
+		}
+		if in.Pools != nil {
+			d.Pools = in.Pools
 		}
 		for _, k := range Kinds {
 			l, index := d.list(k), d.index(k)

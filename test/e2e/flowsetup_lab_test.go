@@ -175,8 +175,24 @@ func TestLabFlowSetup(t *testing.T) {
 			t.Errorf("least-loaded put %d flows on %s, want %d (all: %v)", perNF[nf], nf, flows/3, perNF)
 		}
 	}
+	// Every report is the ingress's flow-setup outcome (lab counters).
+	pcs, err := lab.Counters(context.Background(), nw.Name, "r1", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported uint64
+	for _, pc := range pcs {
+		for _, c := range pc.Counters {
+			if pc.Program == state.ProgramIngress && c.Name == "outcome/flow-setup" {
+				reported = c.Value
+			}
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
+	if reported != uint64(len(setups)) {
+		t.Errorf("ingress outcome flow-setup %d, loop handled %d reports", reported, len(setups))
+	}
 	newFlows := 0
 	for _, st := range setups[probeSetups:] {
 		if !st.Sent {
