@@ -152,3 +152,15 @@ func run(t *testing.T, pr *lab.Prober, p lab.Probe) (lab.ProbeResult, string) {
 	pr.Print(&b, res, true)
 	return res, b.String()
 }
+
+// cleanupCLILab removes, when the test ends, a lab a test made with the
+// srchain binary (`lab down`), and any of its namespaces left behind.
+func cleanupCLILab(t *testing.T, name, stateDir string) {
+	t.Cleanup(func() {
+		_ = exec.Command(srchainBin, "lab", "down", "--state-dir", stateDir, name).Run()
+		left, _ := netns.List(lab.NSName(name, ""))
+		for _, n := range left {
+			_ = netns.Delete(n)
+		}
+	})
+}

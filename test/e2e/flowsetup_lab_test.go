@@ -242,13 +242,7 @@ func TestLabFlowsCLI(t *testing.T) {
 			file := renamedSpec(t, "flow-pool.yaml", mode.tag)
 			name := labName(mode.tag)
 			dir := t.TempDir()
-			t.Cleanup(func() {
-				_ = exec.Command(srchainBin, "lab", "down", "--state-dir", dir, name).Run()
-				left, _ := netns.List(lab.NSName(name, ""))
-				for _, n := range left {
-					_ = netns.Delete(n)
-				}
-			})
+			cleanupCLILab(t, name, dir)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			args := []string{"lab", "up", "--state-dir", dir, file}

@@ -26,13 +26,7 @@ func TestLabAgents(t *testing.T) {
 	file := renamedSpec(t, "quickstart.yaml", "a")
 	name := labName("a")
 	opts := lab.Options{StateDir: t.TempDir()}
-	t.Cleanup(func() {
-		_ = exec.Command(srchainBin, "lab", "down", "--state-dir", opts.StateDir, name).Run()
-		left, _ := netns.List(lab.NSName(name, ""))
-		for _, n := range left {
-			_ = netns.Delete(n)
-		}
-	})
+	cleanupCLILab(t, name, opts.StateDir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, srchainBin, "lab", "up", "--agents", "--state-dir", opts.StateDir, file).CombinedOutput()

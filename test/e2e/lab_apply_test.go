@@ -114,13 +114,7 @@ func TestLabDownAfterCrash(t *testing.T) {
 	file := renamedSpec(t, "opot-testbed.yaml", "k")
 	name := labName("k")
 	dir := t.TempDir()
-	t.Cleanup(func() {
-		_ = exec.Command(srchainBin, "lab", "down", "--state-dir", dir, name).Run()
-		left, _ := netns.List(lab.NSName(name, ""))
-		for _, n := range left {
-			_ = netns.Delete(n)
-		}
-	})
+	cleanupCLILab(t, name, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, srchainBin, "lab", "up", "--state-dir", dir, file)

@@ -23,13 +23,7 @@ func TestLabCLIMessages(t *testing.T) {
 	file := renamedSpec(t, "quickstart.yaml", "m")
 	name := labName("m")
 	dir := t.TempDir()
-	t.Cleanup(func() {
-		_ = exec.Command(srchainBin, "lab", "down", "--state-dir", dir, name).Run()
-		left, _ := netns.List(lab.NSName(name, ""))
-		for _, n := range left {
-			_ = netns.Delete(n)
-		}
-	})
+	cleanupCLILab(t, name, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := func(args ...string) (string, string, error) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/lab"
-	"github.com/srchain/srchain/internal/netns"
 )
 
 // TestLabApplyFile: `lab apply FILE` used only the lab name from FILE and
@@ -28,13 +27,7 @@ func TestLabApplyFile(t *testing.T) {
 	file := renamedSpec(t, "quickstart.yaml", "u")
 	name := labName("u")
 	dir := t.TempDir()
-	t.Cleanup(func() {
-		_ = exec.Command(srchainBin, "lab", "down", "--state-dir", dir, name).Run()
-		left, _ := netns.List(lab.NSName(name, ""))
-		for _, n := range left {
-			_ = netns.Delete(n)
-		}
-	})
+	cleanupCLILab(t, name, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := func(args ...string) (string, error) {
