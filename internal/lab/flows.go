@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/srchain/srchain/internal/flowsetup"
@@ -41,11 +42,28 @@ func RunFlows(ctx context.Context, name string, opts Options, log *slog.Logger) 
 			n.ns.Close()
 		}
 	}()
+	var seen time.Time // the state file's time when last read
+	failed := true     // a loop could not start: try again
 	for {
+		// Read the state again only when `lab apply` rewrote it (a
+		// large lab's state is megabytes) or a loop failed to start.
+		fi, serr := os.Stat(statePath(opts, name))
+		if serr == nil && !fi.ModTime().After(seen) && !failed {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if serr == nil {
+			seen = fi.ModTime()
+		}
 		rec, err := Load(name, opts)
 		if err != nil {
 			return fmt.Errorf("lab flows: %w", err)
 		}
+		failed = false
 		if rec.Network != nil {
 			for _, sn := range rec.Network.Nodes {
 				if _, ok := flowsetup.PoolConfig(sn); !ok && nodes[sn.Name] == nil {
@@ -62,6 +80,7 @@ func RunFlows(ctx context.Context, name string, opts Options, log *slog.Logger) 
 				}
 				if err := n.r.Set(ctx, sn); err != nil {
 					log.Error("lab flows", "node", sn.Name, "err", err)
+					failed = true
 				}
 			}
 		}
