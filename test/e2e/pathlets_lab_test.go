@@ -3,13 +3,17 @@ package e2e
 import (
 	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/trace"
 )
 
@@ -19,9 +23,45 @@ import (
 // each on its own node, with no SRH ever holding more than 4 segments,
 // three SR headers deep at the deepest. A binding SID removed by hand is
 // reported as drift and the probe through it fails; re-apply repairs it.
+//
+// The same runs on eBPF datapaths (r1 `ingress: ebpf`, r2 `datapath:
+// xdp`, r3 `datapath: ebpf`): the eBPF ingress pushes the top list, the
+// eBPF End serves the NF SIDs and hands the local binding SIDs and
+// End.DT6s to the kernel.
 func TestLabPathlets(t *testing.T) {
 	requireRoot(t)
 	s, net := example(t, "pathlets.yaml", "pl")
+	t.Run("kernel", func(t *testing.T) { pathletsLab(t, s, net, true) })
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "pathlets.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, r := range [][2]string{
+		{`{name: r1, role: router, locator: "fc00:1::/64"}`, `{name: r1, role: router, locator: "fc00:1::/64", ingress: ebpf}`},
+		{`{name: r2, role: router, locator: "fc00:2::/64"}`, `{name: r2, role: router, locator: "fc00:2::/64", datapath: xdp}`},
+		{`{name: r3, role: router, locator: "fc00:3::/64"}`, `{name: r3, role: router, locator: "fc00:3::/64", datapath: ebpf}`},
+	} {
+		if !strings.Contains(text, r[0]) {
+			t.Fatalf("examples/pathlets.yaml lacks %q; update this test", r[0])
+		}
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	es, err := spec.Check([]byte(text), "pathlets-ebpf.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enet, err := compile.Compile(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enet.Name = labName("pe")
+	t.Run("ebpf", func(t *testing.T) { pathletsLab(t, es, enet, false) })
+}
+
+// pathletsLab deploys net and runs TestLabPathlets' checks; drift adds
+// the hand-edited binding SID part.
+func pathletsLab(t *testing.T, s *spec.Spec, net *state.Network, drift bool) {
 	opts := up(t, net)
 	pr, err := lab.NewProber(net.Name, opts)
 	if err != nil {
@@ -89,6 +129,39 @@ func TestLabPathlets(t *testing.T) {
 		}
 	}
 
+	if !drift {
+		// On r3 the eBPF End serves the NF SIDs that arrive from the
+		// wire (n06, n08, n12); those a local binding SID pushes (n02,
+		// n04, n10 come right after one on r3) never pass tc ingress
+		// again and are run by the SID's kernel End route, as the
+		// kernel would run them anyway.
+		pcs, err := lab.Counters(context.Background(), net.Name, "r3", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := map[string]bool{}
+		for _, pc := range pcs {
+			for _, c := range pc.Counters {
+				if pc.Program != state.ProgramEnd || !strings.HasSuffix(c.Name, "/packets") || c.Value == 0 {
+					continue
+				}
+				addr, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(c.Name, "sid/"), "/packets"))
+				if err != nil {
+					continue
+				}
+				if nf, ok := nfOf[addr]; ok {
+					counted[nf] = true
+				}
+			}
+		}
+		for _, nf := range []string{"n02", "n04", "n06", "n08", "n10", "n12"} {
+			want := nf == "n06" || nf == "n08" || nf == "n12"
+			if counted[nf] != want {
+				t.Errorf("r3's eBPF End counted %s: %v, want %v (counted %v)", nf, counted[nf], want, counted)
+			}
+		}
+		return
+	}
 	// Remove pathlet 3's binding SID of chain long6 on its host by hand:
 	// status shows the drift, the probe no longer arrives, re-apply
 	// repairs.
