@@ -131,7 +131,8 @@ type Agent struct {
 	stateErr error
 	// flows runs the node's per-flow setup loop while an applied chain
 	// of its eBPF ingress has an NF pool.
-	flows flowsetup.Runner
+	flows     flowsetup.Runner
+	flowStats flowsetup.Stats
 }
 
 type pendingState struct {
@@ -158,7 +159,7 @@ func New(cfg Config) (*Agent, error) {
 		log = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: log.With("node", cfg.Node, "netns", cfg.NS.Name)}
-	a.flows = flowsetup.Runner{NS: cfg.NS, Log: a.log}
+	a.flows = flowsetup.Runner{NS: cfg.NS, Log: a.log, Observe: a.flowStats.Observe}
 	a.status = Status{Node: cfg.Node, Started: time.Now().UTC(), Version: cfg.Version}
 	if cfg.StateFile != "" {
 		n, err := readStateFile(cfg.StateFile)
@@ -495,8 +496,15 @@ func (a *Agent) publish() {
 // sharing the pointer is safe.
 func (a *Agent) Snapshot() metrics.Snapshot {
 	a.snapMu.Lock()
-	defer a.snapMu.Unlock()
-	return a.snap
+	s := a.snap
+	a.snapMu.Unlock()
+	if s.Node != nil {
+		if _, ok := flowsetup.PoolConfig(*s.Node); ok {
+			f := a.flowStats.Read()
+			s.Flows = &f
+		}
+	}
+	return s
 }
 
 // MetricsHandler serves the node's Prometheus metrics (docs/metrics.md):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/srchain/srchain/internal/flowsetup"
+	"github.com/srchain/srchain/internal/state"
 	"io"
 	"net"
 	"net/http"
@@ -197,4 +199,23 @@ func promQuery(t *testing.T, prom, query string) (v uint64, ok bool) {
 		t.Fatalf("query %s: value %q: %v", query, s, err)
 	}
 	return uint64(f), true
+}
+
+// TestSnapshotFlows: the agent's snapshot carries its flow-setup counts
+// while its applied node has an NF pool, and none otherwise.
+func TestSnapshotFlows(t *testing.T) {
+	a := &Agent{}
+	cfg, _ := json.Marshal(state.IngressConfig{Chains: []state.IngressChain{{Name: "web6",
+		Pool: &state.IngressPool{Name: "fw", NFs: []string{"fw1", "fw2"}}}}})
+	pooled := &state.Node{Programs: []state.Program{{Kind: state.ProgramIngress, Config: cfg}}}
+	a.flowStats.Observe(flowsetup.Setup{Chain: "web6", NF: "fw2", New: true, Sent: true})
+	a.snap = metrics.Snapshot{Node: &state.Node{}}
+	if s := a.Snapshot(); s.Flows != nil {
+		t.Errorf("flows without a pool: %+v", s.Flows)
+	}
+	a.snap = metrics.Snapshot{Node: pooled}
+	s := a.Snapshot()
+	if s.Flows == nil || s.Flows.Setups[[2]string{"web6", "fw2"}] != 1 || s.Flows.Count != 1 {
+		t.Errorf("flows with a pool: %+v", s.Flows)
+	}
 }

@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"context"
+	"github.com/srchain/srchain/internal/flowsetup"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -38,6 +39,9 @@ type Snapshot struct {
 	ApplyErrors uint64
 	// Drift is how many differences the last drift check found.
 	Drift int
+	// Flows is what the node's per-flow setup loop did (nil: it runs
+	// none).
+	Flows *flowsetup.StatsSnapshot
 }
 
 // Config is one node's collector.
@@ -75,6 +79,8 @@ const (
 	NameApplyErrors       = "srchain_apply_errors_total"
 	NameDrift             = "srchain_drift"
 	NameCollectionErrors  = "srchain_collection_errors_total"
+	NameFlowSetups        = "srchain_flow_setups_total"
+	NameFlowSetupSeconds  = "srchain_flow_setup_seconds"
 )
 
 // Collector implements prometheus.Collector for one node.
@@ -85,6 +91,7 @@ type Collector struct {
 
 	sidPackets, sidBytes, rulePackets, ruleBytes, drops, fib, counter *prometheus.Desc
 	up, desired, applied, applyErrors, drift, collectionErrors        *prometheus.Desc
+	flowSetups, flowSetupSeconds                                      *prometheus.Desc
 }
 
 // New returns the collector of cfg.Node.
@@ -119,6 +126,9 @@ func New(cfg Config) *Collector {
 		applied:     d(NameAppliedGeneration, "Desired-state generation last applied in full (absent before the first)."),
 		applyErrors: d(NameApplyErrors, "Failed applies and drift repairs since the agent started."),
 		drift:       d(NameDrift, "Differences from the applied state the last drift check found."),
+		flowSetups:  d(NameFlowSetups, "New flows of a chain with an NF pool placed on an instance by the per-flow setup loop.", "chain", "nf"),
+		flowSetupSeconds: d(NameFlowSetupSeconds,
+			"Per-flow setup time: a new flow's first packet from the eBPF ingress to its departure toward the first NF."),
 		collectionErrors: d(NameCollectionErrors,
 			"Reads that failed while collecting these metrics since start (counted in the scrape that failed)."),
 	}
@@ -135,7 +145,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *Collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{c.sidPackets, c.sidBytes, c.rulePackets, c.ruleBytes, c.drops, c.fib, c.counter,
-		c.up, c.desired, c.applied, c.applyErrors, c.drift, c.collectionErrors}
+		c.up, c.desired, c.applied, c.applyErrors, c.drift, c.collectionErrors, c.flowSetups, c.flowSetupSeconds}
 }
 
 // Names lists every metric name the collector may emit (the dashboard
@@ -163,6 +173,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.drift, float64(snap.Drift))
 	if snap.Node != nil {
 		c.collectPrograms(ch, *snap.Node)
+	}
+	if f := snap.Flows; f != nil {
+		for k, v := range f.Setups {
+			ch <- prometheus.MustNewConstMetric(c.flowSetups, prometheus.CounterValue, float64(v), k[0], k[1])
+		}
+		ch <- prometheus.MustNewConstHistogram(c.flowSetupSeconds, f.Count, f.Sum, f.Buckets)
 	}
 	// Last: the errors of this very scrape are in it.
 	ch <- prometheus.MustNewConstMetric(c.collectionErrors, prometheus.CounterValue, float64(c.errors.Load()))

@@ -3,9 +3,11 @@ package metrics
 import (
 	"context"
 	"errors"
+	"github.com/srchain/srchain/internal/flowsetup"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -224,7 +226,41 @@ srchain_sid_packets_total{nf="",node="r2",sid="fc00:9::1"} 1
 func TestNames(t *testing.T) {
 	c := New(Config{Node: "x"})
 	names := c.Names()
-	if len(names) != 13 || names[0] != NameSIDPackets || names[len(names)-1] != NameCollectionErrors {
+	if len(names) != 15 || names[0] != NameSIDPackets || names[len(names)-1] != NameCollectionErrors {
 		t.Errorf("Names() = %v", names)
+	}
+}
+
+// TestFlowSetupMetrics: the per-flow setup loop's counts are exported
+// per chain and instance, with the setup-time histogram.
+func TestFlowSetupMetrics(t *testing.T) {
+	var st flowsetup.Stats
+	st.Observe(flowsetup.Setup{Chain: "web6", NF: "fw2", New: true, Sent: true, Latency: 300 * time.Microsecond})
+	st.Observe(flowsetup.Setup{Chain: "web6", NF: "fw2", Sent: true, Latency: 2 * time.Millisecond})
+	st.Observe(flowsetup.Setup{Chain: "web6", NF: "fw1", New: true})
+	f := st.Read()
+	c := New(Config{Node: "r1", Snapshot: func() Snapshot { return Snapshot{Flows: &f} }})
+	const want = `
+# HELP srchain_flow_setups_total New flows of a chain with an NF pool placed on an instance by the per-flow setup loop.
+# TYPE srchain_flow_setups_total counter
+srchain_flow_setups_total{chain="web6",nf="fw1",node="r1"} 1
+srchain_flow_setups_total{chain="web6",nf="fw2",node="r1"} 1
+# HELP srchain_flow_setup_seconds Per-flow setup time: a new flow's first packet from the eBPF ingress to its departure toward the first NF.
+# TYPE srchain_flow_setup_seconds histogram
+srchain_flow_setup_seconds_bucket{node="r1",le="0.0001"} 0
+srchain_flow_setup_seconds_bucket{node="r1",le="0.00025"} 0
+srchain_flow_setup_seconds_bucket{node="r1",le="0.0005"} 1
+srchain_flow_setup_seconds_bucket{node="r1",le="0.001"} 1
+srchain_flow_setup_seconds_bucket{node="r1",le="0.0025"} 2
+srchain_flow_setup_seconds_bucket{node="r1",le="0.005"} 2
+srchain_flow_setup_seconds_bucket{node="r1",le="0.01"} 2
+srchain_flow_setup_seconds_bucket{node="r1",le="0.025"} 2
+srchain_flow_setup_seconds_bucket{node="r1",le="0.1"} 2
+srchain_flow_setup_seconds_bucket{node="r1",le="+Inf"} 2
+srchain_flow_setup_seconds_sum{node="r1"} 0.0023
+srchain_flow_setup_seconds_count{node="r1"} 2
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), NameFlowSetups, NameFlowSetupSeconds); err != nil {
+		t.Fatal(err)
 	}
 }
