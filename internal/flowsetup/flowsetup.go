@@ -102,6 +102,9 @@ type installed struct {
 	at      uint64 // monotonic ns
 }
 
+// sweepBatch is how many flow entries one sweep system call reads.
+const sweepBatch = 4096
+
 // recentFor is how long a flow stays in Loop.recent.
 const recentFor = 2 * time.Second
 
@@ -310,26 +313,39 @@ func (l *Loop) Sweep() error {
 		}
 	}
 	l.mu.Unlock()
-	var key [44]byte
-	var v flowValue
+	// Batches of sweepBatch entries: one system call per batch, not
+	// one per flow (the map holds up to 65,536).
+	var cursor ebpf.MapBatchCursor
+	keys := make([][44]byte, sweepBatch)
+	vals := make([]flowValue, sweepBatch)
 	var stale [][44]byte
-	it := l.flows.Iterate()
-	for it.Next(&key, &v) {
-		pool := binary.LittleEndian.Uint32(key[32:])
-		counts, ours := live[pool]
-		switch {
-		case !ours:
-		case now > v.Last && now-v.Last > idle:
-			stale = append(stale, key)
-		case int(v.Variant) < len(counts):
-			counts[v.Variant]++
+	for {
+		n, err := l.flows.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			key, v := keys[i], vals[i]
+			pool := binary.LittleEndian.Uint32(key[32:])
+			counts, ours := live[pool]
+			switch {
+			case !ours:
+			case now > v.Last && now-v.Last > idle:
+				stale = append(stale, key)
+			case int(v.Variant) < len(counts):
+				counts[v.Variant]++
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("sweep flows: %w", err)
 		}
 	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("sweep flows: %w", err)
-	}
 	for _, k := range stale {
-		_ = l.flows.Delete(k[:])
+		// One by one: a batch delete stops at an entry the LRU
+		// evicted meanwhile.
+		if err := l.flows.Delete(k[:]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("sweep flows: %w", err)
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

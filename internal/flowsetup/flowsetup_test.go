@@ -1,8 +1,13 @@
 package flowsetup
 
 import (
+	"encoding/binary"
+	"github.com/cilium/ebpf"
+	"github.com/srchain/srchain/internal/testutil"
 	"net/netip"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/state"
@@ -52,5 +57,61 @@ func TestEncap(t *testing.T) {
 	p6[7] = 1
 	if _, err := l.encap(segs, p6); err == nil {
 		t.Errorf("hop limit 1 inherited: sent")
+	}
+}
+
+// TestSweep: the idle sweep walks the whole flow map in batches, deletes
+// the entries of flows idle longer than the timeout, leaves other pools'
+// entries alone and counts the live flows per instance.
+func TestSweep(t *testing.T) {
+	testutil.RequireRoot(t)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.LRUHash, KeySize: 44, ValueSize: 16, MaxEntries: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const pool, other = 0x1234, 0x9999
+	now := monotonic()
+	key := func(pool uint32, i int) [44]byte {
+		var k [44]byte
+		binary.LittleEndian.PutUint32(k[0:], uint32(i))
+		binary.LittleEndian.PutUint32(k[32:], pool)
+		return k
+	}
+	want := []int{0, 0, 0}
+	for i := range 10000 {
+		v := flowValue{Variant: uint32(i % 3), Last: now}
+		if i%10 == 0 {
+			v.Last = now - uint64(time.Minute) // idle
+		} else {
+			want[i%3]++
+		}
+		k := key(pool, i)
+		if err := m.Put(k[:], &v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		k := key(other, i)
+		if err := m.Put(k[:], &flowValue{Last: now - uint64(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &Loop{opts: Options{IdleTimeout: 30 * time.Second}, flows: m, recent: map[[44]byte]installed{},
+		pools: map[uint32]*chainPool{pool: {live: make([]int, 3)}}}
+	if err := l.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.pools[pool].live; !slices.Equal(got, want) {
+		t.Errorf("live flows %v, want %v", got, want)
+	}
+	n := 0
+	var k [44]byte
+	var v flowValue
+	for it := m.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	if n != 9000+50 {
+		t.Errorf("%d entries after the sweep, want 9,000 live + 50 of another pool", n)
 	}
 }
