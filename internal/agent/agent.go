@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/srchain/srchain/internal/apply"
@@ -122,10 +123,14 @@ type Agent struct {
 	snapMu sync.Mutex
 	snap   metrics.Snapshot
 
-	lease   clientv3.LeaseID
-	last    *state.Node // last applied in full; nil before the first
-	pending *pendingState
-	removed *state.Node // the state file's node, removed from at the first apply
+	lease clientv3.LeaseID
+	// parts are the desired state's parts by chain (store.PartsPrefix),
+	// decoded as they arrive; badParts those that did not decode.
+	parts    map[string]*state.Part
+	badParts map[string]error
+	last     *state.Node // last applied in full; nil before the first
+	pending  *pendingState
+	removed  *state.Node // the state file's node, removed from at the first apply
 	// stateErr is what is wrong with the desired state itself (cannot
 	// be decoded, lacks the node, deleted): reported until a new one.
 	stateErr error
@@ -204,7 +209,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := cli.Watch(wctx, store.DesiredKey(a.cfg.Node), clientv3.WithRev(rev+1))
+		wch := cli.Watch(wctx, store.DesiredKey(a.cfg.Node), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		err = a.watch(ctx, wch, tick.C, &kaLost)
 		cancel()
 		if ctx.Err() != nil {
@@ -231,12 +236,27 @@ func (a *Agent) watch(ctx context.Context, wch clientv3.WatchChan, tick <-chan t
 			if err := resp.Err(); err != nil {
 				return fmt.Errorf("watch: %w", err)
 			}
+			// One write's parts and base come in one response at one
+			// revision: the parts first, then the base applies them.
+			var base *mvccpb.KeyValue
 			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					a.deleted(ctx, ev.Kv.ModRevision)
-					continue
+				_, chain, ok := store.ParseDesiredKey(string(ev.Kv.Key))
+				switch {
+				case !ok:
+				case chain == "":
+					base = ev.Kv
+					if ev.Type == clientv3.EventTypeDelete {
+						base = nil
+						a.deleted(ctx, ev.Kv.ModRevision)
+					}
+				case ev.Type == clientv3.EventTypeDelete:
+					a.setPart(chain, nil)
+				default:
+					a.setPart(chain, ev.Kv.Value)
 				}
-				a.desired(ctx, ev.Kv.Value, ev.Kv.ModRevision)
+			}
+			if base != nil {
+				a.desired(ctx, base.Value, base.ModRevision)
 			}
 		case <-tick:
 			a.resync(ctx)
@@ -304,24 +324,59 @@ func (a *Agent) grant(ctx context.Context) (<-chan struct{}, error) {
 	return lost, nil
 }
 
-// sync reads the node's desired key, applies it if new, and returns the
-// revision read.
+// sync reads the node's desired state (base and parts), applies it if
+// new, and returns the revision read.
 func (a *Agent) sync(ctx context.Context) (int64, error) {
 	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	resp, err := a.cfg.Client.Get(gctx, store.DesiredKey(a.cfg.Node))
+	resp, err := a.cfg.Client.Get(gctx, store.DesiredKey(a.cfg.Node), clientv3.WithPrefix())
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", store.DesiredKey(a.cfg.Node), err)
 	}
-	if len(resp.Kvs) == 1 {
-		a.desired(ctx, resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+	a.parts, a.badParts = nil, nil
+	var base *mvccpb.KeyValue
+	for _, kv := range resp.Kvs {
+		switch _, chain, ok := store.ParseDesiredKey(string(kv.Key)); {
+		case !ok:
+		case chain == "":
+			base = kv
+		default:
+			a.setPart(chain, kv.Value)
+		}
+	}
+	if base != nil {
+		a.desired(ctx, base.Value, base.ModRevision)
 	} else {
 		a.deleted(ctx, resp.Header.Revision)
 	}
 	return resp.Header.Revision, nil
 }
 
-// desired handles one stored desired state of generation gen.
+// setPart decodes and keeps one chain's part of the desired state (nil
+// removes it). Only changed parts are decoded: a change to one chain
+// costs the decoding of that chain, not of the node.
+func (a *Agent) setPart(chain string, b []byte) {
+	delete(a.parts, chain)
+	delete(a.badParts, chain)
+	if b == nil {
+		return
+	}
+	p, err := state.DecodePart(b)
+	if err != nil {
+		if a.badParts == nil {
+			a.badParts = map[string]error{}
+		}
+		a.badParts[chain] = err
+		return
+	}
+	if a.parts == nil {
+		a.parts = map[string]*state.Part{}
+	}
+	a.parts[chain] = p
+}
+
+// desired handles the node's stored base of generation gen with the parts
+// kept.
 func (a *Agent) desired(ctx context.Context, b []byte, gen int64) {
 	if gen == a.status.DesiredGeneration && a.status.AppliedGeneration != nil && *a.status.AppliedGeneration == gen {
 		return // seen and applied (a resync re-read it)
@@ -340,6 +395,9 @@ func (a *Agent) desired(ctx context.Context, b []byte, gen int64) {
 }
 
 func (a *Agent) decode(b []byte) (state.Node, error) {
+	for chain, err := range a.badParts {
+		return state.Node{}, fmt.Errorf("chain %s: %w", chain, err)
+	}
 	var net state.Network
 	if err := json.Unmarshal(b, &net); err != nil {
 		return state.Node{}, fmt.Errorf("decode desired state: %w", err)
@@ -349,7 +407,7 @@ func (a *Agent) decode(b []byte) (state.Node, error) {
 	}
 	for _, n := range net.Nodes {
 		if n.Name == a.cfg.Node {
-			return n, nil
+			return state.Join(n, a.parts), nil
 		}
 	}
 	return state.Node{}, fmt.Errorf("desired state of %s: %w", a.cfg.Node, ErrNoNode)

@@ -98,28 +98,41 @@ func RunAPISim(ctx context.Context, k, n int, log *slog.Logger) (p APISimPoint, 
 	return p, errors.Join(errs...)
 }
 
-// simAgent is an agent without an applier: it watches node's desired key
-// from revision rev, decodes the first state it receives as the agent
-// does (the node's state.Network) and writes its status. It returns the
-// size of the state.
+// simAgent is an agent without an applier: it watches node's desired
+// state from revision rev, decodes the first state it receives as the
+// agent does (the node's base and parts, state.DecodeStored) and writes
+// its status. It returns the size of the state.
 func simAgent(ctx context.Context, cli *clientv3.Client, node string, rev int64) (int, error) {
-	for resp := range cli.Watch(ctx, store.DesiredKey(node), clientv3.WithRev(rev)) {
+	parts := map[string][]byte{}
+	for resp := range cli.Watch(ctx, store.DesiredKey(node), clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if err := resp.Err(); err != nil {
 			return 0, fmt.Errorf("watch %s: %w", node, err)
 		}
 		for _, ev := range resp.Events {
-			var net state.Network
-			if err := json.Unmarshal(ev.Kv.Value, &net); err != nil {
-				return 0, fmt.Errorf("decode state of %s: %w", node, err)
+			_, chain, ok := store.ParseDesiredKey(string(ev.Kv.Key))
+			if !ok || ev.Type != clientv3.EventTypePut {
+				continue
 			}
-			if len(net.Nodes) != 1 || net.Nodes[0].Name != node {
-				return 0, fmt.Errorf("state of %s holds %d nodes", node, len(net.Nodes))
+			if chain != "" {
+				parts[chain] = ev.Kv.Value
+				continue
+			}
+			net, err := state.DecodeStored(ev.Kv.Value, parts)
+			if err != nil {
+				return 0, fmt.Errorf("state of %s: %w", node, err)
+			}
+			if net.Nodes[0].Name != node {
+				return 0, fmt.Errorf("state of %s holds node %s", node, net.Nodes[0].Name)
 			}
 			st, _ := json.Marshal(map[string]any{"node": node, "applied_generation": ev.Kv.ModRevision})
 			if _, err := cli.Put(ctx, store.StatusKey(node), string(st)); err != nil {
 				return 0, fmt.Errorf("write status of %s: %w", node, err)
 			}
-			return len(ev.Kv.Value), nil
+			size := len(ev.Kv.Value)
+			for _, b := range parts {
+				size += len(b)
+			}
+			return size, nil
 		}
 	}
 	return 0, fmt.Errorf("watch %s: %w", node, ctx.Err())

@@ -96,7 +96,7 @@ func (c *compiler) bgp() error {
 				}
 			}
 		}
-		slices.SortFunc(cfg.Expect, comparePrefix)
+		slices.SortFunc(cfg.Expect, state.ComparePrefix)
 		cfg.Expect = slices.Compact(cfg.Expect)
 		b, err := json.Marshal(cfg)
 		if err != nil {

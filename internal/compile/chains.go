@@ -147,7 +147,7 @@ func (c *compiler) egressSID(ch *spec.Chain) (state.LocalSID, error) {
 	if !ok {
 		return state.LocalSID{}, fmt.Errorf("%w: no egress SID", ErrUnroutable)
 	}
-	sid := state.LocalSID{SID: p.Masked(), Datapath: state.Kernel}
+	sid := state.LocalSID{SID: p.Masked(), Datapath: state.Kernel, Chain: ch.Name}
 	switch ch.EgressBehavior {
 	case spec.EgressDT6:
 		sid.Behavior, sid.Table = state.EndDT6, TableMain
@@ -253,15 +253,5 @@ func sortNode(n *state.Node) {
 		return r.Encap == nil && policy[dst{r.Table, r.Dst}]
 	})
 	slices.SortFunc(n.Interfaces, func(a, b state.Interface) int { return cmp.Compare(a.Name, b.Name) })
-	slices.SortFunc(n.Routes, func(a, b state.Route) int {
-		return cmp.Or(cmp.Compare(a.Table, b.Table), comparePrefix(a.Dst, b.Dst))
-	})
-	slices.SortFunc(n.Rules, func(a, b state.Rule) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), comparePrefix(a.Dst, b.Dst), comparePrefix(a.Src, b.Src))
-	})
-	slices.SortFunc(n.SIDs, func(a, b state.LocalSID) int { return comparePrefix(a.SID, b.SID) })
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	state.SortItems(n)
 }

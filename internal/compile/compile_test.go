@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -64,6 +65,19 @@ func TestGolden(t *testing.T) {
 			b, _ := json.MarshalIndent(again, "", "  ")
 			if !bytes.Equal(append(b, '\n'), got) {
 				t.Errorf("second compile differs")
+			}
+			// The controller stores each node as its base and one part
+			// per chain (state.Split): joined back, they are the node.
+			for _, n := range net.Nodes {
+				base, parts := state.Split(n)
+				for name, p := range parts {
+					if p.Empty() {
+						t.Errorf("node %s: empty part %q", n.Name, name)
+					}
+				}
+				if j := state.Join(base, parts); !reflect.DeepEqual(j, n) {
+					t.Errorf("node %s: Join(Split(node)) differs from the node", n.Name)
+				}
 			}
 		})
 	}

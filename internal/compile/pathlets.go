@@ -50,7 +50,7 @@ func (c *compiler) pathlets(ch *spec.Chain, full []netip.Addr) ([]netip.Addr, er
 		if host == nil || end == nil {
 			return nil, fmt.Errorf("%w: pathlet %d on unknown nodes %q, %q", ErrUnroutable, k, ps[k].Host, ps[k].End)
 		}
-		host.SIDs = append(host.SIDs, state.LocalSID{SID: bind[k-1].Masked(), Behavior: state.EndB6Encaps, Datapath: state.Kernel, Segments: segs})
+		host.SIDs = append(host.SIDs, state.LocalSID{SID: bind[k-1].Masked(), Behavior: state.EndB6Encaps, Datapath: state.Kernel, Segments: segs, Chain: ch.Name})
 		if !c.pathletEnds[ps[k].End] {
 			c.pathletEnds[ps[k].End] = true
 			sid := c.sids.PathletEnd[ps[k].End]

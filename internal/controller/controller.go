@@ -142,15 +142,23 @@ func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) 
 	return nil, fmt.Errorf("store spec: %d attempts lost a race: %w", maxRetries, store.ErrConflict)
 }
 
+// stored is one node's desired state in its stored form (internal/store):
+// the base and the parts by chain name.
+type stored struct {
+	base  []byte
+	parts map[string][]byte
+}
+
 // build validates the spec and compiles it to the stored form of every
-// node's desired state: a state.Network holding that node and its links,
-// so that an agent checks the format version as every consumer does.
-// OPoT chains whose nodes did not change keep the keys stored in prev
-// (every compile draws new ones; compile.KeepOPoTKeys): a write that
-// does not touch a chain's proof does not change its keys under packets
-// in flight, nor its nodes' desired states.
-func build(doc *Doc, specBytes []byte, prev *store.Snapshot) (map[string][]byte, error) {
-	out := map[string][]byte{}
+// node's desired state: a state.Network holding that node's base and its
+// links, so that an agent checks the format version as every consumer
+// does, and the node's parts. OPoT chains whose nodes did not change keep
+// the keys stored in prev (every compile draws new ones;
+// compile.KeepOPoTKeys): a write that does not touch a chain's proof does
+// not change its keys under packets in flight, nor its nodes' desired
+// states.
+func build(doc *Doc, specBytes []byte, prev *store.Snapshot) (map[string]stored, error) {
+	out := map[string]stored{}
 	if doc.empty() {
 		return out, nil
 	}
@@ -172,19 +180,38 @@ func build(doc *Doc, specBytes []byte, prev *store.Snapshot) (map[string][]byte,
 		}
 	}
 	for _, n := range net.Nodes {
-		one := state.Network{Version: net.Version, Name: net.Name, Nodes: []state.Node{n}, Links: []state.Link{}}
-		for _, l := range net.Links {
-			if l.A.Node == n.Name || l.B.Node == n.Name {
-				one.Links = append(one.Links, l)
-			}
-		}
-		b, err := json.Marshal(one)
+		st, err := encodeNode(net, n)
 		if err != nil {
-			return nil, fmt.Errorf("encode state of %s: %w", n.Name, err)
+			return nil, err
 		}
-		out[n.Name] = b
+		out[n.Name] = st
 	}
 	return out, nil
+}
+
+// encodeNode is node n of net in its stored form. The digest is left out:
+// the node's generation identifies its state in the store, and sealing
+// would cost an encoding of the whole node at every change.
+func encodeNode(net *state.Network, n state.Node) (stored, error) {
+	n.Digest = ""
+	base, parts := state.Split(n)
+	one := state.Network{Version: net.Version, Name: net.Name, Nodes: []state.Node{base}, Links: []state.Link{}}
+	for _, l := range net.Links {
+		if l.A.Node == n.Name || l.B.Node == n.Name {
+			one.Links = append(one.Links, l)
+		}
+	}
+	b, err := json.Marshal(one)
+	if err != nil {
+		return stored{}, fmt.Errorf("encode state of %s: %w", n.Name, err)
+	}
+	st := stored{base: b, parts: make(map[string][]byte, len(parts))}
+	for chain, p := range parts {
+		if st.parts[chain], err = json.Marshal(p); err != nil {
+			return stored{}, fmt.Errorf("encode state of %s, chain %s: %w", n.Name, chain, err)
+		}
+	}
+	return st, nil
 }
 
 // hasOPoT reports whether a node of net runs an OPoT program.
@@ -208,8 +235,8 @@ func prevNetwork(snap *store.Snapshot) *state.Network {
 	}
 	var net *state.Network
 	for _, d := range snap.Desired {
-		var one state.Network
-		if err := json.Unmarshal(d.State, &one); err != nil || one.CheckVersion() != nil {
+		one, err := state.DecodeStored(d.State, d.Parts)
+		if err != nil {
 			return nil
 		}
 		if net == nil {
@@ -253,12 +280,26 @@ func objectOf(doc *Doc, path string) string {
 }
 
 // diff lists the node states whose bytes changed and the nodes that left.
-func diff(snap *store.Snapshot, states map[string][]byte) (store.Write, *Result) {
-	w := store.Write{Put: map[string][]byte{}}
+// A node that changed at all gets its base written (its generation) and
+// the parts that differ.
+func diff(snap *store.Snapshot, states map[string]stored) (store.Write, *Result) {
+	w := store.Write{Put: map[string]store.NodeWrite{}}
 	res := &Result{Changed: []string{}, Removed: []string{}}
-	for node, b := range states {
-		if old, ok := snap.Desired[node]; !ok || string(old.State) != string(b) {
-			w.Put[node] = b
+	for node, st := range states {
+		old, had := snap.Desired[node]
+		nw := store.NodeWrite{State: st.base, Parts: map[string][]byte{}}
+		for chain, b := range st.parts {
+			if ob, ok := old.Parts[chain]; !ok || string(ob) != string(b) {
+				nw.Parts[chain] = b
+			}
+		}
+		for chain := range old.Parts {
+			if _, ok := st.parts[chain]; !ok {
+				nw.Parts[chain] = nil
+			}
+		}
+		if !had || string(old.State) != string(st.base) || len(nw.Parts) > 0 {
+			w.Put[node] = nw
 			res.Changed = append(res.Changed, node)
 		}
 	}
@@ -293,9 +334,9 @@ func (c *Controller) Desired(ctx context.Context, node string) (*NodeState, erro
 	if !ok {
 		return nil, fmt.Errorf("node %s: %w", node, ErrNotFound)
 	}
-	var net state.Network
-	if err := json.Unmarshal(d.State, &net); err != nil {
-		return nil, fmt.Errorf("decode state of %s: %w", node, err)
+	net, err := state.DecodeStored(d.State, d.Parts)
+	if err != nil {
+		return nil, fmt.Errorf("state of %s: %w", node, err)
 	}
 	return &NodeState{Node: node, Generation: d.Generation, State: net.Redacted()}, nil
 }

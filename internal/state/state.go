@@ -172,6 +172,9 @@ type LocalSID struct {
 	Datapath Datapath     `json:"datapath"`
 	// NF is the network function this SID fronts ("" for egress SIDs).
 	NF string `json:"nf,omitempty"`
+	// Chain is the chain this SID belongs to: its egress (decapsulation)
+	// SID or a binding SID of its pathlets; "" for SIDs shared by chains.
+	Chain string `json:"chain,omitempty"`
 	// NextCSID gives End the NEXT-C-SID flavor (RFC 9800 section 4.1)
 	// when set: a compressed chain crosses this SID.
 	NextCSID CSIDFlavor `json:"next_csid,omitzero"`

@@ -7,13 +7,18 @@
 // Layout (docs/controller.md):
 //
 //	/srchain/v1/spec                 the spec document (JSON)
-//	/srchain/v1/nodes/NAME/desired   the node's desired state (JSON)
+//	/srchain/v1/nodes/NAME/desired   the node's desired state (JSON): its base
+//	/srchain/v1/nodes/NAME/desired/chains/CHAIN
+//	                                 what CHAIN adds to it (state.Part)
 //	/srchain/v1/nodes/NAME/status    the node's agent's report, under its lease
 //	/srchain/v1/nodes/NAME/agent     written once by an agent at start, no lease
 //
-// A node's generation is the etcd mod revision of its desired key: it
-// grows only when the key is written, and Commit writes a node's key only
-// when its bytes change. Every write is one etcd transaction guarded by
+// A node's desired state is its base (state.Split) joined with its parts:
+// a change to one chain writes that chain's parts and the bases of the
+// nodes they are on, not every node's whole state. A node's generation is
+// the etcd mod revision of its base key: the controller writes the base
+// whenever anything of the node changes, and nothing of a node that did
+// not change. Every write is one etcd transaction guarded by
 // the spec key's mod revision, so a reader never sees half a change and
 // two writers cannot both build on the same spec.
 package store
@@ -47,8 +52,12 @@ const (
 	NodesPrefix = Prefix + "nodes/"
 )
 
-// DesiredKey is where node's desired state lives.
+// DesiredKey is where node's desired state lives: its base at the key,
+// its parts under PartsPrefix. Watching it as a prefix sees both.
 func DesiredKey(node string) string { return NodesPrefix + node + "/desired" }
+
+// PartsPrefix is where node's parts live, one key per chain.
+func PartsPrefix(node string) string { return DesiredKey(node) + "/chains/" }
 
 // StatusKey is where node's agent reports (applied generation, drift),
 // under a lease: the key disappears with an agent that stopped.
@@ -335,9 +344,11 @@ func (s *Store) Close() error {
 
 // Desired is one node's stored desired state.
 type Desired struct {
-	// Generation is the mod revision of the node's key.
+	// Generation is the mod revision of the node's base key.
 	Generation int64
-	State      []byte
+	// State is the base, Parts the parts by chain name.
+	State []byte
+	Parts map[string][]byte
 }
 
 // Snapshot is the spec and every node's desired state read at one etcd
@@ -348,6 +359,24 @@ type Snapshot struct {
 	SpecRevision int64
 	Spec         []byte
 	Desired      map[string]Desired
+}
+
+// ParseDesiredKey tells a node's base key (chain "") and part keys from
+// the other keys under NodesPrefix.
+func ParseDesiredKey(key string) (node, chain string, ok bool) {
+	rest, ok := strings.CutPrefix(key, NodesPrefix)
+	if !ok {
+		return "", "", false
+	}
+	node, rest, ok = strings.Cut(rest, "/")
+	switch {
+	case !ok:
+		return "", "", false
+	case rest == "desired":
+		return node, "", true
+	}
+	chain, ok = strings.CutPrefix(rest, "desired/chains/")
+	return node, chain, ok && chain != ""
 }
 
 // Read returns a consistent snapshot (one transaction, one revision).
@@ -363,11 +392,23 @@ func (s *Store) Read(ctx context.Context) (*Snapshot, error) {
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 		snap.SpecRevision, snap.Spec = kvs[0].ModRevision, kvs[0].Value
 	}
+	parts := map[string]map[string][]byte{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		rest := strings.TrimPrefix(string(kv.Key), NodesPrefix)
-		if node, ok := strings.CutSuffix(rest, "/desired"); ok {
+		node, chain, ok := ParseDesiredKey(string(kv.Key))
+		switch {
+		case !ok:
+		case chain == "":
 			snap.Desired[node] = Desired{Generation: kv.ModRevision, State: kv.Value}
+		default:
+			if parts[node] == nil {
+				parts[node] = map[string][]byte{}
+			}
+			parts[node][chain] = kv.Value
 		}
+	}
+	for node, d := range snap.Desired {
+		d.Parts = parts[node]
+		snap.Desired[node] = d
 	}
 	return snap, nil
 }
@@ -376,8 +417,16 @@ func (s *Store) Read(ctx context.Context) (*Snapshot, error) {
 // desired state goes away.
 type Write struct {
 	Spec    []byte
-	Put     map[string][]byte
+	Put     map[string]NodeWrite
 	Removed []string
+}
+
+// NodeWrite is one node's change: its base, always written (the
+// generation), and the parts that changed.
+type NodeWrite struct {
+	State []byte
+	// Parts to write; a nil value deletes the part.
+	Parts map[string][]byte
 }
 
 // Commit stores w in one transaction if the spec key's mod revision is
@@ -390,11 +439,18 @@ func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) 
 		}
 	}
 	ops := []clientv3.Op{clientv3.OpPut(SpecKey, string(w.Spec))}
-	for node, b := range w.Put {
-		ops = append(ops, clientv3.OpPut(DesiredKey(node), string(b)))
+	for node, nw := range w.Put {
+		ops = append(ops, clientv3.OpPut(DesiredKey(node), string(nw.State)))
+		for chain, b := range nw.Parts {
+			if b == nil {
+				ops = append(ops, clientv3.OpDelete(PartsPrefix(node)+chain))
+			} else {
+				ops = append(ops, clientv3.OpPut(PartsPrefix(node)+chain, string(b)))
+			}
+		}
 	}
 	for _, node := range w.Removed {
-		ops = append(ops, clientv3.OpDelete(DesiredKey(node)))
+		ops = append(ops, clientv3.OpDelete(DesiredKey(node)), clientv3.OpDelete(PartsPrefix(node), clientv3.WithPrefix()))
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(SpecKey), "=", base)).
@@ -416,14 +472,24 @@ func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) 
 // the agent never reported).
 func (s *Store) Node(ctx context.Context, node string) (d Desired, ok bool, status []byte, err error) {
 	resp, err := s.cli.Txn(ctx).Then(
-		clientv3.OpGet(DesiredKey(node)),
+		clientv3.OpGet(DesiredKey(node), clientv3.WithPrefix()),
 		clientv3.OpGet(StatusKey(node)),
 	).Commit()
 	if err != nil {
 		return Desired{}, false, nil, fmt.Errorf("read node %s: %w", node, err)
 	}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		d, ok = Desired{Generation: kvs[0].ModRevision, State: kvs[0].Value}, true
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		n, chain, isDesired := ParseDesiredKey(string(kv.Key))
+		switch {
+		case !isDesired || n != node:
+		case chain == "":
+			d.Generation, d.State, ok = kv.ModRevision, kv.Value, true
+		default:
+			if d.Parts == nil {
+				d.Parts = map[string][]byte{}
+			}
+			d.Parts[chain] = kv.Value
+		}
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
 		status = kvs[0].Value

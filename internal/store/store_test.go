@@ -6,6 +6,8 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func freeURL(t *testing.T) string {
@@ -35,14 +37,14 @@ func open(t *testing.T) (*Store, string) {
 func TestCommitGuard(t *testing.T) {
 	ctx := context.Background()
 	st, _ := open(t)
-	rev1, err := st.Commit(ctx, 0, Write{Spec: []byte(`{"v":1}`), Put: map[string][]byte{"r1": []byte("a"), "r2": []byte("b")}})
+	rev1, err := st.Commit(ctx, 0, Write{Spec: []byte(`{"v":1}`), Put: map[string]NodeWrite{"r1": {State: []byte("a"), Parts: map[string][]byte{"c1": []byte("p1")}}, "r2": {State: []byte("b")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Commit(ctx, 0, Write{Spec: []byte(`{"v":"stale"}`), Put: map[string][]byte{"r1": []byte("stale")}}); !errors.Is(err, ErrConflict) {
+	if _, err := st.Commit(ctx, 0, Write{Spec: []byte(`{"v":"stale"}`), Put: map[string]NodeWrite{"r1": {State: []byte("stale")}}}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("commit on base 0 after a write: %v, want ErrConflict", err)
 	}
-	rev2, err := st.Commit(ctx, rev1, Write{Spec: []byte(`{"v":2}`), Put: map[string][]byte{"r2": []byte("c")}, Removed: []string{"r1"}})
+	rev2, err := st.Commit(ctx, rev1, Write{Spec: []byte(`{"v":2}`), Put: map[string]NodeWrite{"r2": {State: []byte("c"), Parts: map[string][]byte{"c2": []byte("p2")}}}, Removed: []string{"r1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +55,20 @@ func TestCommitGuard(t *testing.T) {
 	if string(snap.Spec) != `{"v":2}` || snap.SpecRevision != rev2 {
 		t.Errorf("spec %s at %d, want {\"v\":2} at %d", snap.Spec, snap.SpecRevision, rev2)
 	}
-	if len(snap.Desired) != 1 || string(snap.Desired["r2"].State) != "c" || snap.Desired["r2"].Generation != rev2 {
-		t.Errorf("desired = %+v, want only r2=c at generation %d", snap.Desired, rev2)
+	if len(snap.Desired) != 1 || string(snap.Desired["r2"].State) != "c" || snap.Desired["r2"].Generation != rev2 ||
+		len(snap.Desired["r2"].Parts) != 1 || string(snap.Desired["r2"].Parts["c2"]) != "p2" {
+		t.Errorf("desired = %+v, want only r2=c with part c2=p2 at generation %d", snap.Desired, rev2)
+	}
+	// The removed node's parts went with it; a part is deleted by a nil.
+	if resp, err := st.Client().Get(ctx, PartsPrefix("r1"), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Errorf("parts of removed r1 left: %v %v", resp, err)
+	}
+	rev3, err := st.Commit(ctx, rev2, Write{Spec: []byte(`{"v":3}`), Put: map[string]NodeWrite{"r2": {State: []byte("c"), Parts: map[string][]byte{"c2": nil}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok, _, err := st.Node(ctx, "r2"); err != nil || !ok || len(d.Parts) != 0 || d.Generation != rev3 {
+		t.Errorf("after deleting part c2: %+v %v %v, want no parts at generation %d", d, ok, err, rev3)
 	}
 	// A status key under the node is not mistaken for desired state.
 	if _, err := st.Client().Put(ctx, StatusKey("r2"), `{"applied_generation":1}`); err != nil {

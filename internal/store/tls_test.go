@@ -37,7 +37,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Commit(ctx, 0, Write{Spec: []byte("spec"), Put: map[string][]byte{"r1": []byte("one"), "r2": []byte("two")}}); err != nil {
+	if _, err := st.Commit(ctx, 0, Write{Spec: []byte("spec"), Put: map[string]NodeWrite{"r1": {State: []byte("one")}, "r2": {State: []byte("two")}}}); err != nil {
 		t.Fatal(err)
 	}
 	client := func(user string) *clientv3.Client {
