@@ -236,22 +236,11 @@ func (c *compiler) programs() {
 	}
 }
 
-// sortNode puts every slice in the order state documents, after dropping
-// the plain routes that a chain's policy to the same prefix replaces.
+// sortNode puts every slice in the order state documents, after moving
+// the plain routes that a chain's policy to the same prefix replaces to
+// the node's shadowed routes.
 func sortNode(n *state.Node) {
-	type dst struct {
-		table int
-		dst   netip.Prefix
-	}
-	policy := map[dst]bool{}
-	for _, r := range n.Routes {
-		if r.Encap != nil {
-			policy[dst{r.Table, r.Dst}] = true
-		}
-	}
-	n.Routes = slices.DeleteFunc(n.Routes, func(r state.Route) bool {
-		return r.Encap == nil && policy[dst{r.Table, r.Dst}]
-	})
+	n.Shadow()
 	slices.SortFunc(n.Interfaces, func(a, b state.Interface) int { return cmp.Compare(a.Name, b.Name) })
 	state.SortItems(n)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,12 @@ type Controller struct {
 	// other retry; writers in other processes are serialised by the
 	// transaction in store.Commit.
 	mu sync.Mutex
+	// last is what the last write built (fast.go); nil when unknown.
+	last *built
+	// fastWrites counts the writes that took the fast path, fastOff
+	// turns it off (tests).
+	fastWrites int
+	fastOff    bool
 }
 
 // New returns a controller on an open store.
@@ -101,7 +108,13 @@ func (c *Controller) Spec(ctx context.Context) (*Doc, int64, error) {
 func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) error) (*Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	res, err := c.fast(ctx, ifMatch, edit)
+	if !errors.Is(err, errFull) && !errors.Is(err, spec.ErrNotAlone) {
+		return res, err
+	}
+	slog.Debug("write takes the full way", "why", err)
 	for range maxRetries {
+		c.last = nil
 		snap, err := c.st.Read(ctx)
 		if err != nil {
 			return nil, err
@@ -120,7 +133,7 @@ func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) 
 		if err != nil {
 			return nil, err
 		}
-		states, err := build(doc, specBytes, snap)
+		states, s, err := build(doc, specBytes, snap)
 		if err != nil {
 			return nil, err
 		}
@@ -137,6 +150,7 @@ func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) 
 			return nil, err
 		}
 		res.Revision = rev
+		c.last = newBuilt(rev, doc, s, states)
 		return res, nil
 	}
 	return nil, fmt.Errorf("store spec: %d attempts lost a race: %w", maxRetries, store.ErrConflict)
@@ -157,36 +171,36 @@ type stored struct {
 // compile.KeepOPoTKeys): a write that does not touch a chain's proof does
 // not change its keys under packets in flight, nor its nodes' desired
 // states.
-func build(doc *Doc, specBytes []byte, prev *store.Snapshot) (map[string]stored, error) {
+func build(doc *Doc, specBytes []byte, prev *store.Snapshot) (map[string]stored, *spec.Spec, error) {
 	out := map[string]stored{}
 	if doc.empty() {
-		return out, nil
+		return out, nil, nil
 	}
 	s, err := spec.Check(specBytes, "")
 	if err != nil {
-		return nil, invalid(doc, err)
+		return nil, nil, invalid(doc, err)
 	}
 	net, err := compile.Compile(s)
 	if err != nil {
-		return nil, &InvalidError{Problems: []Problem{{Message: err.Error()}}}
+		return nil, nil, &InvalidError{Problems: []Problem{{Message: err.Error()}}}
 	}
 	// Reading the stored states back costs as much as compiling (44 ms
 	// at 10,000 chains): only when there are keys to keep.
 	if hasOPoT(net) {
 		if old := prevNetwork(prev); old != nil {
 			if _, err := compile.KeepOPoTKeys(net, old); err != nil {
-				return nil, fmt.Errorf("keep opot keys: %w", err)
+				return nil, nil, fmt.Errorf("keep opot keys: %w", err)
 			}
 		}
 	}
 	for _, n := range net.Nodes {
 		st, err := encodeNode(net, n)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[n.Name] = st
 	}
-	return out, nil
+	return out, s, nil
 }
 
 // encodeNode is node n of net in its stored form. The digest is left out:

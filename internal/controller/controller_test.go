@@ -141,7 +141,7 @@ func (e *env) checkConsistent() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	want, err := build(doc, snap.Spec, snap)
+	want, _, err := build(doc, snap.Spec, snap)
 	if err != nil {
 		e.t.Fatalf("stored spec does not build: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -35,6 +36,21 @@ type Doc struct {
 	// one by one yet.
 	Pools  []json.RawMessage `json:"pools,omitempty"`
 	Chains []json.RawMessage `json:"chains"`
+
+	// ids indexes each kind's objects by id (find), built on first use.
+	// Its maps are never changed in place, so clones share them.
+	ids map[string]map[string]int
+}
+
+// clone is a copy of d whose lists can be edited without changing d's.
+func (d *Doc) clone() *Doc {
+	c := *d
+	for _, k := range Kinds {
+		*c.list(k) = slices.Clone(*d.list(k))
+	}
+	c.Pools = slices.Clone(d.Pools)
+	c.ids = maps.Clone(d.ids)
+	return &c
 }
 
 // list returns the slice of one kind.
@@ -86,18 +102,29 @@ func (d *Doc) encode() ([]byte, error) {
 
 // find returns the index of the object with that id, or -1.
 func (d *Doc) find(kind, id string) int {
-	return slices.IndexFunc(*d.list(kind), func(raw json.RawMessage) bool {
-		got, err := objectID(kind, raw)
-		return err == nil && got == id
-	})
+	if d.ids == nil {
+		d.ids = map[string]map[string]int{}
+	}
+	m, ok := d.ids[kind]
+	if !ok {
+		m = d.index(kind)
+		d.ids[kind] = m
+	}
+	if i, ok := m[id]; ok {
+		return i
+	}
+	return -1
 }
 
-// index maps the ids of one kind to their positions.
+// index maps the ids of one kind to their positions (the first, for an
+// id given twice).
 func (d *Doc) index(kind string) map[string]int {
 	m := map[string]int{}
 	for i, raw := range *d.list(kind) {
 		if id, err := objectID(kind, raw); err == nil {
-			m[id] = i
+			if _, dup := m[id]; !dup {
+				m[id] = i
+			}
 		}
 	}
 	return m
@@ -112,7 +139,17 @@ func (d *Doc) upsert(kind, id string, raw json.RawMessage) bool {
 		return false
 	}
 	*l = append(*l, raw)
+	m := maps.Clone(d.ids[kind])
+	m[id] = len(*l) - 1
+	d.ids[kind] = m
 	return true
+}
+
+// remove deletes the object at position i of kind.
+func (d *Doc) remove(kind string, i int) {
+	l := d.list(kind)
+	*l = append((*l)[:i:i], (*l)[i+1:]...)
+	delete(d.ids, kind)
 }
 
 // errBadObject: the body is not a JSON object or has no usable id.

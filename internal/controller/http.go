@@ -122,6 +122,7 @@ func (c *Controller) patchSpec(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+		d.ids = nil // appended to behind find's back
 		return nil
 	})
 }
@@ -239,8 +240,7 @@ func (c *Controller) remove(kind string) http.HandlerFunc {
 			if i < 0 {
 				return fmt.Errorf("%s/%s: %w", kind, id, ErrNotFound)
 			}
-			l := d.list(kind)
-			*l = append((*l)[:i], (*l)[i+1:]...)
+			d.remove(kind, i)
 			return nil
 		})
 	}

@@ -47,6 +47,16 @@ type LegacyProxy interface {
 	ServesLegacy() bool
 }
 
+// ChainBlind is implemented by a kind whose Check and Compile read no
+// chain: what it validates and compiles for an NF is the same whatever
+// the chains are. A change to a chain whose NFs are all of such kinds can
+// be validated and compiled alone (spec.ValidateChain, the controller's
+// fast path). Kinds that do read chains must read only the chains that
+// cross their NF.
+type ChainBlind interface {
+	IgnoresChains() bool
+}
+
 // Driver makes one kind of state.Program real on a node.
 //
 // Apply must be idempotent: what is already as desired (loaded, pinned,
@@ -168,6 +178,17 @@ func (registry) ServesLegacy(name string) bool {
 	}
 	lp, ok := k.(LegacyProxy)
 	return ok && lp.ServesLegacy()
+}
+
+// IgnoresChains reports whether kind name reads no chain
+// (spec.ChainBlindKinds).
+func (registry) IgnoresChains(name string) bool {
+	k, ok := Lookup(name)
+	if !ok {
+		return false
+	}
+	cb, ok := k.(ChainBlind)
+	return ok && cb.IgnoresChains()
 }
 
 func (registry) Check(s *spec.Spec, nf *spec.NF, path string) (bool, []error) {

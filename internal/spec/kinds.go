@@ -25,6 +25,12 @@ type LegacyKinds interface {
 	ServesLegacy(kind string) bool
 }
 
+// ChainBlindKinds is implemented by a KindSet that knows which kinds read
+// no chain in their checks and compilation (ChainAlone needs it).
+type ChainBlindKinds interface {
+	IgnoresChains(kind string) bool
+}
+
 var kinds KindSet
 
 // SetKinds installs the kinds Validate accepts (internal/kind does, when

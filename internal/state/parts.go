@@ -37,7 +37,7 @@ func Split(n Node) (Node, map[string]*Part) {
 		return p
 	}
 	base := n
-	base.Routes, base.Rules, base.SIDs = nil, nil, nil
+	base.Routes, base.Rules, base.SIDs, base.Shadowed = nil, nil, nil, nil
 	for _, r := range n.Routes {
 		if r.Chain == "" {
 			base.Routes = append(base.Routes, r)
@@ -45,6 +45,10 @@ func Split(n Node) (Node, map[string]*Part) {
 			part(r.Chain).Routes = append(part(r.Chain).Routes, r)
 		}
 	}
+	// A shadowed route is the base's: the policy that shadows it is a
+	// chain's.
+	base.Routes = append(base.Routes, n.Shadowed...)
+	SortItems(&base)
 	for _, r := range n.Rules {
 		if r.Chain == "" {
 			base.Rules = append(base.Rules, r)
@@ -74,16 +78,48 @@ func Join(base Node, parts map[string]*Part) Node {
 		n.Rules = append(n.Rules, p.Rules...)
 		n.SIDs = append(n.SIDs, p.SIDs...)
 	}
+	n.Shadow()
 	SortItems(&n)
 	return n
 }
 
-// SortItems sorts a node's routes (table, then prefix), rules (priority,
+// Shadow moves the plain routes that an SR policy to the same table and
+// destination replaces from n.Routes to n.Shadowed (a node has one route
+// per table and prefix; the chain's policy wins).
+func (n *Node) Shadow() {
+	type dst struct {
+		table int
+		dst   netip.Prefix
+	}
+	policy := map[dst]bool{}
+	for _, r := range n.Routes {
+		if r.Encap != nil {
+			policy[dst{r.Table, r.Dst}] = true
+		}
+	}
+	if len(policy) == 0 {
+		return
+	}
+	routes := n.Routes[:0:0]
+	for _, r := range n.Routes {
+		if r.Encap == nil && policy[dst{r.Table, r.Dst}] {
+			n.Shadowed = append(n.Shadowed, r)
+		} else {
+			routes = append(routes, r)
+		}
+	}
+	n.Routes = routes
+}
+
+// SortItems sorts a node's routes and shadowed routes (table, then
+// prefix), rules (priority,
 // then destination, then source) and SIDs (prefix).
 func SortItems(n *Node) {
-	slices.SortFunc(n.Routes, func(a, b Route) int {
+	byDst := func(a, b Route) int {
 		return cmp.Or(cmp.Compare(a.Table, b.Table), ComparePrefix(a.Dst, b.Dst))
-	})
+	}
+	slices.SortFunc(n.Routes, byDst)
+	slices.SortFunc(n.Shadowed, byDst)
 	slices.SortFunc(n.Rules, func(a, b Rule) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), ComparePrefix(a.Dst, b.Dst), ComparePrefix(a.Src, b.Src))
 	})

@@ -62,9 +62,13 @@ type Node struct {
 	// Loopback holds addresses placed on lo (service or host addresses).
 	Loopback []netip.Prefix `json:"loopback,omitempty"`
 	Routes   []Route        `json:"routes,omitempty"`
-	Rules    []Rule         `json:"rules,omitempty"`
-	SIDs     []LocalSID     `json:"sids,omitempty"`
-	Programs []Program      `json:"programs,omitempty"`
+	// Shadowed are the plain routes that a chain's SR policy to the same
+	// destination replaces (Shadow): not installed, kept so that the
+	// node's state without that chain has them (Split, Join).
+	Shadowed []Route    `json:"shadowed,omitempty"`
+	Rules    []Rule     `json:"rules,omitempty"`
+	SIDs     []LocalSID `json:"sids,omitempty"`
+	Programs []Program  `json:"programs,omitempty"`
 	// Secrets holds key material (OPoT shares, masks); see Redacted.
 	Secrets []Secret `json:"secrets,omitempty"`
 	// Digest identifies this desired state of the node (see Seal): two

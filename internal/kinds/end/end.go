@@ -30,6 +30,10 @@ type Kind struct{}
 // Name implements kind.Kind.
 func (Kind) Name() string { return Name }
 
+// IgnoresChains: the kind's check and compile read no chain
+// (kind.ChainBlind).
+func (Kind) IgnoresChains() bool { return true }
+
 // Check accepts no config: forward only forwards.
 func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 	if nf.Config.Kind == 0 {

@@ -51,6 +51,10 @@ type Kind struct{}
 // Name implements kind.Kind.
 func (Kind) Name() string { return Name }
 
+// IgnoresChains: the kind's check and compile read no chain
+// (kind.ChainBlind).
+func (Kind) IgnoresChains() bool { return true }
+
 // Drivers: the firewall program.
 func (Kind) Drivers() map[string]kind.Driver { return map[string]kind.Driver{Name: driver{}} }
 
