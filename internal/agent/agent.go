@@ -138,6 +138,9 @@ type Agent struct {
 	// of its eBPF ingress has an NF pool.
 	flows     flowsetup.Runner
 	flowStats flowsetup.Stats
+	// decodeTook is how long the last desired state took to decode and
+	// join (logged with the apply).
+	decodeTook time.Duration
 }
 
 type pendingState struct {
@@ -381,7 +384,9 @@ func (a *Agent) desired(ctx context.Context, b []byte, gen int64) {
 	if gen == a.status.DesiredGeneration && a.status.AppliedGeneration != nil && *a.status.AppliedGeneration == gen {
 		return // seen and applied (a resync re-read it)
 	}
+	t0 := time.Now()
 	node, err := a.decode(b)
+	a.decodeTook = time.Since(t0)
 	a.status.DesiredGeneration = gen
 	a.stateErr = err
 	if err != nil {
@@ -426,7 +431,9 @@ func (a *Agent) applyPending(ctx context.Context) {
 	if a.last == nil {
 		opts.Remove = a.removed
 	}
+	t0 := time.Now()
 	res, err := apply.ApplyWith(ctx, a.cfg.NS, p.node, opts)
+	took := time.Since(t0)
 	a.status.Applies++
 	a.status.Changes = res.Changes
 	if err != nil {
@@ -441,7 +448,7 @@ func (a *Agent) applyPending(ctx context.Context) {
 	}
 	gen := p.gen
 	a.status.AppliedGeneration = &gen
-	a.log.Info("applied", "generation", gen, "changes", res.Changes)
+	a.log.Info("applied", "generation", gen, "changes", res.Changes, "decode", a.decodeTook.Round(time.Microsecond), "apply", took.Round(time.Microsecond))
 	var ferr error
 	if a.cfg.StateFile != "" {
 		ferr = writeStateFile(a.cfg.StateFile, &p.node)

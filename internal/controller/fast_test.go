@@ -223,3 +223,42 @@ func mutate(c map[string]any, rng *rand.Rand, chains []map[string]any, nfs, rout
 	}
 	return c
 }
+
+// TestEncodeIsMarshal: Doc.encode, which copies the objects as they are,
+// gives what json.Marshal gives, for objects as they come in (spaces,
+// HTML characters, non-ASCII) and every optional field set or not.
+func TestEncodeIsMarshal(t *testing.T) {
+	in := []string{`{ "name": "a<b>&c", "x": [1, 2] }`, "{\"name\":\"d\u2028e\", \"y\" : {\"z\":\"é\"}}"}
+	var objs []json.RawMessage
+	for _, s := range in {
+		o, err := compactObject([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o)
+	}
+	docs := []*Doc{
+		{},
+		{Name: "n<1>", SIDFormat: json.RawMessage(`{ "locator_bits": 48 }`), Routing: "bgp", Nodes: objs, Links: objs[:1], NFs: objs, Pools: objs, Chains: objs},
+		{Chains: objs[1:]},
+	}
+	for i, d := range docs {
+		got, err := d.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := *d
+		for _, k := range Kinds {
+			if l := c.list(k); *l == nil {
+				*l = []json.RawMessage{}
+			}
+		}
+		want, err := json.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("doc %d: encode gives\n%s\njson.Marshal\n%s", i, got, want)
+		}
+	}
+}
