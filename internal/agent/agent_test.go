@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/controller"
 	"github.com/srchain/srchain/internal/kind"
 	_ "github.com/srchain/srchain/internal/kinds/all" // every NF kind's driver
@@ -318,6 +319,9 @@ func TestAgents(t *testing.T) {
 	if err := w.ping("10.0.4.2"); err != nil {
 		t.Errorf("h1 -> 10.0.4.2 after the change: %v", err)
 	}
+	// The agent applied only web4's parts (the base did not change):
+	// the node is as its whole desired state says.
+	w.noDrift("r1")
 
 	// Drift: a policy deleted by hand comes back at the next resync.
 	if _, err := w.nss["r1"].Run(context.Background(), "ip", "-4", "route", "del", "10.0.4.0/25"); err != nil {
@@ -337,6 +341,7 @@ func TestAgents(t *testing.T) {
 	if r := w.routes("r1", "-4"); !policy(r, "10.0.4.0/24") || strings.Contains(r, "10.0.4.0/25") {
 		t.Errorf("r1's ingress policy did not move back from 10.0.4.0/25 to 10.0.4.0/24:\n%s", r)
 	}
+	w.noDrift("r1")
 
 	// Stop r1's and r2's agents (as a crash: the lease is not revoked):
 	// they show as down once the lease expires. What they applied stays,
@@ -594,5 +599,17 @@ func TestEtcdRestart(t *testing.T) {
 	out, err := ns.Run(context.Background(), "ip", "-6", "addr", "show", "dev", "lo")
 	if err != nil || !strings.Contains(out, "fd00:99::2") {
 		t.Errorf("x after etcd restarted: %v\n%s", err, out)
+	}
+}
+
+// noDrift fails the test unless node is as its whole desired state (the
+// controller's join of its base and parts) says.
+func (w *world) noDrift(node string) {
+	w.t.Helper()
+	var ns controller.NodeState
+	w.do("GET", "/v1/nodes/"+node+"/desired", "", &ns)
+	drift, err := apply.Check(context.Background(), w.nss[node], ns.State.Nodes[0])
+	if err != nil || len(drift) > 0 {
+		w.t.Errorf("%s differs from its desired state: %v %v", node, drift, err)
 	}
 }
