@@ -25,7 +25,10 @@ import (
 // any change a consumer of an older form would misread.
 //
 // 2: typed Program.Config (was Params), NF, Node.Digest, Node.Secrets.
-const FormatVersion = 2
+// 3: Node.Shadowed, LocalSID.Chain; the controller stores a node as its
+// base and one Part per chain (an agent of version 2 would apply the
+// base alone and remove every chain).
+const FormatVersion = 3
 
 // Network is the desired state of a whole spec.
 type Network struct {
