@@ -172,23 +172,22 @@ func (registry) Names() []string { return Names() }
 // ServesLegacy reports whether kind name fronts SR-unaware NFs
 // (spec.LegacyKinds).
 func (registry) ServesLegacy(name string) bool {
-	k, ok := Lookup(name)
-	if !ok {
-		return false
-	}
-	lp, ok := k.(LegacyProxy)
+	lp, ok := lookupAs[LegacyProxy](name)
 	return ok && lp.ServesLegacy()
 }
 
 // IgnoresChains reports whether kind name reads no chain
 // (spec.ChainBlindKinds).
 func (registry) IgnoresChains(name string) bool {
-	k, ok := Lookup(name)
-	if !ok {
-		return false
-	}
-	cb, ok := k.(ChainBlind)
+	cb, ok := lookupAs[ChainBlind](name)
 	return ok && cb.IgnoresChains()
+}
+
+// lookupAs is kind name as the optional interface T, if it implements it.
+func lookupAs[T any](name string) (T, bool) {
+	k, _ := Lookup(name)
+	t, ok := k.(T)
+	return t, ok
 }
 
 func (registry) Check(s *spec.Spec, nf *spec.NF, path string) (bool, []error) {
