@@ -129,6 +129,7 @@ type Agent struct {
 	// parts are the desired state's parts by chain (store.PartsPrefix),
 	// decoded as they arrive; badParts those that did not decode.
 	parts    map[string]*state.Part
+	raw      map[string][]byte // the parts as stored, for the state file
 	badParts map[string]error
 	last     *desiredState // last applied; nil before the first
 	pending  *pendingState
@@ -160,6 +161,7 @@ type desiredState struct {
 	baseBytes []byte
 	base      state.Node
 	parts     map[string]*state.Part // never changed in place
+	raw       map[string][]byte      // the parts as stored, never changed in place
 	once      sync.Once
 	node      state.Node
 }
@@ -292,8 +294,8 @@ func (a *Agent) watch(ctx context.Context, wch clientv3.WatchChan, tick <-chan t
 			// One write's parts and base come in one response at one
 			// revision: the parts first, then the base applies them.
 			var base *mvccpb.KeyValue
-			// Parts change in a copy: the applied state shares the map.
-			a.parts = maps.Clone(a.parts)
+			// Parts change in a copy: the applied state shares the maps.
+			a.parts, a.raw = maps.Clone(a.parts), maps.Clone(a.raw)
 			for _, ev := range resp.Events {
 				_, chain, ok := store.ParseDesiredKey(string(ev.Kv.Key))
 				switch {
@@ -388,7 +390,7 @@ func (a *Agent) sync(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", store.DesiredKey(a.cfg.Node), err)
 	}
-	a.parts, a.badParts = nil, nil
+	a.parts, a.raw, a.badParts = nil, nil, nil
 	var base *mvccpb.KeyValue
 	for _, kv := range resp.Kvs {
 		switch _, chain, ok := store.ParseDesiredKey(string(kv.Key)); {
@@ -413,6 +415,7 @@ func (a *Agent) sync(ctx context.Context) (int64, error) {
 // a.parts must be a map no applied state shares (watch, sync).
 func (a *Agent) setPart(chain string, b []byte) {
 	delete(a.parts, chain)
+	delete(a.raw, chain)
 	delete(a.badParts, chain)
 	if b == nil {
 		return
@@ -426,9 +429,9 @@ func (a *Agent) setPart(chain string, b []byte) {
 		return
 	}
 	if a.parts == nil {
-		a.parts = map[string]*state.Part{}
+		a.parts, a.raw = map[string]*state.Part{}, map[string][]byte{}
 	}
-	a.parts[chain] = p
+	a.parts[chain], a.raw[chain] = p, b
 }
 
 // desired handles the node's stored base of generation gen with the parts
@@ -465,7 +468,7 @@ func (a *Agent) decode(b []byte) (*desiredState, error) {
 	}
 	for _, n := range net.Nodes {
 		if n.Name == a.cfg.Node {
-			return &desiredState{baseBytes: b, base: n, parts: a.parts}, nil
+			return &desiredState{baseBytes: b, base: n, parts: a.parts, raw: a.raw}, nil
 		}
 	}
 	return nil, fmt.Errorf("desired state of %s: %w", a.cfg.Node, ErrNoNode)
@@ -503,8 +506,7 @@ func (a *Agent) applyPending(ctx context.Context) {
 	a.log.Info("applied", "generation", gen, "changes", res.Changes, "decode", a.decodeTook.Round(time.Microsecond), "apply", took.Round(time.Microsecond))
 	var ferr error
 	if a.cfg.StateFile != "" {
-		n := p.want.Node()
-		ferr = writeStateFile(a.cfg.StateFile, &n)
+		ferr = writeStateFile(a.cfg.StateFile, p.want)
 	}
 	a.report(ctx, ferr)
 }
@@ -681,12 +683,18 @@ func (a *Agent) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)})
 }
 
-// stateFile is what StateFile holds.
+// stateFile is what StateFile holds: the last applied desired state as
+// stored in etcd, the base and the parts by chain (written by hand in
+// writeStateFile).
 type stateFile struct {
-	Version int         `json:"version"`
-	Node    *state.Node `json:"node"`
+	Version int                        `json:"version"`
+	Base    json.RawMessage            `json:"base"`
+	Parts   map[string]json.RawMessage `json:"parts"`
 }
 
+// readStateFile is the node of the state file at path; nil when there is
+// none, or it was written by another srchain (another format: not trusted
+// to remove anything).
 func readStateFile(path string) (*state.Node, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -700,23 +708,47 @@ func readStateFile(path string) (*state.Node, error) {
 		return nil, fmt.Errorf("decode agent state %s: %w", path, err)
 	}
 	if f.Version != state.FormatVersion {
-		// Written by another srchain: not trusted to remove anything.
 		return nil, nil
 	}
-	return f.Node, nil
+	parts := make(map[string][]byte, len(f.Parts))
+	for c, p := range f.Parts {
+		parts[c] = p
+	}
+	net, err := state.DecodeStored(f.Base, parts)
+	if err != nil {
+		return nil, fmt.Errorf("decode agent state %s: %w", path, err)
+	}
+	return &net.Nodes[0], nil
 }
 
-// writeStateFile replaces path (write, then rename: never half a file).
-func writeStateFile(path string, n *state.Node) error {
-	b, err := json.Marshal(stateFile{Version: state.FormatVersion, Node: n})
-	if err != nil {
-		return fmt.Errorf("encode agent state: %w", err)
+// writeStateFile replaces path (write, then rename: never half a file)
+// with d as stored: the bytes received from etcd are copied, not encoded
+// again, so the file costs a copy of the node's state (2.6 MB at 10,000
+// chains), not an encoding of it.
+func writeStateFile(path string, d *desiredState) error {
+	size := len(d.baseBytes) + 64
+	for c, b := range d.raw {
+		size += len(c) + len(b) + 4
 	}
+	buf := make([]byte, 0, size)
+	buf = fmt.Appendf(buf, `{"version":%d,"base":`, state.FormatVersion)
+	buf = append(buf, d.baseBytes...)
+	buf = append(buf, `,"parts":{`...)
+	first := true
+	for c, b := range d.raw {
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		k, _ := json.Marshal(c)
+		buf = append(append(append(buf, k...), ':'), b...)
+	}
+	buf = append(buf, "}}"...)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write agent state: %w", err)
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
 		return fmt.Errorf("write agent state: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

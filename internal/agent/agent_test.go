@@ -397,6 +397,22 @@ func TestAgents(t *testing.T) {
 	if sent < 100 || recv != sent {
 		t.Errorf("ping during agent restarts: %d sent, %d received; want >= 100 and no loss", sent, recv)
 	}
+
+	// A change made while r1's agent is away: its policy moved to /25
+	// (applied), then back to /24 (not applied). The restarted agent
+	// has no last applied state but its state file: only through it does
+	// it know to remove the /25 policy, which has no successor in its
+	// slot.
+	w.do("PUT", "/v1/chains/web4", `{"ingress":"r1","egress":"r3","match":{"dst":["10.0.4.0/25"]},"nfs":["fw"]}`, nil)
+	w.inSync("r1")
+	w.stop("r1")
+	w.do("PUT", "/v1/chains/web4", `{"ingress":"r1","egress":"r3","match":{"dst":["10.0.4.0/24"]},"nfs":["fw"]}`, nil)
+	w.start("r1")
+	w.inSync("r1")
+	if r := w.routes("r1", "-4"); !policy(r, "10.0.4.0/24") || strings.Contains(r, "10.0.4.0/25") {
+		t.Errorf("r1 after a change made while its agent was away:\n%s", r)
+	}
+	w.noDrift("r1")
 }
 
 // pingSummary reads "N packets transmitted, M received" from ping's output.

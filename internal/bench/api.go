@@ -181,8 +181,9 @@ func apiRound(ctx context.Context, o APIOptions, n int, log *slog.Logger) (got m
 		}
 	}
 	for _, nd := range net0.Nodes {
+		// With a state file, as `srchain agent` keeps one.
 		a, err := agent.New(agent.Config{Node: nd.Name, NS: w.nss[nd.Name], Client: w.st.Client(), Version: "bench",
-			Resync: time.Hour, Logger: log.With("node", nd.Name)})
+			Resync: time.Hour, Logger: log.With("node", nd.Name), StateFile: filepath.Join(w.dir, "agent", nd.Name+".json")})
 		if err != nil {
 			return nil, err
 		}
