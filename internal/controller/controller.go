@@ -96,7 +96,7 @@ func (c *Controller) Spec(ctx context.Context) (*Doc, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	d, err := decodeDoc(snap.Spec)
+	d, err := decodeStored(snap.Spec, snap.Chains)
 	return d, snap.SpecRevision, err
 }
 
@@ -122,7 +122,7 @@ func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) 
 		if ifMatch > 0 && snap.SpecRevision != ifMatch {
 			return nil, fmt.Errorf("%w: client has %d, spec is at %d", ErrStale, ifMatch, snap.SpecRevision)
 		}
-		doc, err := decodeDoc(snap.Spec)
+		doc, err := decodeStored(snap.Spec, snap.Chains)
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +138,10 @@ func (c *Controller) Update(ctx context.Context, ifMatch int64, edit func(*Doc) 
 			return nil, err
 		}
 		w, res := diff(snap, states)
-		w.Spec = specBytes
+		if w.Spec, err = doc.encodeHead(); err != nil {
+			return nil, err
+		}
+		w.Chains = chainWrites(snap.Chains, doc.Chains)
 		rev, err := c.st.Commit(ctx, snap.SpecRevision, w)
 		if errors.Is(err, store.ErrConflict) {
 			if ifMatch > 0 {
@@ -327,6 +330,21 @@ func diff(snap *store.Snapshot, states map[string]stored) (store.Write, *Result)
 	slices.Sort(res.Removed)
 	slices.Sort(w.Removed)
 	return w, res
+}
+
+// chainWrites are the chain keys to write for chains when old are stored:
+// those that differ or are new, and deletions past the end.
+func chainWrites(old [][]byte, chains []json.RawMessage) map[int][]byte {
+	w := map[int][]byte{}
+	for i, c := range chains {
+		if i >= len(old) || string(old[i]) != string(c) {
+			w[i] = c
+		}
+	}
+	for i := len(chains); i < len(old); i++ {
+		w[i] = nil
+	}
+	return w
 }
 
 // NodeState is a node's desired state as the API shows it.

@@ -137,11 +137,15 @@ func (e *env) checkConsistent() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	doc, err := decodeDoc(snap.Spec)
+	doc, err := decodeStored(snap.Spec, snap.Chains)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	want, _, err := build(doc, snap.Spec, snap)
+	whole, err := doc.encode()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want, _, err := build(doc, whole, snap)
 	if err != nil {
 		e.t.Fatalf("stored spec does not build: %v", err)
 	}
@@ -573,6 +577,11 @@ func TestWatcherSeesWholeWrites(t *testing.T) {
 	}
 	slices.Sort(keys)
 	want := []string{store.SpecKey}
+	var doc Doc
+	e.must("GET", "/v1/spec", "", &doc)
+	if i := doc.find(KindChains, "web4"); i >= 0 {
+		want = append(want, store.SpecChainKey(i))
+	}
 	for _, n := range res.Changed {
 		want = append(want, store.DesiredKey(n), store.PartsPrefix(n)+"web4")
 	}
@@ -701,4 +710,40 @@ func TestSpecRoutingPools(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOldSpecLayout: a spec stored by a build that kept the chains in the
+// spec document (no chain keys) reads as before, and the next write
+// stores it in the new layout.
+func TestOldSpecLayout(t *testing.T) {
+	e := newEnv(t)
+	var doc Doc
+	if err := json.Unmarshal([]byte(quickstart(t)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := doc.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Commit(context.Background(), 0, store.Write{Spec: whole}); err != nil {
+		t.Fatal(err)
+	}
+	var got Doc
+	e.must("GET", "/v1/spec", "", &got)
+	if len(got.Chains) == 0 || len(got.Chains) != len(doc.Chains) {
+		t.Fatalf("old layout read back with %d chains, want %d", len(got.Chains), len(doc.Chains))
+	}
+	e.must("PUT", "/v1/chains/web9", `{"ingress":"r1","egress":"r3","match":{"dst":["fc00:a4::/64"],"proto":"udp","dport":"9"},"nfs":["fw"]}`, nil)
+	snap, err := e.st.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := decodeDoc(snap.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(head.Chains) != 0 || len(snap.Chains) != len(doc.Chains)+1 {
+		t.Errorf("after a write: %d chains in the document, %d keys; want 0 and %d", len(head.Chains), len(snap.Chains), len(doc.Chains)+1)
+	}
+	e.checkConsistent()
 }

@@ -74,6 +74,21 @@ func (d *Doc) empty() bool {
 	return len(d.Nodes)+len(d.Links)+len(d.NFs)+len(d.Chains) == 0
 }
 
+// decodeStored is the spec stored as head and chains (store.Snapshot).
+// A head written by a build that kept the chains in the document has them
+// and no chain keys.
+func decodeStored(head []byte, chains [][]byte) (*Doc, error) {
+	d, err := decodeDoc(head)
+	if err != nil || chains == nil {
+		return d, err
+	}
+	d.Chains = make([]json.RawMessage, len(chains))
+	for i, c := range chains {
+		d.Chains[i] = c
+	}
+	return d, nil
+}
+
 func decodeDoc(b []byte) (*Doc, error) {
 	d := &Doc{}
 	if len(b) == 0 {
@@ -89,7 +104,13 @@ func decodeDoc(b []byte) (*Doc, error) {
 // hand because json.Marshal compacts every object again (16 ms for a spec
 // of 10,000 chains, at every write). The objects of the lists are kept in
 // that form from the start (canonical), so they are copied as they are.
-func (d *Doc) encode() ([]byte, error) {
+func (d *Doc) encode() ([]byte, error) { return d.encodeWith(d.Chains) }
+
+// encodeHead is d as stored in the spec key: without its chains, which
+// are stored one per key (store.SpecChainKey).
+func (d *Doc) encodeHead() ([]byte, error) { return d.encodeWith(nil) }
+
+func (d *Doc) encodeWith(chains []json.RawMessage) ([]byte, error) {
 	buf := []byte{'{'}
 	field := func(key string, v []byte) {
 		if len(buf) > 1 {
@@ -140,7 +161,7 @@ func (d *Doc) encode() ([]byte, error) {
 			return nil, err
 		}
 	}
-	list("chains", d.Chains)
+	list("chains", chains)
 	return append(buf, '}'), nil
 }
 

@@ -127,8 +127,13 @@ func (c *Controller) fast(ctx context.Context, ifMatch int64, edit func(*Doc) er
 			return nil, fmt.Errorf("chain %s on node %s, which has no state: %w", name, node, errFull)
 		}
 	}
-	if w.Spec, err = doc.encode(); err != nil {
+	if w.Spec, err = doc.encodeHead(); err != nil {
 		return nil, err
+	}
+	if op == opRemove {
+		w.Chains = map[int][]byte{i: nil}
+	} else {
+		w.Chains = map[int][]byte{i: doc.Chains[i]}
 	}
 	rev, err := c.st.Commit(ctx, b.rev, w)
 	if errors.Is(err, store.ErrConflict) {

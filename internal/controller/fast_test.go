@@ -79,8 +79,13 @@ func sameStore(t *testing.T, what string, a, b *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(sa.Spec) != string(sb.Spec) {
+	if string(sa.Spec) != string(sb.Spec) || len(sa.Chains) != len(sb.Chains) {
 		t.Fatalf("%s: specs differ", what)
+	}
+	for i := range sa.Chains {
+		if string(sa.Chains[i]) != string(sb.Chains[i]) {
+			t.Fatalf("%s: chain %d differs", what, i)
+		}
 	}
 	if len(sa.Desired) != len(sb.Desired) {
 		t.Fatalf("%s: %d node states, full way %d", what, len(sa.Desired), len(sb.Desired))

@@ -6,7 +6,8 @@
 //
 // Layout (docs/controller.md):
 //
-//	/srchain/v1/spec                 the spec document (JSON)
+//	/srchain/v1/spec                 the spec document without its chains (JSON)
+//	/srchain/v1/spec/chains/NNNNNNNN chain NNNNNNNN of the spec (its position)
 //	/srchain/v1/nodes/NAME/desired   the node's desired state (JSON): its base
 //	/srchain/v1/nodes/NAME/desired/chains/CHAIN
 //	                                 what CHAIN adds to it (state.Part)
@@ -47,10 +48,17 @@ import (
 
 // Keys.
 const (
-	Prefix      = "/srchain/v1/"
-	SpecKey     = Prefix + "spec"
-	NodesPrefix = Prefix + "nodes/"
+	Prefix           = "/srchain/v1/"
+	SpecKey          = Prefix + "spec"
+	SpecChainsPrefix = SpecKey + "/chains/"
+	NodesPrefix      = Prefix + "nodes/"
 )
+
+// SpecChainKey is where the spec's chain at position i lives: chains are
+// stored one per key, so that a change to one chain writes that chain,
+// not the whole spec (1.2 MB at 10,000 chains, kept by etcd for every
+// revision until compaction).
+func SpecChainKey(i int) string { return fmt.Sprintf("%s%08d", SpecChainsPrefix, i) }
 
 // DesiredKey is where node's desired state lives: its base at the key,
 // its parts under PartsPrefix. Watching it as a prefix sees both.
@@ -360,8 +368,12 @@ type Snapshot struct {
 	// SpecRevision is the spec key's mod revision, 0 when no spec was
 	// ever stored; Commit is guarded by it.
 	SpecRevision int64
-	Spec         []byte
-	Desired      map[string]Desired
+	// Spec is the spec document without its chains, Chains the chains
+	// in order (nil when none is stored apart: a spec written by a
+	// build that kept them in the document).
+	Spec    []byte
+	Chains  [][]byte
+	Desired map[string]Desired
 }
 
 // ParseDesiredKey tells a node's base key (chain "") and part keys from
@@ -387,6 +399,7 @@ func (s *Store) Read(ctx context.Context) (*Snapshot, error) {
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(SpecKey),
 		clientv3.OpGet(NodesPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(SpecChainsPrefix, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
@@ -394,6 +407,13 @@ func (s *Store) Read(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{Desired: map[string]Desired{}}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 		snap.SpecRevision, snap.Spec = kvs[0].ModRevision, kvs[0].Value
+	}
+	// Keys sort by position (zero-padded); they must be 0..n-1.
+	for i, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if string(kv.Key) != SpecChainKey(i) {
+			return nil, fmt.Errorf("read spec: chain key %s where %s was expected", kv.Key, SpecChainKey(i))
+		}
+		snap.Chains = append(snap.Chains, kv.Value)
 	}
 	parts := map[string]map[string][]byte{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
@@ -419,7 +439,10 @@ func (s *Store) Read(ctx context.Context) (*Snapshot, error) {
 // Write is one change: the new spec, node states to put and nodes whose
 // desired state goes away.
 type Write struct {
+	// Spec is the spec document without its chains; Chains the chains
+	// to write by position (a nil value deletes one).
 	Spec    []byte
+	Chains  map[int][]byte
 	Put     map[string]NodeWrite
 	Removed []string
 }
@@ -442,6 +465,13 @@ func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) 
 		}
 	}
 	ops := []clientv3.Op{clientv3.OpPut(SpecKey, string(w.Spec))}
+	for i, b := range w.Chains {
+		if b == nil {
+			ops = append(ops, clientv3.OpDelete(SpecChainKey(i)))
+		} else {
+			ops = append(ops, clientv3.OpPut(SpecChainKey(i), string(b)))
+		}
+	}
 	for node, nw := range w.Put {
 		ops = append(ops, clientv3.OpPut(DesiredKey(node), string(nw.State)))
 		for chain, b := range nw.Parts {

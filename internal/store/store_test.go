@@ -101,3 +101,31 @@ func TestExternalEndpoints(t *testing.T) {
 		t.Errorf("external read: %s, %v", snap.Spec, err)
 	}
 }
+
+// TestSpecChains: the spec's chains live one per key, in order; a nil
+// deletes one.
+func TestSpecChains(t *testing.T) {
+	ctx := context.Background()
+	st, _ := open(t)
+	rev, err := st.Commit(ctx, 0, Write{Spec: []byte(`{}`), Chains: map[int][]byte{0: []byte("a"), 1: []byte("b"), 2: []byte("c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(ctx, rev, Write{Spec: []byte(`{}`), Chains: map[int][]byte{1: []byte("B"), 2: nil}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Chains) != 2 || string(snap.Chains[0]) != "a" || string(snap.Chains[1]) != "B" {
+		t.Errorf("chains %q, want [a B]", snap.Chains)
+	}
+	// A gap is a broken store, not a shorter spec.
+	if _, err := st.Client().Delete(ctx, SpecChainKey(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Read(ctx); err == nil {
+		t.Error("read a spec whose chain 0 is missing")
+	}
+}
