@@ -88,8 +88,9 @@ var (
 // Limits of the embedded etcd: a spec with thousands of chains and its
 // per-node states exceed etcd's defaults (1.5 MiB per request, 128
 // operations per transaction): a spec written at once puts one key per
-// chain on its ingress and one on its egress (more when it splits into
-// pathlets), so up to about 4 x spec.MaxChains operations. An external
+// chain for the chain itself, one on its ingress and one on its egress
+// (more when it splits into pathlets), so up to about 5 x spec.MaxChains
+// operations. An external
 // cluster needs the same --max-request-bytes and --max-txn-ops
 // (docs/controller.md).
 const (
