@@ -100,9 +100,9 @@ func decodeDoc(b []byte) (*Doc, error) {
 	return d, nil
 }
 
-// encode is the stored form of d: what json.Marshal gives, written by
+// encode is the whole document: what json.Marshal gives, written by
 // hand because json.Marshal compacts every object again (16 ms for a spec
-// of 10,000 chains, at every write). The objects of the lists are kept in
+// of 10,000 chains, at every full write and GET /v1/spec). The objects of the lists are kept in
 // that form from the start (canonical), so they are copied as they are.
 func (d *Doc) encode() ([]byte, error) { return d.encodeWith(d.Chains) }
 

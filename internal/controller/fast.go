@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -92,7 +91,6 @@ func (c *Controller) fast(ctx context.Context, ifMatch int64, edit func(*Doc) er
 	}
 	w := store.Write{Put: map[string]store.NodeWrite{}}
 	res := &Result{Changed: []string{}, Removed: []string{}}
-	nodes := maps.Clone(b.nodes)
 	newParts := map[string][]byte{}
 	if op != opRemove {
 		parts, err := compile.ChainParts(s, plan, i)
@@ -111,16 +109,8 @@ func (c *Controller) fast(ctx context.Context, ifMatch int64, edit func(*Doc) er
 		if had == has && string(old) == string(nb) {
 			continue
 		}
-		nw := store.NodeWrite{State: st.base, Parts: map[string][]byte{name: nb}} // nil deletes
-		w.Put[node] = nw
+		w.Put[node] = store.NodeWrite{State: st.base, Parts: map[string][]byte{name: nb}} // nil deletes
 		res.Changed = append(res.Changed, node)
-		st.parts = maps.Clone(st.parts)
-		if has {
-			st.parts[name] = nb
-		} else {
-			delete(st.parts, name)
-		}
-		nodes[node] = st
 	}
 	for node := range newParts {
 		if _, ok := b.nodes[node]; !ok {
@@ -146,9 +136,22 @@ func (c *Controller) fast(ctx context.Context, ifMatch int64, edit func(*Doc) er
 	if err != nil {
 		return nil, err
 	}
+	// Stored: b becomes the new build, its node parts changed in place
+	// (only this write, under c.mu, uses it).
+	for node, nw := range w.Put {
+		st := b.nodes[node]
+		if nb := nw.Parts[name]; nb == nil {
+			delete(st.parts, name)
+		} else if st.parts == nil {
+			st.parts = map[string][]byte{name: nb}
+		} else {
+			st.parts[name] = nb
+		}
+		b.nodes[node] = st
+	}
 	slices.Sort(res.Changed)
 	res.Revision = rev
-	c.last = &built{rev: rev, doc: doc, spec: s, plan: plan, nodes: nodes, splits: b.splits}
+	c.last = &built{rev: rev, doc: doc, spec: s, plan: plan, nodes: b.nodes, splits: b.splits}
 	c.fastWrites++
 	return res, nil
 }

@@ -48,7 +48,6 @@ func Split(n Node) (Node, map[string]*Part) {
 	// A shadowed route is the base's: the policy that shadows it is a
 	// chain's.
 	base.Routes = append(base.Routes, n.Shadowed...)
-	SortItems(&base)
 	for _, r := range n.Rules {
 		if r.Chain == "" {
 			base.Rules = append(base.Rules, r)
@@ -63,6 +62,7 @@ func Split(n Node) (Node, map[string]*Part) {
 			part(s.Chain).SIDs = append(part(s.Chain).SIDs, s)
 		}
 	}
+	SortItems(&base)
 	return base, parts
 }
 
@@ -72,7 +72,10 @@ func Split(n Node) (Node, map[string]*Part) {
 // SIDs a prefix).
 func Join(base Node, parts map[string]*Part) Node {
 	n := base
+	// Copies: Shadow and the appends below must not write into base's
+	// arrays.
 	n.Routes, n.Rules, n.SIDs = slices.Clone(base.Routes), slices.Clone(base.Rules), slices.Clone(base.SIDs)
+	n.Shadowed = slices.Clone(base.Shadowed)
 	for _, p := range parts {
 		n.Routes = append(n.Routes, p.Routes...)
 		n.Rules = append(n.Rules, p.Rules...)
@@ -112,8 +115,8 @@ func (n *Node) Shadow() {
 }
 
 // SortItems sorts a node's routes and shadowed routes (table, then
-// prefix), rules (priority,
-// then destination, then source) and SIDs (prefix).
+// prefix), rules (priority, then destination, then source) and SIDs
+// (prefix).
 func SortItems(n *Node) {
 	byDst := func(a, b Route) int {
 		return cmp.Or(cmp.Compare(a.Table, b.Table), ComparePrefix(a.Dst, b.Dst))
