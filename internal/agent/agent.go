@@ -154,7 +154,7 @@ type pendingState struct {
 // desiredState is a node's desired state as stored (internal/store): its
 // base and its parts by chain. The whole node (state.Join) is built only
 // when something needs it: a change to one chain is applied as the
-// difference of that chain's parts (applyPending), without joining and
+// difference of that chain's parts (applyArgs), without joining and
 // comparing the node's thousands of other items (issue 12: one chain
 // change in under 50 ms at 10,000 chains).
 type desiredState struct {
