@@ -208,10 +208,11 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 	}
 	slot = (cfg->gen & 1) * FW_RULE_SLOTS + idx;
 	d->pol = bpf_map_lookup_elem(&ing_policies, &slot);
-	/* A policy with a headend extension (ext) has nobody to build it
-	 * yet (ing_headend_ext): left alone before anything is rewritten.
+	/* A headend extension exists for encap mode only
+	 * (ing_headend_ext): anything else is left alone before anything
+	 * is rewritten.
 	 */
-	if (!d->pol || d->pol->mode == ING_MODE_NONE || d->pol->ext ||
+	if (!d->pol || d->pol->mode == ING_MODE_NONE || (d->pol->ext && d->pol->mode != ING_MODE_ENCAP) ||
 	    d->pol->nsegs < 1 || d->pol->nsegs > SRCHAIN_MAX_SEGS ||
 	    (d->pol->mode == ING_MODE_INSERT && (!d->v6 || d->pol->nsegs + 1 > SRCHAIN_MAX_SEGS))) {
 		ing_outcome(ING_OUT_NO_CHAIN);
@@ -292,7 +293,7 @@ static __always_inline void ing_outer(struct ing_dec *d, __u32 hash)
 	}
 	*(__be32 *)oh = bpf_htonl(0x60000000) |
 			ing_flowinfo(d->first, d->v6, d->cfg->flowlabel, hash);
-	oh->payload_len = bpf_htons(d->l3len + 8 + 16 * n);
+	oh->payload_len = bpf_htons(d->l3len + 8 + 16 * n + ing_ext_room(pol));
 	oh->nexthdr = IPPROTO_ROUTING;
 	if (!d->v6)
 		oh->hop_limit = pol->hop_limit4;
@@ -312,7 +313,7 @@ static __always_inline __u32 ing_rewrite(struct pctx *c, const int kind, struct 
 		r = srv6_insert(c, kind, pol->segs, pol->nsegs);
 	else
 		r = srv6_encaps_fl(c, kind, &d->cfg->tunsrc, pol->segs, pol->nsegs,
-				   d->outer.hop_limit, *(__be32 *)&d->outer);
+				   d->outer.hop_limit, *(__be32 *)&d->outer, ing_ext_room(pol));
 	if (r)
 		return r;
 	return ing_headend_ext(c, kind, pol);

@@ -5,7 +5,10 @@
  *
  * - srchain_opot_headend, tc egress on the chain's ingress router: the
  *   kernel's seg6 encap has built outer IPv6 + SRH; if (first SID, last
- *   SID) names an OPoT chain, grow the SRH by the TLV and fill it.
+ *   SID) names an OPoT chain, grow the SRH by the TLV and fill it. An
+ *   SRH that already has TLVs passes untouched: the kernel's encap
+ *   writes none on srchain's routes, so srchain's eBPF ingress built it
+ *   with the TLV in place (lib/ingress.h ING_EXT_OPOT).
  * - srchain_opot_transit, tc ingress on each NF node: if (DA, last SID)
  *   names a chain this node is a transit of, update the TLV in place and
  *   hand the packet on to the End that serves the DA: TC_ACT_UNSPEC runs
@@ -52,6 +55,8 @@ int srchain_opot_headend(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_HEADEND);
 	if (!ch)
+		return TC_ACT_UNSPEC;
+	if (si.srhlen != si.tlvoff - si.srhoff)
 		return TC_ACT_UNSPEC;
 	idx = ch->idx;
 	slot = ch->slot;

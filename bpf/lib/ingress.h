@@ -18,6 +18,8 @@
 #include "counters.h"
 #include "ctx.h"
 #include "fw_maps.h"
+#include "opot.h"
+#include "opot_dp.h"
 
 #define ING_MODE_NONE 0
 #define ING_MODE_ENCAP 1  /* H.Encaps (RFC 8986 5.1) */
@@ -34,9 +36,8 @@ struct ing_policy {
 	__u32 mode;       /* ING_MODE_* */
 	__u32 nsegs;      /* segments in segs (travel order) */
 	__u32 hop_limit4; /* outer hop limit of an IPv4 packet (see below) */
-	/* Headend extension hook (OPoT, issue 11): a non-zero ext asks the
-	 * headend to add the TLV of profile slot ext to the SRH it builds
-	 * (ing_headend_ext). Zero today: nothing writes it yet.
+	/* Headend extension (ING_EXT_*, ing_headend_ext): 0 none,
+	 * ING_EXT_OPOT the chain's OPoT TLV (encap mode only).
 	 */
 	__u32 ext;
 	/* Per-flow setup (seed 004, internal/flowsetup): a non-zero pool
@@ -314,19 +315,64 @@ static __always_inline __u32 srv6_insert(struct pctx *c, const int kind, const s
 	return DROP_NONE;
 }
 
-/* ing_headend_ext is THE place where a headend extension adds to the
- * SRH srv6_encaps_fl / srv6_insert just built (c->p re-derived, the SRH
- * right after the outer IPv6 header at c->p.l3off + 40): OPoT (issue 11,
- * seed 003 "ingress init") will grow the SRH by its TLV here (hdr ext
- * len, payload length, CHECKSUM_COMPLETE) for chains whose policy has
- * a non-zero ext (internal/ingress Chain.Ext). No extension exists yet:
- * bpf/ingress.c leaves packets of a policy with ext != 0 to the stack
- * before rewriting anything, so this is reached only with ext == 0.
+/* ING_EXT_OPOT (ing_policy.ext): the chain proves its order with OPoT
+ * (issue 11; seed 003 "ingress init"). The SRH gets OPOT_TLV_LEN bytes
+ * of room after its segment list, and the headend writes the TLV there
+ * (ing_headend_ext): no second pass over a kernel-built SRH, as the tc
+ * headend stage (bpf/opot.c) needs behind the kernel's seg6 encap.
+ * The chain's entry and parameters are the OPoT driver's own maps
+ * (opot_chains, opot_node_params, opot_seqs, opot_stats), which
+ * internal/ingress loads in place of this object's copies.
+ */
+#define ING_EXT_OPOT 1
+
+/* ing_ext_room is the TLV room policy pol's extension needs. */
+static __always_inline __u32 ing_ext_room(const struct ing_policy *pol)
+{
+	return pol->ext == ING_EXT_OPOT ? OPOT_TLV_LEN : 0;
+}
+
+/* ing_headend_ext is THE place where a headend extension fills the room
+ * srv6_encaps_fl left in the SRH it just built (c->p re-derived, the SRH
+ * right after the outer IPv6 header at c->p.l3off + 40). OPoT: the
+ * chain is found as the tc headend stage finds it, by its last SID
+ * (segment[0]); the entry must be a headend's whose SID is the first
+ * segment. A chain without its entry or profile is dropped here,
+ * counted: the verifier would drop it anyway (as the tc stage does).
  */
 static __always_inline __u32 ing_headend_ext(struct pctx *c, const int kind, const struct ing_policy *pol)
 {
-	if (pol->ext)
+	struct opot_chain_key k;
+	struct opot_chain *ch;
+	__u32 n = pol->nsegs, off, r;
+	__u64 *first, *sid;
+	__u8 *tlv;
+
+	if (!pol->ext)
+		return DROP_NONE;
+	if (pol->ext != ING_EXT_OPOT || pol->mode != ING_MODE_ENCAP || n < 1 || n > SRCHAIN_MAX_SEGS)
 		return DROP_UNSUPPORTED;
+	__builtin_memcpy(k.last, &pol->segs[(n - 1) & (SRCHAIN_MAX_SEGS - 1)], sizeof(k.last));
+	ch = bpf_map_lookup_elem(&opot_chains, &k);
+	if (!ch || (ch->role && ch->role != OPOT_ROLE_HEADEND))
+		return DROP_OPOT_NO_PROFILE;
+	first = (__u64 *)&pol->segs[0];
+	sid = (__u64 *)ch->sid;
+	if (first[0] != sid[0] || first[1] != sid[1])
+		return DROP_OPOT_NO_PROFILE;
+	off = c->p.l3off + sizeof(struct ipv6hdr) + 8 + n * sizeof(struct in6_addr);
+	r = opot_headend(&c->p, off, ch->idx, ch->slot);
+	if (r) {
+		opot_count(ch->idx, r);
+		return r;
+	}
+	/* CHECKSUM_COMPLETE: the room was pushed zeroed (sum 0). */
+	if (ctx_csum_complete(c, kind)) {
+		tlv = opot_tlv(&c->p, off);
+		if (!tlv)
+			return DROP_PKT_TRUNCATED;
+		bpf_csum_update(c->ctx, bpf_csum_diff(NULL, 0, (__be32 *)tlv, OPOT_TLV_LEN, 0));
+	}
 	return DROP_NONE;
 }
 

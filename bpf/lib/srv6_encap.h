@@ -26,6 +26,11 @@
  */
 #define SRV6_DECAP_MAX_EXT 6
 
+/* SRV6_MAX_TLV_ROOM is the most TLV bytes srv6_encaps_fl reserves (the
+ * eBPF ingress's OPoT TLV, 24).
+ */
+#define SRV6_MAX_TLV_ROOM 32
+
 /* srv6_encaps: travel holds the n SIDs in the order they are visited
  * (travel[0] becomes the destination); the SRH lists them reversed
  * (RFC 8754 2: segment[0] is the last), SL = last entry = n - 1, no TLVs,
@@ -39,22 +44,27 @@
  */
 static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, const struct in6_addr *src,
 					    const struct in6_addr *travel, __u32 n, __u8 hop_limit,
-					    __be32 flowinfo);
+					    __be32 flowinfo, __u32 tlvroom);
 
 static __always_inline __u32 srv6_encaps(struct pctx *c, const int kind, const struct in6_addr *src,
 					 const struct in6_addr *travel, __u32 n, __u8 hop_limit)
 {
-	return srv6_encaps_fl(c, kind, src, travel, n, hop_limit, 0);
+	return srv6_encaps_fl(c, kind, src, travel, n, hop_limit, 0, 0);
 }
 
 /* srv6_encaps_fl is srv6_encaps with the outer traffic class and flow
  * label given: flowinfo is the outer header's first word in network
  * order (the version nibble is ignored), as the eBPF ingress computes it
- * the way the kernel's seg6 encap does (lib/ingress.h).
+ * the way the kernel's seg6 encap does (lib/ingress.h). tlvroom (a
+ * multiple of 8, at most SRV6_MAX_TLV_ROOM) bytes after the segment
+ * list are counted in the SRH and payload lengths and left for the
+ * caller, who must fill them with TLVs before the packet leaves: tc
+ * pushes them zeroed (not summed into CHECKSUM_COMPLETE), XDP leaves
+ * whatever the headroom held.
  */
 static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, const struct in6_addr *src,
 					    const struct in6_addr *travel, __u32 n, __u8 hop_limit,
-					    __be32 flowinfo)
+					    __be32 flowinfo, __u32 tlvroom)
 {
 	struct srh_fixed *srh;
 	struct ipv6hdr *ip6;
@@ -73,9 +83,9 @@ static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, cons
 		nh = IPPROTO_IPIP;
 	else
 		return DROP_UNSUPPORTED;
-	if (n < 1 || n > SRCHAIN_MAX_SEGS)
+	if (n < 1 || n > SRCHAIN_MAX_SEGS || tlvroom > SRV6_MAX_TLV_ROOM || tlvroom % 8)
 		return DROP_UNSUPPORTED;
-	srhlen = sizeof(*srh) + n * sizeof(struct in6_addr);
+	srhlen = sizeof(*srh) + n * sizeof(struct in6_addr) + tlvroom;
 	inner = ctx_l3_len(c, kind);
 	if (inner + srhlen > 0xffff)
 		return DROP_UNSUPPORTED;
@@ -95,7 +105,7 @@ static __always_inline __u32 srv6_encaps_fl(struct pctx *c, const int kind, cons
 	ipv6_addr_copy(&ip6->saddr, src);
 	ipv6_addr_copy(&ip6->daddr, &travel[0]);
 	srh->nexthdr = nh;
-	srh->hdrlen = 2 * n;
+	srh->hdrlen = (srhlen - 8) / 8;
 	srh->type = SRCHAIN_SRH_TYPE;
 	srh->segments_left = n - 1;
 	srh->last_entry = n - 1;

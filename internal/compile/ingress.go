@@ -35,6 +35,9 @@ func (c *compiler) ingressChain(ch *spec.Chain, mode state.EncapMode, segs []net
 		Dst: slices.Clone(ch.Match.Dst), Src: slices.Clone(ch.Match.Src), Proto: proto,
 		SPort: state.PortRange(ch.Match.SPort), DPort: state.PortRange(ch.Match.DPort),
 	}
+	if ch.OPoT {
+		ic.Ext = state.IngressExtOPoT
+	}
 	if pool := c.s.Pool(ch.Pool); pool != nil {
 		// Per-flow setup: one segment list per instance, the pool's
 		// place taken by the instance's SID.

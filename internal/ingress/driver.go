@@ -19,6 +19,7 @@ import (
 	"github.com/srchain/srchain/internal/firewall"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -142,7 +143,21 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
 	defer pipe.Close()
-	in, err := Load(Options{PinPath: dir, Capacity: pinnedCapacity(dir, CapacityFor(len(entries))), XDP: p.XDP, Pipeline: pipe.Replacements()})
+	var shared map[string]*ebpf.Map
+	if slices.ContainsFunc(cfg.Chains, func(c state.IngressChain) bool { return c.Ext == ExtOPoT }) {
+		if shared, err = opotdp.HeadendMaps(ns); err != nil {
+			if fresh {
+				err = errors.Join(err, removeAll())
+			}
+			return nil, fmt.Errorf("ingress: %w", err)
+		}
+		defer func() {
+			for _, m := range shared {
+				m.Close()
+			}
+		}()
+	}
+	in, err := Load(Options{PinPath: dir, Capacity: pinnedCapacity(dir, CapacityFor(len(entries))), XDP: p.XDP, Pipeline: pipe.Replacements(), OPoT: shared})
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
 		// Tables too small for the new chain set: new maps, then the
 		// links are taken over by the new program (an atomic swap).
@@ -150,7 +165,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			return nil, fmt.Errorf("ingress: %w", err)
 		}
 		replaced = true
-		in, err = Load(Options{PinPath: dir, Capacity: CapacityFor(len(entries)), XDP: p.XDP, Pipeline: pipe.Replacements()})
+		in, err = Load(Options{PinPath: dir, Capacity: CapacityFor(len(entries)), XDP: p.XDP, Pipeline: pipe.Replacements(), OPoT: shared})
 	}
 	if err != nil {
 		if fresh {
@@ -172,9 +187,13 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			return nil, fmt.Errorf("ingress: %w", err)
 		}
 	}
+	// A program reading the OPoT driver's maps is swapped in at every
+	// Apply: it holds the maps it was loaded with, and that driver
+	// replaces them when their layout changes (opotdp load).
+	swap := changed || shared != nil
 	for _, idx := range idxs {
 		ok, err := attached(ns, linkPin(dir, idx, false), idx, false)
-		if err == nil && ok && !changed {
+		if err == nil && ok && !swap {
 			continue
 		}
 		err = ns.Do(func() error {
@@ -195,7 +214,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	// after this one), or leaves it: the tc program does the whole job.
 	pdir := pipeline.NodeDir(ns)
 	switch {
-	case p.XDP && (changed || !pipeline.StagePinned(pdir, pipeline.Ingress)):
+	case p.XDP && (swap || !pipeline.StagePinned(pdir, pipeline.Ingress)):
 		err = pipeline.PinStage(pdir, pipeline.Ingress, in.XDPProgram())
 	case !p.XDP:
 		err = pipeline.UnpinStage(pdir, pipeline.Ingress)

@@ -149,6 +149,44 @@ type ingressProgIngPolicy struct {
 	}
 }
 
+type ingressProgOpotChain struct {
+	_       structs.HostLayout
+	Profile uint32
+	Slot    uint32
+	Role    uint32
+	Idx     uint32
+	Sid     [16]uint8
+}
+
+type ingressProgOpotChainKey struct {
+	_    structs.HostLayout
+	Last [16]uint8
+}
+
+type ingressProgOpotParams struct {
+	_      structs.HostLayout
+	Role   uint32
+	Pad    uint32
+	Share  uint64
+	Lpc    uint64
+	DecR   uint64
+	DecCml uint64
+	EncR   uint64
+	EncCml uint64
+	Secret uint64
+}
+
+type ingressProgOpotWindow struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad    uint32
+	Top    uint64
+	Blocks [32]uint64
+}
+
 type ingressProgPipeCfg struct {
 	_      structs.HostLayout
 	Gen    uint32
@@ -184,6 +222,12 @@ const (
 	ingressProgMapIngPolicies        = "ing_policies"
 	ingressProgMapIngReports         = "ing_reports"
 	ingressProgMapIngVariants        = "ing_variants"
+	ingressProgMapOpotChains         = "opot_chains"
+	ingressProgMapOpotEvents         = "opot_events"
+	ingressProgMapOpotNodeParams     = "opot_node_params"
+	ingressProgMapOpotSeqs           = "opot_seqs"
+	ingressProgMapOpotStats          = "opot_stats"
+	ingressProgMapOpotWindows        = "opot_windows"
 	ingressProgMapPipeConfig         = "pipe_config"
 	ingressProgMapPipeProgs0         = "pipe_progs0"
 	ingressProgMapPipeProgs1         = "pipe_progs1"
@@ -262,6 +306,12 @@ type ingressProgMapSpecs struct {
 	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
 	IngReports     *ebpf.MapSpec `ebpf:"ing_reports"`
 	IngVariants    *ebpf.MapSpec `ebpf:"ing_variants"`
+	OpotChains     *ebpf.MapSpec `ebpf:"opot_chains"`
+	OpotEvents     *ebpf.MapSpec `ebpf:"opot_events"`
+	OpotNodeParams *ebpf.MapSpec `ebpf:"opot_node_params"`
+	OpotSeqs       *ebpf.MapSpec `ebpf:"opot_seqs"`
+	OpotStats      *ebpf.MapSpec `ebpf:"opot_stats"`
+	OpotWindows    *ebpf.MapSpec `ebpf:"opot_windows"`
 	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
 	PipeProgs0     *ebpf.MapSpec `ebpf:"pipe_progs0"`
 	PipeProgs1     *ebpf.MapSpec `ebpf:"pipe_progs1"`
@@ -314,6 +364,12 @@ type ingressProgMaps struct {
 	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
 	IngReports     *ebpf.Map `ebpf:"ing_reports"`
 	IngVariants    *ebpf.Map `ebpf:"ing_variants"`
+	OpotChains     *ebpf.Map `ebpf:"opot_chains"`
+	OpotEvents     *ebpf.Map `ebpf:"opot_events"`
+	OpotNodeParams *ebpf.Map `ebpf:"opot_node_params"`
+	OpotSeqs       *ebpf.Map `ebpf:"opot_seqs"`
+	OpotStats      *ebpf.Map `ebpf:"opot_stats"`
+	OpotWindows    *ebpf.Map `ebpf:"opot_windows"`
 	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
 	PipeProgs0     *ebpf.Map `ebpf:"pipe_progs0"`
 	PipeProgs1     *ebpf.Map `ebpf:"pipe_progs1"`
@@ -342,6 +398,12 @@ func (m *ingressProgMaps) Close() error {
 		m.IngPolicies,
 		m.IngReports,
 		m.IngVariants,
+		m.OpotChains,
+		m.OpotEvents,
+		m.OpotNodeParams,
+		m.OpotSeqs,
+		m.OpotStats,
+		m.OpotWindows,
 		m.PipeConfig,
 		m.PipeProgs0,
 		m.PipeProgs1,

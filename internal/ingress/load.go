@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -36,7 +38,17 @@ type Options struct {
 	// Pipeline are the node's XDP pipeline maps (pipeline.Maps
 	// Replacements), in place of the object's own; not pinned here.
 	Pipeline map[string]*ebpf.Map
+	// OPoT are the OPoT driver's maps the headend extension reads and
+	// counts in (opotdp.HeadendMaps), in place of the object's own, for
+	// chains with Chain.Ext = ExtOPoT; not pinned here. Without them the
+	// object's own OPoT maps stay empty: such chains are dropped, counted
+	// (opot-no-profile).
+	OPoT map[string]*ebpf.Map
 }
+
+// ExtOPoT is Chain.Ext of a chain whose headend writes its OPoT TLV
+// (bpf/lib/ingress.h ING_EXT_OPOT).
+const ExtOPoT = state.IngressExtOPoT
 
 // Ingress is a loaded ingress program and its maps.
 type Ingress struct {
@@ -59,15 +71,21 @@ func Load(opts Options) (*Ingress, error) {
 		return nil, fmt.Errorf("load ingress: %w", err)
 	}
 	var copts ebpf.CollectionOptions
+	copts.MapReplacements = maps.Clone(opts.Pipeline)
+	if copts.MapReplacements == nil {
+		copts.MapReplacements = map[string]*ebpf.Map{}
+	}
+	maps.Copy(copts.MapReplacements, opts.OPoT)
 	if opts.PinPath != "" {
 		for name, m := range spec.Maps {
-			if _, shared := opts.Pipeline[name]; !shared && m.Name != "" && m.Name[0] != '.' {
+			// The OPoT maps are the OPoT driver's (or empty stand-ins).
+			_, shared := copts.MapReplacements[name]
+			if !shared && !strings.HasPrefix(name, "opot_") && m.Name != "" && m.Name[0] != '.' {
 				m.Pinning = ebpf.PinByName
 			}
 		}
 		copts.Maps.PinPath = opts.PinPath
 	}
-	copts.MapReplacements = opts.Pipeline
 	in := &Ingress{}
 	if opts.XDP {
 		err = spec.LoadAndAssign(&in.objs, &copts)

@@ -187,6 +187,11 @@ func TestChainTestRun(t *testing.T) {
 			if exp := frame(t, travel, 0, m.SRv6TLV()); !bytes.Equal(out, exp) {
 				t.Fatalf("headend frame differs from the Go encapsulation with the TLV:\n got %x\nwant %x", out, exp)
 			}
+			// An SRH with TLVs already (srchain's eBPF ingress wrote the
+			// TLV as it encapsulated) passes untouched.
+			if ret, o := run(t, nodes[0].objs.SrchainOpotHeadend, out); ret != tcActNext || !bytes.Equal(o, out) {
+				t.Fatalf("headend on a frame with its TLV: verdict %d, changed %v", ret, !bytes.Equal(o, out))
+			}
 
 			// Transits, in order; a node does nothing for another's DA.
 			pkt := out

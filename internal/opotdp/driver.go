@@ -838,3 +838,38 @@ func (dr Driver) Summary(ctx context.Context, ns *netns.NS, node state.Node, p s
 	}
 	return out, nil
 }
+
+// ErrNotLoaded: the node's OPoT maps are not pinned (the OPoT driver has
+// not run there).
+var ErrNotLoaded = errors.New("opot maps not loaded")
+
+// headendMaps are the maps srchain's eBPF ingress shares to write a
+// chain's TLV as it encapsulates (bpf/lib/ingress.h ING_EXT_OPOT): the
+// chain entry, the headend's parameters and sequence counters, and the
+// per-chain verdict counters.
+var headendMaps = []string{"opot_chains", "opot_node_params", "opot_seqs", "opot_stats"}
+
+// HeadendMaps opens the node's pinned OPoT maps that an eBPF headend
+// loads in place of its own (ebpf.CollectionOptions.MapReplacements), so
+// it takes its sequence numbers from the same counters as the tc headend
+// stage and is configured by this driver alone. The caller closes them
+// once loaded. The OPoT program is compiled before the ingress program of
+// a node (internal/compile), so its driver has pinned them by then.
+func HeadendMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
+	dir := PinDir(ns)
+	out := map[string]*ebpf.Map{}
+	for _, name := range headendMaps {
+		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			if errors.Is(err, os.ErrNotExist) {
+				err = ErrNotLoaded
+			}
+			return nil, fmt.Errorf("open opot map %s: %w", name, err)
+		}
+		out[name] = m
+	}
+	return out, nil
+}

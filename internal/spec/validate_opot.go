@@ -12,12 +12,14 @@ const OPoTMaxNFs = 6
 // distinct, so that a node never holds two shares and skipping one
 // always changes the result. What the data plane does not do yet is
 // refused rather than silently unverified (docs/opot.md "Limits"):
-// insert mode (no decapsulating egress to verify before), an NF node with datapath xdp (its XDP End
-// would forward the packet before the tc transit stage updates the
-// proof) and an ingress with `ingress: ebpf` (the OPoT headend runs
-// after the kernel's seg6 encap; the eBPF ingress does not add the TLV
-// yet). An SR-unaware NF is a proxy, whose kind checks that its
-// behaviour can carry the proof (internal/kinds/proxy).
+// insert mode (no decapsulating egress to verify before), an NF node
+// with datapath xdp (its XDP End would forward the packet before the tc
+// transit stage updates the proof); NF pools are refused with the pool
+// checks (each instance would need a share of its own). The headend is the kernel's seg6
+// encap followed by a tc stage, or srchain's eBPF ingress writing the TLV
+// as it encapsulates (`ingress: ebpf`). An SR-unaware NF is a proxy,
+// whose kind checks that its behaviour can carry the proof
+// (internal/kinds/proxy).
 func (v *validator) opot() {
 	s := v.s
 	for i := range s.Chains {
@@ -26,9 +28,6 @@ func (v *validator) opot() {
 			continue
 		}
 		p := fmt.Sprintf("chains[%d].opot", i)
-		if in := s.Node(c.Ingress); in != nil && in.Ingress == IngressEBPF {
-			v.add(p, "opot with ingress %s on node %s is not supported yet: the OPoT headend follows the kernel's seg6 encap; use the kernel ingress", IngressEBPF, c.Ingress)
-		}
 		if c.Mode == ModeInsert {
 			v.add(p, "opot needs encap mode: the verifier runs at the egress before it decapsulates")
 		}

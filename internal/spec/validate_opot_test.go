@@ -37,6 +37,9 @@ func TestOPoTField(t *testing.T) {
 	if _, err := Check([]byte(on(base)), "in.yaml"); err != nil {
 		t.Fatalf("opot: true on the testbed refused: %v", err)
 	}
+	ebpfIngress := func(s string) string {
+		return strings.Replace(s, `{name: r1, role: router, locator: "fd00:1::/64"}`, `{name: r1, role: router, locator: "fd00:1::/64", ingress: ebpf}`, 1)
+	}
 	for _, c := range []struct {
 		name, yaml string
 		want       []string
@@ -47,7 +50,9 @@ func TestOPoTField(t *testing.T) {
 		{"same node", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r2}", 1), []string{"chains[0].nfs[1]"}, "one node per share"},
 		{"on egress", strings.Replace(on(base), "{name: vnf3, kind: forward, node: r3}", "{name: vnf3, kind: forward, node: r6}", 1), []string{"chains[0].nfs[1]"}, "also the egress"},
 		{"xdp", strings.Replace(on(base), `{name: r3, role: router, locator: "fd00:3::/64"}`, `{name: r3, role: router, locator: "fd00:3::/64", datapath: xdp}`, 1), []string{"chains[0].nfs[1]"}, "XDP End"},
-		{"ebpf ingress", strings.Replace(on(base), `{name: r1, role: router, locator: "fd00:1::/64"}`, `{name: r1, role: router, locator: "fd00:1::/64", ingress: ebpf}`, 1), []string{"chains[0].opot"}, "ingress ebpf"},
+		{"ebpf ingress", ebpfIngress(on(base)), nil, ""},
+		{"pool", strings.Replace(strings.Replace(ebpfIngress(on(base)), "nfs: [vnf2, vnf3]", "nfs: [p2, vnf3]", 1),
+			"\nchains:", "\npools:\n  - {name: p2, nfs: [vnf2, vnf4], pick: hash}\nchains:", 1), []string{"chains[0].nfs"}, "no opot"},
 		{"not bool", strings.Replace(on(base), "opot: true", "opot: yes please", 1), []string{"chains[0].opot"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

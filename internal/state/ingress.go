@@ -36,15 +36,18 @@ type IngressChain struct {
 	Proto uint8          `json:"proto,omitempty"`
 	SPort PortRange      `json:"sport,omitzero"`
 	DPort PortRange      `json:"dport,omitzero"`
-	// Ext is the headend extension hook (bpf/lib/ingress.h
-	// ing_headend_ext): OPoT (issue 11) sets the profile slot whose TLV
-	// the headend adds to this chain's SRH; 0: none.
+	// Ext is the headend extension (bpf/lib/ingress.h ing_headend_ext):
+	// IngressExtOPoT for a chain with opot (the headend writes the OPoT
+	// TLV as it encapsulates); 0: none.
 	Ext uint32 `json:"ext,omitempty"`
 	// Pool, when set, makes the chain's NF at one position a pool of
 	// instances chosen per flow (per-flow setup, seed 004): Segments is
 	// the first instance's list, Pool.Variants every instance's.
 	Pool *IngressPool `json:"pool,omitempty"`
 }
+
+// IngressExtOPoT is IngressChain.Ext of an OPoT chain (ING_EXT_OPOT).
+const IngressExtOPoT = 1
 
 // IngressPool is the per-flow choice among a pool's instances for one
 // chain: the ingress reports the first packet of a flow it has no entry

@@ -1,0 +1,158 @@
+package ingress
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/srchain/srchain/internal/drop"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+// opotMaps loads the OPoT programs' maps (as the OPoT driver pins them)
+// with chain id's headend entry for travel (node 0 of profile p, slot
+// slot) and returns them as the ingress's replacements.
+func opotMaps(t *testing.T, p *opot.Profile, id uint32, slot uint8, travel []netip.Addr) (*opotdp.Objects, map[string]*ebpf.Map) {
+	t.Helper()
+	spec, err := opotdp.LoadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &opotdp.Objects{}
+	if err := spec.LoadAndAssign(o, nil); err != nil {
+		t.Fatalf("load opot maps: %v", err)
+	}
+	t.Cleanup(func() { o.Close() })
+	n, err := p.Node(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := opotdp.ChainKey{Last: travel[len(travel)-1].As16()}
+	ch := opotdp.Chain{Profile: id, Slot: uint32(slot), Role: uint32(opot.RoleHeadend), Idx: id, Sid: travel[0].As16()}
+	if err := o.OpotChains.Put(&ck, &ch); err != nil {
+		t.Fatal(err)
+	}
+	k := opotdp.Key{Index: id, Slot: uint32(slot)}
+	v := opotdp.FromNode(n)
+	if err := o.OpotNodeParams.Put(k.Array(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
+		t.Fatal(err)
+	}
+	return o, map[string]*ebpf.Map{
+		"opot_chains": o.OpotChains, "opot_node_params": o.OpotNodeParams,
+		"opot_seqs": o.OpotSeqs, "opot_stats": o.OpotStats,
+	}
+}
+
+// TestBPFOPoTHeadend: a chain with Ext = ExtOPoT leaves the tc program
+// encapsulated with the OPoT TLV in its SRH, byte for byte the Go
+// encapsulation with the TLV the model's headend writes (sequence 1, 2,
+// ... from the OPoT driver's counter, the slot of the chain's entry);
+// the model's transits and verifier accept it. With the chain's entry
+// gone the packet is dropped (opot-no-profile) before anything leaves;
+// a chain without Ext gets no TLV. XDP, whose FIB lookup fails here,
+// passes it untouched to tc.
+func TestBPFOPoTHeadend(t *testing.T) {
+	testutil.RequireRoot(t)
+	const k, id, slot, ethLen, tcActShot = 4, 7, 1, 14, 2
+	p, err := opot.GenerateFrom(rand.NewChaCha8([32]byte{11}), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	travel := []netip.Addr{ma("fd00:1::e"), ma("fd00:2::e"), ma("fd00:3::d6")}
+	o, shared := opotMaps(t, p, id, slot, travel)
+	cfg := Config{Chains: []Chain{
+		{Name: "proof", Mode: state.ModeEncap, Segments: travel, Dev: "eth1", Dst: []netip.Prefix{mp("2001:db8:5::/64")}, Ext: ExtOPoT},
+		{Name: "plain", Mode: state.ModeEncap, Segments: travel, Dev: "eth1", Dst: []netip.Prefix{mp("2001:db8:6::/64")}},
+	}}
+	in, err := Load(Options{XDP: true, Capacity: CapacityFor(len(cfg.Chains)), OPoT: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	if _, err := in.Update(cfg, testSettings); err != nil {
+		t.Fatal(err)
+	}
+	ns := testNS(t)
+	f := p.Field()
+	n0, _ := p.Node(0)
+	inner := srv6.UDP6(ma("2001:db8:1::1"), ma("2001:db8:5::9"), 4000, 80, []byte("proof of transit"))
+	pkt := frame(hostMAC, inner)
+
+	if ret, out := run(t, ns, in.XDPProgram(), pkt); ret != xdpPass || !bytes.Equal(out[:len(pkt)], pkt) {
+		t.Fatalf("xdp: verdict %d, frame changed", ret)
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		ret, out := run(t, ns, in.Program(), pkt)
+		if ret != tcActOK {
+			t.Fatalf("packet %d: verdict %d, want TC_ACT_OK (the stack forwards it)", seq, ret)
+		}
+		off := ethLen + 40 + 8 + 16*len(travel)
+		m, err := opot.ParseTLV(out[off:])
+		if err != nil {
+			t.Fatalf("packet %d: %v", seq, err)
+		}
+		r := m.RND ^ n0.Enc.R
+		if opot.SeqOf(r) != seq || m.Slot != slot {
+			t.Fatalf("packet %d: seq %d slot %d", seq, opot.SeqOf(r), m.Slot)
+		}
+		want, err := opot.Init(f, n0, slot, r)
+		if err != nil || want != m {
+			t.Fatalf("packet %d: TLV %+v, model %+v (%v)", seq, m, want, err)
+		}
+		l3, err := srv6.EncapWith(srv6.EncapOptions{Inherit: true}, tunsrc, travel, inner, m.SRv6TLV())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exp := frame(hostMAC, l3); !bytes.Equal(out[:len(exp)], exp) {
+			t.Fatalf("packet %d differs from the Go encapsulation with the TLV:\n got %x\nwant %x", seq, out[:len(exp)], exp)
+		}
+		for j := 1; j < k-1; j++ {
+			nj, _ := p.Node(j)
+			if m, err = opot.Transit(f, nj, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nv, _ := p.Node(k - 1)
+		if got, err := opot.Verify(f, nv, m); err != nil || opot.SeqOf(got) != seq {
+			t.Fatalf("packet %d: the model's verifier says seq %d, %v", seq, opot.SeqOf(got), err)
+		}
+	}
+
+	// A chain without Ext: no TLV.
+	plain := frame(hostMAC, srv6.UDP6(ma("2001:db8:1::1"), ma("2001:db8:6::9"), 4000, 80, []byte("plain")))
+	ret, out := run(t, ns, in.Program(), plain)
+	l3, _ := srv6.EncapWith(srv6.EncapOptions{Inherit: true}, tunsrc, travel, plain[ethLen:])
+	if exp := frame(hostMAC, l3); ret != tcActOK || !bytes.Equal(out[:len(exp)], exp) {
+		t.Fatalf("plain chain: verdict %d, frame %x", ret, out[:len(exp)])
+	}
+
+	// The entry gone (the OPoT driver removed the chain): dropped.
+	ck := opotdp.ChainKey{Last: travel[len(travel)-1].As16()}
+	if err := o.OpotChains.Delete(&ck); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := run(t, ns, in.Program(), pkt); ret != tcActShot {
+		t.Fatalf("no chain entry: verdict %d, want TC_ACT_SHOT", ret)
+	}
+	ds, err := in.DropCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds[drop.OPoTNoProfile] != 1 {
+		t.Fatalf("drops %v, want one %s", ds.NonZero(), drop.OPoTNoProfile)
+	}
+	if _, err := Load(Options{OPoT: map[string]*ebpf.Map{"opot_chains": o.OpotStats}}); !errors.Is(err, ebpf.ErrMapIncompatible) {
+		t.Fatalf("a wrong map as opot_chains: %v, want ErrMapIncompatible", err)
+	}
+}
