@@ -73,6 +73,52 @@ func TestLabOPoTEBPFEnd(t *testing.T) {
 	}
 }
 
+// TestLabOPoTEBPFIngress is TestLabOPoT with srchain's eBPF ingress on
+// r1, at XDP and tc (`ingress: ebpf, datapath: xdp`): the ingress writes
+// the TLV as it encapsulates, from the OPoT driver's own maps (its
+// sequence counter, its parameters), and the tc headend stage behind it
+// leaves those packets alone (a second TLV would fail at r6).
+func TestLabOPoTEBPFIngress(t *testing.T) {
+	requireRoot(t)
+	path := filepath.Join("..", "..", "examples", "opot-testbed.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const old = `{name: r1, role: router, locator: "fd00:1::/64"}`
+	if !strings.Contains(string(b), old) {
+		t.Fatal("opot-testbed.yaml changed: no r1 line")
+	}
+	src := strings.Replace(string(b), old, `{name: r1, role: router, locator: "fd00:1::/64", ingress: ebpf, datapath: xdp}`, 1)
+	s, err := spec.Check([]byte(src), path)
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	l := deploySpec(t, s)
+	opotScenario(t, l)
+	pcs, err := lab.Counters(t.Context(), l.net.Name, "r1", l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packets uint64
+	for _, pc := range pcs {
+		if pc.Program != state.ProgramIngress {
+			continue
+		}
+		for _, c := range pc.Counters {
+			if c.Name == "chain/verified/packets" {
+				packets = c.Value
+			}
+		}
+	}
+	var out strings.Builder
+	lab.PrintCounters(&out, pcs)
+	t.Logf("r1 counters:\n%s", out.String())
+	if packets == 0 {
+		t.Fatal("r1's eBPF ingress encapsulated none of the chain's packets")
+	}
+}
+
 func index(s []string, prefix string) int {
 	for i, v := range s {
 		if strings.HasPrefix(v, prefix) {
