@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/srchain/srchain/internal/ingress"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -80,12 +82,19 @@ func CaseIngressEBPF(n int, xdp bool) Case {
 }
 
 func srchainIngress(d *DUT, n int, xdp bool) error {
+	return srchainIngressWith(d, ingressChains(n), xdp, nil)
+}
+
+// srchainIngressWith runs srchain's eBPF ingress with chains on the DUT's
+// ingress veth; opotMaps are the OPoT maps its headend extension uses
+// (ingress.Options.OPoT).
+func srchainIngressWith(d *DUT, chains []state.IngressChain, xdp bool, opotMaps map[string]*ebpf.Map) error {
 	in, err := d.Index(ifDUTIn)
 	if err != nil {
 		return err
 	}
-	cfg := ingress.Config{Chains: ingressChains(n)}
-	ing, err := ingress.Load(ingress.Options{XDP: xdp, Capacity: ingress.CapacityFor(n)})
+	cfg := ingress.Config{Chains: chains}
+	ing, err := ingress.Load(ingress.Options{XDP: xdp, Capacity: ingress.CapacityFor(len(chains)), OPoT: opotMaps})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/ingress"
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/srv6"
@@ -30,7 +31,10 @@ import (
 //     chain's last node; every frame must verify and be fresh for the
 //     anti-replay window (see opotVerifyFrame).
 //   - headend: kernel H.Encaps vs H.Encaps + the headend stage at tc
-//     egress of the DUT's egress (grow the SRH by the TLV, fill it).
+//     egress of the DUT's egress (grow the SRH by the TLV, fill it), and
+//     vs srchain's eBPF ingress writing the TLV as it encapsulates, tc
+//     (opot-ingress-tc) and XDP (opot-ingress-xdp); ingress-tc is that
+//     ingress without OPoT, for what the TLV costs it.
 //
 // The bench's profiles come from a seeded stream (opotProfile): they are
 // test material, the same frames every run, never a chain's keys.
@@ -292,6 +296,34 @@ func setupOPoTHeadend(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
 	return o, attachTCX(d, ifDUTOut, o.SrchainOpotHeadend, true)
 }
 
+// setupOPoTIngress: srchain's eBPF ingress (tc, with xdp also XDP) on
+// the DUT's ingress, one chain (the generator's flow, segs fc00:6::e)
+// whose TLV it writes as it encapsulates, from the headend's entry and
+// parameters in the OPoT maps.
+func setupOPoTIngress(ctx context.Context, d *DUT, xdp bool) (*opotdp.Objects, error) {
+	p, err := opotProfile(3)
+	if err != nil {
+		return nil, err
+	}
+	n, err := p.Node(0)
+	if err != nil {
+		return nil, fmt.Errorf("set up opot ingress: %w", err)
+	}
+	o, err := opotStages(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := opotChain(o, n, ReEncap6, ReEncap6); err != nil {
+		return nil, err
+	}
+	chains := ingressChains(1)
+	chains[0].Ext = ingress.ExtOPoT
+	return o, srchainIngressWith(d, chains, xdp, map[string]*ebpf.Map{
+		"opot_chains": o.OpotChains, "opot_node_params": o.OpotNodeParams,
+		"opot_seqs": o.OpotSeqs, "opot_stats": o.OpotStats,
+	})
+}
+
 func discardObjs(f func(context.Context, *DUT) (*opotdp.Objects, error)) func(context.Context, *DUT) error {
 	return func(ctx context.Context, d *DUT) error {
 		_, err := f(ctx, d)
@@ -333,6 +365,26 @@ var CaseOPoTHeadend = Case{
 	Setup: discardObjs(setupOPoTHeadend),
 }
 
+// CaseOPoTIngress is srchain's eBPF ingress writing the TLV as it
+// encapsulates (tc; with xdp, XDP + tc).
+func CaseOPoTIngress(xdp bool) Case {
+	name, desc := "opot-ingress-tc", "tc"
+	if xdp {
+		name, desc = "opot-ingress-xdp", "XDP + tc"
+	}
+	return Case{
+		Name: name, Desc: "srchain eBPF ingress (" + desc + ", 1 SID) writing the OPoT TLV",
+		Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTIngress(ctx, d, xdp) }),
+	}
+}
+
+// CaseIngressTC is srchain's eBPF ingress (tc) with the same chain and
+// no OPoT: what the TLV costs the eBPF headend.
+var CaseIngressTC = Case{
+	Name: "ingress-tc", Desc: "srchain eBPF ingress (tc, 1 SID), no OPoT",
+	Setup: func(ctx context.Context, d *DUT) error { return srchainIngress(d, 1, false) },
+}
+
 // CaseSrchainEndTLV is srchain's eBPF End on the transit frames (with the
 // TLV, which the End walks and leaves alone): the transit's baseline.
 var CaseSrchainEndTLV = Case{
@@ -370,17 +422,19 @@ var opotGoals = []struct {
 	{"opot-transit+end", "end", 0.95},
 	{"opot-verify+dt6", "dt6", 0.9},
 	{"opot-headend", "h.encaps", 0.9},
+	{"opot-ingress-tc", "h.encaps", 0.9},
+	{"opot-ingress-xdp", "h.encaps", 0.9},
 }
 
 func init() {
 	Register(&Scenario{
 		Name: "opot", Baseline: "srchain-end",
-		Desc: "ordered proof of transit: transit stage + eBPF End vs eBPF End (k = 3, 5, 7), verify + End.DT6 vs End.DT6, headend + H.Encaps vs H.Encaps",
+		Desc: "ordered proof of transit: transit stage + eBPF End vs eBPF End (k = 3, 5, 7), verify + End.DT6 vs End.DT6, headend + H.Encaps and the eBPF ingress writing the TLV (tc, XDP) vs H.Encaps",
 		Cases: []Case{
 			CaseSrchainEndTLV, CaseOPoTTransit(3), CaseOPoTTransit(5), CaseOPoTTransit(7),
 			CaseEndTLV, CaseOPoTTransitKernelEnd,
 			CaseDT6Counter, CaseOPoTVerify,
-			CaseHEncaps, CaseOPoTHeadend,
+			CaseHEncaps, CaseOPoTHeadend, CaseIngressTC, CaseOPoTIngress(false), CaseOPoTIngress(true),
 		},
 	})
 }

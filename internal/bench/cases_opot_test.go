@@ -144,9 +144,10 @@ func tlvOf(t *testing.T, spec FrameSpec) opot.Meta {
 // Each OPoT case's DUT, set up by the bench's own helpers, handles the
 // case's frames sent through the line by the generator: every frame
 // reaches the sink, none is dropped, and the stage did its work: the
-// verifier counted every frame as verified, the headend numbered every
-// frame (its sequence counter) and grew it by the TLV (24 bytes more at
-// the sink than the kernel's encap alone), and the transit's output (by
+// verifier counted every frame as verified, the headend (the tc stage
+// behind the kernel's encap, or the eBPF ingress at tc and at XDP)
+// numbered every frame (its sequence counter) and carried the TLV (24
+// bytes more at the sink than the kernel's encap alone), and the transit's output (by
 // test run of the attached program on the frame) is the Go model's hop,
 // which the chain's verifier accepts.
 func TestOPoTLine(t *testing.T) {
@@ -160,6 +161,8 @@ func TestOPoTLine(t *testing.T) {
 	}{
 		{CaseOPoTVerify, setupOPoTVerify},
 		{CaseOPoTHeadend, setupOPoTHeadend},
+		{CaseOPoTIngress(false), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTIngress(ctx, d, false) }},
+		{CaseOPoTIngress(true), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTIngress(ctx, d, true) }},
 		{CaseOPoTTransit(5), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransit(ctx, d, 5) }},
 	} {
 		t.Run(tc.c.Name, func(t *testing.T) {
@@ -189,7 +192,7 @@ func TestOPoTLine(t *testing.T) {
 				if ok := statSum(t, o.OpotStats, func(idx uint32, r drop.Reason) bool { return r == drop.None && idx == opotID }); ok != sent {
 					t.Errorf("verified %d of %d frames", ok, sent)
 				}
-			case CaseOPoTHeadend.Name:
+			case CaseOPoTHeadend.Name, CaseOPoTIngress(false).Name, CaseOPoTIngress(true).Name:
 				var seq uint64
 				if err := o.OpotSeqs.Lookup(opotdp.Key{Index: opotID, Slot: opotSlot}.Array(), &seq); err != nil {
 					t.Fatal(err)
