@@ -125,8 +125,22 @@ __attribute__((noinline)) int opot_find_xdp(struct xdp_md *x, __u32 tlvoff, __u3
 static __always_inline __u32 opot_find(const struct pctx *c, const int kind,
 				       const struct srh_info *si, __u32 *off)
 {
+	__u32 at0 = si->tlvoff & 0x3fff;
+	__u8 *tlv;
 	int at;
 
+	/* What srchain's headends write: the TLV area is the OPoT TLV and
+	 * nothing else. Checked here as opot_scan checks it, without the
+	 * call and the walk; anything else takes the walk.
+	 */
+	if (si->srhoff + si->srhlen == si->tlvoff + OPOT_TLV_LEN) {
+		tlv = pkt_ptr(&c->p, at0, OPOT_TLV_LEN);
+		if (tlv && tlv[0] == OPOT_TLV_TYPE && tlv[1] == OPOT_TLV_LEN - 2 && tlv[OPOT_OFF_SLOT] < OPOT_SLOTS &&
+		    !(tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7])) {
+			*off = at0;
+			return DROP_NONE;
+		}
+	}
 	if (kind == CTX_XDP)
 		at = opot_find_xdp(c->ctx, si->tlvoff, si->srhoff + si->srhlen);
 	else
