@@ -77,7 +77,9 @@ func TestLabOPoTEBPFEnd(t *testing.T) {
 // r1, at XDP and tc (`ingress: ebpf, datapath: xdp`): the ingress writes
 // the TLV as it encapsulates, from the OPoT driver's own maps (its
 // sequence counter, its parameters), and the tc headend stage behind it
-// leaves those packets alone (a second TLV would fail at r6).
+// leaves those packets alone (a second TLV would fail at r6). r1's OPoT
+// program has only the egress headend stage, so its ingress runs at XDP
+// (the veths count XDP redirects).
 func TestLabOPoTEBPFIngress(t *testing.T) {
 	requireRoot(t)
 	path := filepath.Join("..", "..", "examples", "opot-testbed.yaml")
@@ -96,6 +98,9 @@ func TestLabOPoTEBPFIngress(t *testing.T) {
 	}
 	l := deploySpec(t, s)
 	opotScenario(t, l)
+	if n := l.xdpRedirects(t, "r1"); n == 0 {
+		t.Error("r1's XDP ingress redirected nothing: the proofs were all written at tc")
+	}
 	pcs, err := lab.Counters(t.Context(), l.net.Name, "r1", l.opts)
 	if err != nil {
 		t.Fatal(err)
