@@ -20,6 +20,10 @@
  *   kernel's End.DT6/DX4 decapsulates; anything else -> drop, counted per
  *   chain and reason, and an event on the ring.
  *
+ * - srchain_opot_xdp, the transit and verify stages as the OPoT stage of
+ *   a `datapath: xdp` node's XDP pipeline (lib/pipeline.h), in front of
+ *   the XDP End; the tc stages leave what it did alone (PIPE_DONE_OPOT).
+ *
  * Packets that name no OPoT chain pass untouched (TC_ACT_UNSPEC), so a
  * stage costs one parse and one hash lookup on other traffic.
  */
@@ -29,6 +33,7 @@
 #include "srh.h"
 #include "opot.h"
 #include "opot_dp.h"
+#include "pipeline.h"
 
 /* opot_parse locates and validates the SRH of an Ethernet + IPv6 packet;
  * non-zero: not an SRv6 packet this stage handles.
@@ -76,27 +81,62 @@ int srchain_opot_headend(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
+/* opot_transit_stage updates the TLV of a packet of chain ch in place
+ * (transit role). A missing or malformed TLV is left for the verifier to
+ * drop and count: a transit never drops (seed 003 III-A4). Returns
+ * whether it updated the proof.
+ */
+static __always_inline int opot_transit_stage(struct pctx *c, const int kind, const struct srh_info *si,
+					      const struct opot_chain *ch)
+{
+	__u32 off = 0, idx = ch->idx;
+
+	if (opot_find(c, kind, si, &off))
+		return 0;
+	opot_transit(&c->p, off, idx);
+	return 1;
+}
+
+/* opot_verify_stage checks the proof of a packet of chain ch (verifier
+ * role), counts the verdict per chain and reports a drop on the ring;
+ * DROP_NONE accepts.
+ */
+static __always_inline __u32 opot_verify_stage(struct pctx *c, const int kind, const struct srh_info *si,
+					       const struct opot_chain *ch)
+{
+	__u32 r, off = 0, profile = ch->profile, idx = ch->idx, slot = 0;
+	__u64 seq = 0;
+	__u8 *tlv;
+
+	r = opot_find(c, kind, si, &off);
+	if (!r) {
+		tlv = opot_tlv(&c->p, off);
+		if (tlv)
+			slot = tlv[OPOT_OFF_SLOT];
+		r = opot_verify(&c->p, off, idx, &seq);
+	}
+	opot_count(idx, r);
+	if (r) {
+		opot_report(profile, slot, r, seq);
+		count_drop(r);
+	}
+	return r;
+}
+
 SEC("tc")
 int srchain_opot_transit(struct __sk_buff *skb)
 {
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct srh_info si = {};
 	struct opot_chain *ch;
-	__u32 off = 0, idx;
 
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
 		return TC_ACT_UNSPEC;
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_TRANSIT);
-	if (!ch)
+	if (!ch || pipe_tc_done(skb, PIPE_DONE_OPOT))
 		return TC_ACT_UNSPEC;
-	idx = ch->idx;
-	/* A missing or malformed TLV is left for the verifier to drop and
-	 * count: a transit never drops (seed 003 III-A4).
-	 */
-	if (opot_find(&c, CTX_TC, &si, &off))
-		return TC_ACT_UNSPEC;
-	opot_transit(&c.p, off, idx);
+	opot_transit_stage(&c, CTX_TC, &si, ch);
 	return TC_ACT_UNSPEC;
 }
 
@@ -106,32 +146,48 @@ int srchain_opot_verify(struct __sk_buff *skb)
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct srh_info si = {};
 	struct opot_chain *ch;
-	__u32 r, off = 0, profile, idx, slot = 0;
-	__u64 seq = 0;
-	__u8 *tlv;
 
 	ctx_reload(&c, CTX_TC);
 	if (opot_parse(&c, &si))
 		return TC_ACT_UNSPEC;
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_VERIFIER);
-	if (!ch)
+	if (!ch || pipe_tc_done(skb, PIPE_DONE_OPOT))
 		return TC_ACT_UNSPEC;
-	profile = ch->profile;
-	idx = ch->idx;
-	r = opot_find(&c, CTX_TC, &si, &off);
-	if (!r) {
-		tlv = opot_tlv(&c.p, off);
-		if (tlv)
-			slot = tlv[OPOT_OFF_SLOT];
-		r = opot_verify(&c.p, off, idx, &seq);
-	}
-	opot_count(idx, r);
-	if (r) {
-		opot_report(profile, slot, r, seq);
-		count_drop(r);
+	if (opot_verify_stage(&c, CTX_TC, &si, ch))
 		return TC_ACT_SHOT;
-	}
 	return TC_ACT_UNSPEC;
+}
+
+/* srchain_opot_xdp is the XDP pipeline's OPoT stage (PIPE_OPOT) of a
+ * `datapath: xdp` node: the transit and verify stages above, in front of
+ * the XDP End, for the chain entries of those roles (a headend's entry
+ * is the tc egress stage's). A packet whose proof it updated or accepted
+ * carries PIPE_DONE_OPOT, so the tc stages leave it alone if a later
+ * stage hands it to the stack; any other goes on untouched.
+ */
+SEC("xdp")
+int srchain_opot_xdp(struct xdp_md *ctx)
+{
+	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct srh_info si = {};
+	struct opot_chain *ch;
+	struct ethhdr *eth;
+
+	ctx_reload(&c, CTX_XDP);
+	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
+	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6) || opot_parse(&c, &si))
+		return pipe_next(ctx, PIPE_OPOT);
+	ch = opot_chain_of(&c.p, &si, 0);
+	if (!ch || ch->role == OPOT_ROLE_HEADEND)
+		return pipe_next(ctx, PIPE_OPOT);
+	if (ch->role == OPOT_ROLE_VERIFIER) {
+		if (opot_verify_stage(&c, CTX_XDP, &si, ch))
+			return pipe_ret(PIPE_OPOT, XDP_DROP);
+		pipe_mark(ctx, PIPE_DONE_OPOT);
+	} else if (opot_transit_stage(&c, CTX_XDP, &si, ch)) {
+		pipe_mark(ctx, PIPE_DONE_OPOT);
+	}
+	return pipe_next(ctx, PIPE_OPOT);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -107,7 +107,8 @@ static __always_inline void opot_report(__u32 profile, __u32 slot, __u32 reason,
 }
 
 /* opot_chain_of returns the chain of a packet whose SRH si describes, if
- * (DA, segment[0]) names one on this node in role (or in any role).
+ * (DA, segment[0]) names one on this node in role (an entry of role 0
+ * takes any; role 0 asks for an entry of any role).
  */
 static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, const struct srh_info *si, __u32 role)
 {
@@ -121,7 +122,7 @@ static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, con
 		return NULL;
 	__builtin_memcpy(k.last, last, 16);
 	ch = bpf_map_lookup_elem(&opot_chains, &k);
-	if (!ch || (ch->role && ch->role != role))
+	if (!ch || (role && ch->role && ch->role != role))
 		return NULL;
 	sid = (__u64 *)ch->sid;
 	if (da[0] != sid[0] || da[1] != sid[1])

@@ -34,7 +34,9 @@
  * Metadata also tells the tc twins what already ran: a packet the XDP
  * firewall accepted carries PIPE_DONE_FW, and the tc firewall lets it by
  * without classifying it again (it would count it twice and apply an SR
- * action twice). The mark carries the node's cookie (pipe_ret says why
+ * action twice); one the XDP OPoT stage updated or verified carries
+ * PIPE_DONE_OPOT, and the tc OPoT stages leave it alone (a second
+ * update would spoil the proof, a second check would call it a replay). The mark carries the node's cookie (pipe_ret says why
  * that is enough when a frame leaves with it).
  */
 #ifndef SRCHAIN_PIPELINE_H
@@ -71,6 +73,7 @@ enum pipe_outcome {
 #define PIPE_DISPATCH PIPE_STAGES
 
 #define PIPE_DONE_FW 0x1
+#define PIPE_DONE_OPOT 0x2 /* the XDP OPoT stage updated or verified the proof */
 
 /* pipe_meta sits right in front of the packet (data - sizeof). cookie is
  * the node's (pipe_config): XDP metadata can survive forwarding inside the

@@ -21,6 +21,8 @@ import (
 const (
 	tcActNext = 0xffffffff // TC_ACT_UNSPEC: the next tcx program, or the stack
 	tcActShot = 2
+	xdpDrop   = 1
+	xdpPass   = 2
 	ethLen    = 14
 )
 
@@ -49,7 +51,7 @@ func newNode(t *testing.T, id uint32, slot uint8, n opot.NodeParams, sid, last n
 	}
 	t.Cleanup(func() { nd.objs.Close() })
 	ck := ChainKey{Last: last.As16()}
-	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Idx: id, Sid: sid.As16()}); err != nil {
+	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Role: uint32(n.Role), Idx: id, Sid: sid.As16()}); err != nil {
 		t.Fatal(err)
 	}
 	k := Key{Index: id, Slot: uint32(slot)}
@@ -321,11 +323,13 @@ func TestChainTestRun(t *testing.T) {
 
 // verifierBudget: instructions the verifier may process per program
 // (Linux 6.18), global functions included; measured 1,607 / 4,042 /
-// 4,801 when set, about 2x headroom.
+// 4,801 when set, about 2x headroom; the XDP stage (transit and verify)
+// 6,426.
 var verifierBudget = map[string]int{
 	"srchain_opot_headend": 4_000,
 	"srchain_opot_transit": 8_000,
 	"srchain_opot_verify":  10_000,
+	"srchain_opot_xdp":     13_000,
 }
 
 func TestVerifierStats(t *testing.T) {
@@ -334,4 +338,114 @@ func TestVerifierStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.VerifierBudgets(t, spec, verifierBudget)
+}
+
+// TestXDPStage: the XDP pipeline stage does what the tc stages do, byte
+// for byte, for the entries of its roles: a transit's output is the tc
+// transit's (the Go model's hop), the verifier accepts a legitimate
+// packet untouched and drops a replay (the window is the tc verifier's:
+// the tc stage then calls the same packet a replay too) and a forged
+// proof, counted and reported; the headend's entry (its stage is at tc
+// egress) and a packet of no chain go on untouched. Without the
+// dispatcher's metadata a stage that hands a packet on returns XDP_PASS.
+func TestXDPStage(t *testing.T) {
+	testutil.RequireRoot(t)
+	for k := 3; k <= 5; k++ {
+		t.Run(fmt.Sprint("k", k), func(t *testing.T) {
+			p, err := opot.GenerateFrom(rand.NewChaCha8([32]byte{byte(k)}), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := p.Field()
+			const id, slot = 9, 1
+			var travel []netip.Addr
+			for j := 1; j < k; j++ {
+				travel = append(travel, netip.MustParseAddr(fmt.Sprintf("fd00:%x::e", j)))
+			}
+			last := travel[len(travel)-1]
+			nodes := make([]*node, k)
+			for j := range k {
+				n, err := p.Node(j)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sid := last
+				switch {
+				case j == 0:
+					sid = travel[0]
+				case j < k-1:
+					sid = travel[j-1]
+				}
+				nodes[j] = newNode(t, id, slot, n, sid, last)
+			}
+			n0 := nodes[0].n
+			m, err := opot.Init(f, n0, slot, (1<<opot.RandBits)|3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The headend's own entry: XDP leaves it to the tc stage.
+			in := frame(t, travel, 0)
+			if ret, o := run(t, nodes[0].objs.SrchainOpotXdp, in); ret != xdpPass || !bytes.Equal(o[:len(in)], in) {
+				t.Fatalf("headend entry at XDP: verdict %d, changed %v", ret, !bytes.Equal(o[:len(in)], in))
+			}
+			for j := 1; j < k-1; j++ {
+				in := frame(t, travel, j-1, m.SRv6TLV())
+				_, tc := run(t, nodes[j].objs.SrchainOpotTransit, in)
+				ret, x := run(t, nodes[j].objs.SrchainOpotXdp, in)
+				if ret != xdpPass || !bytes.Equal(x[:len(in)], tc[:len(in)]) {
+					t.Fatalf("transit %d at XDP: verdict %d, output differs from tc's", j, ret)
+				}
+				if m, err = opot.Transit(f, nodes[j].n, m); err != nil {
+					t.Fatal(err)
+				}
+				if exp := frame(t, travel, j-1, m.SRv6TLV()); !bytes.Equal(x[:len(exp)], exp) {
+					t.Fatalf("transit %d at XDP differs from the model", j)
+				}
+			}
+			v := nodes[k-1]
+			pkt := frame(t, travel, k-2, m.SRv6TLV())
+			if ret, o := run(t, v.objs.SrchainOpotXdp, pkt); ret != xdpPass || !bytes.Equal(o[:len(pkt)], pkt) {
+				t.Fatalf("verify at XDP: verdict %d", ret)
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.None); n != 1 {
+				t.Fatalf("accepted count %d", n)
+			}
+			if ret, _ := run(t, v.objs.SrchainOpotXdp, pkt); ret != xdpDrop {
+				t.Fatalf("replay at XDP: verdict %d", ret)
+			}
+			if ret, _ := run(t, v.objs.SrchainOpotVerify, pkt); ret != tcActShot {
+				t.Fatalf("replay at tc after XDP accepted it: verdict %d", ret)
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.OPoTReplay); n != 2 {
+				t.Fatalf("replay count %d, want 2", n)
+			}
+			forged := opot.Meta{Slot: slot, RND: 0x0123456789abcdef, CML: 0x0fedcba987654321}
+			if ret, _ := run(t, v.objs.SrchainOpotXdp, frame(t, travel, k-2, forged.SRv6TLV())); ret != xdpDrop {
+				t.Fatalf("forged at XDP: verdict %d", ret)
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.OPoTVerify); n != 1 {
+				t.Fatalf("opot-verify count %d", n)
+			}
+			rd, err := ringbuf.NewReader(v.objs.OpotEvents)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			for _, want := range []drop.Reason{drop.OPoTReplay, drop.OPoTReplay, drop.OPoTVerify} {
+				rec, err := rd.Read()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev, err := ParseEvent(rec.RawSample); err != nil || ev.Reason != want || ev.Profile != id {
+					t.Fatalf("event %+v (%v), want %s", ev, err, want)
+				}
+			}
+			other := frame(t, []netip.Addr{netip.MustParseAddr("fd00:1::e"), netip.MustParseAddr("fd00:ff::e")}, 0, m.SRv6TLV())
+			for j, nd := range nodes {
+				if ret, o := run(t, nd.objs.SrchainOpotXdp, other); ret != xdpPass || !bytes.Equal(o[:len(other)], other) {
+					t.Fatalf("node %d at XDP: a packet of no OPoT chain was changed or dropped", j)
+				}
+			}
+		})
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -193,7 +194,10 @@ func want(node state.Node, cfg state.OPoTConfig, have map[ChainKey]Chain) (desir
 // objs is the loaded collection with the pinned maps.
 type objs struct{ Objects }
 
-func load(dir string) (*objs, error) {
+// load loads the programs with their maps pinned under dir and the node
+// pipeline's maps (pipe: the XDP stage hands packets on through them,
+// and the tc stages read its cookie to see what the XDP stage did).
+func load(dir string, pipe map[string]*ebpf.Map) (*objs, error) {
 	spec, err := LoadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load opot spec: %w", err)
@@ -204,7 +208,8 @@ func load(dir string) (*objs, error) {
 		}
 	}
 	var o objs
-	err = spec.LoadAndAssign(&o.Objects, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
+	copts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}, MapReplacements: pipe}
+	err = spec.LoadAndAssign(&o.Objects, copts)
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
 		// Maps pinned by an older build with another layout (the
 		// per-slot state moved from hash maps to arrays, chains are
@@ -217,7 +222,7 @@ func load(dir string) (*objs, error) {
 				return nil, fmt.Errorf("load opot programs: replace old map pins: %w", rerr)
 			}
 		}
-		err = spec.LoadAndAssign(&o.Objects, &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
+		err = spec.LoadAndAssign(&o.Objects, copts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load opot programs: %w", err)
@@ -304,7 +309,12 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}); err != nil {
 		return fail(err)
 	}
-	o, err := load(dir)
+	pipe, err := pipeline.OpenMaps(pipeline.NodeDir(ns))
+	if err != nil {
+		return fail(err)
+	}
+	defer pipe.Close()
+	o, err := load(dir, pipe.Replacements())
 	if err != nil {
 		return fail(err)
 	}
@@ -319,7 +329,13 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
 		return fail(err)
 	}
-	if err := syncLinks(ctx, ns, dir, o, d, idx, &j); err != nil {
+	// With an XDP stage, the tc stages must read this node's pipeline
+	// cookie: links attached by a build without it are swapped for the
+	// programs just loaded.
+	if err := syncLinks(ctx, ns, dir, o, d, idx, p.XDP, &j); err != nil {
+		return fail(err)
+	}
+	if err := syncXDPStage(ns, o, p.XDP, &j); err != nil {
 		return fail(err)
 	}
 	switch {
@@ -470,7 +486,7 @@ func dumpParams(m *ebpf.Map) (map[Key]Params, error) {
 
 // syncLinks attaches each desired stage where the kernel does not show
 // its pinned link, and detaches pinned links no longer desired.
-func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired, idx map[string]int, j *journal) error {
+func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired, idx map[string]int, swap bool, j *journal) error {
 	wantPins := map[string]bool{}
 	for _, stage := range slices.Sorted(maps.Keys(d.stages)) {
 		for _, ifn := range d.stages[stage] {
@@ -480,7 +496,8 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 			h := hookOf(stage, idx[ifn])
 			pin := linkPin(dir, stage, h)
 			wantPins[pin] = true
-			if ok, _ := attached(ns, pin, h); ok {
+			ok, _ := attached(ns, pin, h)
+			if ok && !swap {
 				continue
 			}
 			err := ns.Do(func() error {
@@ -506,7 +523,9 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 			if err != nil {
 				return fmt.Errorf("attach %s stage on %s: %w", stage, ifn, err)
 			}
-			*j = append(*j, func() error { return bpfrt.DetachPinned(pin) })
+			if !ok {
+				*j = append(*j, func() error { return bpfrt.DetachPinned(pin) })
+			}
 		}
 	}
 	ents, err := os.ReadDir(dir)
@@ -523,6 +542,27 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 		// as a change.
 		if err := bpfrt.DetachPinned(pin); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// syncXDPStage makes the node pipeline's OPoT stage (pinned for the
+// pipeline driver, which runs after this one) follow xdp: the XDP stage
+// program of o, or none. Once pinned it stays (it reads the pinned maps,
+// as the one just loaded would).
+func syncXDPStage(ns *netns.NS, o *objs, xdp bool, j *journal) error {
+	dir := pipeline.NodeDir(ns)
+	have := pipeline.StagePinned(dir, pipeline.OPoT)
+	switch {
+	case xdp && !have:
+		if err := pipeline.PinStage(dir, pipeline.OPoT, o.SrchainOpotXdp); err != nil {
+			return fmt.Errorf("pin xdp stage: %w", err)
+		}
+		*j = append(*j, func() error { return pipeline.UnpinStage(dir, pipeline.OPoT) })
+	case !xdp && have:
+		if err := pipeline.UnpinStage(dir, pipeline.OPoT); err != nil {
+			return fmt.Errorf("unpin xdp stage: %w", err)
 		}
 	}
 	return nil
@@ -658,6 +698,9 @@ func cmpBytes(a, b []byte) int { return bytes.Compare(a, b) }
 func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if err := pipeline.UnpinStage(pipeline.NodeDir(ns), pipeline.OPoT); err != nil {
+		return fmt.Errorf("opot: %w", err)
 	}
 	return removePins(PinDir(ns))
 }

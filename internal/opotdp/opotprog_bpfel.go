@@ -51,6 +51,12 @@ type opotProgOpotWindow struct {
 	Blocks [32]uint64
 }
 
+type opotProgPipeCfg struct {
+	_      structs.HostLayout
+	Gen    uint32
+	Cookie uint32
+}
+
 type opotProgSidCounter struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -68,10 +74,15 @@ const (
 	opotProgMapOpotSeqs            = "opot_seqs"
 	opotProgMapOpotStats           = "opot_stats"
 	opotProgMapOpotWindows         = "opot_windows"
+	opotProgMapPipeConfig          = "pipe_config"
+	opotProgMapPipeProgs0          = "pipe_progs0"
+	opotProgMapPipeProgs1          = "pipe_progs1"
+	opotProgMapPipeStats           = "pipe_stats"
 	opotProgMapSidCounters         = "sid_counters"
 	opotProgProgSrchainOpotHeadend = "srchain_opot_headend"
 	opotProgProgSrchainOpotTransit = "srchain_opot_transit"
 	opotProgProgSrchainOpotVerify  = "srchain_opot_verify"
+	opotProgProgSrchainOpotXdp     = "srchain_opot_xdp"
 )
 
 // loadOpotProg returns the embedded CollectionSpec for opotProg.
@@ -119,6 +130,7 @@ type opotProgProgramSpecs struct {
 	SrchainOpotHeadend *ebpf.ProgramSpec `ebpf:"srchain_opot_headend"`
 	SrchainOpotTransit *ebpf.ProgramSpec `ebpf:"srchain_opot_transit"`
 	SrchainOpotVerify  *ebpf.ProgramSpec `ebpf:"srchain_opot_verify"`
+	SrchainOpotXdp     *ebpf.ProgramSpec `ebpf:"srchain_opot_xdp"`
 }
 
 // opotProgMapSpecs contains maps before they are loaded into the kernel.
@@ -132,6 +144,10 @@ type opotProgMapSpecs struct {
 	OpotSeqs       *ebpf.MapSpec `ebpf:"opot_seqs"`
 	OpotStats      *ebpf.MapSpec `ebpf:"opot_stats"`
 	OpotWindows    *ebpf.MapSpec `ebpf:"opot_windows"`
+	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
+	PipeProgs0     *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.MapSpec `ebpf:"pipe_progs1"`
+	PipeStats      *ebpf.MapSpec `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
 }
 
@@ -168,6 +184,10 @@ type opotProgMaps struct {
 	OpotSeqs       *ebpf.Map `ebpf:"opot_seqs"`
 	OpotStats      *ebpf.Map `ebpf:"opot_stats"`
 	OpotWindows    *ebpf.Map `ebpf:"opot_windows"`
+	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
+	PipeProgs0     *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.Map `ebpf:"pipe_progs1"`
+	PipeStats      *ebpf.Map `ebpf:"pipe_stats"`
 	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
 }
 
@@ -180,6 +200,10 @@ func (m *opotProgMaps) Close() error {
 		m.OpotSeqs,
 		m.OpotStats,
 		m.OpotWindows,
+		m.PipeConfig,
+		m.PipeProgs0,
+		m.PipeProgs1,
+		m.PipeStats,
 		m.SidCounters,
 	)
 }
@@ -197,6 +221,7 @@ type opotProgPrograms struct {
 	SrchainOpotHeadend *ebpf.Program `ebpf:"srchain_opot_headend"`
 	SrchainOpotTransit *ebpf.Program `ebpf:"srchain_opot_transit"`
 	SrchainOpotVerify  *ebpf.Program `ebpf:"srchain_opot_verify"`
+	SrchainOpotXdp     *ebpf.Program `ebpf:"srchain_opot_xdp"`
 }
 
 func (p *opotProgPrograms) Close() error {
@@ -204,6 +229,7 @@ func (p *opotProgPrograms) Close() error {
 		p.SrchainOpotHeadend,
 		p.SrchainOpotTransit,
 		p.SrchainOpotVerify,
+		p.SrchainOpotXdp,
 	)
 }
 

@@ -15,7 +15,7 @@ var placements = map[string]Placement{
 	"firewall":  {Firewall, true},
 	"netfilter": {Netfilter, false},
 	"proxy":     {Proxy, false},
-	"opot":      {OPoT, false},
+	"opot":      {OPoT, true},
 	"end":       {End, true},
 	"ingress":   {Ingress, true},
 }

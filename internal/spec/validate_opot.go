@@ -12,10 +12,10 @@ const OPoTMaxNFs = 6
 // distinct, so that a node never holds two shares and skipping one
 // always changes the result. What the data plane does not do yet is
 // refused rather than silently unverified (docs/opot.md "Limits"):
-// insert mode (no decapsulating egress to verify before), an NF node
-// with datapath xdp (its XDP End would forward the packet before the tc
-// transit stage updates the proof); NF pools are refused with the pool
-// checks (each instance would need a share of its own). The headend is the kernel's seg6
+// insert mode (no decapsulating egress to verify before); NF pools are
+// refused with the pool checks (each instance would need a share of its
+// own). An NF node with datapath xdp runs the transit stage at XDP, in
+// front of its XDP End (docs/pipeline.md). The headend is the kernel's seg6
 // encap followed by a tc stage, or srchain's eBPF ingress writing the TLV
 // as it encapsulates (`ingress: ebpf`). An SR-unaware NF is a proxy,
 // whose kind checks that its behaviour can carry the proof
@@ -41,9 +41,6 @@ func (v *validator) opot() {
 				continue
 			}
 			path := fmt.Sprintf("chains[%d].nfs[%d]", i, k)
-			if n := s.Node(nf.Node); n != nil && n.Datapath == DatapathXDP {
-				v.add(path, "NF %q runs on node %s with datapath %s: its XDP End would forward packets before the OPoT transit stage (tc) updates the proof; use datapath %s or %s", name, nf.Node, DatapathXDP, DatapathEBPF, DatapathKernel)
-			}
 			if other, ok := seen[nf.Node]; ok {
 				v.add(path, "NF %q runs on node %s, which is also %s: an opot chain needs one node per share", name, nf.Node, other)
 				continue

@@ -73,6 +73,68 @@ func TestLabOPoTEBPFEnd(t *testing.T) {
 	}
 }
 
+// TestLabOPoTXDP is the testbed with `datapath: xdp` on r2, r3 (the
+// transits) and r6 (the verifier): each runs its OPoT stage at XDP, in
+// the node's pipeline in front of the XDP End, and marks what it did so
+// the tc stage behind leaves it alone (a second transit update would
+// fail the proof at r6, a second check there would call every packet a
+// replay). The probes and 50 more packets all verify at r6, with no
+// drop; r2 and r3 redirect at XDP, and every node's pipeline opot stage
+// hands the chain's packets on. The tamper classes are TestLabOPoT's:
+// the captures they start from are not seen where XDP redirects, and
+// the checks are the same code at tc and at XDP (TestXDPStage).
+func TestLabOPoTXDP(t *testing.T) {
+	requireRoot(t)
+	l := deployExample(t, "opot-testbed.yaml", spec.DatapathXDP, "r2", "r3", "r6")
+	red := map[string]uint64{}
+	for _, n := range []string{"r2", "r3"} {
+		red[n] = l.xdpRedirects(t, n)
+	}
+	l.probeAll(t)
+	verified, drops := l.opotCounters(t)
+	if verified == 0 || len(drops) != 0 {
+		t.Fatalf("after the probes: %d verified, drops %v; want > 0 and none", verified, drops)
+	}
+	h1 := l.node(t, "h1")
+	for i := range 50 {
+		sendUDP(t, h1, netip.MustParseAddr("fc00:8::2"), fmt.Sprintf("opot-xdp-%d", i))
+	}
+	if !waitFor(func() bool { n, _ := l.opotCounters(t); return n >= verified+50 }) {
+		n, d := l.opotCounters(t)
+		t.Fatalf("50 packets: %d verified (was %d), drops %v", n, verified, d)
+	}
+	if n, d := l.opotCounters(t); n != verified+50 || len(d) != 0 {
+		t.Fatalf("50 packets: %d verified (was %d), drops %v", n, verified, d)
+	}
+	if evs := l.opotEvents(t); len(evs) != 0 {
+		t.Fatalf("events: %v", evs)
+	}
+	for _, n := range []string{"r2", "r3"} {
+		if got := l.xdpRedirects(t, n); got <= red[n] {
+			t.Errorf("%s: no XDP redirect (%d before, %d after)", n, red[n], got)
+		}
+	}
+	for _, n := range []string{"r2", "r3", "r6"} {
+		pcs, err := lab.Counters(t.Context(), l.net.Name, n, l.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var next uint64
+		for _, pc := range pcs {
+			for _, c := range pc.Counters {
+				if pc.Program == state.ProgramPipeline && c.Name == "stage/opot/next" {
+					next = c.Value
+				}
+			}
+		}
+		if next < 50 {
+			var out strings.Builder
+			lab.PrintCounters(&out, pcs)
+			t.Errorf("%s: the XDP pipeline's opot stage handed %d packets on, want >= 50:\n%s", n, next, out.String())
+		}
+	}
+}
+
 // TestLabOPoTEBPFIngress is TestLabOPoT with srchain's eBPF ingress on
 // r1, at XDP and tc (`ingress: ebpf, datapath: xdp`): the ingress writes
 // the TLV as it encapsulates, from the OPoT driver's own maps (its
