@@ -12,6 +12,7 @@ import (
 	"github.com/srchain/srchain/internal/ingress"
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/srv6"
 )
 
@@ -161,12 +162,17 @@ const opotCounterFlows = 1 << 31
 
 // opotStages loads bpf/opot.c for a DUT (unloaded with the line).
 func opotStages(d *DUT) (*opotdp.Objects, error) {
+	return opotStagesWith(d, nil)
+}
+
+// opotStagesWith loads bpf/opot.c with the maps of a node pipeline.
+func opotStagesWith(d *DUT, pipe map[string]*ebpf.Map) (*opotdp.Objects, error) {
 	spec, err := opotdp.LoadSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load opot spec: %w", err)
 	}
 	o := &opotdp.Objects{}
-	if err := spec.LoadAndAssign(o, nil); err != nil {
+	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: pipe}); err != nil {
 		return nil, fmt.Errorf("load opot programs: %w", err)
 	}
 	d.Defer(o.Close)
@@ -250,6 +256,35 @@ func setupOPoTTransitWith(ctx context.Context, d *DUT, k int, ebpfEnd bool) (*op
 		return o, CaseEnd.Setup(ctx, d)
 	}
 	return o, srchainEnd(ctx, d, false)
+}
+
+// setupOPoTTransitXDP: an XDP pipeline (the dispatcher) with srchain's
+// End, and with opot the OPoT stage in front of it, the transit of node
+// 1 of a 3-node chain (the tc stage behind, as the driver has it).
+func setupOPoTTransitXDP(ctx context.Context, d *DUT, withOPoT bool) (*opotdp.Objects, error) {
+	var o *opotdp.Objects
+	err := pipelineDUTWith(ctx, d, 0, true, func(m *pipeline.Maps, stages map[pipeline.Stage]*ebpf.Program) error {
+		if !withOPoT {
+			return nil
+		}
+		p, err := opotProfile(3)
+		if err != nil {
+			return err
+		}
+		n, err := p.Node(1)
+		if err != nil {
+			return fmt.Errorf("set up opot transit: %w", err)
+		}
+		if o, err = opotStagesWith(d, m.Replacements()); err != nil {
+			return err
+		}
+		if err := opotChain(o, n, opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1]); err != nil {
+			return err
+		}
+		stages[pipeline.OPoT] = o.SrchainOpotXdp
+		return nil
+	})
+	return o, err
 }
 
 // setupOPoTVerify: the verify stage at tcx ingress in front of the
@@ -385,6 +420,22 @@ var CaseIngressTC = Case{
 	Setup: func(ctx context.Context, d *DUT) error { return srchainIngress(d, 1, false) },
 }
 
+// CaseSrchainEndPipeTLV is srchain's End in an XDP pipeline (the
+// dispatcher) on the transit frames: the baseline of the XDP transit.
+var CaseSrchainEndPipeTLV = Case{
+	Name: "pipe-end-xdp", Desc: "XDP pipeline: srchain End, same frames (OPoT TLV, no stage)",
+	Frame: opotTransitFrame(3), XDP: true,
+	Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransitXDP(ctx, d, false) }),
+}
+
+// CaseOPoTTransitXDP is the XDP pipeline's OPoT stage (transit) in front
+// of srchain's XDP End.
+var CaseOPoTTransitXDP = Case{
+	Name: "opot-transit-xdp", Desc: "XDP pipeline: OPoT transit stage -> srchain End, chain of 3 nodes",
+	Frame: opotTransitFrame(3), XDP: true,
+	Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransitXDP(ctx, d, true) }),
+}
+
 // CaseSrchainEndTLV is srchain's eBPF End on the transit frames (with the
 // TLV, which the End walks and leaves alone): the transit's baseline.
 var CaseSrchainEndTLV = Case{
@@ -420,6 +471,7 @@ var opotGoals = []struct {
 	{"opot-transit-k5", "srchain-end", 0.95},
 	{"opot-transit-k7", "srchain-end", 0.95},
 	{"opot-transit+end", "end", 0.95},
+	{"opot-transit-xdp", "pipe-end-xdp", 0.95},
 	{"opot-verify+dt6", "dt6", 0.9},
 	{"opot-headend", "h.encaps", 0.9},
 	{"opot-ingress-tc", "h.encaps", 0.9},
@@ -432,7 +484,7 @@ func init() {
 		Desc: "ordered proof of transit: transit stage + eBPF End vs eBPF End (k = 3, 5, 7), verify + End.DT6 vs End.DT6, headend + H.Encaps and the eBPF ingress writing the TLV (tc, XDP) vs H.Encaps",
 		Cases: []Case{
 			CaseSrchainEndTLV, CaseOPoTTransit(3), CaseOPoTTransit(5), CaseOPoTTransit(7),
-			CaseEndTLV, CaseOPoTTransitKernelEnd,
+			CaseEndTLV, CaseOPoTTransitKernelEnd, CaseSrchainEndPipeTLV, CaseOPoTTransitXDP,
 			CaseDT6Counter, CaseOPoTVerify,
 			CaseHEncaps, CaseOPoTHeadend, CaseIngressTC, CaseOPoTIngress(false), CaseOPoTIngress(true),
 		},

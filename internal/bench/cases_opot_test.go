@@ -6,15 +6,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/srchain/srchain/internal/drop"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/testutil"
 )
 
@@ -164,6 +165,7 @@ func TestOPoTLine(t *testing.T) {
 		{CaseOPoTIngress(false), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTIngress(ctx, d, false) }},
 		{CaseOPoTIngress(true), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTIngress(ctx, d, true) }},
 		{CaseOPoTTransit(5), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransit(ctx, d, 5) }},
+		{CaseOPoTTransitXDP, func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransitXDP(ctx, d, true) }},
 	} {
 		t.Run(tc.c.Name, func(t *testing.T) {
 			l, err := NewLine(ctx, fmt.Sprintf("%s-%d", prefix, i))
@@ -209,6 +211,18 @@ func TestOPoTLine(t *testing.T) {
 				if want := uint64(len(fr)+40+24+opot.TLVLen) * sent; sink.Bytes < want || sink.Bytes > want+extra*opotNoiseBytes {
 					t.Errorf("sink bytes %d, want %d (%d frames of %d)", sink.Bytes, want, sent, len(fr)+40+24+opot.TLVLen)
 				}
+			case CaseOPoTTransitXDP.Name:
+				// Every frame went through the XDP pipeline's opot
+				// stage and on to the End (the stage's "next" count,
+				// in the pipeline's own statistics).
+				st, err := (&pipeline.Maps{StatsMap: o.PipeStats}).Stats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next := st["stage/opot/next"]; next < sent {
+					t.Errorf("the XDP opot stage handed %d of %d frames on (%v)", next, sent, st)
+				}
+				checkTransitRun(t, o, tc.c, 3)
 			default:
 				checkTransitRun(t, o, tc.c, 5)
 			}

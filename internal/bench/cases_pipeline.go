@@ -51,6 +51,13 @@ func attachXDP(d *DUT, prog *ebpf.Program) error {
 // eBPF End at tc, optionally a firewall of n rules at tc in front of it,
 // and with xdp both as stages of an XDP pipeline behind the dispatcher.
 func pipelineDUT(ctx context.Context, d *DUT, rules int, xdp bool) error {
+	return pipelineDUTWith(ctx, d, rules, xdp, nil)
+}
+
+// pipelineDUTWith is pipelineDUT with more XDP stages: more, given the
+// pipeline's maps, loads their programs (with those maps) and adds them.
+func pipelineDUTWith(ctx context.Context, d *DUT, rules int, xdp bool,
+	more func(m *pipeline.Maps, stages map[pipeline.Stage]*ebpf.Program) error) error {
 	if err := CaseEnd.Setup(ctx, d); err != nil {
 		return err
 	}
@@ -102,6 +109,11 @@ func pipelineDUT(ctx context.Context, d *DUT, rules int, xdp bool) error {
 		return nil
 	}
 	stages[pipeline.End] = e.XDPProgram()
+	if more != nil {
+		if err := more(m, stages); err != nil {
+			return err
+		}
+	}
 	if err := m.Set(stages); err != nil {
 		return err
 	}
