@@ -234,19 +234,8 @@ func setupOPoTTransit(ctx context.Context, d *DUT, k int) (*opotdp.Objects, erro
 // setupOPoTTransitWith: the transit stage, then srchain's eBPF End
 // (ebpfEnd) or the kernel's End route alone.
 func setupOPoTTransitWith(ctx context.Context, d *DUT, k int, ebpfEnd bool) (*opotdp.Objects, error) {
-	p, err := opotProfile(k)
+	o, err := opotTransitStages(d, k, nil, opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1])
 	if err != nil {
-		return nil, err
-	}
-	n, err := p.Node(1)
-	if err != nil {
-		return nil, fmt.Errorf("set up opot transit: %w", err)
-	}
-	o, err := opotStages(d)
-	if err != nil {
-		return nil, err
-	}
-	if err := opotChain(o, n, opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1]); err != nil {
 		return nil, err
 	}
 	if err := attachTCX(d, ifDUTIn, o.SrchainOpotTransit, false); err != nil {
@@ -258,6 +247,25 @@ func setupOPoTTransitWith(ctx context.Context, d *DUT, k int, ebpfEnd bool) (*op
 	return o, srchainEnd(ctx, d, false)
 }
 
+// opotTransitStages loads bpf/opot.c (with the maps of a node pipeline,
+// pipe) as node 1 of a k-node chain: the transit of SID sid on chains
+// ending with last.
+func opotTransitStages(d *DUT, k int, pipe map[string]*ebpf.Map, sid, last netip.Addr) (*opotdp.Objects, error) {
+	p, err := opotProfile(k)
+	if err != nil {
+		return nil, err
+	}
+	n, err := p.Node(1)
+	if err != nil {
+		return nil, fmt.Errorf("set up opot transit: %w", err)
+	}
+	o, err := opotStagesWith(d, pipe)
+	if err != nil {
+		return nil, err
+	}
+	return o, opotChain(o, n, sid, last)
+}
+
 // setupOPoTTransitXDP: an XDP pipeline (the dispatcher) with srchain's
 // End, and with opot the OPoT stage in front of it, the transit of node
 // 1 of a 3-node chain (the tc stage behind, as the driver has it).
@@ -267,18 +275,8 @@ func setupOPoTTransitXDP(ctx context.Context, d *DUT, withOPoT bool) (*opotdp.Ob
 		if !withOPoT {
 			return nil
 		}
-		p, err := opotProfile(3)
-		if err != nil {
-			return err
-		}
-		n, err := p.Node(1)
-		if err != nil {
-			return fmt.Errorf("set up opot transit: %w", err)
-		}
-		if o, err = opotStagesWith(d, m.Replacements()); err != nil {
-			return err
-		}
-		if err := opotChain(o, n, opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1]); err != nil {
+		var err error
+		if o, err = opotTransitStages(d, 3, m.Replacements(), opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1]); err != nil {
 			return err
 		}
 		stages[pipeline.OPoT] = o.SrchainOpotXdp

@@ -265,19 +265,8 @@ var (
 		Name: "end.ad-opot", Desc: "srchain End.AD (tc) with OPoT: transit stage in front, the TLV carried across the NF",
 		Frame: proxyOPoTFrame(), Flows: proxyOPoTFlows,
 		Setup: func(ctx context.Context, d *DUT) error {
-			p, err := opotProfile(3)
+			o, err := opotTransitStages(d, 3, nil, SID(proxyOPoTSID), ReEncap6)
 			if err != nil {
-				return err
-			}
-			n, err := p.Node(1)
-			if err != nil {
-				return fmt.Errorf("set up opot transit: %w", err)
-			}
-			o, err := opotStages(d)
-			if err != nil {
-				return err
-			}
-			if err := opotChain(o, n, SID(proxyOPoTSID), ReEncap6); err != nil {
 				return err
 			}
 			// First on in0: the proxy's program ends the tcx chain.

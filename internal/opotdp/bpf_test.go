@@ -72,6 +72,35 @@ func newNode(t *testing.T, id uint32, slot uint8, n opot.NodeParams, sid, last n
 	return nd
 }
 
+// chainNodes builds the k nodes of profile p's chain (id, slot) over
+// travel = one SID per transit, then the egress SID: the headend sees
+// the first SID as DA after its encap, transit j serves travel[j-1],
+// the verifier the last.
+func chainNodes(t *testing.T, p *opot.Profile, k int, id uint32, slot uint8) ([]*node, []netip.Addr) {
+	t.Helper()
+	var travel []netip.Addr
+	for j := 1; j < k; j++ {
+		travel = append(travel, netip.MustParseAddr(fmt.Sprintf("fd00:%x::e", j)))
+	}
+	last := travel[len(travel)-1]
+	nodes := make([]*node, k)
+	for j := range k {
+		n, err := p.Node(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid := last
+		switch {
+		case j == 0:
+			sid = travel[0]
+		case j < k-1:
+			sid = travel[j-1]
+		}
+		nodes[j] = newNode(t, id, slot, n, sid, last)
+	}
+	return nodes, travel
+}
+
 func run(t *testing.T, prog *ebpf.Program, frame []byte) (uint32, []byte) {
 	t.Helper()
 	opts := &ebpf.RunOptions{Data: frame, DataOut: make([]byte, len(frame)+256)}
@@ -145,29 +174,7 @@ func TestChainTestRun(t *testing.T) {
 			f := p.Field()
 			slot := uint8(k % 2)
 			id := uint32(100 + k)
-			// travel: one SID per transit, then the egress SID.
-			var travel []netip.Addr
-			for j := 1; j < k; j++ {
-				travel = append(travel, netip.MustParseAddr(fmt.Sprintf("fd00:%x::e", j)))
-			}
-			last := travel[len(travel)-1]
-			nodes := make([]*node, k)
-			for j := range k {
-				n, err := p.Node(j)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The headend sees the first SID as DA after its encap,
-				// transit j serves travel[j-1], the verifier the last.
-				sid := last
-				switch {
-				case j == 0:
-					sid = travel[0]
-				case j < k-1:
-					sid = travel[j-1]
-				}
-				nodes[j] = newNode(t, id, slot, n, sid, last)
-			}
+			nodes, travel := chainNodes(t, p, k, id, slot)
 
 			// Headend: the kernel's encap (no TLV) in, the SRH grown.
 			ret, out := run(t, nodes[0].objs.SrchainOpotHeadend, frame(t, travel, 0))
@@ -358,26 +365,7 @@ func TestXDPStage(t *testing.T) {
 			}
 			f := p.Field()
 			const id, slot = 9, 1
-			var travel []netip.Addr
-			for j := 1; j < k; j++ {
-				travel = append(travel, netip.MustParseAddr(fmt.Sprintf("fd00:%x::e", j)))
-			}
-			last := travel[len(travel)-1]
-			nodes := make([]*node, k)
-			for j := range k {
-				n, err := p.Node(j)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sid := last
-				switch {
-				case j == 0:
-					sid = travel[0]
-				case j < k-1:
-					sid = travel[j-1]
-				}
-				nodes[j] = newNode(t, id, slot, n, sid, last)
-			}
+			nodes, travel := chainNodes(t, p, k, id, slot)
 			n0 := nodes[0].n
 			m, err := opot.Init(f, n0, slot, (1<<opot.RandBits)|3)
 			if err != nil {

@@ -2,9 +2,7 @@ package opotdp
 
 import (
 	"flag"
-	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -30,27 +28,8 @@ func TestNoFalseDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var travel []netip.Addr
-	for j := 1; j < k; j++ {
-		travel = append(travel, netip.MustParseAddr(fmt.Sprintf("fd00:%x::e", j)))
-	}
-	last := travel[len(travel)-1]
 	const id, slot = 7, 0
-	nodes := make([]*node, k)
-	for j := range k {
-		n, err := p.Node(j)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sid := last
-		switch {
-		case j == 0:
-			sid = travel[0]
-		case j < k-1:
-			sid = travel[j-1]
-		}
-		nodes[j] = newNode(t, id, slot, n, sid, last)
-	}
+	nodes, travel := chainNodes(t, p, k, id, slot)
 	in := frame(t, travel, 0)
 	out := make([]byte, len(in)+256)
 	hop := func(prog *ebpf.Program, data []byte) []byte {
