@@ -186,6 +186,9 @@ func opotChain(o *opotdp.Objects, n opot.NodeParams, sid, last netip.Addr) error
 	if err := o.OpotChains.Put(&ck, &opotdp.Chain{Profile: opotID, Slot: opotSlot, Role: uint32(n.Role), Idx: opotID, Sid: sid.As16()}); err != nil {
 		return fmt.Errorf("set opot chain: %w", err)
 	}
+	if err := opotdp.TouchChains(o.OpotChainGen); err != nil {
+		return err
+	}
 	k := opotdp.Key{Index: opotID, Slot: opotSlot}
 	v := opotdp.FromNode(n)
 	if err := o.OpotNodeParams.Put(k.Array(), &v); err != nil {

@@ -163,6 +163,15 @@ type ingressProgOpotChainKey struct {
 	Last [16]uint8
 }
 
+type ingressProgOpotChainSlot struct {
+	_     structs.HostLayout
+	Last  [2]uint64
+	Gen   uint64
+	Found uint32
+	Pad   uint32
+	Ch    ingressProgOpotChain
+}
+
 type ingressProgOpotParams struct {
 	_      structs.HostLayout
 	Role   uint32
@@ -222,6 +231,8 @@ const (
 	ingressProgMapIngPolicies        = "ing_policies"
 	ingressProgMapIngReports         = "ing_reports"
 	ingressProgMapIngVariants        = "ing_variants"
+	ingressProgMapOpotChainCache     = "opot_chain_cache"
+	ingressProgMapOpotChainGen       = "opot_chain_gen"
 	ingressProgMapOpotChains         = "opot_chains"
 	ingressProgMapOpotEvents         = "opot_events"
 	ingressProgMapOpotNodeParams     = "opot_node_params"
@@ -306,6 +317,8 @@ type ingressProgMapSpecs struct {
 	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
 	IngReports     *ebpf.MapSpec `ebpf:"ing_reports"`
 	IngVariants    *ebpf.MapSpec `ebpf:"ing_variants"`
+	OpotChainCache *ebpf.MapSpec `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.MapSpec `ebpf:"opot_chain_gen"`
 	OpotChains     *ebpf.MapSpec `ebpf:"opot_chains"`
 	OpotEvents     *ebpf.MapSpec `ebpf:"opot_events"`
 	OpotNodeParams *ebpf.MapSpec `ebpf:"opot_node_params"`
@@ -364,6 +377,8 @@ type ingressProgMaps struct {
 	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
 	IngReports     *ebpf.Map `ebpf:"ing_reports"`
 	IngVariants    *ebpf.Map `ebpf:"ing_variants"`
+	OpotChainCache *ebpf.Map `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.Map `ebpf:"opot_chain_gen"`
 	OpotChains     *ebpf.Map `ebpf:"opot_chains"`
 	OpotEvents     *ebpf.Map `ebpf:"opot_events"`
 	OpotNodeParams *ebpf.Map `ebpf:"opot_node_params"`
@@ -398,6 +413,8 @@ func (m *ingressProgMaps) Close() error {
 		m.IngPolicies,
 		m.IngReports,
 		m.IngVariants,
+		m.OpotChainCache,
+		m.OpotChainGen,
 		m.OpotChains,
 		m.OpotEvents,
 		m.OpotNodeParams,

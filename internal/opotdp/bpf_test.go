@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/opot"
@@ -52,6 +54,9 @@ func newNode(t *testing.T, id uint32, slot uint8, n opot.NodeParams, sid, last n
 	t.Cleanup(func() { nd.objs.Close() })
 	ck := ChainKey{Last: last.As16()}
 	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Role: uint32(n.Role), Idx: id, Sid: sid.As16()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := TouchChains(nd.objs.OpotChainGen); err != nil {
 		t.Fatal(err)
 	}
 	k := Key{Index: id, Slot: uint32(slot)}
@@ -435,5 +440,85 @@ func TestXDPStage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChainCache: a stage answers from its per-CPU cache of chain
+// lookups (opot_chain_cache) until the chains' generation changes. A
+// transit whose chain entry was deleted still updates packets of that
+// chain while the generation stands (the cache is what answers), and
+// leaves them alone once TouchChains starts a new one; a new entry is
+// seen after the next TouchChains; with generation 0 nothing is cached.
+func TestChainCache(t *testing.T) {
+	testutil.RequireRoot(t)
+	// The cache is per CPU and a test run runs on the caller's CPU: stay
+	// on one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &all)
+	one.Set(0)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	p, err := opot.GenerateFrom(rand.NewChaCha8([32]byte{7}), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, travel := chainNodes(t, p, 3, 5, 0)
+	m, err := opot.Init(p.Field(), nodes[0].n, 0, (1<<opot.RandBits)|1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := nodes[1].objs
+	in := frame(t, travel, 0, m.SRv6TLV())
+	updates := func() bool {
+		_, o := run(t, tr.SrchainOpotTransit, in)
+		return !bytes.Equal(o[:len(in)], in)
+	}
+	if !updates() {
+		t.Fatal("the transit does not update its chain's packet")
+	}
+	ck := ChainKey{Last: travel[len(travel)-1].As16()}
+	var entry Chain
+	if err := tr.OpotChains.Lookup(&ck, &entry); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.OpotChains.Delete(&ck); err != nil {
+		t.Fatal(err)
+	}
+	if !updates() {
+		t.Fatal("entry deleted, same generation: the cached lookup should still answer")
+	}
+	if err := TouchChains(tr.OpotChainGen); err != nil {
+		t.Fatal(err)
+	}
+	if updates() {
+		t.Fatal("entry deleted, new generation: the transit still updates")
+	}
+	if err := tr.OpotChains.Put(&ck, &entry); err != nil {
+		t.Fatal(err)
+	}
+	if updates() {
+		t.Fatal("entry back, same generation: the cached miss should still answer")
+	}
+	if err := TouchChains(tr.OpotChainGen); err != nil {
+		t.Fatal(err)
+	}
+	if !updates() {
+		t.Fatal("entry back, new generation: the transit does not update")
+	}
+	// Generation 0: every lookup goes to the hash map.
+	if err := tr.OpotChainGen.Put(uint32(0), uint64(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.OpotChains.Delete(&ck); err != nil {
+		t.Fatal(err)
+	}
+	if updates() {
+		t.Fatal("generation 0: a deleted entry still answers")
 	}
 }

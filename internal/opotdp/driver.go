@@ -62,7 +62,7 @@ func servesSIDs(name string) bool {
 func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/opot" }
 
 // mapNames are the maps pinned by name under PinDir.
-var mapNames = []string{"opot_chains", "opot_node_params", "opot_seqs", "opot_windows", "opot_stats", "opot_events", "drop_counters", "sid_counters"}
+var mapNames = []string{"opot_chains", "opot_chain_gen", "opot_node_params", "opot_seqs", "opot_windows", "opot_stats", "opot_events", "drop_counters", "sid_counters"}
 
 func isLinkPin(name string) bool {
 	for _, st := range []string{stageHeadend, stageTransit, stageVerify} {
@@ -349,16 +349,26 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 
 // syncMaps makes the pinned maps hold d, journaling what it changes.
 func syncMaps(dir string, o *Objects, d desired, j *journal) error {
-	// Chains: put the desired, delete the others.
+	// Chains: put the desired, delete the others, then a new generation
+	// for the stages' cached lookups (also when an undo puts entries
+	// back: that journal entry comes first, so it runs last).
 	have, err := dumpChains(o.OpotChains)
 	if err != nil {
 		return err
+	}
+	touched := false
+	touch := func() {
+		if !touched {
+			touched = true
+			*j = append(*j, func() error { return touchPinned(dir) })
+		}
 	}
 	for k, v := range d.chains {
 		old, ok := have[k]
 		if ok && old == v {
 			continue
 		}
+		touch()
 		if err := o.OpotChains.Put(&k, &v); err != nil {
 			return fmt.Errorf("write opot chain: %w", err)
 		}
@@ -368,10 +378,21 @@ func syncMaps(dir string, o *Objects, d desired, j *journal) error {
 		if _, ok := d.chains[k]; ok {
 			continue
 		}
+		touch()
 		if err := o.OpotChains.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("delete opot chain: %w", err)
 		}
 		*j = append(*j, restore(dir, "opot_chains", k, old))
+	}
+	var gen uint64
+	if err := o.OpotChainGen.Lookup(uint32(0), &gen); err != nil {
+		return fmt.Errorf("read opot chain generation: %w", err)
+	}
+	// gen 0 (maps pinned by a build without it) caches nothing: start.
+	if touched || gen == 0 {
+		if err := TouchChains(o.OpotChainGen); err != nil {
+			return err
+		}
 	}
 	// Parameters: a slot whose parameters change starts afresh (its
 	// sequence counter and window belong to the old profile). The maps
@@ -880,6 +901,31 @@ func (dr Driver) Summary(ctx context.Context, ns *netns.NS, node state.Node, p s
 		out = append(out, line)
 	}
 	return out, nil
+}
+
+// TouchChains starts a new generation of the chain entries in m (the
+// opot_chain_gen map): the stages' cached lookups of opot_chains
+// (bpf/lib/opot_dp.h opot_chain_cache) no longer hold. Whoever writes
+// opot_chains calls it afterwards.
+func TouchChains(m *ebpf.Map) error {
+	var g uint64
+	if err := m.Lookup(uint32(0), &g); err != nil {
+		return fmt.Errorf("read opot chain generation: %w", err)
+	}
+	if err := m.Put(uint32(0), g+1); err != nil {
+		return fmt.Errorf("write opot chain generation: %w", err)
+	}
+	return nil
+}
+
+// touchPinned is TouchChains on the generation pinned under dir.
+func touchPinned(dir string) error {
+	m, err := ebpf.LoadPinnedMap(dir+"/opot_chain_gen", nil)
+	if err != nil {
+		return fmt.Errorf("open opot chain generation: %w", err)
+	}
+	defer m.Close()
+	return TouchChains(m)
 }
 
 // ErrNotLoaded: the node's OPoT maps are not pinned (the OPoT driver has

@@ -27,6 +27,15 @@ type opotProgOpotChainKey struct {
 	Last [16]uint8
 }
 
+type opotProgOpotChainSlot struct {
+	_     structs.HostLayout
+	Last  [2]uint64
+	Gen   uint64
+	Found uint32
+	Pad   uint32
+	Ch    opotProgOpotChain
+}
+
 type opotProgOpotParams struct {
 	_      structs.HostLayout
 	Role   uint32
@@ -68,6 +77,8 @@ type opotProgSidCounter struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	opotProgMapDropCounters        = "drop_counters"
+	opotProgMapOpotChainCache      = "opot_chain_cache"
+	opotProgMapOpotChainGen        = "opot_chain_gen"
 	opotProgMapOpotChains          = "opot_chains"
 	opotProgMapOpotEvents          = "opot_events"
 	opotProgMapOpotNodeParams      = "opot_node_params"
@@ -138,6 +149,8 @@ type opotProgProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type opotProgMapSpecs struct {
 	DropCounters   *ebpf.MapSpec `ebpf:"drop_counters"`
+	OpotChainCache *ebpf.MapSpec `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.MapSpec `ebpf:"opot_chain_gen"`
 	OpotChains     *ebpf.MapSpec `ebpf:"opot_chains"`
 	OpotEvents     *ebpf.MapSpec `ebpf:"opot_events"`
 	OpotNodeParams *ebpf.MapSpec `ebpf:"opot_node_params"`
@@ -178,6 +191,8 @@ func (o *opotProgObjects) Close() error {
 // It can be passed to loadOpotProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type opotProgMaps struct {
 	DropCounters   *ebpf.Map `ebpf:"drop_counters"`
+	OpotChainCache *ebpf.Map `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.Map `ebpf:"opot_chain_gen"`
 	OpotChains     *ebpf.Map `ebpf:"opot_chains"`
 	OpotEvents     *ebpf.Map `ebpf:"opot_events"`
 	OpotNodeParams *ebpf.Map `ebpf:"opot_node_params"`
@@ -194,6 +209,8 @@ type opotProgMaps struct {
 func (m *opotProgMaps) Close() error {
 	return _OpotProgClose(
 		m.DropCounters,
+		m.OpotChainCache,
+		m.OpotChainGen,
 		m.OpotChains,
 		m.OpotEvents,
 		m.OpotNodeParams,
