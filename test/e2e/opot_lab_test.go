@@ -115,24 +115,31 @@ func TestLabOPoTXDP(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"r2", "r3", "r6"} {
-		pcs, err := lab.Counters(t.Context(), l.net.Name, n, l.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var next uint64
-		for _, pc := range pcs {
-			for _, c := range pc.Counters {
-				if pc.Program == state.ProgramPipeline && c.Name == "stage/opot/next" {
-					next = c.Value
-				}
-			}
-		}
-		if next < 50 {
-			var out strings.Builder
-			lab.PrintCounters(&out, pcs)
-			t.Errorf("%s: the XDP pipeline's opot stage handed %d packets on, want >= 50:\n%s", n, next, out.String())
+		if next := l.pipelineCounter(t, n, "stage/opot/next"); next < 50 {
+			t.Errorf("%s: the XDP pipeline's opot stage handed %d packets on, want >= 50", n, next)
 		}
 	}
+}
+
+// pipelineCounter reads counter name of node's XDP pipeline (logging
+// the node's counters when it is 0).
+func (l *exampleLab) pipelineCounter(t *testing.T, node, name string) uint64 {
+	t.Helper()
+	pcs, err := lab.Counters(t.Context(), l.net.Name, node, l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range pcs {
+		for _, c := range pc.Counters {
+			if pc.Program == state.ProgramPipeline && c.Name == name && c.Value > 0 {
+				return c.Value
+			}
+		}
+	}
+	var out strings.Builder
+	lab.PrintCounters(&out, pcs)
+	t.Logf("%s counters:\n%s", node, out.String())
+	return 0
 }
 
 // TestLabOPoTEBPFIngress is TestLabOPoT with srchain's eBPF ingress on
@@ -606,19 +613,35 @@ func TestDemoOPoT(t *testing.T) {
 // kernel's one-container SRH by the TLV, r2's transit finds the chain by
 // the container it sees (its C-SID active), r2's End shifts it, and r3
 // verifies under the key (egress SID, the container in segment 0):
-// every probe passes and verifies, with no drop.
+// every probe passes and verifies, with no drop; the same with r2 at
+// XDP (the OPoT stage and the End both in its XDP pipeline).
 func TestLabOPoTCSID(t *testing.T) {
 	requireRoot(t)
+	t.Run("kernel", func(t *testing.T) { opotCSID(t, "") })
+	// r2's transit stage at XDP, in front of its XDP End's NEXT-C-SID.
+	t.Run("xdp", func(t *testing.T) { opotCSID(t, spec.DatapathXDP) })
+}
+
+func opotCSID(t *testing.T, dp string) {
 	path := filepath.Join("..", "..", "examples", "csid-quickstart.yaml")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	src := string(b)
 	const old = "    compression: next-c-sid\n"
-	if !strings.Contains(string(b), old) {
+	if !strings.Contains(src, old) {
 		t.Fatal("csid-quickstart.yaml changed: no compression line")
 	}
-	s, err := spec.Check([]byte(strings.Replace(string(b), old, old+"    opot: true\n", 1)), path)
+	src = strings.Replace(src, old, old+"    opot: true\n", 1)
+	if dp != "" {
+		const r2 = `{name: r2, role: router, locator: "fc00:0:2::/48"}`
+		if !strings.Contains(src, r2) {
+			t.Fatal("csid-quickstart.yaml changed: no r2 line")
+		}
+		src = strings.Replace(src, r2, strings.TrimSuffix(r2, "}")+", datapath: "+dp+"}", 1)
+	}
+	s, err := spec.Check([]byte(src), path)
 	if err != nil {
 		t.Fatalf("spec: %v", err)
 	}
@@ -656,6 +679,9 @@ func TestLabOPoTCSID(t *testing.T) {
 	ok, drops := verified()
 	if ok == 0 || len(drops) != 0 {
 		t.Fatalf("after the probes: %d verified at r3, drops %v", ok, drops)
+	}
+	if dp == spec.DatapathXDP && l.pipelineCounter(t, "r2", "stage/opot/next") == 0 {
+		t.Error("r2's XDP pipeline: its opot stage handed nothing on")
 	}
 	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:a4::2"), "opot over c-sids")
 	if !waitFor(func() bool { n, _ := verified(); return n == ok+1 }) {
