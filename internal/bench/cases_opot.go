@@ -179,32 +179,11 @@ func opotStagesWith(d *DUT, pipe map[string]*ebpf.Map) (*opotdp.Objects, error) 
 	return o, nil
 }
 
-// opotChain installs node n's chain entry (sid, last) and parameters,
-// and the headend's counter or the verifier's window.
+// opotChain installs node n's chain entry (sid, last) and parameters
+// of the bench's chain, and the headend's counter or the verifier's
+// window.
 func opotChain(o *opotdp.Objects, n opot.NodeParams, sid, last netip.Addr) error {
-	ck := opotdp.ChainKey{Last: last.As16()}
-	if err := o.OpotChains.Put(&ck, &opotdp.Chain{Profile: opotID, Slot: opotSlot, Role: uint32(n.Role), Idx: opotID, Sid: sid.As16()}); err != nil {
-		return fmt.Errorf("set opot chain: %w", err)
-	}
-	if err := opotdp.TouchChains(o.OpotChainGen); err != nil {
-		return err
-	}
-	k := opotdp.Key{Index: opotID, Slot: opotSlot}
-	v := opotdp.FromNode(n)
-	if err := o.OpotNodeParams.Put(k.Array(), &v); err != nil {
-		return fmt.Errorf("set opot params: %w", err)
-	}
-	switch n.Role {
-	case opot.RoleHeadend:
-		if err := o.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
-			return fmt.Errorf("set opot sequence: %w", err)
-		}
-	case opot.RoleVerifier:
-		if err := o.OpotWindows.Put(k.Array(), &opotdp.Window{}); err != nil {
-			return fmt.Errorf("set opot window: %w", err)
-		}
-	}
-	return nil
+	return opotdp.PutChain(o, opotID, opotSlot, n, sid, last)
 }
 
 // attachTCX attaches prog at tcx ingress or egress of a DUT interface,
@@ -354,10 +333,7 @@ func setupOPoTIngress(ctx context.Context, d *DUT, xdp bool) (*opotdp.Objects, e
 	}
 	chains := ingressChains(1)
 	chains[0].Ext = ingress.ExtOPoT
-	return o, srchainIngressWith(d, chains, xdp, map[string]*ebpf.Map{
-		"opot_chains": o.OpotChains, "opot_node_params": o.OpotNodeParams,
-		"opot_seqs": o.OpotSeqs, "opot_stats": o.OpotStats,
-	})
+	return o, srchainIngressWith(d, chains, xdp, opotdp.HeadendMapsOf(o))
 }
 
 func discardObjs(f func(context.Context, *DUT) (*opotdp.Objects, error)) func(context.Context, *DUT) error {

@@ -35,23 +35,10 @@ func opotMaps(t *testing.T, p *opot.Profile, id uint32, slot uint8, travel []net
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck := opotdp.ChainKey{Last: travel[len(travel)-1].As16()}
-	ch := opotdp.Chain{Profile: id, Slot: uint32(slot), Role: uint32(opot.RoleHeadend), Idx: id, Sid: travel[0].As16()}
-	if err := o.OpotChains.Put(&ck, &ch); err != nil {
+	if err := opotdp.PutChain(o, id, slot, n, travel[0], travel[len(travel)-1]); err != nil {
 		t.Fatal(err)
 	}
-	k := opotdp.Key{Index: id, Slot: uint32(slot)}
-	v := opotdp.FromNode(n)
-	if err := o.OpotNodeParams.Put(k.Array(), &v); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
-		t.Fatal(err)
-	}
-	return o, map[string]*ebpf.Map{
-		"opot_chains": o.OpotChains, "opot_node_params": o.OpotNodeParams,
-		"opot_seqs": o.OpotSeqs, "opot_stats": o.OpotStats,
-	}
+	return o, opotdp.HeadendMapsOf(o)
 }
 
 // TestBPFOPoTHeadend: a chain with Ext = ExtOPoT leaves the tc program

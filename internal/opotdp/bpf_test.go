@@ -52,27 +52,8 @@ func newNode(t *testing.T, id uint32, slot uint8, n opot.NodeParams, sid, last n
 		t.Fatalf("load opot programs: %v", err)
 	}
 	t.Cleanup(func() { nd.objs.Close() })
-	ck := ChainKey{Last: last.As16()}
-	if err := nd.objs.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Role: uint32(n.Role), Idx: id, Sid: sid.As16()}); err != nil {
+	if err := PutChain(&nd.objs, id, slot, n, sid, last); err != nil {
 		t.Fatal(err)
-	}
-	if err := TouchChains(nd.objs.OpotChainGen); err != nil {
-		t.Fatal(err)
-	}
-	k := Key{Index: id, Slot: uint32(slot)}
-	v := FromNode(n)
-	if err := nd.objs.OpotNodeParams.Put(k.Array(), &v); err != nil {
-		t.Fatal(err)
-	}
-	switch n.Role {
-	case opot.RoleHeadend:
-		if err := nd.objs.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
-			t.Fatal(err)
-		}
-	case opot.RoleVerifier:
-		if err := nd.objs.OpotWindows.Put(k.Array(), &Window{}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return nd
 }

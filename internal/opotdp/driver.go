@@ -932,12 +932,6 @@ func touchPinned(dir string) error {
 // not run there).
 var ErrNotLoaded = errors.New("opot maps not loaded")
 
-// headendMaps are the maps srchain's eBPF ingress shares to write a
-// chain's TLV as it encapsulates (bpf/lib/ingress.h ING_EXT_OPOT): the
-// chain entry, the headend's parameters and sequence counters, and the
-// per-chain verdict counters.
-var headendMaps = []string{"opot_chains", "opot_node_params", "opot_seqs", "opot_stats"}
-
 // HeadendMaps opens the node's pinned OPoT maps that an eBPF headend
 // loads in place of its own (ebpf.CollectionOptions.MapReplacements), so
 // it takes its sequence numbers from the same counters as the tc headend
@@ -947,7 +941,7 @@ var headendMaps = []string{"opot_chains", "opot_node_params", "opot_seqs", "opot
 func HeadendMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
 	dir := PinDir(ns)
 	out := map[string]*ebpf.Map{}
-	for _, name := range headendMaps {
+	for name := range HeadendMapsOf(&Objects{}) {
 		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
 		if err != nil {
 			for _, o := range out {

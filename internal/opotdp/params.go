@@ -1,6 +1,9 @@
 package opotdp
 
 import (
+	"fmt"
+	"net/netip"
+
 	"github.com/cilium/ebpf"
 
 	"github.com/srchain/srchain/internal/opot"
@@ -32,3 +35,46 @@ func FromNode(n opot.NodeParams) Params {
 
 // LoadSpec returns the programs' collection spec.
 func LoadSpec() (*ebpf.CollectionSpec, error) { return loadOpotProg() }
+
+// PutChain installs, in loaded (unpinned) objects o, node n's entry of
+// chain id (sid: the DA the entry applies to; last: the chain's last
+// SID), its parameters of slot, and the headend's counter or the
+// verifier's window, as the driver would: for tests and benchmarks
+// that run the programs without the driver.
+func PutChain(o *Objects, id uint32, slot uint8, n opot.NodeParams, sid, last netip.Addr) error {
+	ck := ChainKey{Last: last.As16()}
+	if err := o.OpotChains.Put(&ck, &Chain{Profile: id, Slot: uint32(slot), Role: uint32(n.Role), Idx: id, Sid: sid.As16()}); err != nil {
+		return fmt.Errorf("set opot chain: %w", err)
+	}
+	if err := TouchChains(o.OpotChainGen); err != nil {
+		return err
+	}
+	k := Key{Index: id, Slot: uint32(slot)}
+	v := FromNode(n)
+	if err := o.OpotNodeParams.Put(k.Array(), &v); err != nil {
+		return fmt.Errorf("set opot params: %w", err)
+	}
+	switch n.Role {
+	case opot.RoleHeadend:
+		if err := o.OpotSeqs.Put(k.Array(), uint64(0)); err != nil {
+			return fmt.Errorf("set opot sequence: %w", err)
+		}
+	case opot.RoleVerifier:
+		if err := o.OpotWindows.Put(k.Array(), &Window{}); err != nil {
+			return fmt.Errorf("set opot window: %w", err)
+		}
+	}
+	return nil
+}
+
+// HeadendMapsOf is HeadendMaps for loaded objects o (not closed
+// separately: they are o's). Its keys name the maps srchain's eBPF
+// ingress shares to write a chain's TLV as it encapsulates
+// (bpf/lib/ingress.h ING_EXT_OPOT): the chain entry, the headend's
+// parameters and sequence counters, and the per-chain verdict counters.
+func HeadendMapsOf(o *Objects) map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		"opot_chains": o.OpotChains, "opot_node_params": o.OpotNodeParams,
+		"opot_seqs": o.OpotSeqs, "opot_stats": o.OpotStats,
+	}
+}

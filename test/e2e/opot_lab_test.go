@@ -115,15 +115,15 @@ func TestLabOPoTXDP(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"r2", "r3", "r6"} {
-		if next := l.pipelineCounter(t, n, "stage/opot/next"); next < 50 {
+		if next := l.pipelineCounters(t, n)["stage/opot/next"]; next < 50 {
 			t.Errorf("%s: the XDP pipeline's opot stage handed %d packets on, want >= 50", n, next)
 		}
 	}
 }
 
-// pipelineCounter reads counter name of node's XDP pipeline (logging
-// the node's counters when it is 0).
-func (l *exampleLab) pipelineCounter(t *testing.T, node, name string) uint64 {
+// programCounter reads counter name of node's program of kind prog
+// (logging the node's counters when it is 0).
+func (l *exampleLab) programCounter(t *testing.T, node, prog, name string) uint64 {
 	t.Helper()
 	pcs, err := lab.Counters(t.Context(), l.net.Name, node, l.opts)
 	if err != nil {
@@ -131,7 +131,7 @@ func (l *exampleLab) pipelineCounter(t *testing.T, node, name string) uint64 {
 	}
 	for _, pc := range pcs {
 		for _, c := range pc.Counters {
-			if pc.Program == state.ProgramPipeline && c.Name == name && c.Value > 0 {
+			if pc.Program == prog && c.Name == name && c.Value > 0 {
 				return c.Value
 			}
 		}
@@ -170,25 +170,7 @@ func TestLabOPoTEBPFIngress(t *testing.T) {
 	if n := l.xdpRedirects(t, "r1"); n == 0 {
 		t.Error("r1's XDP ingress redirected nothing: the proofs were all written at tc")
 	}
-	pcs, err := lab.Counters(t.Context(), l.net.Name, "r1", l.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var packets uint64
-	for _, pc := range pcs {
-		if pc.Program != state.ProgramIngress {
-			continue
-		}
-		for _, c := range pc.Counters {
-			if c.Name == "chain/verified/packets" {
-				packets = c.Value
-			}
-		}
-	}
-	var out strings.Builder
-	lab.PrintCounters(&out, pcs)
-	t.Logf("r1 counters:\n%s", out.String())
-	if packets == 0 {
+	if l.programCounter(t, "r1", state.ProgramIngress, "chain/verified/packets") == 0 {
 		t.Fatal("r1's eBPF ingress encapsulated none of the chain's packets")
 	}
 }
@@ -680,7 +662,7 @@ func opotCSID(t *testing.T, dp string) {
 	if ok == 0 || len(drops) != 0 {
 		t.Fatalf("after the probes: %d verified at r3, drops %v", ok, drops)
 	}
-	if dp == spec.DatapathXDP && l.pipelineCounter(t, "r2", "stage/opot/next") == 0 {
+	if dp == spec.DatapathXDP && l.pipelineCounters(t, "r2")["stage/opot/next"] == 0 {
 		t.Error("r2's XDP pipeline: its opot stage handed nothing on")
 	}
 	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:a4::2"), "opot over c-sids")
