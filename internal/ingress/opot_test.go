@@ -46,8 +46,9 @@ func opotMaps(t *testing.T, p *opot.Profile, id uint32, slot uint8, travel []net
 // encapsulation with the TLV the model's headend writes (sequence 1, 2,
 // ... from the OPoT driver's counter, the slot of the chain's entry);
 // the model's transits and verifier accept it. With the chain's entry
-// gone the packet is dropped (opot-no-profile) before anything leaves;
-// a chain without Ext gets no TLV. XDP, whose FIB lookup fails here,
+// gone, of another role or for another first SID, the packet is dropped
+// (opot-no-profile) before anything leaves; a chain without Ext gets no
+// TLV, an insert-mode chain with Ext is left to the stack untouched. XDP, whose FIB lookup fails here,
 // passes it untouched to tc.
 func TestBPFOPoTHeadend(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -132,12 +133,35 @@ func TestBPFOPoTHeadend(t *testing.T) {
 	if ret, _ := run(t, ns, in.Program(), pkt); ret != tcActShot {
 		t.Fatalf("no chain entry: verdict %d, want TC_ACT_SHOT", ret)
 	}
+	// An entry of another role (this node is the chain's transit), or
+	// whose SID is not the chain's first segment: dropped alike.
+	for name, ch := range map[string]opotdp.Chain{
+		"transit entry": {Profile: id, Slot: slot, Role: uint32(opot.RoleTransit), Idx: id, Sid: travel[0].As16()},
+		"other sid":     {Profile: id, Slot: slot, Role: uint32(opot.RoleHeadend), Idx: id, Sid: travel[1].As16()},
+	} {
+		if err := o.OpotChains.Put(&ck, &ch); err != nil {
+			t.Fatal(err)
+		}
+		if ret, _ := run(t, ns, in.Program(), pkt); ret != tcActShot {
+			t.Fatalf("%s: verdict %d, want TC_ACT_SHOT", name, ret)
+		}
+	}
 	ds, err := in.DropCounts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds[drop.OPoTNoProfile] != 1 {
-		t.Fatalf("drops %v, want one %s", ds.NonZero(), drop.OPoTNoProfile)
+	if ds[drop.OPoTNoProfile] != 3 {
+		t.Fatalf("drops %v, want three %s", ds.NonZero(), drop.OPoTNoProfile)
+	}
+
+	// Ext on an insert-mode chain (the compiler never asks for it): left
+	// to the stack untouched, before anything is written.
+	ins := Config{Chains: []Chain{{Name: "ins", Mode: state.ModeInsert, Segments: travel[:2], Dev: "eth1", Dst: []netip.Prefix{mp("2001:db8:5::/64")}, Ext: ExtOPoT}}}
+	if _, err := in.Update(ins, testSettings); err != nil {
+		t.Fatal(err)
+	}
+	if ret, out := run(t, ns, in.Program(), pkt); ret != tcActUnspec || !bytes.Equal(out[:len(pkt)], pkt) {
+		t.Fatalf("insert chain with ext: verdict %d, frame changed %v", ret, !bytes.Equal(out[:len(pkt)], pkt))
 	}
 	if _, err := Load(Options{OPoT: map[string]*ebpf.Map{"opot_chains": o.OpotStats}}); !errors.Is(err, ebpf.ErrMapIncompatible) {
 		t.Fatalf("a wrong map as opot_chains: %v, want ErrMapIncompatible", err)

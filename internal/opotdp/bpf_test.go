@@ -338,8 +338,10 @@ func TestVerifierStats(t *testing.T) {
 // transit's (the Go model's hop), the verifier accepts a legitimate
 // packet untouched and drops a replay (the window is the tc verifier's:
 // the tc stage then calls the same packet a replay too) and a forged
-// proof, counted and reported; the headend's entry (its stage is at tc
-// egress) and a packet of no chain go on untouched. Without the
+// proof, counted and reported, and a packet without a well-formed TLV
+// as opot-no-tlv, which a transit leaves alone; the headend's entry
+// (its stage is at tc egress), an SRH cut short and a packet of no
+// chain go on untouched. Without the
 // dispatcher's metadata a stage that hands a packet on returns XDP_PASS.
 func TestXDPStage(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -413,6 +415,32 @@ func TestXDPStage(t *testing.T) {
 				if ev, err := ParseEvent(rec.RawSample); err != nil || ev.Reason != want || ev.Profile != id {
 					t.Fatalf("event %+v (%v), want %s", ev, err, want)
 				}
+			}
+			// Malformed: no TLV, a TLV with slot 7, an SRH cut short. A
+			// transit leaves them alone (the verifier decides); the
+			// verifier drops the first two as opot-no-tlv; a packet
+			// whose SRH does not parse is no stage's.
+			bad := opot.Meta{Slot: slot, RND: 1, CML: 2}.SRv6TLV()
+			bad.Value[0] = 7
+			short := frame(t, travel, k-2, m.SRv6TLV())
+			short = short[:ethLen+40+8+8]
+			for j := 1; j < k-1; j++ {
+				for name, in := range map[string][]byte{"no tlv": frame(t, travel, j-1), "slot 7": frame(t, travel, j-1, bad), "short": short} {
+					if ret, o := run(t, nodes[j].objs.SrchainOpotXdp, in); ret != xdpPass || !bytes.Equal(o[:len(in)], in) {
+						t.Fatalf("transit %d at XDP, %s: verdict %d, changed %v", j, name, ret, !bytes.Equal(o[:len(in)], in))
+					}
+				}
+			}
+			for _, in := range [][]byte{frame(t, travel, k-2), frame(t, travel, k-2, bad)} {
+				if ret, _ := run(t, v.objs.SrchainOpotXdp, in); ret != xdpDrop {
+					t.Fatalf("verify at XDP without a well-formed TLV: verdict %d", ret)
+				}
+			}
+			if n := stats(t, v.objs.OpotStats, id, drop.OPoTNoTLV); n != 2 {
+				t.Fatalf("opot-no-tlv count %d, want 2", n)
+			}
+			if ret, o := run(t, v.objs.SrchainOpotXdp, short); ret != xdpPass || !bytes.Equal(o[:len(short)], short) {
+				t.Fatalf("verify at XDP, SRH cut short: verdict %d", ret)
 			}
 			other := frame(t, []netip.Addr{netip.MustParseAddr("fd00:1::e"), netip.MustParseAddr("fd00:ff::e")}, 0, m.SRv6TLV())
 			for j, nd := range nodes {
