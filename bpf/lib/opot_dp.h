@@ -63,9 +63,8 @@ struct {
 
 /* opot_chain_cache: per CPU, the last lookup of opot_chains for each of
  * OPOT_CHAIN_CACHE slots (by a hash of the key), found or not. A hash
- * map lookup of the 16-byte key is the dearest step of a stage (about
- * 18 of 45 ns in a test run); a per-CPU array is read without a helper
- * call. Per CPU, only the CPU itself writes a slot, and networking BPF
+ * map lookup hashes the 16-byte key in a helper call on every packet; a
+ * per-CPU array is read without one. Per CPU, only the CPU itself writes a slot, and networking BPF
  * programs do not nest on a CPU, so a slot is never read half written.
  */
 #define OPOT_CHAIN_CACHE 256
