@@ -36,8 +36,12 @@
  *                   out for the slot (atomic add: two CPUs writing one slot
  *                   at once get distinct generations, so a flow never gets
  *                   the other's header).
+ *   proxy_opot_slots  array of PROXY_OPOT_SLOTS, hash of struct
+ *                   proxy_opot_key -> struct proxy_opot_slot: the OPoT TLV
+ *                   of a packet at the NF (PROXY_F_OPOT, proxy_opot_save),
+ *                   when its slot is free or stale.
  *   proxy_opot      LRU hash, struct proxy_opot_key -> the OPoT TLV of a
- *                   packet at the NF (PROXY_F_OPOT, proxy_opot_save).
+ *                   packet at the NF whose slot was taken.
  *   proxy_opot_q    LRU hash, key with seq 0 -> struct proxy_opot_fifo:
  *                   identical packets' TLVs queued behind the first.
  *   proxy_fibc      per-CPU array: the XDP twins' FIB cache (one jiffy).
@@ -330,7 +334,9 @@ struct proxy_opot_key {
 	struct in6_addr src; /* IPv4: first 4 bytes */
 	struct in6_addr dst;
 	__u8 l4[16];   /* the first bytes after the IP header: ports, TCP seq/ack */
-};
+} __attribute__((aligned(8))); /* read as eight 64-bit words (proxy_opot_slot_of) */
+
+_Static_assert(sizeof(struct proxy_opot_key) == 64, "proxy_opot_key is eight 64-bit words");
 
 struct proxy_opot_tlv {
 	__u8 b[OPOT_TLV_LEN];
@@ -338,9 +344,47 @@ struct proxy_opot_tlv {
 
 #define PROXY_OPOT_PENDING 65536
 
-/* OPoT TLVs of packets at the NF, by packet: written on the way to the
- * NF, taken (and deleted) on the way back. LRU: a packet the NF dropped
- * leaves an entry that the oldest-first eviction reclaims.
+/* Kept OPoT TLVs, first level: a table of slots indexed by a hash of
+ * the key, claimed and given back with compare-and-swap on the slot's
+ * state word, so a packet that finds its slot free costs no map insert
+ * or delete on either way. state = generation << 2 | PROXY_SLOT_*; the
+ * generation grows with every fill, so a slot taken and filled again
+ * between a reader's look and its commit fails the commit. A full slot
+ * older than cfg_opot_stale_ns (its packet presumably dropped by the
+ * NF) may be given to another packet; a fresh one is not: the packet
+ * goes to proxy_opot (below) instead. docs/proxy.md "OPoT through a
+ * proxy".
+ */
+#define PROXY_OPOT_SLOT_BITS 14
+#define PROXY_OPOT_SLOTS (1 << PROXY_OPOT_SLOT_BITS)
+/* Age of a full slot that another packet may take (Go:
+ * proxydp.Options.OPoTStale; default 1 s).
+ */
+SRCHAIN_CONFIG(__u64, cfg_opot_stale_ns, 1000000000ULL);
+#define PROXY_SLOT_FREE 0
+#define PROXY_SLOT_BUSY 1 /* being written; never left so (no exit in between) */
+#define PROXY_SLOT_FULL 2
+#define PROXY_SLOT_MASK 3ULL
+
+struct proxy_opot_slot {
+	__u64 state;
+	__u64 born; /* bpf_ktime_get_coarse_ns() at the fill */
+	struct proxy_opot_key k;
+	struct proxy_opot_tlv v;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PROXY_OPOT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct proxy_opot_slot);
+} proxy_opot_slots SEC(".maps");
+
+/* OPoT TLVs of packets at the NF, second level: what found its slot
+ * taken (a hash collision, or an identical packet's TLV in it). Written
+ * on the way to the NF, taken (and deleted) on the way back. LRU: a
+ * packet the NF dropped leaves an entry that the oldest-first eviction
+ * reclaims.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -661,10 +705,97 @@ static __always_inline __u32 proxy_opot_key_of(struct pctx *c, const int kind, _
 	return lr ? DROP_PKT_TRUNCATED : DROP_NONE;
 }
 
+/* proxy_opot_slot_of is k's slot in proxy_opot_slots: a multiplicative
+ * hash of its eight words, top bits.
+ */
+static __always_inline __u32 proxy_opot_slot_of(const struct proxy_opot_key *k)
+{
+	const __u64 *w = (const __u64 *)k;
+	__u64 h = 0;
+
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		h = (h ^ w[i]) * 0x9e3779b97f4a7c15ULL;
+	return h >> (64 - PROXY_OPOT_SLOT_BITS);
+}
+
+static __always_inline int proxy_opot_key_eq(const struct proxy_opot_key *a, const struct proxy_opot_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+	__u64 d = 0;
+
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		d |= x[i] ^ y[i];
+	return d == 0;
+}
+
+/* proxy_opot_slot_put keeps v under k in k's slot if the slot is free
+ * or stale. Returns 0, or -1: the slot holds a live TLV (or is being
+ * written) and the caller keeps v in proxy_opot. A global function (as
+ * proxy_opot_slot_find): verified once, not on every path of its callers.
+ */
+__attribute__((noinline)) int proxy_opot_slot_put(const struct proxy_opot_key *k, const struct proxy_opot_tlv *v)
+{
+	__u32 i;
+	struct proxy_opot_slot *e;
+	__u64 now = bpf_ktime_get_coarse_ns(), s, busy;
+
+	if (!k || !v)
+		return -1;
+	i = proxy_opot_slot_of(k);
+	e = bpf_map_lookup_elem(&proxy_opot_slots, &i);
+	if (!e)
+		return -1;
+	s = *(volatile __u64 *)&e->state;
+	if ((s & PROXY_SLOT_MASK) == PROXY_SLOT_BUSY)
+		return -1;
+	if ((s & PROXY_SLOT_MASK) == PROXY_SLOT_FULL && now - e->born < cfg_opot_stale_ns)
+		return -1;
+	busy = (s & ~PROXY_SLOT_MASK) | PROXY_SLOT_BUSY;
+	if (__sync_val_compare_and_swap(&e->state, s, busy) != s)
+		return -1;
+	__builtin_memcpy(&e->k, k, sizeof(*k));
+	__builtin_memcpy(&e->v, v, sizeof(*v));
+	e->born = now;
+	/* A full barrier: a reader that sees FULL sees the key and TLV. */
+	__sync_val_compare_and_swap(&e->state, busy, (s & ~PROXY_SLOT_MASK) + (1ULL << 2) + PROXY_SLOT_FULL);
+	return 0;
+}
+
+/* proxy_opot_slot_find looks for k in its slot: copies the TLV to out,
+ * the state it saw to *state, and returns 1 + the slot's index for
+ * proxy_opot_take; 0: not there. The state is read with an atomic (a
+ * full barrier), so the key and TLV read after it are at least as new;
+ * the take's compare-and-swap on the same state then proves nobody took
+ * or refilled the slot in between.
+ */
+__attribute__((noinline)) int proxy_opot_slot_find(const struct proxy_opot_key *k, struct proxy_opot_tlv *out,
+						   __u64 *state)
+{
+	__u32 i;
+	struct proxy_opot_slot *e;
+	__u64 s;
+
+	if (!k || !out || !state)
+		return 0;
+	i = proxy_opot_slot_of(k);
+	e = bpf_map_lookup_elem(&proxy_opot_slots, &i);
+	if (!e)
+		return 0;
+	s = __sync_fetch_and_or(&e->state, 0);
+	if ((s & PROXY_SLOT_MASK) != PROXY_SLOT_FULL || !proxy_opot_key_eq(&e->k, k))
+		return 0;
+	__builtin_memcpy(out->b, e->v.b, OPOT_TLV_LEN);
+	*state = s;
+	return i + 1;
+}
+
 /* proxy_opot_save keeps the OPoT TLV of an SR packet for its way back
  * from the NF (End.AD / AD.flow with PROXY_F_OPOT; docs/proxy.md "OPoT
  * through a proxy"): the TLV, as the node's OPoT transit stage left it,
- * goes to proxy_opot under the inner packet's key, and the cached copy sc
+ * goes under the inner packet's key to its slot, or when that is taken to
+ * proxy_opot (or the queue of an identical packet's), and the cached copy sc
  * gets the TLV's place and its per-packet bytes (slot, RND, CML) zeroed,
  * so packets of one flow share one cached header. A packet without an
  * OPoT TLV is not carried (sc->tlv stays 0).
@@ -690,7 +821,7 @@ static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u
 	r = proxy_opot_key_of(c, kind, inner_off, inner, &k);
 	if (r)
 		return r;
-	if (bpf_map_update_elem(&proxy_opot, &k, &v, BPF_NOEXIST)) {
+	if (proxy_opot_slot_put(&k, &v) && bpf_map_update_elem(&proxy_opot, &k, &v, BPF_NOEXIST)) {
 		/* An identical packet's TLV is kept already: queue behind it. */
 		struct proxy_opot_fifo z = { .head = 1, .tail = 1 }, *q;
 
@@ -1556,6 +1687,8 @@ struct proxy_back {
 	__be32 word0;
 	struct proxy_opot_key k;
 	struct proxy_opot_tlv ot;
+	__u32 slot; /* 1 + the index of the slot the TLV is in (in state slot_state); 0: none */
+	__u64 slot_state;
 	struct proxy_opot_fifo *q; /* the TLV is this queue's head */
 };
 
@@ -1570,6 +1703,15 @@ static __always_inline int proxy_opot_take(struct proxy_back *b)
 
 	if (!b->tlv)
 		return 0;
+	if (b->slot) {
+		__u32 i = b->slot - 1;
+		struct proxy_opot_slot *e = bpf_map_lookup_elem(&proxy_opot_slots, &i);
+		__u64 s = b->slot_state;
+
+		if (!e || __sync_val_compare_and_swap(&e->state, s, (s & ~PROXY_SLOT_MASK) | PROXY_SLOT_FREE) != s)
+			return -1;
+		return 0;
+	}
 	if (b->q) {
 		/* seq is the head modulo 2^16: it must still be the head. */
 		h = b->q->head;
@@ -1654,6 +1796,9 @@ static __always_inline __u32 proxy_back_find(struct pctx *c, const int kind, __u
 			*stat = PS_DROP;
 			return r;
 		}
+		b->slot = proxy_opot_slot_find(&b->k, &b->ot, &b->slot_state);
+		if (b->slot)
+			return DROP_NONE;
 		v = bpf_map_lookup_elem(&proxy_opot, &b->k);
 		if (!v)
 			v = proxy_opot_queued(&b->k, &b->q);

@@ -3,6 +3,7 @@ package compile
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -219,4 +220,96 @@ func TestKeepOPoTKeys(t *testing.T) {
 	if len(kept) != 0 || !maps.Equal(before, digests(c)) {
 		t.Errorf("members changed: kept %v, digests changed %v", kept, !maps.Equal(before, digests(c)))
 	}
+}
+
+// TestRotateOPoTKeys: a rotation gives the free slot (1, then 0) a new
+// profile on every member, which proves the chain's order and no other;
+// the slot in use keeps its keys and the headend keeps starting packets
+// with it until SwitchOPoTSlots. The network the rotation started from
+// (a shallow copy's nodes) keeps the old keys and slot: the lab applies
+// the difference between the two.
+func TestRotateOPoTKeys(t *testing.T) {
+	s := opotTestbed(t)
+	net, err := CompileKeys(s, keyStream(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []string{"r1", "r2", "r3", "r6"}
+	paramsOf := func(n *state.Network, slot int) []opot.NodeParams {
+		var ps []opot.NodeParams
+		for _, name := range order {
+			var p opot.NodeParams
+			if err := p.UnmarshalBinary(secretOf(n, name, slot).Value); err != nil {
+				t.Fatalf("%s slot %d: %v", name, slot, err)
+			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	headSlot := func(n *state.Network) uint8 {
+		i := slices.IndexFunc(n.Nodes, func(x state.Node) bool { return x.Name == "r1" })
+		slot, err := opotHeadendSlot(&n.Nodes[i], "verified")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slot
+	}
+	cur := net
+	for round, want := range []uint8{1, 0, 1} {
+		next := *cur
+		next.Nodes = slices.Clone(cur.Nodes)
+		rs, err := RotateOPoTKeys(&next, nil, keyStream(byte(10+round)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || rs[0].Chain != "verified" || rs[0].Slot != want || rs[0].Headend != "r1" || !slices.Equal(rs[0].Nodes, order) {
+			t.Fatalf("round %d: rotations %+v, want chain verified to slot %d over %v", round, rs, want, order)
+		}
+		old, fresh := paramsOf(cur, int(want)), paramsOf(&next, int(want))
+		for j := range order {
+			if old[j] == fresh[j] {
+				t.Errorf("round %d: %s kept its slot %d keys", round, order[j], want)
+			}
+		}
+		if !slices.Equal(paramsOf(cur, int(1-want)), paramsOf(&next, int(1-want))) {
+			t.Errorf("round %d: the slot in use changed", round)
+		}
+		if !proves(t, fresh, []int{0, 1, 2, 3}) || proves(t, fresh, []int{0, 2, 1, 3}) {
+			t.Errorf("round %d: the new profile does not prove the chain's order (alone)", round)
+		}
+		if headSlot(&next) != 1-want {
+			t.Errorf("round %d: the headend switched before SwitchOPoTSlots", round)
+		}
+		switched := next
+		switched.Nodes = slices.Clone(next.Nodes)
+		if err := SwitchOPoTSlots(&switched, rs); err != nil {
+			t.Fatal(err)
+		}
+		if headSlot(&switched) != want || headSlot(&next) != 1-want || headSlot(cur) != 1-want {
+			t.Errorf("round %d: headend slots %d / %d / %d, want %d after the switch only", round, headSlot(&switched), headSlot(&next), headSlot(cur), want)
+		}
+		for i := range switched.Nodes {
+			if !switched.Nodes[i].Sealed() {
+				t.Errorf("round %d: %s not sealed", round, switched.Nodes[i].Name)
+			}
+		}
+		cur = &switched
+	}
+	if _, err := RotateOPoTKeys(cur, []string{"nope"}, nil); !errors.Is(err, ErrNoOPoTChain) {
+		t.Errorf("unknown chain: %v, want ErrNoOPoTChain", err)
+	}
+	plain, err := CompileKeys(opotTestbedPlain(t), keyStream(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RotateOPoTKeys(plain, nil, nil); !errors.Is(err, ErrNoOPoTChain) {
+		t.Errorf("no opot chain: %v, want ErrNoOPoTChain", err)
+	}
+}
+
+// opotTestbedPlain is the testbed without opot.
+func opotTestbedPlain(t *testing.T) *spec.Spec {
+	s := opotTestbed(t)
+	s.Chains[0].OPoT = false
+	return s
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -176,7 +177,7 @@ func newEnv(t *testing.T) *env {
 	for _, s := range sids {
 		e.sids[s.Addr] = s
 	}
-	p, err := Load(Options{FlowCapacity: 4096})
+	p, err := Load(Options{FlowCapacity: 4096, OPoTStale: time.Hour})
 	if err != nil {
 		t.Fatalf("load: %+v", err)
 	}
@@ -256,7 +257,7 @@ func (e *env) do(t *testing.T, st step) Result {
 	if e.xdp && st.in == 0 && et == EtherIPv6 {
 		e.doXDP(t, st.name, frame)
 	}
-	if e.xdp && st.in != 0 && e.doXDPNF(t, st.name, st.in, frame, res) {
+	if e.xdp && st.in != 0 && e.doXDPNF(t, st.name, st.in, frame, &res) {
 		return res // the XDP twin served it: tc never sees it
 	}
 	before, err := e.p.Drops()
@@ -299,6 +300,7 @@ func (e *env) do(t *testing.T, st step) Result {
 			t.Errorf("%s: verdict %d type %#x\n got %x\nwant %x", st.name, ret, out[12:14], out[ethLen:], res.Packet)
 		}
 	case Forward:
+		res = e.carried(t, st.name, res, out[ethLen:])
 		pkt := append([]byte(nil), res.Packet...)
 		da := netip.AddrFrom16([16]byte(pkt[24:40]))
 		wantMAC := frame[:12]
@@ -376,7 +378,7 @@ func (e *env) doXDP(t *testing.T, name string, frame []byte) {
 // everything else passes to tc untouched, no drop counted. Reports
 // whether the twin forwarded (the model's caches then move; the caller
 // skips tc).
-func (e *env) doXDPNF(t *testing.T, name string, in int, frame []byte, res Result) bool {
+func (e *env) doXDPNF(t *testing.T, name string, in int, frame []byte, res *Result) bool {
 	t.Helper()
 	forward := false
 	var want []byte
@@ -429,11 +431,37 @@ func (e *env) doXDPNF(t *testing.T, name string, in int, frame []byte, res Resul
 		}
 		return false
 	}
+	if len(out) > ethLen {
+		*res = e.carried(t, name, *res, out[ethLen:])
+		if res.OPoTAt > 0 {
+			copy(want[ethLen+res.OPoTAt-1:], res.Packet[res.OPoTAt-1:res.OPoTAt-1+opot.TLVLen])
+		}
+	}
 	if ret != xdpRedirect || !bytes.Equal(out, want) {
 		t.Errorf("%s: nf xdp verdict %d\n got %x\nwant %x", name, ret, out, want)
 	}
 	e.xdpNF++
 	return true
+}
+
+// carried reconciles the model with the program's choice among the OPoT
+// TLVs kept for the packet of res, a Forward from the NF (Result.OPoTAt;
+// identical packets' TLVs are interchangeable): out is the program's L3
+// packet. Returns res with the program's TLV, if the model kept it.
+func (e *env) carried(t *testing.T, name string, res Result, out []byte) Result {
+	t.Helper()
+	at := res.OPoTAt - 1
+	if res.OPoTAt == 0 || len(out) < at+opot.TLVLen {
+		return res
+	}
+	got := [opot.TLVLen]byte(out[at:])
+	if !e.m.OPoTSwap(res, got) {
+		t.Errorf("%s: the packet left with OPoT TLV %x, not one kept for it", name, got)
+		return res
+	}
+	res.Packet = append([]byte(nil), res.Packet...)
+	copy(res.Packet[at:], got[:])
+	return res
 }
 
 const (

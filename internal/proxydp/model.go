@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/srchain/srchain/internal/drop"
@@ -42,6 +43,12 @@ type Result struct {
 	// L2: ToNF of an Ethernet inner type: Packet is the whole frame, sent
 	// as it is (bpf_redirect, no next hop).
 	L2 bool
+	// OPoTAt is 1 + the offset in Packet of the OPoT TLV a Forward from
+	// the NF carries (0: none); which of the TLVs kept for that packet
+	// it is, is the program's choice (OPoTSwap).
+	OPoTAt   int
+	opotKey  opotKey
+	opotKept [][opot.TLVLen]byte
 }
 
 // FlowKey is the End.AD.flow cache key (struct proxy_flow_key).
@@ -82,9 +89,8 @@ type Model struct {
 	sids  map[netip.Addr]SID
 	byIn  map[int]SID
 	ad    map[int][]byte
-	adTLV map[int]int // proxy_hdr.tlv of ad's header
-	opot  map[opotKey][opot.TLVLen]byte
-	opotQ map[opotKey]opotFIFO // proxy_opot_q, keyed with seq 0
+	adTLV map[int]int                     // proxy_hdr.tlv of ad's header
+	opot  map[opotKey][][opot.TLVLen]byte // kept TLVs per inner packet, oldest first
 	flows map[FlowKey]flowEntry
 	slots map[slotKey]hdrSlot
 	gens  map[slotKey]uint64 // proxy_hgen
@@ -97,7 +103,7 @@ type Model struct {
 // NewModel is a model serving sids (validated as SetSIDs does).
 func NewModel(sids []SID) (*Model, error) {
 	m := &Model{sids: map[netip.Addr]SID{}, byIn: map[int]SID{}, ad: map[int][]byte{}, adTLV: map[int]int{},
-		opot: map[opotKey][opot.TLVLen]byte{}, opotQ: map[opotKey]opotFIFO{}, flows: map[FlowKey]flowEntry{},
+		opot: map[opotKey][][opot.TLVLen]byte{}, flows: map[FlowKey]flowEntry{},
 		slots: map[slotKey]hdrSlot{}, gens: map[slotKey]uint64{}}
 	for _, s := range sids {
 		if err := s.Validate(); err != nil {
@@ -223,9 +229,7 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 				if r != drop.None {
 					return dropped(r)
 				}
-				if r := m.opotSave(k, [opot.TLVLen]byte(pkt[off:off+opot.TLVLen])); r != drop.None {
-					return dropped(r)
-				}
+				m.opotSave(k, [opot.TLVLen]byte(pkt[off:off+opot.TLVLen]))
 				hdr[off+opot.OffSlot] = 0
 				clear(hdr[off+opot.OffRND : off+opot.TLVLen])
 				tlv = off + 1
@@ -507,18 +511,21 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 		m.flows[k] = m.touch(s, e)
 		hdr, tlv = h, t
 	}
-	var saved [opot.TLVLen]byte
+	var (
+		saved [opot.TLVLen]byte
+		kept  [][opot.TLVLen]byte
+		key   opotKey
+	)
 	if tlv != 0 {
 		k, r := opotKeyOf(s.Addr, inner, s.Inner)
 		if r != drop.None {
 			return dropped(r)
 		}
-		v, k, ok := m.opotTake(k)
+		v, all, ok := m.opotTake(k)
 		if !ok {
 			return dropped(drop.ProxyOPoTMiss)
 		}
-		saved = v
-		delete(m.opot, k)
+		saved, kept, key = v, all, k
 	}
 	inner = inner[:l3len]
 	if len(inner)+len(hdr)-40 > 0xffff {
@@ -528,6 +535,7 @@ func (m *Model) FromNF(in int, etherType uint16, pkt []byte) Result {
 	binary.BigEndian.PutUint16(out[4:6], uint16(len(out)-40))
 	if tlv != 0 {
 		copy(out[tlv-1:], saved[:])
+		return Result{Verdict: Forward, Packet: out, OPoTAt: tlv, opotKey: key, opotKept: kept}
 	}
 	return Result{Verdict: Forward, Packet: out}
 }
@@ -605,8 +613,10 @@ func (m *Model) clone() *Model {
 	c := *m
 	c.ad = maps.Clone(m.ad)
 	c.adTLV = maps.Clone(m.adTLV)
-	c.opot = maps.Clone(m.opot)
-	c.opotQ = maps.Clone(m.opotQ)
+	c.opot = make(map[opotKey][][opot.TLVLen]byte, len(m.opot))
+	for k, v := range m.opot {
+		c.opot[k] = slices.Clone(v)
+	}
 	c.flows = make(map[FlowKey]flowEntry, len(m.flows))
 	for k, v := range m.flows {
 		c.flows[k] = v
@@ -623,68 +633,64 @@ func (m *Model) clone() *Model {
 }
 
 // opotKey is struct proxy_opot_key: one inner packet, as a forwarding
-// NF leaves it (not its hop limit / TTL or IPv4 header checksum), and
-// its place among identical ones (seq).
+// NF leaves it (not its hop limit / TTL or IPv4 header checksum).
 type opotKey struct {
 	sid           netip.Addr
 	family, proto uint8
 	len           uint16
 	id            uint32
 	l4len         int
-	seq           uint16
 	src, dst      [16]byte
 	l4            [16]byte
 }
 
-// opotFIFO is struct proxy_opot_fifo.
-type opotFIFO struct{ head, tail uint64 }
-
-// opotSave is proxy_opot_save's keeping of tlv: under seq 0, or, when an
-// identical packet's is kept there already, queued behind it.
-func (m *Model) opotSave(k opotKey, tlv [opot.TLVLen]byte) drop.Reason {
-	if _, ok := m.opot[k]; !ok {
-		m.opot[k] = tlv
-		return drop.None
-	}
-	q, ok := m.opotQ[k]
-	if !ok {
-		q = opotFIFO{1, 1}
-	}
-	k.seq = uint16(q.tail)
-	q.tail++
-	m.opotQ[k0(k)] = q
-	if k.seq == 0 {
-		return drop.ProxyCacheFull
-	}
-	m.opot[k] = tlv
-	return drop.None
+// opotSave keeps tlv for the packet k names. The program keeps it in a
+// slot, a map entry or a queue behind identical packets' (bpf/lib/proxy.h
+// proxy_opot_save); the model keeps what that guarantees: the TLVs kept
+// per packet, each given back once.
+func (m *Model) opotSave(k opotKey, tlv [opot.TLVLen]byte) {
+	m.opot[k] = append(m.opot[k], tlv)
 }
 
-// opotTake is the way back's lookup and take: seq 0, else the queue's
-// head (proxy_opot_queued, proxy_opot_take); a head whose entry is gone
-// is skipped.
-func (m *Model) opotTake(k opotKey) ([opot.TLVLen]byte, opotKey, bool) {
-	if v, ok := m.opot[k]; ok {
-		return v, k, true
+// opotTake gives back one of the TLVs kept for k (the oldest), and all
+// of them: identical packets are interchangeable, so the program may
+// give any one (docs/proxy.md "OPoT through a proxy"; OPoTSwap).
+func (m *Model) opotTake(k opotKey) (tlv [opot.TLVLen]byte, kept [][opot.TLVLen]byte, ok bool) {
+	kept = m.opot[k]
+	if len(kept) == 0 {
+		return tlv, nil, false
 	}
-	q, ok := m.opotQ[k]
-	if !ok || q.head == q.tail {
-		return [opot.TLVLen]byte{}, k, false
+	if len(kept) == 1 {
+		delete(m.opot, k)
+	} else {
+		m.opot[k] = kept[1:]
 	}
-	k.seq = uint16(q.head)
-	q.head++
-	m.opotQ[k0(k)] = q
-	v, ok := m.opot[k]
-	if k.seq == 0 || !ok {
-		return [opot.TLVLen]byte{}, k, false
-	}
-	return v, k, true
+	return kept[0], kept, true
 }
 
-// k0 is k with seq 0 (its queue's key).
-func k0(k opotKey) opotKey {
-	k.seq = 0
-	return k
+// OPoTSwap tells the model that the program gave the packet of res (a
+// Forward from the NF with a carried TLV) the kept TLV got instead of
+// the one the model chose: the model keeps its choice and drops got.
+// False if got was not kept for that packet.
+func (m *Model) OPoTSwap(res Result, got [opot.TLVLen]byte) bool {
+	if res.OPoTAt == 0 {
+		return false
+	}
+	chose := [opot.TLVLen]byte(res.Packet[res.OPoTAt-1:])
+	if got == chose {
+		return true
+	}
+	i := slices.Index(res.opotKept, got)
+	if i < 0 {
+		return false
+	}
+	rest := m.opot[res.opotKey]
+	j := slices.Index(rest, got)
+	if j < 0 {
+		return false
+	}
+	m.opot[res.opotKey] = append([][opot.TLVLen]byte{chose}, slices.Delete(slices.Clone(rest), j, j+1)...)
+	return true
 }
 
 // opotKeyOf is proxy_opot_key_of on the inner packet p.

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/opot"
@@ -120,14 +123,117 @@ func TestOPoTCarry(t *testing.T) {
 			t.Errorf("counter %s = %d, want %d", k, c[k], want)
 		}
 	}
-	// Only the rewritten packet's TLV is still kept (the LRU reclaims it).
+	// Only the rewritten packet's TLV is still kept (it goes stale).
+	if n := e.keptTLVs(t); n != 1 {
+		t.Errorf("%d TLVs kept, want 1", n)
+	}
+}
+
+// keptTLVs counts the OPoT TLVs the proxy keeps: full slots and map
+// entries.
+func (e *env) keptTLVs(t *testing.T) int {
+	t.Helper()
 	n := 0
 	var k proxyProgProxyOpotKey
 	var v proxyProgProxyOpotTlv
 	for it := e.p.objs.ProxyOpot.Iterate(); it.Next(&k, &v); {
 		n++
 	}
-	if n != 1 {
-		t.Errorf("%d TLVs kept, want 1", n)
+	var i uint32
+	var sl proxyProgProxyOpotSlot
+	for it := e.p.objs.ProxyOpotSlots.Iterate(); it.Next(&i, &sl); {
+		if sl.State&3 == slotFull {
+			n++
+		}
 	}
+	return n
+}
+
+// slotFull is PROXY_SLOT_FULL.
+const slotFull = 2
+
+// TestOPoTSlots: a kept TLV goes to its slot when the slot is free or
+// stale, else to the map, and the way back finds it in either: a slot
+// held by another packet's fresh TLV (a hash collision) sends the packet
+// to the map and is left alone; a stale one is taken over.
+func TestOPoTSlots(t *testing.T) {
+	e := newEnv(t)
+	travel := []netip.Addr{sidADOPoT, seg5, seg6}
+	inner := udp6(64, 91)
+	r := e.do(t, step{name: "sr->nf", l3: toSIDOPoT(t, inner, 0, 0x9100, travel...), want: ToNF})
+	i, sl := e.fullSlot(t)
+	e.do(t, step{name: "nf->sr", in: e.in(sidADOPoT), l3: nfForward(r.Packet), want: Forward})
+	if n := e.keptTLVs(t); n != 0 {
+		t.Fatalf("%d TLVs kept after the way back, want 0", n)
+	}
+
+	// Another packet's fresh TLV in the slot.
+	other := sl
+	other.K.L4[15] ^= 0xff
+	other.State = sl.State&^3 + 4 + slotFull
+	other.Born = coarseNow(t)
+	if err := e.p.objs.ProxyOpotSlots.Put(i, &other); err != nil {
+		t.Fatal(err)
+	}
+	p := toSIDOPoT(t, inner, 0, 0x9101, travel...)
+	r = e.do(t, step{name: "sr->nf, slot taken", l3: p, want: ToNF})
+	if n := e.keptTLVs(t); n != 2 {
+		t.Fatalf("%d TLVs kept, want 2 (the other's in the slot, this one in the map)", n)
+	}
+	b := e.do(t, step{name: "nf->sr from the map", in: e.in(sidADOPoT), l3: nfForward(r.Packet), want: Forward})
+	if !bytes.Equal(tlvOf(t, b.Packet), tlvOf(t, p)) {
+		t.Errorf("TLV from the map %x, want %x", tlvOf(t, b.Packet), tlvOf(t, p))
+	}
+	var got proxyProgProxyOpotSlot
+	if err := e.p.objs.ProxyOpotSlots.Lookup(i, &got); err != nil || got != other {
+		t.Errorf("the other packet's slot changed (%v): %+v", err, got)
+	}
+
+	// The same, stale: taken over.
+	other.Born = coarseNow(t) - uint64(2*time.Hour)
+	if err := e.p.objs.ProxyOpotSlots.Put(i, &other); err != nil {
+		t.Fatal(err)
+	}
+	p = toSIDOPoT(t, inner, 0, 0x9102, travel...)
+	r = e.do(t, step{name: "sr->nf, slot stale", l3: p, want: ToNF})
+	if err := e.p.objs.ProxyOpotSlots.Lookup(i, &got); err != nil || got.K == other.K || got.State != other.State+4 {
+		t.Errorf("stale slot not taken over (%v): %+v", err, got)
+	}
+	b = e.do(t, step{name: "nf->sr from the slot", in: e.in(sidADOPoT), l3: nfForward(r.Packet), want: Forward})
+	if !bytes.Equal(tlvOf(t, b.Packet), tlvOf(t, p)) {
+		t.Errorf("TLV from the slot %x, want %x", tlvOf(t, b.Packet), tlvOf(t, p))
+	}
+	if n := e.keptTLVs(t); n != 0 {
+		t.Errorf("%d TLVs kept at the end, want 0", n)
+	}
+}
+
+// fullSlot returns the one full OPoT slot.
+func (e *env) fullSlot(t *testing.T) (uint32, proxyProgProxyOpotSlot) {
+	t.Helper()
+	var (
+		i, at uint32
+		sl    proxyProgProxyOpotSlot
+		found proxyProgProxyOpotSlot
+		n     int
+	)
+	for it := e.p.objs.ProxyOpotSlots.Iterate(); it.Next(&i, &sl); {
+		if sl.State&3 == slotFull {
+			at, found = i, sl
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d full slots, want 1", n)
+	}
+	return at, found
+}
+
+// coarseNow is bpf_ktime_get_coarse_ns.
+func coarseNow(t *testing.T) uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint64(ts.Nano())
 }

@@ -182,7 +182,14 @@ func (s SID) ASHeader() ([]byte, error) {
 type Options struct {
 	PinPath      string // bpffs directory for the maps; "" = not pinned
 	FlowCapacity int    // End.AD.flow cache entries; 0 = DefaultFlowCapacity
+	// OPoTStale is how long a kept OPoT TLV holds its slot against
+	// another packet's (its packet is presumed dropped by the NF after
+	// that); 0 = DefaultOPoTStale. docs/proxy.md "OPoT through a proxy".
+	OPoTStale time.Duration
 }
+
+// DefaultOPoTStale is Options.OPoTStale's default.
+const DefaultOPoTStale = time.Second
 
 // Proxy is the loaded programs and their maps.
 type Proxy struct {
@@ -197,7 +204,7 @@ type Proxy struct {
 var pinnedMaps = []string{
 	proxyProgMapProxyCfg, proxyProgMapProxySids, proxyProgMapProxyNf, proxyProgMapProxyAdCache,
 	proxyProgMapProxyFlows, proxyProgMapProxyHslots, proxyProgMapProxyHgen, proxyProgMapProxyStats,
-	proxyProgMapProxyOpot, proxyProgMapDropCounters, proxyProgMapFibCounters,
+	proxyProgMapProxyOpot, proxyProgMapProxyOpotQ, proxyProgMapProxyOpotSlots, proxyProgMapDropCounters, proxyProgMapFibCounters,
 }
 
 // Load loads the proxy programs. With a PinPath, maps already pinned
@@ -213,6 +220,16 @@ func Load(o Options) (*Proxy, error) {
 	}
 	if o.FlowCapacity > 0 {
 		spec.Maps[proxyProgMapProxyFlows].MaxEntries = uint32(o.FlowCapacity)
+	}
+	stale := o.OPoTStale
+	if stale == 0 {
+		stale = DefaultOPoTStale
+	}
+	if stale < 0 {
+		return nil, fmt.Errorf("load proxy: negative OPoT stale time %v", o.OPoTStale)
+	}
+	if err := spec.Variables["cfg_opot_stale_ns"].Set(uint64(stale)); err != nil {
+		return nil, fmt.Errorf("load proxy: set OPoT stale time: %w", err)
 	}
 	var copts ebpf.CollectionOptions
 	var reused []*ebpf.Map
@@ -298,6 +315,10 @@ func (p *Proxy) mapByName(name string) *ebpf.Map {
 		return p.objs.ProxyStats
 	case proxyProgMapProxyOpot:
 		return p.objs.ProxyOpot
+	case proxyProgMapProxyOpotQ:
+		return p.objs.ProxyOpotQ
+	case proxyProgMapProxyOpotSlots:
+		return p.objs.ProxyOpotSlots
 	case proxyProgMapDropCounters:
 		return p.objs.DropCounters
 	case proxyProgMapFibCounters:

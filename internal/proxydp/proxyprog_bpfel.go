@@ -88,6 +88,14 @@ type proxyProgProxyOpotKey struct {
 	L4     [16]uint8
 }
 
+type proxyProgProxyOpotSlot struct {
+	_     structs.HostLayout
+	State uint64
+	Born  uint64
+	K     proxyProgProxyOpotKey
+	V     proxyProgProxyOpotTlv
+}
+
 type proxyProgProxyOpotTlv struct {
 	_ structs.HostLayout
 	B [24]uint8
@@ -131,6 +139,7 @@ const (
 	proxyProgMapProxyNf            = "proxy_nf"
 	proxyProgMapProxyOpot          = "proxy_opot"
 	proxyProgMapProxyOpotQ         = "proxy_opot_q"
+	proxyProgMapProxyOpotSlots     = "proxy_opot_slots"
 	proxyProgMapProxyScratch       = "proxy_scratch"
 	proxyProgMapProxySids          = "proxy_sids"
 	proxyProgMapProxyStats         = "proxy_stats"
@@ -139,6 +148,7 @@ const (
 	proxyProgProgSrchainProxyNfXdp = "srchain_proxy_nf_xdp"
 	proxyProgProgSrchainProxySr    = "srchain_proxy_sr"
 	proxyProgProgSrchainProxySrXdp = "srchain_proxy_sr_xdp"
+	proxyProgVarCfgOpotStaleNs     = "cfg_opot_stale_ns"
 )
 
 // loadProxyProg returns the embedded CollectionSpec for proxyProg.
@@ -205,6 +215,7 @@ type proxyProgMapSpecs struct {
 	ProxyNf          *ebpf.MapSpec `ebpf:"proxy_nf"`
 	ProxyOpot        *ebpf.MapSpec `ebpf:"proxy_opot"`
 	ProxyOpotQ       *ebpf.MapSpec `ebpf:"proxy_opot_q"`
+	ProxyOpotSlots   *ebpf.MapSpec `ebpf:"proxy_opot_slots"`
 	ProxyScratch     *ebpf.MapSpec `ebpf:"proxy_scratch"`
 	ProxySids        *ebpf.MapSpec `ebpf:"proxy_sids"`
 	ProxyStats       *ebpf.MapSpec `ebpf:"proxy_stats"`
@@ -215,6 +226,7 @@ type proxyProgMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type proxyProgVariableSpecs struct {
+	CfgOpotStaleNs *ebpf.VariableSpec `ebpf:"cfg_opot_stale_ns"`
 }
 
 // proxyProgObjects contains all objects after they have been loaded into the kernel.
@@ -249,6 +261,7 @@ type proxyProgMaps struct {
 	ProxyNf          *ebpf.Map `ebpf:"proxy_nf"`
 	ProxyOpot        *ebpf.Map `ebpf:"proxy_opot"`
 	ProxyOpotQ       *ebpf.Map `ebpf:"proxy_opot_q"`
+	ProxyOpotSlots   *ebpf.Map `ebpf:"proxy_opot_slots"`
 	ProxyScratch     *ebpf.Map `ebpf:"proxy_scratch"`
 	ProxySids        *ebpf.Map `ebpf:"proxy_sids"`
 	ProxyStats       *ebpf.Map `ebpf:"proxy_stats"`
@@ -269,6 +282,7 @@ func (m *proxyProgMaps) Close() error {
 		m.ProxyNf,
 		m.ProxyOpot,
 		m.ProxyOpotQ,
+		m.ProxyOpotSlots,
 		m.ProxyScratch,
 		m.ProxySids,
 		m.ProxyStats,
@@ -280,6 +294,7 @@ func (m *proxyProgMaps) Close() error {
 //
 // It can be passed to loadProxyProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type proxyProgVariables struct {
+	CfgOpotStaleNs *ebpf.Variable `ebpf:"cfg_opot_stale_ns"`
 }
 
 // proxyProgPrograms contains all programs after they have been loaded into the kernel.
