@@ -192,6 +192,6 @@ func newLabCmd(e *env) *cobra.Command {
 	}
 	// Stop at the first argument (NAME): CMD's flags are CMD's.
 	execCmd.Flags().SetInterspersed(false)
-	labCmd.AddCommand(execCmd, newLabApplyCmd(e), newLabTraceCmd(e), newLabCountersCmd(e), newLabEventsCmd(e), newLabFlowsCmd(e))
+	labCmd.AddCommand(execCmd, newLabApplyCmd(e), newLabTraceCmd(e), newLabCountersCmd(e), newLabEventsCmd(e), newLabFlowsCmd(e), newLabRotateCmd(e))
 	return labCmd
 }

@@ -180,7 +180,8 @@ func keysOrDefault(r io.Reader) io.Reader {
 }
 
 // KeepOPoTKeys gives net, a fresh compile, the OPoT profiles that prev
-// (the state a lab or node already runs) holds for every chain whose
+// (the state a lab or node already runs), and the slot its headend
+// starts packets with, for every chain whose
 // proof did not change: the same nodes at the same hops in the same
 // roles (the chain's name, NF names, SIDs and profile number may change:
 // the keys do not depend on them). Re-applying a spec then changes no
@@ -247,6 +248,16 @@ func KeepOPoTKeys(net, prev *state.Network) ([]string, error) {
 		for _, r := range todo {
 			r.node.Secrets[r.idx].Value = slices.Clone(r.val)
 			touched[r.node.Name] = true
+		}
+		// And the slot the headend starts packets with: after a rotation
+		// (RotateOPoTKeys) the other slot holds the retired keys.
+		head := m.hops[0].node
+		slot, err := opotHeadendSlot(prevNodes[head], name)
+		if err != nil {
+			return nil, fmt.Errorf("keep opot keys: %w", err)
+		}
+		if err := SwitchOPoTSlots(net, []OPoTRotation{{Chain: name, Slot: slot, Headend: head}}); err != nil {
+			return nil, fmt.Errorf("keep opot keys: %w", err)
 		}
 		kept = append(kept, name)
 	}

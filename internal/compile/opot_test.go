@@ -294,6 +294,22 @@ func TestRotateOPoTKeys(t *testing.T) {
 			}
 		}
 		cur = &switched
+		// A again compile of the spec keeps the rotated keys and slot.
+		again, err := CompileKeys(s, keyStream(byte(20+round)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := KeepOPoTKeys(again, cur); err != nil {
+			t.Fatal(err)
+		}
+		if headSlot(again) != want {
+			t.Errorf("round %d: kept keys, headend slot %d, want %d", round, headSlot(again), want)
+		}
+		for i := range again.Nodes {
+			if again.Nodes[i].Digest != cur.Nodes[i].Digest {
+				t.Errorf("round %d: %s differs from the rotated state after KeepOPoTKeys", round, again.Nodes[i].Name)
+			}
+		}
 	}
 	if _, err := RotateOPoTKeys(cur, []string{"nope"}, nil); !errors.Is(err, ErrNoOPoTChain) {
 		t.Errorf("unknown chain: %v, want ErrNoOPoTChain", err)

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/lab"
+)
+
+// TestLabOPoTRotate: `lab rotate` on the OPoT testbed while h1 sends a
+// steady stream through the chain, twice (to slot 1, back to slot 0).
+// Every packet sent verifies at r6, none is dropped there (packets
+// started with the old slot before the switch still verify), the
+// packets after each rotation carry the new slot, and every member's
+// keys for it changed in the lab's record. A `lab apply` of the same
+// spec afterwards changes nothing (the rotated keys and slot are kept).
+func TestLabOPoTRotate(t *testing.T) {
+	requireRoot(t)
+	l := deployExample(t, "opot-testbed.yaml", "")
+	l.probeAll(t)
+	base, drops := l.opotCounters(t)
+	if base == 0 || len(drops) != 0 {
+		t.Fatalf("after the probes: %d verified, drops %v", base, drops)
+	}
+	var sent uint64
+	for round, slot := range []uint8{1, 0} {
+		before := l.opotSecrets(t, int(slot))
+		n := l.streamWhile(t, func() {
+			rs, err := lab.RotateOPoT(t.Context(), l.net.Name, nil, l.opts)
+			if err != nil {
+				t.Fatalf("round %d: rotate: %v", round, err)
+			}
+			if len(rs) != 1 || rs[0].Chain != "verified" || rs[0].Slot != slot {
+				t.Fatalf("round %d: rotations %+v, want chain verified to slot %d", round, rs, slot)
+			}
+		})
+		sent += n
+		if !waitFor(func() bool { v, _ := l.opotCounters(t); return v >= base+sent }) {
+			v, d := l.opotCounters(t)
+			t.Fatalf("round %d: %d sent, %d verified, drops %v", round, sent, v-base, d)
+		}
+		if v, d := l.opotCounters(t); v != base+sent || len(d) != 0 {
+			t.Fatalf("round %d: %d sent, %d verified, drops %v", round, sent, v-base, d)
+		}
+		after := l.opotSecrets(t, int(slot))
+		for node, b := range before {
+			if bytes.Equal(b, after[node]) || len(after[node]) == 0 {
+				t.Errorf("round %d: %s's slot %d keys did not change", round, node, slot)
+			}
+		}
+		// The packets now start with the new slot.
+		c6 := openRing(t, l.node(t, "r6"), "eth0")
+		sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:8::2"), "opot-rotated")
+		_, _, sid6 := l.chainSIDs(t)
+		f := c6.capture(t, sid6)
+		off, err := tlvOffset(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f[off+2] != slot {
+			t.Errorf("round %d: packet after the rotation carries slot %d, want %d", round, f[off+2], slot)
+		}
+		sent++
+		// `lab apply FILE` with the same spec keeps the rotated keys and
+		// the headend's slot: nothing changes on any node.
+		again, err := compile.Compile(l.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Name = l.net.Name
+		changes, err := lab.Update(t.Context(), again, lab.UpOptions{Options: l.opts})
+		if err != nil {
+			t.Fatalf("round %d: lab apply: %v", round, err)
+		}
+		for node, c := range changes {
+			if c != 0 {
+				t.Errorf("round %d: lab apply of the same spec changed %s (%d changes)", round, node, c)
+			}
+		}
+	}
+	if evs := l.opotEvents(t); len(evs) != 0 {
+		t.Errorf("verifier events: %v", evs)
+	}
+}
+
+// streamWhile sends UDP datagrams from h1 through the chain, in bursts
+// of 10 a millisecond apart, from before do starts (100 sent) until
+// after it returned (100 more), and returns how many it sent.
+func (l *exampleLab) streamWhile(t *testing.T, do func()) uint64 {
+	t.Helper()
+	var n atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	var serr error
+	go func() {
+		defer close(done)
+		serr = l.node(t, "h1").Do(func() error {
+			// Unconnected: h8's port unreachable replies must not fail
+			// the writes.
+			c, err := net.ListenUDP("udp6", nil)
+			if err != nil {
+				return err
+			}
+			to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("fc00:8::2"), 9))
+			defer c.Close()
+			for {
+				select {
+				case <-stop:
+					return nil
+				default:
+				}
+				for range 10 {
+					if _, err := c.WriteToUDP([]byte("opot-rotate"), to); err != nil {
+						return err
+					}
+					n.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}()
+	waitSent := func(min uint64) {
+		for n.Load() < min {
+			select {
+			case <-done: // the stream failed: reported below
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	waitSent(100)
+	do()
+	waitSent(n.Load() + 100)
+	close(stop)
+	<-done
+	if serr != nil {
+		t.Fatalf("stream: %v", serr)
+	}
+	return n.Load()
+}
+
+// opotSecrets reads, from the lab's record, each node's parameters of
+// the chain's slot.
+func (l *exampleLab) opotSecrets(t *testing.T, slot int) map[string][]byte {
+	t.Helper()
+	rec, err := lab.Load(l.net.Name, l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, n := range rec.Network.Nodes {
+		for _, s := range n.Secrets {
+			if s.Name == compile.OPoTSecretName("verified", 1, slot) {
+				out[n.Name] = s.Value
+			}
+		}
+	}
+	if len(out) != 4 {
+		t.Fatalf("slot %d secrets on %d nodes, want 4", slot, len(out))
+	}
+	return out
+}
