@@ -35,6 +35,7 @@ func (c *Controller) Routes() []Route {
 		{"PATCH", "/v1/spec", c.patchSpec},
 		{"GET", "/v1/nodes/{name}/desired", c.getDesired},
 		{"GET", "/v1/nodes/{name}/status", c.getStatus},
+		{"POST", "/v1/opot/rotate", c.postRotate},
 	}
 	for _, k := range Kinds {
 		rs = append(rs,

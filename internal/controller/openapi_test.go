@@ -173,6 +173,31 @@ func openAPIDoc(t *testing.T) []byte {
 			"removed":  obj{"type": "array", "items": obj{"type": "string"}, "description": "Nodes whose desired state was deleted."},
 		},
 	}
+	schemas["rotateRequest"] = obj{
+		"type":                 "object",
+		"additionalProperties": false,
+		"properties": obj{
+			"chains":       obj{"type": "array", "items": obj{"type": "string"}, "description": "Chains to rotate; every chain with opot when absent."},
+			"wait_seconds": obj{"type": "number", "minimum": 0, "maximum": 600, "description": "How long to wait for the members' agents (default 60)."},
+		},
+	}
+	schemas["rotateResult"] = obj{
+		"type":     "object",
+		"required": []string{"rotations", "keys_revision", "switch_revision"},
+		"properties": obj{
+			"rotations": obj{"type": "array", "items": obj{
+				"type": "object",
+				"properties": obj{
+					"chain":   obj{"type": "string"},
+					"slot":    obj{"type": "integer", "description": "The slot with the new keys, which the headend now starts packets with."},
+					"headend": obj{"type": "string"},
+					"nodes":   obj{"type": "array", "items": obj{"type": "string"}, "description": "Member nodes, by hop."},
+				},
+			}},
+			"keys_revision":   obj{"type": "integer", "description": "Spec revision of the write with the new keys."},
+			"switch_revision": obj{"type": "integer", "description": "Spec revision of the headends' switch."},
+		},
+	}
 	schemas["error"] = obj{
 		"type":     "object",
 		"required": []string{"error"},
@@ -251,6 +276,15 @@ func openAPIDoc(t *testing.T) []byte {
 			"parameters": []any{name}, "responses": readAnswers("Desired state.", ref("nodeState"))}},
 		"/v1/nodes/{name}/status": obj{"get": obj{"summary": "A node's status: desired and applied generation, agent up or down, drift.", "operationId": "getStatus",
 			"parameters": []any{name}, "responses": readAnswers("Status.", ref("nodeStatus"))}},
+		"/v1/opot/rotate": obj{"post": obj{"summary": "New OPoT keys for chains, without dropping packets: the free slot on every member, then (once their agents applied it) the headends' switch (docs/opot.md \"Rotation\").", "operationId": "rotateOPoT",
+			"requestBody": jsonBody(ref("rotateRequest")),
+			"responses": obj{
+				"200": answer("Rotated: keys stored and applied, headends switched; ETag is the switch's revision.", ref("rotateResult")),
+				"400": errs["400"], "401": errs["401"],
+				"404": answer("No such OPoT chain, or no spec stored.", ref("error")),
+				"409": answer("The spec changed while the rotation was written.", ref("error")),
+				"504": answer("The new keys are stored but not every member's agent applied them in time: the headends were not switched (harmless; rotate again).", ref("error")),
+			}}},
 	}
 	schemaOf := map[string]string{KindNodes: "node", KindLinks: "link", KindNFs: "nf", KindChains: "chain"}
 	for _, k := range Kinds {

@@ -2,13 +2,19 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/srchain/srchain/internal/compile"
+	"github.com/srchain/srchain/internal/controller"
 	"github.com/srchain/srchain/internal/lab"
 )
 
@@ -163,4 +169,79 @@ func (l *exampleLab) opotSecrets(t *testing.T, slot int) map[string][]byte {
 		t.Fatalf("slot %d secrets on %d nodes, want 4", slot, len(out))
 	}
 	return out
+}
+
+// TestLabAgentsOPoTRotate: `srchain rotate` through the controller of a
+// `lab up --agents` OPoT testbed, while h1 streams through the chain:
+// the controller stores the new keys, waits for the members' agents,
+// then switches the headend; every packet sent verifies at r6, none is
+// dropped, and once r1's agent applied the switch the packets carry
+// slot 1.
+func TestLabAgentsOPoTRotate(t *testing.T) {
+	requireRoot(t)
+	if srchainBin == "" {
+		t.Fatal("srchain binary not built (see the TestMain output)")
+	}
+	file := renamedSpec(t, "opot-testbed.yaml", "r")
+	_, net := example(t, "opot-testbed.yaml", "r")
+	opts := lab.Options{StateDir: t.TempDir()}
+	cleanupCLILab(t, net.Name, opts.StateDir)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, srchainBin, "lab", "up", "--agents", "--state-dir", opts.StateDir, file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lab up --agents: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`controller (http://\S+) \(token in (\S+)\)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no controller address in:\n%s", out)
+	}
+	server, tokenFile := string(m[1]), string(m[2])
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &controller.Client{Server: server, Token: strings.TrimSpace(string(tok))}
+	l := &exampleLab{net: net, opts: opts}
+
+	base, _ := l.opotCounters(t)
+	sent := l.streamWhile(t, func() {
+		out, err := exec.CommandContext(ctx, srchainBin, "rotate", "--server", server, "--token-file", tokenFile, "--wait", "60s").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "chain verified: new keys in slot 1") {
+			t.Fatalf("rotate: %v\n%s", err, out)
+		}
+	})
+	if !waitFor(func() bool { v, _ := l.opotCounters(t); return v >= base+sent }) {
+		v, d := l.opotCounters(t)
+		t.Fatalf("%d sent, %d verified, drops %v", sent, v-base, d)
+	}
+	if v, d := l.opotCounters(t); v != base+sent || len(d) != 0 {
+		t.Fatalf("%d sent, %d verified, drops %v", sent, v-base, d)
+	}
+	// r1's agent applies the switch on its own time.
+	inSync := func() bool {
+		var st controller.Status
+		return cl.Do(ctx, "GET", "/v1/nodes/r1/status", nil, &st) == nil && st.InSync
+	}
+	for !inSync() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("r1's agent never applied the switch")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c6 := openRing(t, l.node(t, "r6"), "eth0")
+	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:8::2"), "opot-rotated")
+	_, _, sid6 := l.chainSIDs(t)
+	f := c6.capture(t, sid6)
+	off, err := tlvOffset(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f[off+2] != 1 {
+		t.Errorf("after the rotation the packets carry slot %d, want 1", f[off+2])
+	}
+	if v, d := l.opotCounters(t); v != base+sent+1 || len(d) != 0 {
+		t.Errorf("the last packet: %d verified (want %d), drops %v", v-base, sent+1, d)
+	}
 }
