@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/bench"
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
@@ -73,6 +74,19 @@ func TestProxyOPoTLab(t *testing.T) {
 		if got, err := anfTCP(src, "10.0.4.2:80", msg); err != nil || got != msg {
 			t.Fatalf("tcp %d through the firewall: %q, %v", i, got, err)
 		}
+	}
+
+	// 5 s of TCP through the firewall's proxies with the hosts' GSO on:
+	// the proxies carry the proof of every packet, GSO packets of up to
+	// 64 KB included, from both CPUs (checked with the counters below).
+	testutil.RequireTool(t, "iperf3")
+	r, err := bench.Iperf(ctx, src, sink, "10.0.4.2", "5201", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("iperf3 TCP 5 s through the firewall with OPoT: %.1f Mbit/s, %d retransmits", r.Gbps*1e3, r.Retransmits)
+	if r.Gbps < 0.05 {
+		t.Errorf("iperf3 through the firewall with OPoT: %.1f Mbit/s, want > 50", r.Gbps*1e3)
 	}
 
 	verdicts := func(node, chain string) (uint64, map[string]uint64) {
