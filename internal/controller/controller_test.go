@@ -91,6 +91,20 @@ func (e *env) must(method, path, body string, out any) {
 	}
 }
 
+// putExample stores examples/file as the whole spec.
+func (e *env) putExample(file string) {
+	e.t.Helper()
+	data, err := os.ReadFile("../../examples/" + file)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	doc, err := DocFromYAML(data)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.must("PUT", "/v1/spec", string(doc), nil)
+}
+
 // status returns the HTTP status of an answer (200 class as 200).
 func status(err error) int {
 	var ae *APIError
@@ -631,15 +645,7 @@ func TestTooLargeForEtcd(t *testing.T) {
 // generation.
 func TestOPoTKeysKept(t *testing.T) {
 	e := newEnv(t)
-	data, err := os.ReadFile("../../examples/opot-testbed.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := DocFromYAML(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.must("PUT", "/v1/spec", string(doc), nil)
+	e.putExample("opot-testbed.yaml")
 	secrets := func() map[string]string {
 		snap, err := e.st.Read(context.Background())
 		if err != nil {

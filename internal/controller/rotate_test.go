@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -25,15 +24,7 @@ import (
 // an unknown chain is a 404.
 func TestRotateOPoT(t *testing.T) {
 	e := newEnv(t)
-	data, err := os.ReadFile("../../examples/opot-testbed.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := DocFromYAML(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.must("PUT", "/v1/spec", string(doc), nil)
+	e.putExample("opot-testbed.yaml")
 	members := []string{"r1", "r2", "r3", "r6"}
 	gens0 := e.generations()
 	keys0 := e.opotSlotKeys(1)
@@ -46,7 +37,7 @@ func TestRotateOPoT(t *testing.T) {
 	stop := e.fakeAgents(members, func(n string) bool { mu.Lock(); defer mu.Unlock(); return silent[n] })
 	defer stop()
 
-	err = e.do("POST", "/v1/opot/rotate", `{"wait_seconds":0.5}`, nil)
+	err := e.do("POST", "/v1/opot/rotate", `{"wait_seconds":0.5}`, nil)
 	if status(err) != http.StatusGatewayTimeout {
 		t.Fatalf("r3 silent: %v, want 504", err)
 	}

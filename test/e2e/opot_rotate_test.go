@@ -60,16 +60,8 @@ func TestLabOPoTRotate(t *testing.T) {
 			}
 		}
 		// The packets now start with the new slot.
-		c6 := openRing(t, l.node(t, "r6"), "eth0")
-		sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:8::2"), "opot-rotated")
-		_, _, sid6 := l.chainSIDs(t)
-		f := c6.capture(t, sid6)
-		off, err := tlvOffset(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f[off+2] != slot {
-			t.Errorf("round %d: packet after the rotation carries slot %d, want %d", round, f[off+2], slot)
+		if got := l.nextSlot(t); got != slot {
+			t.Errorf("round %d: packet after the rotation carries slot %d, want %d", round, got, slot)
 		}
 		sent++
 		// `lab apply FILE` with the same spec keeps the rotated keys and
@@ -147,6 +139,21 @@ func (l *exampleLab) streamWhile(t *testing.T, do func()) uint64 {
 		t.Fatalf("stream: %v", serr)
 	}
 	return n.Load()
+}
+
+// nextSlot sends one datagram from h1 through the chain and returns the
+// profile slot its proof carries as it arrives at r6.
+func (l *exampleLab) nextSlot(t *testing.T) uint8 {
+	t.Helper()
+	c6 := openRing(t, l.node(t, "r6"), "eth0")
+	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:8::2"), "opot-rotated")
+	_, _, sid6 := l.chainSIDs(t)
+	f := c6.capture(t, sid6)
+	off, err := tlvOffset(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f[off+2]
 }
 
 // opotSecrets reads, from the lab's record, each node's parameters of
@@ -230,16 +237,8 @@ func TestLabAgentsOPoTRotate(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	c6 := openRing(t, l.node(t, "r6"), "eth0")
-	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:8::2"), "opot-rotated")
-	_, _, sid6 := l.chainSIDs(t)
-	f := c6.capture(t, sid6)
-	off, err := tlvOffset(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f[off+2] != 1 {
-		t.Errorf("after the rotation the packets carry slot %d, want 1", f[off+2])
+	if got := l.nextSlot(t); got != 1 {
+		t.Errorf("after the rotation the packets carry slot %d, want 1", got)
 	}
 	if v, d := l.opotCounters(t); v != base+sent+1 || len(d) != 0 {
 		t.Errorf("the last packet: %d verified (want %d), drops %v", v-base, sent+1, d)
