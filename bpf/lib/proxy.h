@@ -747,7 +747,10 @@ __attribute__((noinline)) int proxy_opot_slot_put(const struct proxy_opot_key *k
 	e = bpf_map_lookup_elem(&proxy_opot_slots, &i);
 	if (!e)
 		return -1;
-	s = *(volatile __u64 *)&e->state;
+	/* An atomic read (a full barrier): born, read after it, is the
+	 * fill's that this state is from, on weakly ordered CPUs too.
+	 */
+	s = __sync_fetch_and_or(&e->state, 0);
 	if ((s & PROXY_SLOT_MASK) == PROXY_SLOT_BUSY)
 		return -1;
 	if ((s & PROXY_SLOT_MASK) == PROXY_SLOT_FULL && now - e->born < cfg_opot_stale_ns)
