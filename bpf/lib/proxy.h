@@ -1696,9 +1696,9 @@ struct proxy_back {
 };
 
 /* proxy_opot_take takes the kept TLV proxy_back_find found (the commit):
- * a queue's head moves by compare-and-swap, so two CPUs never take one
- * seq; the loser gets -1 (tc treats the packet as a miss, XDP hands it
- * to tc, which looks again).
+ * a slot is freed and a queue's head moves by compare-and-swap, so two
+ * CPUs never take one TLV; the loser gets -1 (tc looks again,
+ * proxy_opot_commit; XDP hands the packet to tc).
  */
 static __always_inline int proxy_opot_take(struct proxy_back *b)
 {
@@ -1723,6 +1723,44 @@ static __always_inline int proxy_opot_take(struct proxy_back *b)
 	}
 	bpf_map_delete_elem(&proxy_opot, &b->k);
 	return 0;
+}
+
+/* proxy_opot_lookup finds a kept TLV for b->k (its seq 0): in the slot,
+ * else the map, else the head of the queue of identical packets, and
+ * copies it to b->ot with what proxy_opot_take needs. -1: none.
+ */
+static __always_inline int proxy_opot_lookup(struct proxy_back *b)
+{
+	struct proxy_opot_tlv *v;
+
+	b->k.seq = 0;
+	b->q = NULL;
+	b->slot = proxy_opot_slot_find(&b->k, &b->ot, &b->slot_state);
+	if (b->slot)
+		return 0;
+	v = bpf_map_lookup_elem(&proxy_opot, &b->k);
+	if (!v)
+		v = proxy_opot_queued(&b->k, &b->q);
+	if (!v)
+		return -1;
+	__builtin_memcpy(b->ot.b, v->b, OPOT_TLV_LEN);
+	return 0;
+}
+
+/* proxy_opot_commit takes the TLV proxy_back_find found (tc). An
+ * identical packet on another CPU may take it first: then another kept
+ * TLV of that packet is looked up and taken, up to twice more, before
+ * the packet counts as a miss.
+ */
+static __always_inline int proxy_opot_commit(struct proxy_back *b)
+{
+	if (!proxy_opot_take(b))
+		return 0;
+	if (!proxy_opot_lookup(b) && !proxy_opot_take(b))
+		return 0;
+	if (!proxy_opot_lookup(b) && !proxy_opot_take(b))
+		return 0;
+	return -1;
 }
 
 /* proxy_back_find fills b for a packet from the NF of SID idx (inner
@@ -1791,25 +1829,16 @@ static __always_inline __u32 proxy_back_find(struct pctx *c, const int kind, __u
 	 * not leave with a proof it never had.
 	 */
 	if (b->tlv) {
-		struct proxy_opot_tlv *v;
-
 		b->k.sid = idx;
 		r = proxy_opot_key_of(c, kind, c->p.l3off, s->inner, &b->k);
 		if (r) {
 			*stat = PS_DROP;
 			return r;
 		}
-		b->slot = proxy_opot_slot_find(&b->k, &b->ot, &b->slot_state);
-		if (b->slot)
-			return DROP_NONE;
-		v = bpf_map_lookup_elem(&proxy_opot, &b->k);
-		if (!v)
-			v = proxy_opot_queued(&b->k, &b->q);
-		if (!v) {
+		if (proxy_opot_lookup(b)) {
 			*stat = PS_OPOT_MISS;
 			return DROP_PROXY_OPOT_MISS;
 		}
-		__builtin_memcpy(b->ot.b, v->b, OPOT_TLV_LEN);
 	}
 	return DROP_NONE;
 }
@@ -1940,7 +1969,7 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	r = proxy_back_find(c, CTX_TC, idx, s, skb->ingress_ifindex, &b, &stat);
 	if (r)
 		return proxy_drop(idx, stat, r);
-	if (proxy_opot_take(&b))
+	if (proxy_opot_commit(&b))
 		return proxy_drop(idx, PS_OPOT_MISS, DROP_PROXY_OPOT_MISS);
 	if (beh != PROXY_BEH_AS)
 		proxy_count(idx, PS_CACHE_HIT);
