@@ -696,10 +696,16 @@ static __always_inline __u32 proxy_opot_key_of(struct pctx *c, const int kind, _
 		k->l4len = 16;
 	else if (end >= l4off + 8)
 		k->l4len = 8;
-	if (k->l4len == 16)
-		lr = kind == CTX_XDP ? bpf_xdp_load_bytes(c->ctx, l4off, k->l4, 16) :
-				       bpf_skb_load_bytes(c->ctx, l4off, k->l4, 16);
-	else if (k->l4len == 8)
+	if (k->l4len == 16) {
+		/* In the linear part (the usual case): read in place. */
+		__u8 *l4 = pkt_ptr(&c->p, l4off & (2 * CTX_MAX_ROOM - 1), 16);
+
+		if (l4)
+			__builtin_memcpy(k->l4, l4, 16);
+		else
+			lr = kind == CTX_XDP ? bpf_xdp_load_bytes(c->ctx, l4off, k->l4, 16) :
+					       bpf_skb_load_bytes(c->ctx, l4off, k->l4, 16);
+	} else if (k->l4len == 8)
 		lr = kind == CTX_XDP ? bpf_xdp_load_bytes(c->ctx, l4off, k->l4, 8) :
 				       bpf_skb_load_bytes(c->ctx, l4off, k->l4, 8);
 	return lr ? DROP_PKT_TRUNCATED : DROP_NONE;

@@ -26,7 +26,7 @@ func TestLoad(t *testing.T) {
 
 // verifierBudget bounds the verifier's work per program (docs/datapath.md,
 // "Verifier budgets"): about 1.15-1.2 times what it takes on Linux 6.18
-// (72,856, 178,960, 79,204 and 96,896 with the OPoT slots). The global
+// (73,107, 180,990, 79,463 and 98,892 with the OPoT slots). The global
 // functions (proxy_sr_run, proxy_nf_run, proxy_nf_xdp_run, proxy_hdr_same,
 // proxy_opot_slot_put, proxy_opot_slot_find) are verified on their own;
 // their cost shows in the log of the program that calls them.

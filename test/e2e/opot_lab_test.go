@@ -151,6 +151,20 @@ func (l *exampleLab) programCounter(t *testing.T, node, prog, name string) uint6
 // (the veths count XDP redirects).
 func TestLabOPoTEBPFIngress(t *testing.T) {
 	requireRoot(t)
+	l := deploySpec(t, opotEBPFIngressSpec(t))
+	opotScenario(t, l)
+	if n := l.xdpRedirects(t, "r1"); n == 0 {
+		t.Error("r1's XDP ingress redirected nothing: the proofs were all written at tc")
+	}
+	if l.programCounter(t, "r1", state.ProgramIngress, "chain/verified/packets") == 0 {
+		t.Fatal("r1's eBPF ingress encapsulated none of the chain's packets")
+	}
+}
+
+// opotEBPFIngressSpec is examples/opot-testbed.yaml with r1 at
+// `ingress: ebpf, datapath: xdp`.
+func opotEBPFIngressSpec(t *testing.T) *spec.Spec {
+	t.Helper()
 	path := filepath.Join("..", "..", "examples", "opot-testbed.yaml")
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -165,14 +179,7 @@ func TestLabOPoTEBPFIngress(t *testing.T) {
 	if err != nil {
 		t.Fatalf("spec: %v", err)
 	}
-	l := deploySpec(t, s)
-	opotScenario(t, l)
-	if n := l.xdpRedirects(t, "r1"); n == 0 {
-		t.Error("r1's XDP ingress redirected nothing: the proofs were all written at tc")
-	}
-	if l.programCounter(t, "r1", state.ProgramIngress, "chain/verified/packets") == 0 {
-		t.Fatal("r1's eBPF ingress encapsulated none of the chain's packets")
-	}
+	return s
 }
 
 func index(s []string, prefix string) int {

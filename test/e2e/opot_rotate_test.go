@@ -25,9 +25,16 @@ import (
 // packets after each rotation carry the new slot, and every member's
 // keys for it changed in the lab's record. A `lab apply` of the same
 // spec afterwards changes nothing (the rotated keys and slot are kept).
+//
+// The same with r1's headend in srchain's eBPF ingress at XDP (it reads
+// the slot from the OPoT driver's chain entry, as the tc stage does).
 func TestLabOPoTRotate(t *testing.T) {
 	requireRoot(t)
-	l := deployExample(t, "opot-testbed.yaml", "")
+	t.Run("kernel", func(t *testing.T) { opotRotate(t, deployExample(t, "opot-testbed.yaml", "")) })
+	t.Run("ebpf-ingress", func(t *testing.T) { opotRotate(t, deploySpec(t, opotEBPFIngressSpec(t))) })
+}
+
+func opotRotate(t *testing.T, l *exampleLab) {
 	l.probeAll(t)
 	base, drops := l.opotCounters(t)
 	if base == 0 || len(drops) != 0 {
