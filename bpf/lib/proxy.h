@@ -756,7 +756,7 @@ __attribute__((noinline)) int proxy_opot_slot_put(const struct proxy_opot_key *k
 	/* An atomic read (a full barrier): born, read after it, is the
 	 * fill's that this state is from, on weakly ordered CPUs too.
 	 */
-	s = __sync_fetch_and_or(&e->state, 0);
+	s = __sync_fetch_and_add(&e->state, 0);
 	if ((s & PROXY_SLOT_MASK) == PROXY_SLOT_BUSY)
 		return -1;
 	if ((s & PROXY_SLOT_MASK) == PROXY_SLOT_FULL && now - e->born < cfg_opot_stale_ns)
@@ -792,7 +792,7 @@ __attribute__((noinline)) int proxy_opot_slot_find(const struct proxy_opot_key *
 	e = bpf_map_lookup_elem(&proxy_opot_slots, &i);
 	if (!e)
 		return 0;
-	s = __sync_fetch_and_or(&e->state, 0);
+	s = __sync_fetch_and_add(&e->state, 0);
 	if ((s & PROXY_SLOT_MASK) != PROXY_SLOT_FULL || !proxy_opot_key_eq(&e->k, k))
 		return 0;
 	__builtin_memcpy(out->b, e->v.b, OPOT_TLV_LEN);
