@@ -71,7 +71,7 @@ func jsonSafe(res *Result) *Result {
 	c.Points = append([]Point(nil), res.Points...)
 	for i := range c.Points {
 		p := &c.Points[i]
-		for _, f := range []*float64{&p.Ratio, &p.RatioMin, &p.RatioMax} {
+		for _, f := range []*float64{&p.Ratio, &p.RatioMin, &p.RatioMax, &p.FastRatio} {
 			if math.IsNaN(*f) || math.IsInf(*f, 0) {
 				*f = 0
 			}
@@ -215,6 +215,20 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 			fmt.Fprintf(&b, " %.1f | %.1f |", a.Median, q.Median)
 		}
 		b.WriteString("\n")
+	}
+	paired := false
+	for _, p := range res.Points {
+		paired = paired || p.Paired != nil
+	}
+	if paired {
+		// For a shared, noisy host (docs/benchmarks.md "Method").
+		fmt.Fprintf(&b, "\nAgainst %s round by round: the median of the per-round ratios (quartiles), and the ratio of the fastest fifth of rounds:\n\n| case | frame B | paired ratio (Q1-Q3) | rounds | fastest fifth |\n|---|---|---|---|---|\n", res.Baseline)
+		for _, p := range res.Points {
+			if p.Paired == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.3f (%.3f-%.3f) | %d | %.3f |\n", p.Case, frameBytes(p), p.Paired.Median, p.Paired.Q1, p.Paired.Q3, p.Paired.N, p.FastRatio)
+		}
 	}
 	if res.Ceiling != "" {
 		// ns over the ceiling: what a case costs per packet beyond the

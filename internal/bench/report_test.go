@@ -97,7 +97,8 @@ func TestWriteMarkdown(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{"| plain | 82 | 0.860 |", "| nft-64 | 82 | 0.240 | 0.230 | 0.250 | 0.28 (0.27-0.29)", "failed: set up: nope / really",
 		"| flaky | 82 | 0.510 (2/3 rounds; round 1: read / counters) | 0.500 | 0.520 |",
-		"| dead |  | failed (0/3 rounds): round 0: x; round 1: x; round 2: x |"} {
+		"| dead |  | failed (0/3 rounds): round 0: x; round 1: x; round 2: x |",
+		"| nft-1 | 82 | 0.872 (0.871-0.874) | 3 | 0.874 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

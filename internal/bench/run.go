@@ -182,6 +182,11 @@ type Point struct {
 	Ratio    float64 `json:"ratio"`
 	RatioMin float64 `json:"ratio_min"`
 	RatioMax float64 `json:"ratio_max"`
+	// Paired are the per-round ratios to the baseline's rounds of the
+	// same index, FastRatio the ratio of the fastest fifth of rounds
+	// (stats.go; max and pdr modes, with at least 3 rounds paired).
+	Paired    *Paired `json:"paired,omitempty"`
+	FastRatio float64 `json:"fast_ratio,omitempty"`
 	// XDP: the case runs at XDP; OfCeiling is then its median over the
 	// scenario's ceiling case's median at the same size (0: no ceiling).
 	XDP       bool    `json:"xdp,omitempty"`
@@ -374,6 +379,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 // same size (also used by report on loaded results).
 func Finish(res *Result) {
 	base, ceil := map[int]float64{}, map[int]float64{}
+	baseRounds := map[int][]Round{}
 	for i := range res.Points {
 		p := &res.Points[i]
 		vals := make([]float64, 0, len(p.Rounds))
@@ -390,6 +396,7 @@ func Finish(res *Result) {
 		}
 		if p.Case == res.Baseline && p.Summary.N > 0 {
 			base[p.Size] = p.Summary.Median
+			baseRounds[p.Size] = p.Rounds
 		}
 		if p.Case == res.Ceiling && p.Summary.N > 0 {
 			ceil[p.Size] = p.Summary.Median
@@ -405,10 +412,26 @@ func Finish(res *Result) {
 		p.Ratio = Ratio(p.Summary.Median, b)
 		p.RatioMin = Ratio(p.Summary.Min, b)
 		p.RatioMax = Ratio(p.Summary.Max, b)
+		p.Paired, p.FastRatio = nil, 0
+		if res.Mode != ModeLatency && p.Case != res.Baseline {
+			if pr, err := PairedRatios(p.Rounds, baseRounds[p.Size]); err == nil && pr.N >= 3 {
+				p.Paired = &pr
+				p.FastRatio = FastRatio(values(p.Rounds), values(baseRounds[p.Size]))
+			}
+		}
 		if c, ok := ceil[p.Size]; ok && p.XDP {
 			p.OfCeiling = Ratio(p.Summary.Median, c)
 		}
 	}
+}
+
+// values are the rounds' values.
+func values(rs []Round) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Value
+	}
+	return out
 }
 
 func (r *rig) setup(ctx context.Context, name string, o Options) error {

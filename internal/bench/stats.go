@@ -63,3 +63,59 @@ func Percentile(xs []float64, p float64) (float64, error) {
 	}
 	return s[rank-1], nil
 }
+
+// Paired is the spread of a case's per-round ratios to the baseline's
+// round of the same index. Rounds are interleaved, so a round of the case
+// and the baseline's round of that index ran seconds apart: a slow spell
+// of a shared host falls on both, and their ratio keeps less of it than
+// the ratio of the two medians (docs/benchmarks.md "Method").
+type Paired struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Q1     float64 `json:"q1"`
+	Q3     float64 `json:"q3"`
+}
+
+// PairedRatios pairs the rounds of c and base by index (a round one of
+// them lacks is left out) and summarizes c/base: median and quartiles
+// (nearest rank).
+func PairedRatios(c, base []Round) (Paired, error) {
+	b := make(map[int]float64, len(base))
+	for _, r := range base {
+		b[r.Round] = r.Value
+	}
+	var rs []float64
+	for _, r := range c {
+		if v, ok := b[r.Round]; ok && v > 0 {
+			rs = append(rs, r.Value/v)
+		}
+	}
+	s, err := Summarize(rs)
+	if err != nil {
+		return Paired{}, err
+	}
+	q1, _ := Percentile(rs, 25)
+	q3, _ := Percentile(rs, 75)
+	return Paired{N: s.N, Median: s.Median, Q1: q1, Q3: q3}, nil
+}
+
+// FastRatio is the mean of the fastest fifth (at least one) of xs over
+// the same of base. Noise on a shared host only ever slows a round down,
+// so each case's fastest rounds are the steadiest estimate of what its
+// code costs. Rates only (higher is better); NaN without samples.
+func FastRatio(xs, base []float64) float64 {
+	fast := func(v []float64) float64 {
+		if len(v) == 0 {
+			return math.NaN()
+		}
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		k := max(1, len(s)/5)
+		var sum float64
+		for _, x := range s[len(s)-k:] {
+			sum += x
+		}
+		return sum / float64(k)
+	}
+	return Ratio(fast(xs), fast(base))
+}

@@ -93,3 +93,38 @@ func TestFinishRatiosPerSize(t *testing.T) {
 		t.Errorf("failed point ratio = %v, want NaN", got)
 	}
 }
+
+// TestPairedRatios: rounds pair by index (a round one side lacks is left
+// out); the median and quartiles are the per-round ratios'.
+func TestPairedRatios(t *testing.T) {
+	base := []Round{{Round: 0, Value: 100}, {Round: 1, Value: 50}, {Round: 2, Value: 200}, {Round: 3, Value: 100}}
+	c := []Round{{Round: 0, Value: 90}, {Round: 1, Value: 40}, {Round: 2, Value: 190}, {Round: 4, Value: 1}}
+	p, err := PairedRatios(c, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.9, 0.8, 0.95: the unpaired medians would give 90/100 = 0.9 too,
+	// the slow round 1 (both halved) pairs with itself.
+	if p.N != 3 || p.Median != 0.9 || p.Q1 != 0.8 || p.Q3 != 0.95 {
+		t.Errorf("paired %+v, want n 3, median 0.9, quartiles 0.8-0.95", p)
+	}
+	if _, err := PairedRatios(c, nil); err == nil {
+		t.Error("no baseline rounds: want an error")
+	}
+}
+
+// TestFastRatio: the mean of the fastest fifth (at least one) over the
+// baseline's.
+func TestFastRatio(t *testing.T) {
+	xs := []float64{10, 50, 80, 90, 20, 30, 40, 60, 70, 100}
+	base := []float64{100, 200, 150, 120, 110, 190, 180, 170, 160, 130}
+	if got := FastRatio(xs, base); got != 95.0/195 {
+		t.Errorf("FastRatio = %v, want %v", got, 95.0/195)
+	}
+	if got := FastRatio([]float64{3}, []float64{4, 6}); got != 0.5 {
+		t.Errorf("one round each: %v, want 0.5", got)
+	}
+	if got := FastRatio(nil, base); !math.IsNaN(got) {
+		t.Errorf("no rounds: %v, want NaN", got)
+	}
+}
