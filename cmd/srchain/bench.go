@@ -121,13 +121,14 @@ scenario's baseline measured in the same run. Needs root.`,
 func benchReportCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "report DIR",
-		Short: "Redraw plots and print the markdown table of a result directory",
+		Short: "Redraw plots and print the markdown tables of a result directory (with the scenario's goals)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := bench.ReadResult(args[0])
 			if err != nil {
 				return err
 			}
+			bench.AddGoals(res)
 			if err := bench.WritePlots(args[0], res); err != nil {
 				return err
 			}

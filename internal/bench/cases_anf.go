@@ -95,5 +95,11 @@ func init() {
 		Desc: "seed 002 / issue 10: srchain End.AN.NF vs kernel End and the decap + nftables + re-encap workaround (1 rule; with conntrack)",
 		Cases: []Case{CasePlain, CaseEnd, CaseANF(false, false), CaseANF(true, false), CaseANF(false, true),
 			CaseDT6NftEncap, CaseDX4NftEncap, CaseDT6NftCtEncap},
+		// Issue 10: >= 0.9x the kernel End, >= 1.1x the kernel workaround.
+		Goals: []Goal{
+			{"anf6", "end", 0.9}, {"anf4", "end", 0.9},
+			{"anf6", CaseDT6NftEncap.Name, 1.1}, {"anf4", CaseDX4NftEncap.Name, 1.1},
+			{"anf6-ct", CaseDT6NftCtEncap.Name, 1.1},
+		},
 	})
 }

@@ -439,11 +439,8 @@ var CaseOPoTTransitKernelEnd = Case{
 	}),
 }
 
-// opotGoals are the issue's goals: case -> (its baseline, minimum ratio).
-var opotGoals = []struct {
-	Case, Base string
-	Min        float64
-}{
+// opotGoals are issue 11's goals: case -> (its baseline, minimum ratio).
+var opotGoals = []Goal{
 	{"opot-transit", "srchain-end", 0.95},
 	{"opot-transit-k5", "srchain-end", 0.95},
 	{"opot-transit-k7", "srchain-end", 0.95},
@@ -465,5 +462,6 @@ func init() {
 			CaseDT6Counter, CaseOPoTVerify,
 			CaseHEncaps, CaseOPoTHeadend, CaseIngressTC, CaseOPoTIngress(false), CaseOPoTIngress(true),
 		},
+		Goals: opotGoals,
 	})
 }

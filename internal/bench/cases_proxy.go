@@ -316,5 +316,12 @@ func init() {
 		Name: "proxy", Baseline: CaseNFPlain.Name, Ceiling: CaseNFXDPFwd.Name, XLabel: "flows",
 		Desc:  "seed 001: round trip through a forwarding NF: plain routing (also by a bare XDP forward, the ceiling), kernel End.DX6 -> NF -> H.Encaps, srchain End.AS/AD/AM/AD.flow at tc and End.AS/AD/AM at XDP",
 		Cases: proxyCases(),
+		// Issue 9 (and 11, through the proxy with OPoT).
+		Goals: []Goal{
+			{"end.as", CaseNFPlain.Name, 0.9}, {"end.ad", CaseNFPlain.Name, 0.9}, {"end.am", CaseNFPlain.Name, 0.9},
+			{"end.as", CaseProxyWorkaround.Name, 1.2}, {"end.ad", CaseProxyWorkaround.Name, 1.2}, {"end.am", CaseProxyWorkaround.Name, 1.2},
+			{"end.ad-flow-1k", "end.ad-flow", 0.9}, {"end.ad-flow-100k", "end.ad-flow", 0.9},
+			{CaseProxyADOPoT.Name, CaseProxyADTLV.Name, 0.9},
+		},
 	})
 }

@@ -77,6 +77,15 @@ func jsonSafe(res *Result) *Result {
 			}
 		}
 	}
+	c.Goals = append([]GoalResult(nil), res.Goals...)
+	for i := range c.Goals {
+		g := &c.Goals[i]
+		for _, f := range []*float64{&g.Ratio, &g.FastRatio} {
+			if math.IsNaN(*f) || math.IsInf(*f, 0) {
+				*f = 0
+			}
+		}
+	}
 	return &c
 }
 
@@ -228,6 +237,16 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 				continue
 			}
 			fmt.Fprintf(&b, "| %s | %s | %.3f (%.3f-%.3f) | %d | %.3f |\n", p.Case, frameBytes(p), p.Paired.Median, p.Paired.Q1, p.Paired.Q3, p.Paired.N, p.FastRatio)
+		}
+	}
+	if len(res.Goals) > 0 {
+		b.WriteString("\nGoals (the issues'; met when the paired median and the fastest-fifth ratio both reach the goal):\n\n| case | over | size | goal | ratio of medians | paired (Q1-Q3) | fastest fifth | verdict |\n|---|---|---|---|---|---|---|---|\n")
+		for _, g := range res.Goals {
+			pr := "-"
+			if g.Paired != nil {
+				pr = fmt.Sprintf("%.3f (%.3f-%.3f)", g.Paired.Median, g.Paired.Q1, g.Paired.Q3)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %g | %.3f | %s | %.3f | %s |\n", g.Case, g.Base, g.Size, g.Min, g.Ratio, pr, g.FastRatio, g.Verdict())
 		}
 	}
 	if res.Ceiling != "" {

@@ -23,6 +23,8 @@ func fakeResult() *Result {
 		}
 		res.Points = append(res.Points, p)
 	}
+	res.Goals = []GoalResult{{Goal: Goal{Case: "nft-1", Base: "plain", Min: 0.87}}, {Goal: Goal{Case: "nft-64", Base: "plain", Min: 0.9}},
+		{Goal: Goal{Case: "nft-1", Base: "plain", Min: 0.873}}}
 	add("plain", "", 0, 860e3, 850e3, 870e3)
 	add("nft-1", "nft forward", 1, 750e3, 740e3, 760e3)
 	add("nft-64", "nft forward", 64, 240e3, 230e3, 250e3)
@@ -98,7 +100,10 @@ func TestWriteMarkdown(t *testing.T) {
 	for _, want := range []string{"| plain | 82 | 0.860 |", "| nft-64 | 82 | 0.240 | 0.230 | 0.250 | 0.28 (0.27-0.29)", "failed: set up: nope / really",
 		"| flaky | 82 | 0.510 (2/3 rounds; round 1: read / counters) | 0.500 | 0.520 |",
 		"| dead |  | failed (0/3 rounds): round 0: x; round 1: x; round 2: x |",
-		"| nft-1 | 82 | 0.872 (0.871-0.874) | 3 | 0.874 |"} {
+		"| nft-1 | 82 | 0.872 (0.871-0.874) | 3 | 0.874 |",
+		"| nft-1 | plain | 0 | 0.87 | 0.872 | 0.872 (0.871-0.874) | 0.874 | met |",
+		"| nft-64 | plain | 0 | 0.9 | 0.279 | 0.279 (0.271-0.287) | 0.287 | not met |",
+		"| nft-1 | plain | 0 | 0.873 | 0.872 | 0.872 (0.871-0.874) | 0.874 | at the edge |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -117,5 +122,31 @@ func TestResultErr(t *testing.T) {
 	ok := &Result{Scenario: "x", Options: DefaultOptions(), Points: []Point{{Case: "plain", Rounds: make([]Round, 3)}}}
 	if err := ok.Err(); err != nil {
 		t.Errorf("Err() of a clean run = %v", err)
+	}
+}
+
+// TestAddGoals: a result read from a run without goals gets its
+// scenario's goals for the cases it measured, with their ratios.
+func TestAddGoals(t *testing.T) {
+	rounds := func(vs ...float64) []Round {
+		var rs []Round
+		for i, v := range vs {
+			rs = append(rs, Round{Round: i, Value: v})
+		}
+		return rs
+	}
+	res := &Result{Scenario: "proxy", Baseline: "nf-plain", Mode: ModeMax, Points: []Point{
+		{Case: "nf-plain", Rounds: rounds(100, 90, 110)},
+		{Case: "end.ad-tlv", Rounds: rounds(100, 50, 100)},
+		{Case: "end.ad-opot", Rounds: rounds(95, 45, 90)},
+	}}
+	Finish(res)
+	AddGoals(res)
+	if len(res.Goals) != 1 {
+		t.Fatalf("goals %+v, want end.ad-opot over end.ad-tlv only", res.Goals)
+	}
+	g := res.Goals[0]
+	if g.Case != "end.ad-opot" || g.Base != "end.ad-tlv" || g.Min != 0.9 || g.Paired == nil || g.Paired.Median != 0.9 || g.FastRatio != 0.95 || g.Verdict() != "met" {
+		t.Errorf("goal %+v (paired %+v), verdict %s", g, g.Paired, g.Verdict())
 	}
 }

@@ -228,6 +228,37 @@ type Result struct {
 	Start    time.Time `json:"start"`
 	End      time.Time `json:"end"`
 	Points   []Point   `json:"points"`
+	// Goals are the scenario's goals whose case and base both ran, one
+	// per size, with what this run measured (Finish).
+	Goals []GoalResult `json:"goals,omitempty"`
+}
+
+// GoalResult is a goal at one size and the run's ratios of the goal's
+// case to its base: of the medians, paired by round, of the fastest
+// fifth of rounds (stats.go).
+type GoalResult struct {
+	Goal
+	Size      int     `json:"size"`
+	Ratio     float64 `json:"ratio"`
+	Paired    *Paired `json:"paired,omitempty"`
+	FastRatio float64 `json:"fast_ratio,omitempty"`
+}
+
+// Verdict says whether the run meets the goal: "met" when the paired
+// median and the fastest-fifth ratio both reach it, "not met" when
+// neither does, else "at the edge" (the two estimates disagree).
+func (g GoalResult) Verdict() string {
+	if g.Paired == nil {
+		return "not measured"
+	}
+	a, b := g.Paired.Median >= g.Min, g.FastRatio >= g.Min
+	switch {
+	case a && b:
+		return "met"
+	case !a && !b:
+		return "not met"
+	}
+	return "at the edge"
 }
 
 // Err returns an error naming every point that failed (set-up failure or
@@ -290,6 +321,11 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	}
 	res = &Result{Scenario: sc.Name, Desc: sc.Desc, Baseline: sc.Baseline, Ceiling: sc.Ceiling, XLabel: sc.XLabel,
 		Mode: o.Mode, Options: o, Machine: ThisMachine(), Start: time.Now()}
+	if o.Mode != ModeLatency {
+		res.Goals = goalsFor(sc.Goals, func(n string) bool {
+			return slices.ContainsFunc(sc.Cases, func(c Case) bool { return c.Name == n })
+		}, o.Sizes)
+	}
 
 	rigs := make([]*rig, 0, len(sc.Cases))
 	defer func() {
@@ -423,6 +459,64 @@ func Finish(res *Result) {
 			p.OfCeiling = Ratio(p.Summary.Median, c)
 		}
 	}
+	for i := range res.Goals {
+		g := &res.Goals[i]
+		c, b := res.point(g.Case, g.Size), res.point(g.Base, g.Size)
+		g.Ratio, g.Paired, g.FastRatio = math.NaN(), nil, 0
+		if c == nil || b == nil || c.Summary.N == 0 || b.Summary.N == 0 {
+			continue
+		}
+		g.Ratio = Ratio(c.Summary.Median, b.Summary.Median)
+		if pr, err := PairedRatios(c.Rounds, b.Rounds); err == nil {
+			g.Paired = &pr
+			g.FastRatio = FastRatio(values(c.Rounds), values(b.Rounds))
+		}
+	}
+}
+
+// goalsFor are the goals whose case and base both ran, at every size.
+func goalsFor(goals []Goal, ran func(string) bool, sizes []int) []GoalResult {
+	var out []GoalResult
+	for _, g := range goals {
+		if ran(g.Case) && ran(g.Base) {
+			for _, size := range sizes {
+				out = append(out, GoalResult{Goal: g, Size: size})
+			}
+		}
+	}
+	return out
+}
+
+// AddGoals gives a result read from an older run (without goals) the
+// goals its scenario has now, for what it measured.
+func AddGoals(res *Result) {
+	sc, err := Lookup(res.Scenario)
+	if err != nil || len(res.Goals) > 0 || res.Mode == ModeLatency {
+		return
+	}
+	sizes := map[int]bool{}
+	for _, p := range res.Points {
+		sizes[p.Size] = true
+	}
+	var list []int
+	for sz := range sizes {
+		list = append(list, sz)
+	}
+	slices.Sort(list)
+	res.Goals = goalsFor(sc.Goals, func(n string) bool {
+		return slices.ContainsFunc(res.Points, func(p Point) bool { return p.Case == n })
+	}, list)
+	Finish(res)
+}
+
+// point is the case's point at size, nil when the run has none.
+func (res *Result) point(name string, size int) *Point {
+	for i := range res.Points {
+		if res.Points[i].Case == name && res.Points[i].Size == size {
+			return &res.Points[i]
+		}
+	}
+	return nil
 }
 
 // values are the rounds' values.

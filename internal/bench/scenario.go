@@ -57,6 +57,17 @@ type Scenario struct {
 	Ceiling string
 	XLabel  string // plot x axis when cases have X
 	Cases   []Case
+	// Goals are the issues' goals for cases of the scenario, reported
+	// with every run that measured both sides (results.md "Goals").
+	Goals []Goal
+}
+
+// Goal is a target for a case: its rate at least Min times Base's, in
+// the same run (issue 9: end.ad >= 0.9x nf-plain, ...).
+type Goal struct {
+	Case string  `json:"case"`
+	Base string  `json:"base"`
+	Min  float64 `json:"min"`
 }
 
 // DUT gives case setups the DUT namespace and shortcuts for the tools

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,6 +100,23 @@ func TestDefaultLayout(t *testing.T) {
 	for mode, want := range map[string]string{ModeMax: LayoutOne, ModeLatency: LayoutOne, ModePDR: LayoutTwo} {
 		if got := DefaultLayout(mode); got != want {
 			t.Errorf("DefaultLayout(%s) = %s, want %s", mode, got, want)
+		}
+	}
+}
+
+// TestGoalsNameCases: every goal of every scenario names two of its
+// cases (a renamed case must not silently drop a goal from the reports).
+func TestGoalsNameCases(t *testing.T) {
+	for _, sc := range Scenarios() {
+		for _, g := range sc.Goals {
+			for _, n := range []string{g.Case, g.Base} {
+				if !slices.ContainsFunc(sc.Cases, func(c Case) bool { return c.Name == n }) {
+					t.Errorf("scenario %s: goal %s over %s names no case %q", sc.Name, g.Case, g.Base, n)
+				}
+			}
+			if g.Min <= 0 {
+				t.Errorf("scenario %s: goal %s over %s: min %v", sc.Name, g.Case, g.Base, g.Min)
+			}
 		}
 	}
 }
