@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"time"
@@ -97,6 +98,9 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	rec, err := Load(net.Name, opts.Options)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(AgentsDir(opts.Options, net.Name)); err == nil {
+		return nil, fmt.Errorf("lab apply %s: %w: change it through its controller (srchain apply -f FILE --server URL)", net.Name, ErrAgentsLab)
 	}
 	recorded, err := rec.desired()
 	// A lab recorded by an older srchain (another state format) is what

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/compile"
 	"github.com/srchain/srchain/internal/state"
 )
+
+// ErrAgentsLab: the lab's nodes are applied by agents from a controller
+// (`lab up --agents`), so a change must go through the controller.
+var ErrAgentsLab = errors.New("lab runs agents")
 
 // RotateOPoT gives the OPoT chains named (every OPoT chain of the lab
 // when none is) new keys without dropping a packet (docs/opot.md
@@ -35,6 +40,11 @@ func RotateOPoT(ctx context.Context, lab string, chains []string, opts Options) 
 	rec, err := Load(lab, opts)
 	if err != nil {
 		return nil, err
+	}
+	// A lab up with --agents takes its desired state from the controller:
+	// keys written behind its back would be put back by the agents.
+	if _, err := os.Stat(AgentsDir(opts, lab)); err == nil {
+		return nil, fmt.Errorf("rotate opot keys in lab %s: %w: rotate through its controller (srchain rotate --server URL)", lab, ErrAgentsLab)
 	}
 	recorded, err := rec.desired()
 	if err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -204,6 +205,14 @@ func TestLabAgentsOPoTRotate(t *testing.T) {
 	}
 	cl := &controller.Client{Server: server, Token: strings.TrimSpace(string(tok))}
 	l := &exampleLab{net: net, opts: opts}
+	// `lab rotate` and `lab apply FILE` would write behind the
+	// controller's back (its agents would put the old state back): refused.
+	if _, err := lab.RotateOPoT(ctx, net.Name, nil, opts); !errors.Is(err, lab.ErrAgentsLab) {
+		t.Fatalf("lab rotate on an agents lab: %v, want ErrAgentsLab", err)
+	}
+	if _, err := lab.Update(ctx, net, lab.UpOptions{Options: opts}); !errors.Is(err, lab.ErrAgentsLab) {
+		t.Fatalf("lab apply FILE on an agents lab: %v, want ErrAgentsLab", err)
+	}
 
 	base, _ := l.opotCounters(t)
 	sent := l.streamWhile(t, func() {
