@@ -162,6 +162,8 @@ func init() {
 		Cases: append(append(append([]Case{CasePlain, CaseEnd, CaseDX6, CaseDT6, CaseHEncaps, CaseHInsert},
 			ruleCases(CaseNft, 1, 64, 512)...), ruleCases(CaseIP6tSRH, 1, 64, 512)...),
 			CaseSrchainEnd, CaseSrchainEndXDP),
+		// Issue 8: srchain's End >= 1.15x the kernel's at tc, >= 2x at XDP.
+		Goals: []Goal{{CaseSrchainEnd.Name, CaseEnd.Name, 1.15}, {CaseSrchainEndXDP.Name, CaseEnd.Name, 2}},
 	})
 	Register(&Scenario{
 		Name: "decap-reencap", Baseline: "end",

@@ -142,5 +142,11 @@ func init() {
 			{Name: fmt.Sprintf("pipe-fw-%d+end-xdp", pipelineRules), Desc: "XDP pipeline: SERA firewall -> End", Frame: CaseEnd.Frame, XDP: true,
 				Setup: func(ctx context.Context, d *DUT) error { return pipelineDUT(ctx, d, pipelineRules, true) }},
 		},
+		// Issue 13: firewall (10,000 rules) + End >= 0.9x the kernel End
+		// at tc, >= 2x at XDP.
+		Goals: []Goal{
+			{fmt.Sprintf("fw-%d+end-tc", pipelineRules), CaseEnd.Name, 0.9},
+			{fmt.Sprintf("pipe-fw-%d+end-xdp", pipelineRules), CaseEnd.Name, 2},
+		},
 	})
 }
