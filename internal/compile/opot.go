@@ -310,11 +310,17 @@ func opotMembers(net *state.Network) (map[string]*opotChainMembers, error) {
 }
 
 func sameMembers(a, b []opotHop) bool {
-	if len(a) != len(b) || len(a) == 0 {
+	return slices.Equal(a, b) && properHops(a)
+}
+
+// properHops reports whether hops are one proof's: hops 0..k-1, each
+// once, every node agreeing on k.
+func properHops(hops []opotHop) bool {
+	if len(hops) == 0 {
 		return false
 	}
-	for i := range a {
-		if a[i] != b[i] || a[i].hop != i || a[i].k != len(a) {
+	for i, h := range hops {
+		if h.hop != i || h.k != len(hops) {
 			return false
 		}
 	}

@@ -52,7 +52,7 @@ func RotateOPoTKeys(net *state.Network, chains []string, keys io.Reader) ([]OPoT
 		if m == nil {
 			return nil, fmt.Errorf("rotate opot keys: chain %q: %w", name, ErrNoOPoTChain)
 		}
-		if !sameMembers(m.hops, m.hops) || m.hops[0].role != state.OPoTHeadend {
+		if !properHops(m.hops) || m.hops[0].role != state.OPoTHeadend {
 			return nil, fmt.Errorf("rotate opot keys: chain %s: members %v are not a proof", name, m.hops)
 		}
 		head := nodes[m.hops[0].node]

@@ -34,7 +34,7 @@ func RotateOPoT(ctx context.Context, lab string, chains []string, opts Options) 
 		return nil, err
 	}
 	defer release()
-	if err := checkNotUp(opts, "lab opot rotate", lab); err != nil {
+	if err := checkNotUp(opts, "lab rotate", lab); err != nil {
 		return nil, err
 	}
 	rec, err := Load(lab, opts)
