@@ -233,13 +233,19 @@ func setupOPoTTransitWith(ctx context.Context, d *DUT, k int, ebpfEnd bool) (*op
 // pipe) as node 1 of a k-node chain: the transit of SID sid on chains
 // ending with last.
 func opotTransitStages(d *DUT, k int, pipe map[string]*ebpf.Map, sid, last netip.Addr) (*opotdp.Objects, error) {
+	return opotNodeStages(d, k, 1, pipe, sid, last)
+}
+
+// opotNodeStages loads bpf/opot.c as node j of a k-node chain, its entry
+// for DA sid on chains ending with last.
+func opotNodeStages(d *DUT, k, j int, pipe map[string]*ebpf.Map, sid, last netip.Addr) (*opotdp.Objects, error) {
 	p, err := opotProfile(k)
 	if err != nil {
 		return nil, err
 	}
-	n, err := p.Node(1)
+	n, err := p.Node(j)
 	if err != nil {
-		return nil, fmt.Errorf("set up opot transit: %w", err)
+		return nil, fmt.Errorf("set up opot node %d of %d: %w", j, k, err)
 	}
 	o, err := opotStagesWith(d, pipe)
 	if err != nil {
@@ -290,22 +296,11 @@ func setupOPoTVerify(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
 // setupOPoTHeadend: the kernel's H.Encaps route and the headend stage at
 // tcx egress of the DUT's egress, after the encap.
 func setupOPoTHeadend(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
-	p, err := opotProfile(3)
-	if err != nil {
-		return nil, err
-	}
-	n, err := p.Node(0)
-	if err != nil {
-		return nil, fmt.Errorf("set up opot headend: %w", err)
-	}
 	if err := CaseHEncaps.Setup(ctx, d); err != nil {
 		return nil, err
 	}
-	o, err := opotStages(d)
+	o, err := opotNodeStages(d, 3, 0, nil, ReEncap6, ReEncap6)
 	if err != nil {
-		return nil, err
-	}
-	if err := opotChain(o, n, ReEncap6, ReEncap6); err != nil {
 		return nil, err
 	}
 	return o, attachTCX(d, ifDUTOut, o.SrchainOpotHeadend, true)
@@ -316,19 +311,8 @@ func setupOPoTHeadend(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
 // whose TLV it writes as it encapsulates, from the headend's entry and
 // parameters in the OPoT maps.
 func setupOPoTIngress(ctx context.Context, d *DUT, xdp bool) (*opotdp.Objects, error) {
-	p, err := opotProfile(3)
+	o, err := opotNodeStages(d, 3, 0, nil, ReEncap6, ReEncap6)
 	if err != nil {
-		return nil, err
-	}
-	n, err := p.Node(0)
-	if err != nil {
-		return nil, fmt.Errorf("set up opot ingress: %w", err)
-	}
-	o, err := opotStages(d)
-	if err != nil {
-		return nil, err
-	}
-	if err := opotChain(o, n, ReEncap6, ReEncap6); err != nil {
 		return nil, err
 	}
 	chains := ingressChains(1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"runtime"
@@ -246,7 +247,8 @@ type GoalResult struct {
 
 // Verdict says whether the run meets the goal: "met" when the paired
 // median and the fastest-fifth ratio both reach it, "not met" when
-// neither does, else "at the edge" (the two estimates disagree).
+// neither does, else "at the edge" (the two estimates disagree); "not
+// measured" with fewer than minPaired round pairs.
 func (g GoalResult) Verdict() string {
 	if g.Paired == nil {
 		return "not measured"
@@ -418,15 +420,13 @@ func Finish(res *Result) {
 	baseRounds := map[int][]Round{}
 	for i := range res.Points {
 		p := &res.Points[i]
-		vals := make([]float64, 0, len(p.Rounds))
 		var cross []float64
 		for _, r := range p.Rounds {
-			vals = append(vals, r.Value)
 			if r.DUTTx > 0 {
 				cross = append(cross, float64(r.Sink)/float64(r.DUTTx))
 			}
 		}
-		p.Summary, _ = Summarize(vals)
+		p.Summary, _ = Summarize(values(p.Rounds))
 		if c, err := Summarize(cross); err == nil {
 			p.SinkOverDUT = c.Median
 		}
@@ -450,9 +450,8 @@ func Finish(res *Result) {
 		p.RatioMax = Ratio(p.Summary.Max, b)
 		p.Paired, p.FastRatio = nil, 0
 		if res.Mode != ModeLatency && p.Case != res.Baseline {
-			if pr, err := PairedRatios(p.Rounds, baseRounds[p.Size]); err == nil && pr.N >= 3 {
-				p.Paired = &pr
-				p.FastRatio = FastRatio(values(p.Rounds), values(baseRounds[p.Size]))
+			if pr, fast := pairedTo(p.Rounds, baseRounds[p.Size]); pr != nil && pr.N >= minPaired {
+				p.Paired, p.FastRatio = pr, fast
 			}
 		}
 		if c, ok := ceil[p.Size]; ok && p.XDP {
@@ -467,9 +466,8 @@ func Finish(res *Result) {
 			continue
 		}
 		g.Ratio = Ratio(c.Summary.Median, b.Summary.Median)
-		if pr, err := PairedRatios(c.Rounds, b.Rounds); err == nil {
-			g.Paired = &pr
-			g.FastRatio = FastRatio(values(c.Rounds), values(b.Rounds))
+		if pr, fast := pairedTo(c.Rounds, b.Rounds); pr != nil && pr.N >= minPaired {
+			g.Paired, g.FastRatio = pr, fast
 		}
 	}
 }
@@ -498,14 +496,9 @@ func AddGoals(res *Result) {
 	for _, p := range res.Points {
 		sizes[p.Size] = true
 	}
-	var list []int
-	for sz := range sizes {
-		list = append(list, sz)
-	}
-	slices.Sort(list)
 	res.Goals = goalsFor(sc.Goals, func(n string) bool {
 		return slices.ContainsFunc(res.Points, func(p Point) bool { return p.Case == n })
-	}, list)
+	}, slices.Sorted(maps.Keys(sizes)))
 	Finish(res)
 }
 
@@ -517,6 +510,19 @@ func (res *Result) point(name string, size int) *Point {
 		}
 	}
 	return nil
+}
+
+// minPaired is the fewest round pairs a paired ratio is reported from.
+const minPaired = 3
+
+// pairedTo is c's paired and fastest-fifth ratios to base (nil, 0: no
+// round pairs).
+func pairedTo(c, base []Round) (*Paired, float64) {
+	pr, err := PairedRatios(c, base)
+	if err != nil {
+		return nil, 0
+	}
+	return &pr, FastRatio(values(c), values(base))
 }
 
 // values are the rounds' values.

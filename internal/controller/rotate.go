@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -83,7 +84,7 @@ func (c *Controller) RotateOPoT(ctx context.Context, chains []string, wait time.
 	if res.Keys, err = c.commitNodes(ctx, snap, &keyed); err != nil {
 		return nil, fmt.Errorf("rotate opot keys: %w", err)
 	}
-	if err := c.waitApplied(ctx, sortedNodes(members), res.Keys, wait); err != nil {
+	if err := c.waitApplied(ctx, slices.Sorted(maps.Keys(members)), res.Keys, wait); err != nil {
 		return res, fmt.Errorf("rotate opot keys: new keys stored (revision %d), headends not switched: %w", res.Keys, err)
 	}
 	switched := keyed
@@ -153,15 +154,6 @@ func (c *Controller) waitApplied(ctx context.Context, nodes []string, gen int64,
 		case <-time.After(rotatePoll):
 		}
 	}
-}
-
-func sortedNodes(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // rotateRequest is the body of POST /v1/opot/rotate.

@@ -170,17 +170,7 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 			want, prev, remove := pass(n, old[n.Name])
 			c, err := applyNode(ctx, rec, want, apply.Options{Prev: prev, Remove: remove}, opts.Options)
 			if err != nil {
-				// The failed node rolled itself back; put back the others
-				// (a full apply of the recorded state, removing what the
-				// new one added).
-				for _, m := range net.Nodes {
-					if !touched[m.Name] {
-						continue
-					}
-					if _, rerr := applyNode(context.WithoutCancel(ctx), rec, *old[m.Name], apply.Options{Remove: &m}, opts.Options); rerr != nil {
-						err = errors.Join(err, fmt.Errorf("restore %s: %w", m.Name, rerr))
-					}
-				}
+				err = errors.Join(err, restoreTouched(ctx, rec, old, net.Nodes, touched, opts.Options))
 				return nil, fmt.Errorf("lab apply %s: %w", net.Name, err)
 			}
 			changes[n.Name] += c
@@ -197,6 +187,22 @@ func Update(ctx context.Context, net *state.Network, opts UpOptions) (map[string
 	opts.log().Debug("lab apply", "lab", net.Name, "load_record", tLoad, "diff_and_apply", tApply,
 		"write_record", time.Since(t0)-tLoad-tApply)
 	return changes, nil
+}
+
+// restoreTouched puts the touched nodes of a failed change back to
+// their recorded state old (a full apply, removing what the new state
+// in nodes added). The node that failed rolled itself back already.
+func restoreTouched(ctx context.Context, rec *Record, old map[string]*state.Node, nodes []state.Node, touched map[string]bool, opts Options) error {
+	var errs []error
+	for _, m := range nodes {
+		if !touched[m.Name] {
+			continue
+		}
+		if _, err := applyNode(context.WithoutCancel(ctx), rec, *old[m.Name], apply.Options{Remove: &m}, opts); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s: %w", m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // applyNode applies node in its namespace with ao (its Drivers and

@@ -72,15 +72,11 @@ func RotateOPoT(ctx context.Context, lab string, chains []string, opts Options) 
 			}
 			touched[n.Name] = true
 			if _, err := applyNode(ctx, rec, *n, apply.Options{Prev: prev}, opts); err != nil {
+				old := map[string]*state.Node{}
 				for j := range recorded.Nodes {
-					old := &recorded.Nodes[j]
-					if !touched[old.Name] {
-						continue
-					}
-					if _, rerr := applyNode(context.WithoutCancel(ctx), rec, *old, apply.Options{}, opts); rerr != nil {
-						err = errors.Join(err, fmt.Errorf("restore %s: %w", old.Name, rerr))
-					}
+					old[recorded.Nodes[j].Name] = &recorded.Nodes[j]
 				}
+				err = errors.Join(err, restoreTouched(ctx, rec, old, switched.Nodes, touched, opts))
 				return nil, fmt.Errorf("rotate opot keys in lab %s: %w", lab, err)
 			}
 		}
