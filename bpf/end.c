@@ -18,6 +18,7 @@
 #include "end.h"
 #include "fib.h"
 #include "csum.h"
+#include "end_opot.h"
 
 #ifndef PACKET_HOST
 #define PACKET_HOST 0 /* linux/if_packet.h */
@@ -128,6 +129,12 @@ int srchain_end(struct __sk_buff *skb)
 	verdict = end_classify(&p, p.data_end - p.data - p.l3off, sid, &pl, &reason);
 	if (verdict == END_DROP)
 		return drop(reason);
+	/* The OPoT transit of this node's chains (lib/end_opot.h), on the
+	 * packet the fast path forwards and on the one the kernel's End
+	 * gets: either way it leaves with its proof updated.
+	 */
+	if (cfg_opot)
+		end_opot_tc(skb, &pl.si, verdict == END_FAST && !pl.shift);
 	if (verdict != END_FAST)
 		return pass(reason);
 	if (end_words_read(&p, &pl.si, &before))

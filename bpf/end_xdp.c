@@ -25,6 +25,7 @@
 #include "end.h"
 #include "fib.h"
 #include "pipeline.h"
+#include "end_opot.h"
 
 /* The MAC address of each interface the program is attached to
  * (datapath.End.AttachXDP writes it): XDP has no pkt_type, so frames for
@@ -107,7 +108,11 @@ int srchain_end_xdp(struct xdp_md *ctx)
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		return to_tc(ctx); /* the kernel's End via tc */
 
-	/* Redirecting: now, and only now, write the packet. */
+	/* Redirecting: now, and only now, write the packet, the OPoT proof
+	 * first (lib/end_opot.h; a packet handed to tc is tc's to update).
+	 */
+	if (cfg_opot)
+		end_opot_xdp(ctx, &pl.si, !pl.shift);
 	if (end_write(&p, &pl))
 		return xdrop(ctx, counter, len, DROP_PKT_TRUNCATED);
 	eth = pkt_ptr(&p, 0, sizeof(*eth));

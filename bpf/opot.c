@@ -134,7 +134,7 @@ int srchain_opot_transit(struct __sk_buff *skb)
 	if (opot_parse(&c, &si))
 		return TC_ACT_UNSPEC;
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_TRANSIT);
-	if (!ch || pipe_tc_done(skb, PIPE_DONE_OPOT))
+	if (!ch || (ch->flags & OPOT_CHAIN_IN_END) || pipe_tc_done(skb, PIPE_DONE_OPOT))
 		return TC_ACT_UNSPEC;
 	opot_transit_stage(&c, CTX_TC, &si, ch);
 	return TC_ACT_UNSPEC;
@@ -178,7 +178,7 @@ int srchain_opot_xdp(struct xdp_md *ctx)
 	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6) || opot_parse(&c, &si))
 		return pipe_next(ctx, PIPE_OPOT);
 	ch = opot_chain_of(&c.p, &si, 0);
-	if (!ch || ch->role == OPOT_ROLE_HEADEND)
+	if (!ch || ch->role == OPOT_ROLE_HEADEND || (ch->flags & OPOT_CHAIN_IN_END))
 		return pipe_next(ctx, PIPE_OPOT);
 	if (ch->role == OPOT_ROLE_VERIFIER) {
 		if (opot_verify_stage(&c, CTX_XDP, &si, ch))

@@ -40,7 +40,16 @@ struct opot_chain {
 	 */
 	__u32 idx;
 	__u8 sid[16]; /* the active SID (the DA) the entry applies to */
+	__u32 flags;  /* OPOT_CHAIN_* */
+	__u32 pad;
 };
+
+/* OPOT_CHAIN_IN_END: a transit entry whose SID srchain's eBPF End serves
+ * on this node; the End program updates the proof itself (opot_in_end),
+ * so the transit stages leave such packets alone and the node needs no
+ * stage in front of the End for them.
+ */
+#define OPOT_CHAIN_IN_END 0x1
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -195,6 +204,34 @@ static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, con
 	if (da[0] != sid[0] || da[1] != sid[1])
 		return NULL;
 	return ch;
+}
+
+/* opot_in_end finds the proof srchain's End program updates itself
+ * (OPOT_CHAIN_IN_END) on a packet to one of its SIDs, before the End's
+ * rewrite: si is the SRH the End validated, or NULL when the End did not
+ * describe one (a packet it hands to the kernel's End, a NEXT-C-SID
+ * shift), then it is parsed here. Returns the TLV's offset and in *idx
+ * the chain's index, or 0: nothing to update (not such a chain, or no
+ * valid TLV, which the verifier counts: a transit never drops).
+ */
+static __always_inline __u32 opot_in_end(struct pctx *c, const int kind, const struct srh_info *si, __u32 *idx)
+{
+	struct srh_info own = {};
+	struct opot_chain *ch;
+	__u32 off = 0;
+
+	if (!si) {
+		if (srh_locate(&c->p, &own) || srh_validate(&c->p, &own))
+			return 0;
+		si = &own;
+	}
+	ch = opot_chain_of(&c->p, si, OPOT_ROLE_TRANSIT);
+	if (!ch || !(ch->flags & OPOT_CHAIN_IN_END))
+		return 0;
+	if (opot_find(c, kind, si, &off))
+		return 0;
+	*idx = ch->idx;
+	return off;
 }
 
 /* OPOT_MAX_SRH is the largest SRH the headend grows: 8 bytes + 15

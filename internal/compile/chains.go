@@ -2,6 +2,7 @@ package compile
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -223,17 +224,29 @@ func ProtoNumber(name string, fam int) (uint8, error) {
 }
 
 // programs attaches srchain's End program to every interface of a node
-// whose End/End.X SIDs run in eBPF.
-func (c *compiler) programs() {
+// whose End/End.X SIDs run in eBPF. It comes after the node's OPoT
+// program (c.opot ran), whose pinned maps it loads when it does the
+// transit of the node's chains (state.EndConfig.OPoT).
+func (c *compiler) programs() error {
 	for _, n := range c.s.Nodes {
 		sn := c.nodes[n.Name]
 		need := slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
 			return s.Datapath == state.EBPF && (s.Behavior == state.End || s.Behavior == state.EndX)
 		})
-		if need {
-			sn.Programs = append(sn.Programs, state.Program{Kind: ProgramEnd, Interfaces: ifNames(sn)})
+		if !need {
+			continue
 		}
+		p := state.Program{Kind: ProgramEnd, Interfaces: ifNames(sn)}
+		if opotInEnd(sn) {
+			b, err := json.Marshal(state.EndConfig{OPoT: true})
+			if err != nil {
+				return fmt.Errorf("compile end program of %s: %w", n.Name, err)
+			}
+			p.Config = b
+		}
+		sn.Programs = append(sn.Programs, p)
 	}
+	return nil
 }
 
 // sortNode puts every slice in the order state documents, after moving

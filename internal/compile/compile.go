@@ -105,7 +105,9 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 	if err := c.opot(); err != nil {
 		return nil, err
 	}
-	c.programs()
+	if err := c.programs(); err != nil {
+		return nil, err
+	}
 	if err := c.ingressPrograms(); err != nil {
 		return nil, err
 	}

@@ -105,6 +105,7 @@ func (c *compiler) opot() error {
 			}
 			cfg.Chains = append(cfg.Chains, state.OPoTChain{
 				Name: ch.Name, Profile: uint32(i + 1), Role: role, Hop: j, K: len(members), SID: m.sid, Last: last,
+				InEnd: role == state.OPoTTransit && servedByEnd(c.nodes[m.node], m.nf, m.sid),
 			})
 		}
 		for slot := range OPoTSlots {
@@ -130,14 +131,16 @@ func (c *compiler) opot() error {
 		}
 	}
 	// One program per node taking part: every interface runs the stages
-	// of its roles (the packet may arrive or leave on any of them).
+	// of its roles (the packet may arrive or leave on any of them), but
+	// for the transits srchain's End program does itself.
 	for _, name := range order {
 		sn, cfg := c.nodes[name], cfgs[name]
 		ifs := ifNames(sn)
 		for _, ch := range cfg.Chains {
-			if ch.Role == state.OPoTHeadend {
+			switch {
+			case ch.Role == state.OPoTHeadend:
 				cfg.Egress = ifs
-			} else {
+			case !ch.InEnd:
 				cfg.Ingress = ifs
 			}
 		}
@@ -148,6 +151,36 @@ func (c *compiler) opot() error {
 		sn.Programs = append(sn.Programs, state.Program{Kind: state.ProgramOPoT, Interfaces: ifs, Config: b})
 	}
 	return nil
+}
+
+// servedByEnd reports whether srchain's eBPF End program serves, on node
+// sn, the SID of NF nf that a packet arrives with as da (a SID of
+// datapath ebpf, End or End.X: not a proxy's, not the kernel's). Its
+// OPoT transit is then done inside the End (bpf/lib/end_opot.h), which
+// saves a stage in front of it (docs/opot.md "Transit in the End").
+func servedByEnd(sn *state.Node, nf string, da netip.Addr) bool {
+	if sn == nil || nf == "" {
+		return false
+	}
+	return slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
+		return s.NF == nf && s.Datapath == state.EBPF && (s.Behavior == state.End || s.Behavior == state.EndX) &&
+			s.SID.Contains(da)
+	})
+}
+
+// opotInEnd reports whether node sn's OPoT program has a transit entry
+// done in the End program (the End then loads the OPoT maps).
+func opotInEnd(sn *state.Node) bool {
+	for _, p := range sn.Programs {
+		if p.Kind != state.ProgramOPoT {
+			continue
+		}
+		var cfg state.OPoTConfig
+		if json.Unmarshal(p.Config, &cfg) == nil && slices.ContainsFunc(cfg.Chains, func(c state.OPoTChain) bool { return c.InEnd }) {
+			return true
+		}
+	}
+	return false
 }
 
 // CSIDArrivals is, for segs packed by PackCSIDs, the destination each

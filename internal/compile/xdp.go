@@ -72,7 +72,7 @@ func placeXDP(progs []state.Program) (state.PipelineConfig, []bool) {
 	}
 	var stages []stage
 	for i, p := range progs {
-		if egressOnly(p) {
+		if noIngressStage(p) {
 			continue
 		}
 		stages = append(stages, stage{i, pipeline.Place(p.Kind), strings.TrimSpace(p.Kind + " " + p.NF)})
@@ -106,18 +106,18 @@ func placeXDP(progs []state.Program) (state.PipelineConfig, []bool) {
 	return cfg, xdp
 }
 
-// egressOnly reports whether p runs at tc egress alone and so takes no
-// part in the receive pipeline: an OPoT program of a node that is only
-// headends (its stage follows the kernel's seg6 encap at egress; an
+// noIngressStage reports whether p runs no stage on receive and so takes
+// no part in the receive pipeline: an OPoT program of a node that is
+// only headends (its stage follows the kernel's seg6 encap at egress; an
 // eBPF ingress, at XDP or tc, writes the TLV itself, and what XDP
-// redirects carries it already). An undecodable config counts as
-// taking part.
-func egressOnly(p state.Program) bool {
+// redirects carries it already) and transits done in the End program
+// (OPoTChain.InEnd). An undecodable config counts as taking part.
+func noIngressStage(p state.Program) bool {
 	if p.Kind != state.ProgramOPoT {
 		return false
 	}
 	var cfg state.OPoTConfig
-	return json.Unmarshal(p.Config, &cfg) == nil && len(cfg.Ingress) == 0 && len(cfg.Egress) > 0
+	return json.Unmarshal(p.Config, &cfg) == nil && len(cfg.Ingress) == 0
 }
 
 // setGRO turns GRO on at endpoint e (a node's interface).

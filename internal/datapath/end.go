@@ -93,6 +93,11 @@ type EndOptions struct {
 	// of the node's pipeline (bpf/lib/pipeline.h). Nil: private maps, the
 	// twin works attached on its own (AttachXDP).
 	Pipeline map[string]*ebpf.Map
+	// OPoT are the OPoT driver's maps (opotdp.EndMaps) the programs read
+	// to update the proof of the node's chains whose transit they serve
+	// (bpf/lib/end_opot.h, cfg_opot), in place of their own; not pinned
+	// here. Nil: no OPoT in the End, and its OPoT maps shrink to nothing.
+	OPoT map[string]*ebpf.Map
 }
 
 // End is a loaded tc End/End.X program with its maps.
@@ -186,12 +191,11 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	if opts.StackForward {
-		if err := setStackForward(spec); err != nil {
-			return nil, err
-		}
+	if err := configure(spec, opts); err != nil {
+		return nil, err
 	}
 	var copts ebpf.CollectionOptions
+	copts.MapReplacements = maps.Clone(opts.OPoT)
 	pinned := map[string]*ebpf.Map{}
 	var created []string // pins this call made, removed on failure
 	defer func() {
@@ -208,7 +212,9 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 		if err := os.MkdirAll(mapDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin path: %w", err)
 		}
-		copts.MapReplacements = make(map[string]*ebpf.Map)
+		if copts.MapReplacements == nil {
+			copts.MapReplacements = make(map[string]*ebpf.Map)
+		}
 		for name, ms := range spec.Maps {
 			if !isEndSharedMap(name) {
 				continue // .rodata and friends are never pinned
@@ -303,16 +309,39 @@ func (e *End) sharedMaps() map[string]*ebpf.Map {
 	}
 }
 
-// stackForwardVar is the load-time constant of bpf/lib/end.h.
-const stackForwardVar = "cfg_stack_forward"
+// The load-time constants of bpf/lib/end.h and bpf/lib/end_opot.h.
+const (
+	stackForwardVar = "cfg_stack_forward"
+	opotVar         = "cfg_opot"
+)
 
-func setStackForward(spec *ebpf.CollectionSpec) error {
-	v, ok := spec.Variables[stackForwardVar]
+// configure sets the load-time constants of the tc or XDP End spec from
+// opts and sizes the OPoT maps it does not use (bpfrt.ShrinkUnused): all
+// of them without opts.OPoT, else all but the per-CPU chain cache.
+func configure(spec *ebpf.CollectionSpec, opts EndOptions) error {
+	if opts.StackForward {
+		if err := setVar(spec, stackForwardVar); err != nil {
+			return err
+		}
+	}
+	keep := maps.Clone(opts.OPoT)
+	if opts.OPoT != nil {
+		if err := setVar(spec, opotVar); err != nil {
+			return err
+		}
+		keep["opot_chain_cache"] = nil
+	}
+	bpfrt.ShrinkUnused(spec, "opot_", keep)
+	return nil
+}
+
+func setVar(spec *ebpf.CollectionSpec, name string) error {
+	v, ok := spec.Variables[name]
 	if !ok {
-		return fmt.Errorf("set %s: %w: variable missing", stackForwardVar, ErrBadMap)
+		return fmt.Errorf("set %s: %w: variable missing", name, ErrBadMap)
 	}
 	if err := v.Set(uint32(1)); err != nil {
-		return fmt.Errorf("set %s: %w", stackForwardVar, err)
+		return fmt.Errorf("set %s: %w", name, err)
 	}
 	return nil
 }
@@ -323,13 +352,16 @@ func (e *End) loadXDP() error {
 	if err != nil {
 		return fmt.Errorf("load end xdp spec: %w", err)
 	}
-	if e.opts.StackForward {
-		if err := setStackForward(spec); err != nil {
-			return err
-		}
+	if err := configure(spec, e.opts); err != nil {
+		return err
 	}
 	repl := e.sharedMaps()
 	maps.Copy(repl, e.opts.Pipeline)
+	maps.Copy(repl, e.opts.OPoT)
+	if e.opts.OPoT != nil {
+		// One chain cache for both programs.
+		repl["opot_chain_cache"] = e.objs.OpotChainCache
+	}
 	opts := ebpf.CollectionOptions{MapReplacements: repl}
 	if err := spec.LoadAndAssign(&e.xdp, &opts); err != nil {
 		return bpfrt.WrapLoad("load end xdp program", err)

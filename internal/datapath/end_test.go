@@ -84,6 +84,12 @@ func requireRoot(t *testing.T) {
 
 func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
+	return newTestEnvWith(t, EndOptions{})
+}
+
+// newTestEnvWith is newTestEnv with the End loaded with opts.
+func newTestEnvWith(t *testing.T, opts EndOptions) *testEnv {
+	t.Helper()
 	requireRoot(t)
 	name := fmt.Sprintf("srct-e-%d-run", os.Getpid())
 	_ = netns.Delete(name)
@@ -132,7 +138,7 @@ func newTestEnv(t *testing.T) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	e, err := LoadEnd(EndOptions{})
+	e, err := LoadEnd(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,55 @@ type endProgIn6Addr struct {
 	}
 }
 
+type endProgOpotChain struct {
+	_       structs.HostLayout
+	Profile uint32
+	Slot    uint32
+	Role    uint32
+	Idx     uint32
+	Sid     [16]uint8
+	Flags   uint32
+	Pad     uint32
+}
+
+type endProgOpotChainKey struct {
+	_    structs.HostLayout
+	Last [16]uint8
+}
+
+type endProgOpotChainSlot struct {
+	_     structs.HostLayout
+	Last  [2]uint64
+	Gen   uint64
+	Found uint32
+	Pad   uint32
+	Ch    endProgOpotChain
+}
+
+type endProgOpotParams struct {
+	_      structs.HostLayout
+	Role   uint32
+	Pad    uint32
+	Share  uint64
+	Lpc    uint64
+	DecR   uint64
+	DecCml uint64
+	EncR   uint64
+	EncCml uint64
+	Secret uint64
+}
+
+type endProgOpotWindow struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad    uint32
+	Top    uint64
+	Blocks [32]uint64
+}
+
 type endProgSidCounter struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -49,11 +98,20 @@ type endProgSidLenSet struct {
 const (
 	endProgMapDropCounters    = "drop_counters"
 	endProgMapFibCounters     = "fib_counters"
+	endProgMapOpotChainCache  = "opot_chain_cache"
+	endProgMapOpotChainGen    = "opot_chain_gen"
+	endProgMapOpotChains      = "opot_chains"
+	endProgMapOpotEvents      = "opot_events"
+	endProgMapOpotNodeParams  = "opot_node_params"
+	endProgMapOpotSeqs        = "opot_seqs"
+	endProgMapOpotStats       = "opot_stats"
+	endProgMapOpotWindows     = "opot_windows"
 	endProgMapPassCounters    = "pass_counters"
 	endProgMapSidCounters     = "sid_counters"
 	endProgMapSidLens         = "sid_lens"
 	endProgMapSids            = "sids"
 	endProgProgSrchainEnd     = "srchain_end"
+	endProgVarCfgOpot         = "cfg_opot"
 	endProgVarCfgStackForward = "cfg_stack_forward"
 )
 
@@ -106,18 +164,27 @@ type endProgProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type endProgMapSpecs struct {
-	DropCounters *ebpf.MapSpec `ebpf:"drop_counters"`
-	FibCounters  *ebpf.MapSpec `ebpf:"fib_counters"`
-	PassCounters *ebpf.MapSpec `ebpf:"pass_counters"`
-	SidCounters  *ebpf.MapSpec `ebpf:"sid_counters"`
-	SidLens      *ebpf.MapSpec `ebpf:"sid_lens"`
-	Sids         *ebpf.MapSpec `ebpf:"sids"`
+	DropCounters   *ebpf.MapSpec `ebpf:"drop_counters"`
+	FibCounters    *ebpf.MapSpec `ebpf:"fib_counters"`
+	OpotChainCache *ebpf.MapSpec `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.MapSpec `ebpf:"opot_chain_gen"`
+	OpotChains     *ebpf.MapSpec `ebpf:"opot_chains"`
+	OpotEvents     *ebpf.MapSpec `ebpf:"opot_events"`
+	OpotNodeParams *ebpf.MapSpec `ebpf:"opot_node_params"`
+	OpotSeqs       *ebpf.MapSpec `ebpf:"opot_seqs"`
+	OpotStats      *ebpf.MapSpec `ebpf:"opot_stats"`
+	OpotWindows    *ebpf.MapSpec `ebpf:"opot_windows"`
+	PassCounters   *ebpf.MapSpec `ebpf:"pass_counters"`
+	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
+	SidLens        *ebpf.MapSpec `ebpf:"sid_lens"`
+	Sids           *ebpf.MapSpec `ebpf:"sids"`
 }
 
 // endProgVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type endProgVariableSpecs struct {
+	CfgOpot         *ebpf.VariableSpec `ebpf:"cfg_opot"`
 	CfgStackForward *ebpf.VariableSpec `ebpf:"cfg_stack_forward"`
 }
 
@@ -141,18 +208,34 @@ func (o *endProgObjects) Close() error {
 //
 // It can be passed to loadEndProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type endProgMaps struct {
-	DropCounters *ebpf.Map `ebpf:"drop_counters"`
-	FibCounters  *ebpf.Map `ebpf:"fib_counters"`
-	PassCounters *ebpf.Map `ebpf:"pass_counters"`
-	SidCounters  *ebpf.Map `ebpf:"sid_counters"`
-	SidLens      *ebpf.Map `ebpf:"sid_lens"`
-	Sids         *ebpf.Map `ebpf:"sids"`
+	DropCounters   *ebpf.Map `ebpf:"drop_counters"`
+	FibCounters    *ebpf.Map `ebpf:"fib_counters"`
+	OpotChainCache *ebpf.Map `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.Map `ebpf:"opot_chain_gen"`
+	OpotChains     *ebpf.Map `ebpf:"opot_chains"`
+	OpotEvents     *ebpf.Map `ebpf:"opot_events"`
+	OpotNodeParams *ebpf.Map `ebpf:"opot_node_params"`
+	OpotSeqs       *ebpf.Map `ebpf:"opot_seqs"`
+	OpotStats      *ebpf.Map `ebpf:"opot_stats"`
+	OpotWindows    *ebpf.Map `ebpf:"opot_windows"`
+	PassCounters   *ebpf.Map `ebpf:"pass_counters"`
+	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
+	SidLens        *ebpf.Map `ebpf:"sid_lens"`
+	Sids           *ebpf.Map `ebpf:"sids"`
 }
 
 func (m *endProgMaps) Close() error {
 	return _EndProgClose(
 		m.DropCounters,
 		m.FibCounters,
+		m.OpotChainCache,
+		m.OpotChainGen,
+		m.OpotChains,
+		m.OpotEvents,
+		m.OpotNodeParams,
+		m.OpotSeqs,
+		m.OpotStats,
+		m.OpotWindows,
 		m.PassCounters,
 		m.SidCounters,
 		m.SidLens,
@@ -164,6 +247,7 @@ func (m *endProgMaps) Close() error {
 //
 // It can be passed to loadEndProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type endProgVariables struct {
+	CfgOpot         *ebpf.Variable `ebpf:"cfg_opot"`
 	CfgStackForward *ebpf.Variable `ebpf:"cfg_stack_forward"`
 }
 

@@ -27,6 +27,55 @@ type endXdpProgIn6Addr struct {
 	}
 }
 
+type endXdpProgOpotChain struct {
+	_       structs.HostLayout
+	Profile uint32
+	Slot    uint32
+	Role    uint32
+	Idx     uint32
+	Sid     [16]uint8
+	Flags   uint32
+	Pad     uint32
+}
+
+type endXdpProgOpotChainKey struct {
+	_    structs.HostLayout
+	Last [16]uint8
+}
+
+type endXdpProgOpotChainSlot struct {
+	_     structs.HostLayout
+	Last  [2]uint64
+	Gen   uint64
+	Found uint32
+	Pad   uint32
+	Ch    endXdpProgOpotChain
+}
+
+type endXdpProgOpotParams struct {
+	_      structs.HostLayout
+	Role   uint32
+	Pad    uint32
+	Share  uint64
+	Lpc    uint64
+	DecR   uint64
+	DecCml uint64
+	EncR   uint64
+	EncCml uint64
+	Secret uint64
+}
+
+type endXdpProgOpotWindow struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad    uint32
+	Top    uint64
+	Blocks [32]uint64
+}
+
 type endXdpProgPipeCfg struct {
 	_      structs.HostLayout
 	Gen    uint32
@@ -62,6 +111,14 @@ const (
 	endXdpProgMapDropCounters    = "drop_counters"
 	endXdpProgMapFibCounters     = "fib_counters"
 	endXdpProgMapIfMacs          = "if_macs"
+	endXdpProgMapOpotChainCache  = "opot_chain_cache"
+	endXdpProgMapOpotChainGen    = "opot_chain_gen"
+	endXdpProgMapOpotChains      = "opot_chains"
+	endXdpProgMapOpotEvents      = "opot_events"
+	endXdpProgMapOpotNodeParams  = "opot_node_params"
+	endXdpProgMapOpotSeqs        = "opot_seqs"
+	endXdpProgMapOpotStats       = "opot_stats"
+	endXdpProgMapOpotWindows     = "opot_windows"
 	endXdpProgMapPassCounters    = "pass_counters"
 	endXdpProgMapPipeConfig      = "pipe_config"
 	endXdpProgMapPipeProgs0      = "pipe_progs0"
@@ -71,6 +128,7 @@ const (
 	endXdpProgMapSidLens         = "sid_lens"
 	endXdpProgMapSids            = "sids"
 	endXdpProgProgSrchainEndXdp  = "srchain_end_xdp"
+	endXdpProgVarCfgOpot         = "cfg_opot"
 	endXdpProgVarCfgStackForward = "cfg_stack_forward"
 )
 
@@ -123,23 +181,32 @@ type endXdpProgProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type endXdpProgMapSpecs struct {
-	DropCounters *ebpf.MapSpec `ebpf:"drop_counters"`
-	FibCounters  *ebpf.MapSpec `ebpf:"fib_counters"`
-	IfMacs       *ebpf.MapSpec `ebpf:"if_macs"`
-	PassCounters *ebpf.MapSpec `ebpf:"pass_counters"`
-	PipeConfig   *ebpf.MapSpec `ebpf:"pipe_config"`
-	PipeProgs0   *ebpf.MapSpec `ebpf:"pipe_progs0"`
-	PipeProgs1   *ebpf.MapSpec `ebpf:"pipe_progs1"`
-	PipeStats    *ebpf.MapSpec `ebpf:"pipe_stats"`
-	SidCounters  *ebpf.MapSpec `ebpf:"sid_counters"`
-	SidLens      *ebpf.MapSpec `ebpf:"sid_lens"`
-	Sids         *ebpf.MapSpec `ebpf:"sids"`
+	DropCounters   *ebpf.MapSpec `ebpf:"drop_counters"`
+	FibCounters    *ebpf.MapSpec `ebpf:"fib_counters"`
+	IfMacs         *ebpf.MapSpec `ebpf:"if_macs"`
+	OpotChainCache *ebpf.MapSpec `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.MapSpec `ebpf:"opot_chain_gen"`
+	OpotChains     *ebpf.MapSpec `ebpf:"opot_chains"`
+	OpotEvents     *ebpf.MapSpec `ebpf:"opot_events"`
+	OpotNodeParams *ebpf.MapSpec `ebpf:"opot_node_params"`
+	OpotSeqs       *ebpf.MapSpec `ebpf:"opot_seqs"`
+	OpotStats      *ebpf.MapSpec `ebpf:"opot_stats"`
+	OpotWindows    *ebpf.MapSpec `ebpf:"opot_windows"`
+	PassCounters   *ebpf.MapSpec `ebpf:"pass_counters"`
+	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
+	PipeProgs0     *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.MapSpec `ebpf:"pipe_progs1"`
+	PipeStats      *ebpf.MapSpec `ebpf:"pipe_stats"`
+	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
+	SidLens        *ebpf.MapSpec `ebpf:"sid_lens"`
+	Sids           *ebpf.MapSpec `ebpf:"sids"`
 }
 
 // endXdpProgVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type endXdpProgVariableSpecs struct {
+	CfgOpot         *ebpf.VariableSpec `ebpf:"cfg_opot"`
 	CfgStackForward *ebpf.VariableSpec `ebpf:"cfg_stack_forward"`
 }
 
@@ -163,17 +230,25 @@ func (o *endXdpProgObjects) Close() error {
 //
 // It can be passed to loadEndXdpProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type endXdpProgMaps struct {
-	DropCounters *ebpf.Map `ebpf:"drop_counters"`
-	FibCounters  *ebpf.Map `ebpf:"fib_counters"`
-	IfMacs       *ebpf.Map `ebpf:"if_macs"`
-	PassCounters *ebpf.Map `ebpf:"pass_counters"`
-	PipeConfig   *ebpf.Map `ebpf:"pipe_config"`
-	PipeProgs0   *ebpf.Map `ebpf:"pipe_progs0"`
-	PipeProgs1   *ebpf.Map `ebpf:"pipe_progs1"`
-	PipeStats    *ebpf.Map `ebpf:"pipe_stats"`
-	SidCounters  *ebpf.Map `ebpf:"sid_counters"`
-	SidLens      *ebpf.Map `ebpf:"sid_lens"`
-	Sids         *ebpf.Map `ebpf:"sids"`
+	DropCounters   *ebpf.Map `ebpf:"drop_counters"`
+	FibCounters    *ebpf.Map `ebpf:"fib_counters"`
+	IfMacs         *ebpf.Map `ebpf:"if_macs"`
+	OpotChainCache *ebpf.Map `ebpf:"opot_chain_cache"`
+	OpotChainGen   *ebpf.Map `ebpf:"opot_chain_gen"`
+	OpotChains     *ebpf.Map `ebpf:"opot_chains"`
+	OpotEvents     *ebpf.Map `ebpf:"opot_events"`
+	OpotNodeParams *ebpf.Map `ebpf:"opot_node_params"`
+	OpotSeqs       *ebpf.Map `ebpf:"opot_seqs"`
+	OpotStats      *ebpf.Map `ebpf:"opot_stats"`
+	OpotWindows    *ebpf.Map `ebpf:"opot_windows"`
+	PassCounters   *ebpf.Map `ebpf:"pass_counters"`
+	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
+	PipeProgs0     *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1     *ebpf.Map `ebpf:"pipe_progs1"`
+	PipeStats      *ebpf.Map `ebpf:"pipe_stats"`
+	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
+	SidLens        *ebpf.Map `ebpf:"sid_lens"`
+	Sids           *ebpf.Map `ebpf:"sids"`
 }
 
 func (m *endXdpProgMaps) Close() error {
@@ -181,6 +256,14 @@ func (m *endXdpProgMaps) Close() error {
 		m.DropCounters,
 		m.FibCounters,
 		m.IfMacs,
+		m.OpotChainCache,
+		m.OpotChainGen,
+		m.OpotChains,
+		m.OpotEvents,
+		m.OpotNodeParams,
+		m.OpotSeqs,
+		m.OpotStats,
+		m.OpotWindows,
 		m.PassCounters,
 		m.PipeConfig,
 		m.PipeProgs0,
@@ -196,6 +279,7 @@ func (m *endXdpProgMaps) Close() error {
 //
 // It can be passed to loadEndXdpProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type endXdpProgVariables struct {
+	CfgOpot         *ebpf.Variable `ebpf:"cfg_opot"`
 	CfgStackForward *ebpf.Variable `ebpf:"cfg_stack_forward"`
 }
 

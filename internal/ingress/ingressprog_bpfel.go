@@ -156,6 +156,8 @@ type ingressProgOpotChain struct {
 	Role    uint32
 	Idx     uint32
 	Sid     [16]uint8
+	Flags   uint32
+	Pad     uint32
 }
 
 type ingressProgOpotChainKey struct {

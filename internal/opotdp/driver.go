@@ -151,7 +151,14 @@ func want(node state.Node, cfg state.OPoTConfig, have map[ChainKey]Chain) (desir
 		if _, dup := d.chains[k]; dup {
 			return d, fmt.Errorf("opot chain %s: %w: two entries with egress SID %s (a node has one role in a chain)", ch.Name, ErrConfig, ch.Last)
 		}
-		d.chains[k] = Chain{Profile: ch.Profile, Slot: uint32(ch.Slot), Role: uint32(role), Idx: idx[k], Sid: ch.SID.As16()}
+		c := Chain{Profile: ch.Profile, Slot: uint32(ch.Slot), Role: uint32(role), Idx: idx[k], Sid: ch.SID.As16()}
+		if ch.InEnd {
+			if role != opot.RoleTransit {
+				return d, fmt.Errorf("opot chain %s: %w: only a transit entry can be in the end program", ch.Name, ErrConfig)
+			}
+			c.Flags = ChainInEnd
+		}
+		d.chains[k] = c
 		found := 0
 		for slot := range state.OPoTSlots {
 			name := state.OPoTSecretName(ch.Name, int(ch.Profile), slot)
@@ -175,10 +182,12 @@ func want(node state.Node, cfg state.OPoTConfig, have map[ChainKey]Chain) (desir
 		}
 		var stage string
 		var ifs []string
-		switch role {
-		case opot.RoleHeadend:
+		switch {
+		case ch.InEnd:
+			continue // srchain's End program updates the proof: no stage
+		case role == opot.RoleHeadend:
 			stage, ifs = stageHeadend, cfg.Egress
-		case opot.RoleTransit:
+		case role == opot.RoleTransit:
 			stage, ifs = stageTransit, cfg.Ingress
 		default:
 			stage, ifs = stageVerify, cfg.Ingress
@@ -939,9 +948,23 @@ var ErrNotLoaded = errors.New("opot maps not loaded")
 // once loaded. The OPoT program is compiled before the ingress program of
 // a node (internal/compile), so its driver has pinned them by then.
 func HeadendMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
+	return openPinned(ns, HeadendMapsOf(&Objects{}))
+}
+
+// EndMaps opens the node's pinned OPoT maps srchain's End programs load
+// (datapath.EndOptions.OPoT) to do the transit of the chain entries
+// marked ChainInEnd. The caller closes them once loaded. The compiler
+// puts the End program after the OPoT program of such a node.
+func EndMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
+	return openPinned(ns, EndMapsOf(&Objects{}))
+}
+
+// openPinned opens the maps named by the keys of names from the node's
+// pin directory.
+func openPinned(ns *netns.NS, names map[string]*ebpf.Map) (map[string]*ebpf.Map, error) {
 	dir := PinDir(ns)
 	out := map[string]*ebpf.Map{}
-	for name := range HeadendMapsOf(&Objects{}) {
+	for name := range names {
 		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
 		if err != nil {
 			for _, o := range out {

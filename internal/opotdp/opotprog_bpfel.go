@@ -20,6 +20,8 @@ type opotProgOpotChain struct {
 	Role    uint32
 	Idx     uint32
 	Sid     [16]uint8
+	Flags   uint32
+	Pad     uint32
 }
 
 type opotProgOpotChainKey struct {

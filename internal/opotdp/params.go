@@ -67,6 +67,38 @@ func PutChain(o *Objects, id uint32, slot uint8, n opot.NodeParams, sid, last ne
 	return nil
 }
 
+// ChainInEnd is Chain.Flags of a transit entry whose SID srchain's eBPF
+// End serves: the End updates the proof (bpf/lib/end_opot.h), the
+// transit stages leave it alone (OPOT_CHAIN_IN_END).
+const ChainInEnd = 1
+
+// SetInEnd marks the entry of the chain ending in last, in loaded objects
+// o, as ChainInEnd, as the driver does for state.OPoTChain.InEnd: for
+// tests and benchmarks.
+func SetInEnd(o *Objects, last netip.Addr) error {
+	ck := ChainKey{Last: last.As16()}
+	var ch Chain
+	if err := o.OpotChains.Lookup(&ck, &ch); err != nil {
+		return fmt.Errorf("read opot chain: %w", err)
+	}
+	ch.Flags |= ChainInEnd
+	if err := o.OpotChains.Put(&ck, &ch); err != nil {
+		return fmt.Errorf("set opot chain: %w", err)
+	}
+	return TouchChains(o.OpotChainGen)
+}
+
+// EndMapsOf is EndMaps for loaded objects o (not closed separately:
+// they are o's). Its keys name the maps srchain's End programs share to
+// update the proof of the transit entries marked ChainInEnd: the chains,
+// their generation (so the End's cached lookups see every change) and
+// the node's parameters.
+func EndMapsOf(o *Objects) map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		"opot_chains": o.OpotChains, "opot_chain_gen": o.OpotChainGen, "opot_node_params": o.OpotNodeParams,
+	}
+}
+
 // HeadendMapsOf is HeadendMaps for loaded objects o (not closed
 // separately: they are o's). Its keys name the maps srchain's eBPF
 // ingress shares to write a chain's TLV as it encapsulates

@@ -29,7 +29,8 @@ type OPoTConfig struct {
 	// built the SRH by then, whichever interface the route chose.
 	Egress []string `json:"egress,omitempty"`
 	// Ingress are the interfaces whose tcx ingress runs the transit
-	// and/or verifier stages, in front of srchain's End program.
+	// and/or verifier stages, in front of srchain's End program (none
+	// when every transit entry is InEnd and the node verifies no chain).
 	Ingress []string `json:"ingress,omitempty"`
 }
 
@@ -54,6 +55,10 @@ type OPoTChain struct {
 	Last netip.Addr `json:"last"`
 	// Slot is the profile slot the headend starts packets with.
 	Slot uint8 `json:"slot,omitempty"`
+	// InEnd: a transit entry whose SID srchain's eBPF End serves on the
+	// node; the End program updates the proof (it loads the OPoT maps:
+	// EndConfig.OPoT), and no transit stage runs for it.
+	InEnd bool `json:"in_end,omitempty"`
 }
 
 // OPoTSlots is how many profiles a chain has at once (docs/opot.md

@@ -224,6 +224,15 @@ func (f CSIDFlavor) Expand(container netip.Addr) []netip.Addr {
 // serves a node's "ebpf" SIDs (internal/kinds/end).
 const ProgramEnd = "end"
 
+// EndConfig is the typed configuration of the End program (Program.Config
+// of kind ProgramEnd; none: the zero value).
+type EndConfig struct {
+	// OPoT: the node's OPoT program has transit entries done in the End
+	// (OPoTChain.InEnd); the End loads that program's pinned maps to
+	// update their proofs (bpf/lib/end_opot.h).
+	OPoT bool `json:"opot,omitempty"`
+}
+
 // Program is an eBPF program attachment the node needs.
 type Program struct {
 	// Kind names the program (e.g. "end", "firewall"); its driver is

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -48,9 +49,10 @@ func TestLabOPoT(t *testing.T) {
 }
 
 // TestLabOPoTEBPFEnd is TestLabOPoT with srchain's eBPF End on r2 and
-// r3: the transit stage must run before the End program at tcx ingress,
-// and hand the packets on to it (the End counts them), not end the tcx
-// chain.
+// r3: their transits are done inside the End program (docs/opot.md
+// "Transit in the End"), so their tcx ingress runs the End alone, no
+// OPoT stage, and every proof the verifier accepts was updated by the
+// End (the End counts the chain's packets).
 func TestLabOPoTEBPFEnd(t *testing.T) {
 	requireRoot(t)
 	l := deployExample(t, "opot-testbed.yaml", spec.DatapathEBPF, "r2", "r3")
@@ -60,27 +62,27 @@ func TestLabOPoTEBPFEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ti, ei := index(progs, "srchain_opot_t"), index(progs, "srchain_end")
-		if ti < 0 || ei < 0 || ti > ei {
-			t.Fatalf("%s eth0 tcx ingress runs %v: want the opot transit stage before srchain_end", n, progs)
+		if !slices.Equal(progs, []string{"srchain_end"}) {
+			t.Fatalf("%s eth0 tcx ingress runs %v: want srchain_end alone (the transit in it)", n, progs)
 		}
 	}
 	opotScenario(t, l)
 	for _, n := range []string{"r2", "r3"} {
 		if sid, fib := l.endCounters(t, n, "sid/fd00:"); sid == 0 || fib == 0 {
-			t.Errorf("%s's eBPF End saw %d SID packets, %d FIB lookups: the transit stage did not hand the chain's packets on to it", n, sid, fib)
+			t.Errorf("%s's eBPF End saw %d SID packets, %d FIB lookups: it forwarded none of the chain's packets", n, sid, fib)
 		}
 	}
 }
 
 // TestLabOPoTXDP is the testbed with `datapath: xdp` on r2, r3 (the
-// transits) and r6 (the verifier): each runs its OPoT stage at XDP, in
-// the node's pipeline in front of the XDP End, and marks what it did so
-// the tc stage behind leaves it alone (a second transit update would
-// fail the proof at r6, a second check there would call every packet a
-// replay). The probes and 50 more packets all verify at r6, with no
-// drop; r2 and r3 redirect at XDP, and every node's pipeline opot stage
-// hands the chain's packets on. The tamper classes are TestLabOPoT's:
+// transits) and r6 (the verifier). r2 and r3 update the proof in their
+// XDP End as it redirects (and their tc End for what XDP hands to the
+// stack): their pipelines have no OPoT stage. r6 runs its verify stage
+// at XDP, in the node's pipeline in front of the XDP End, and marks what
+// it did so the tc stage behind leaves it alone (a second check would
+// call every packet a replay). The probes and 50 more packets all
+// verify at r6, with no drop; r2 and r3 redirect at XDP, and r6's
+// pipeline opot stage hands the chain's packets on. The tamper classes are TestLabOPoT's:
 // the captures they start from are not seen where XDP redirects, and
 // the checks are the same code at tc and at XDP (TestXDPStage).
 func TestLabOPoTXDP(t *testing.T) {
@@ -114,10 +116,13 @@ func TestLabOPoTXDP(t *testing.T) {
 			t.Errorf("%s: no XDP redirect (%d before, %d after)", n, red[n], got)
 		}
 	}
-	for _, n := range []string{"r2", "r3", "r6"} {
-		if next := l.pipelineCounters(t, n)["stage/opot/next"]; next < 50 {
-			t.Errorf("%s: the XDP pipeline's opot stage handed %d packets on, want >= 50", n, next)
+	for _, n := range []string{"r2", "r3"} {
+		if pc := l.pipelineCounters(t, n); pc["stage/opot/next"] != 0 {
+			t.Errorf("%s: an XDP pipeline opot stage ran (%v): the transit belongs in the End", n, pc)
 		}
+	}
+	if next := l.pipelineCounters(t, "r6")["stage/opot/next"]; next < 50 {
+		t.Errorf("r6: the XDP pipeline's opot stage handed %d packets on, want >= 50", next)
 	}
 }
 
@@ -610,11 +615,11 @@ func TestDemoOPoT(t *testing.T) {
 // the container it sees (its C-SID active), r2's End shifts it, and r3
 // verifies under the key (egress SID, the container in segment 0):
 // every probe passes and verifies, with no drop; the same with r2 at
-// XDP (the OPoT stage and the End both in its XDP pipeline).
+// XDP (the transit in its XDP End, before the shift).
 func TestLabOPoTCSID(t *testing.T) {
 	requireRoot(t)
 	t.Run("kernel", func(t *testing.T) { opotCSID(t, "") })
-	// r2's transit stage at XDP, in front of its XDP End's NEXT-C-SID.
+	// r2's transit in its XDP End, before the NEXT-C-SID shift.
 	t.Run("xdp", func(t *testing.T) { opotCSID(t, spec.DatapathXDP) })
 }
 
@@ -676,8 +681,8 @@ func opotCSID(t *testing.T, dp string) {
 	if ok == 0 || len(drops) != 0 {
 		t.Fatalf("after the probes: %d verified at r3, drops %v", ok, drops)
 	}
-	if dp == spec.DatapathXDP && l.pipelineCounters(t, "r2")["stage/opot/next"] == 0 {
-		t.Error("r2's XDP pipeline: its opot stage handed nothing on")
+	if dp == spec.DatapathXDP && l.xdpRedirects(t, "r2") == 0 {
+		t.Error("r2's XDP End redirected nothing: the transit did not run at XDP")
 	}
 	sendUDP(t, l.node(t, "h1"), netip.MustParseAddr("fc00:a4::2"), "opot over c-sids")
 	if !waitFor(func() bool { n, _ := verified(); return n == ok+1 }) {

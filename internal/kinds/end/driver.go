@@ -2,6 +2,7 @@ package end
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -33,6 +35,18 @@ func (endDriver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p sta
 		return nil, err
 	}
 	return applyEnd(ns, node, p)
+}
+
+// configOf decodes p's config (none: the zero value).
+func configOf(p state.Program) (state.EndConfig, error) {
+	var cfg state.EndConfig
+	if len(p.Config) == 0 {
+		return cfg, nil
+	}
+	if err := json.Unmarshal(p.Config, &cfg); err != nil {
+		return cfg, fmt.Errorf("decode end program config: %w", err)
+	}
+	return cfg, nil
 }
 
 // endProgName is the kernel name of the End program (bpf/end.c).
@@ -409,6 +423,11 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		return nil, err
 	}
 
+	cfg, err := configOf(p)
+	if err != nil {
+		return nil, err
+	}
+
 	pin := kind.PinDir(ns)
 	_, statErr := os.Stat(pin)
 	u := &endUndo{pin: pin, pinExisted: statErr == nil}
@@ -420,7 +439,28 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		return nil, err
 	}
 	defer pipe.Close()
-	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin, Pipeline: pipe.Replacements()})
+	var shared map[string]*ebpf.Map
+	if cfg.OPoT {
+		// The node's OPoT program (applied before this one) pinned them.
+		if shared, err = opotdp.EndMaps(ns); err != nil {
+			if !u.pinExisted {
+				err = errors.Join(err, os.RemoveAll(pin))
+			}
+			return nil, fmt.Errorf("end: %w", err)
+		}
+		defer func() {
+			for _, m := range shared {
+				m.Close()
+			}
+		}()
+	}
+	// A program reading the OPoT driver's maps is swapped in at every
+	// apply: it holds the maps it was loaded with, and that driver
+	// replaces them when their layout changes. (One that no longer needs
+	// them keeps them until the next swap: the driver has cleared the
+	// entries' InEnd flags, so it leaves the proofs to the stages.)
+	swap := cfg.OPoT
+	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin, Pipeline: pipe.Replacements(), OPoT: shared})
 	if err != nil {
 		if !u.pinExisted {
 			// LoadEnd creates the directory before it can fail.
@@ -435,14 +475,16 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		if err != nil {
 			return fail(err)
 		}
-		if st == endOurs {
+		if st == endOurs && !swap {
 			continue // attached by an earlier apply
 		}
 		before := pinnedLinkID(endLinkPin(pin, idx))
 		if err := ns.Do(func() error { return end.Attach(idx) }); err != nil {
 			return fail(err)
 		}
-		changed = true
+		// Swapping the program in our own link changes nothing the
+		// state describes.
+		changed = changed || st != endOurs
 		if pinnedLinkID(endLinkPin(pin, idx)) != before {
 			// A new link (none was pinned, or a stale pin was
 			// replaced): undo detaches it.
@@ -458,7 +500,8 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	// tc program does the whole job either way, so nothing is lost.
 	pdir := pipeline.Dir(pin)
 	switch {
-	case p.XDP && !pipeline.StagePinned(pdir, pipeline.End):
+	case p.XDP && (swap || !pipeline.StagePinned(pdir, pipeline.End)):
+		had := pipeline.StagePinned(pdir, pipeline.End)
 		for _, idx := range ifindexes {
 			if err := ns.Do(func() error { return end.ServeXDP(idx) }); err != nil {
 				return fail(err)
@@ -467,7 +510,9 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		if err := pipeline.PinStage(pdir, pipeline.End, end.XDPProgram()); err != nil {
 			return fail(err)
 		}
-		u.xdpPinned, changed = true, true
+		if !had {
+			u.xdpPinned, changed = true, true
+		}
 	case !p.XDP && pipeline.StagePinned(pdir, pipeline.End):
 		if err := pipeline.UnpinStage(pdir, pipeline.End); err != nil {
 			return fail(err)

@@ -1,0 +1,173 @@
+package datapath
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/srv6"
+)
+
+// opotEnv is a testEnv whose End does the OPoT transit (EndOptions.OPoT)
+// of a chain of k = 4 over travel: the End's SID, a routed next SID, the
+// egress SID. The node is the chain's first transit (hop 1).
+type opotEnv struct {
+	*testEnv
+	objs   opotdp.Objects
+	f      opot.Field
+	nodes  []opot.NodeParams
+	travel []netip.Addr
+}
+
+const opotTestID = 7
+
+func newOPoTEnv(t *testing.T) *opotEnv {
+	t.Helper()
+	requireRoot(t)
+	spec, err := opotdp.LoadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &opotEnv{travel: []netip.Addr{sidEnd, routed, routed2}}
+	if err := spec.LoadAndAssign(&e.objs, nil); err != nil {
+		t.Fatalf("load opot maps: %v", err)
+	}
+	t.Cleanup(func() { e.objs.Close() })
+	var seed [32]byte
+	seed[0] = 11
+	p, err := opot.GenerateFrom(rand.NewChaCha8(seed), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.f = p.Field()
+	for j := range 4 {
+		n, err := p.Node(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.nodes = append(e.nodes, n)
+	}
+	if err := opotdp.PutChain(&e.objs, opotTestID, 0, e.nodes[1], sidEnd, e.travel[len(e.travel)-1]); err != nil {
+		t.Fatal(err)
+	}
+	e.testEnv = newTestEnvWith(t, EndOptions{OPoT: opotdp.EndMapsOf(&e.objs)})
+	return e
+}
+
+// frame is the chain's packet as it reaches the End (DA = sidEnd), with
+// proof m, hop limit hl, over travel (the chain's or another's).
+func (e *opotEnv) frame(t *testing.T, travel []netip.Addr, hl uint8, m opot.Meta) []byte {
+	t.Helper()
+	inner := srv6.UDP6(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"), 1000, 2000, []byte("opot in the end"))
+	l3, err := srv6.Encap(srcAddr, travel, inner, m.SRv6TLV())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l3[7] = hl
+	return ether(l3)
+}
+
+// tlvAt is the offset of the OPoT TLV in a frame over three segments.
+const tlvAt = 14 + 40 + 8 + 3*16
+
+// TestEndOPoTTransit: srchain's End (tc and XDP) loaded with the OPoT
+// maps updates the proof of a chain entry marked in-End exactly as the
+// model's transit (opot.Transit), and otherwise does what it does
+// without OPoT: the output frame is the one an End whose entry is not
+// marked gives, with the TLV's RND and CML replaced by the model's. A
+// packet the tc End hands to the kernel (hop limit 1) leaves with its
+// proof updated; one the XDP End hands to tc is untouched (tc updates
+// it); another chain's packet and an unmarked entry's are untouched.
+func TestEndOPoTTransit(t *testing.T) {
+	e := newOPoTEnv(t)
+	in, err := opot.Init(e.f, e.nodes[0], 0, (5<<opot.RandBits)|3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := opot.Transit(e.f, e.nodes[1], in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := e.travel[len(e.travel)-1]
+	withTLV := func(frame []byte, m opot.Meta) []byte {
+		out := bytes.Clone(frame)
+		copy(out[tlvAt:], m.AppendTo(nil))
+		return out
+	}
+	type result struct {
+		ret uint32
+		out []byte
+	}
+	runBoth := func(hl uint8, travel []netip.Addr) (tc, xdp result) {
+		f := e.frame(t, travel, hl, in)
+		tc.ret, tc.out = e.run(t, f, false)
+		xdp.ret, xdp.out = e.run(t, f, true)
+		tc.out, xdp.out = tc.out[:len(f)], xdp.out[:len(f)]
+		return tc, xdp
+	}
+
+	// Not marked in-End: the End leaves the proof to the stage.
+	plainTC, plainXDP := runBoth(64, e.travel)
+	if plainTC.ret != tcActRedirect || plainXDP.ret != xdpRedirect {
+		t.Fatalf("unmarked: verdicts tc %d xdp %d, want redirects", plainTC.ret, plainXDP.ret)
+	}
+	for name, r := range map[string]result{"tc": plainTC, "xdp": plainXDP} {
+		if got, err := opot.ParseTLV(r.out[tlvAt:]); err != nil || got != in {
+			t.Fatalf("%s, unmarked entry: proof %+v (%v), want it untouched %+v", name, got, err, in)
+		}
+	}
+	if err := opotdp.SetInEnd(&e.objs, last); err != nil {
+		t.Fatal(err)
+	}
+	gotTC, gotXDP := runBoth(64, e.travel)
+	if gotTC.ret != tcActRedirect || !bytes.Equal(gotTC.out, withTLV(plainTC.out, want)) {
+		t.Errorf("tc: verdict %d\n got %x\nwant %x", gotTC.ret, gotTC.out, withTLV(plainTC.out, want))
+	}
+	if gotXDP.ret != xdpRedirect || !bytes.Equal(gotXDP.out, withTLV(plainXDP.out, want)) {
+		t.Errorf("xdp: verdict %d\n got %x\nwant %x", gotXDP.ret, gotXDP.out, withTLV(plainXDP.out, want))
+	}
+
+	// Hop limit 1: the kernel's End decides (Time Exceeded); tc updates
+	// the proof first, XDP hands the packet to tc untouched.
+	f := e.frame(t, e.travel, 1, in)
+	passTC, passXDP := runBoth(1, e.travel)
+	if passTC.ret != tcActOK || !bytes.Equal(passTC.out, withTLV(f, want)) {
+		t.Errorf("tc, hop limit 1: verdict %d, want %d and the frame with the updated proof", passTC.ret, tcActOK)
+	}
+	if passXDP.ret != xdpPass || !bytes.Equal(passXDP.out, f) {
+		t.Errorf("xdp, hop limit 1: verdict %d, want %d and the frame untouched", passXDP.ret, xdpPass)
+	}
+
+	// Another chain (other egress SID) through the same SID: untouched.
+	other := []netip.Addr{sidEnd, routed, netip.MustParseAddr("fc00:2::7")}
+	oTC, oXDP := runBoth(64, other)
+	for name, r := range map[string]result{"tc": oTC, "xdp": oXDP} {
+		if got, err := opot.ParseTLV(r.out[tlvAt:]); err != nil || got != in {
+			t.Errorf("%s, another chain: proof %+v (%v), want it untouched", name, got, err)
+		}
+	}
+
+	// The updated proof verifies at the end of the chain.
+	m, err := opot.Transit(e.f, e.nodes[2], want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := opot.Verify(e.f, e.nodes[3], m); err != nil {
+		t.Errorf("the End's proof, after the second transit, does not verify: %v", err)
+	}
+}
+
+// TestEndOPoTCases runs every End test case through an End loaded with
+// the OPoT maps (cfg_opot on): on packets of no OPoT chain it must do
+// exactly what the End without them does.
+func TestEndOPoTCases(t *testing.T) {
+	e := newOPoTEnv(t)
+	for _, xdp := range []bool{false, true} {
+		for _, tc := range endTestCases(t, e.testEnv) {
+			t.Run(tc.name, func(t *testing.T) { e.check(t, tc, xdp) })
+		}
+	}
+}
