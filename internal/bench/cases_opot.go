@@ -9,10 +9,10 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/ingress"
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
-	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/srv6"
 )
 
@@ -207,14 +207,30 @@ func attachTCX(d *DUT, dev string, prog *ebpf.Program, egress bool) error {
 	})
 }
 
-// setupOPoTTransit: the transit stage (node 1 of a k-node chain) at tcx
-// ingress, then srchain's eBPF End behind it (as the driver orders them).
+// setupOPoTTransit: srchain's eBPF End doing the transit of node 1 of a
+// k-node chain itself (the chain entry marked in-End, as the driver has
+// it for an End SID: docs/opot.md "Transit in the End").
 func setupOPoTTransit(ctx context.Context, d *DUT, k int) (*opotdp.Objects, error) {
-	return setupOPoTTransitWith(ctx, d, k, true)
+	o, err := opotInEnd(d, k)
+	if err != nil {
+		return nil, err
+	}
+	return o, srchainEndWith(ctx, d, false, datapath.EndOptions{OPoT: opotdp.EndMapsOf(o)})
 }
 
-// setupOPoTTransitWith: the transit stage, then srchain's eBPF End
-// (ebpfEnd) or the kernel's End route alone.
+// opotInEnd loads the OPoT maps of node 1 of a k-node chain over the
+// transit frames' segments, its entry marked in-End.
+func opotInEnd(d *DUT, k int) (*opotdp.Objects, error) {
+	last := opotTransitSegs[len(opotTransitSegs)-1]
+	o, err := opotTransitStages(d, k, nil, opotTransitSegs[0], last)
+	if err != nil {
+		return nil, err
+	}
+	return o, opotdp.SetInEnd(o, last)
+}
+
+// setupOPoTTransitWith: the transit stage at tcx ingress, then srchain's
+// eBPF End (ebpfEnd) or the kernel's End route alone.
 func setupOPoTTransitWith(ctx context.Context, d *DUT, k int, ebpfEnd bool) (*opotdp.Objects, error) {
 	o, err := opotTransitStages(d, k, nil, opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1])
 	if err != nil {
@@ -255,22 +271,19 @@ func opotNodeStages(d *DUT, k, j int, pipe map[string]*ebpf.Map, sid, last netip
 }
 
 // setupOPoTTransitXDP: an XDP pipeline (the dispatcher) with srchain's
-// End, and with opot the OPoT stage in front of it, the transit of node
-// 1 of a 3-node chain (the tc stage behind, as the driver has it).
+// End, with opot doing the transit of node 1 of a 3-node chain itself
+// (at XDP and at tc), as the driver has it for an End SID.
 func setupOPoTTransitXDP(ctx context.Context, d *DUT, withOPoT bool) (*opotdp.Objects, error) {
 	var o *opotdp.Objects
-	err := pipelineDUTWith(ctx, d, 0, true, func(m *pipeline.Maps, stages map[pipeline.Stage]*ebpf.Program) error {
-		if !withOPoT {
-			return nil
-		}
+	var opts datapath.EndOptions
+	if withOPoT {
 		var err error
-		if o, err = opotTransitStages(d, 3, m.Replacements(), opotTransitSegs[0], opotTransitSegs[len(opotTransitSegs)-1]); err != nil {
-			return err
+		if o, err = opotInEnd(d, 3); err != nil {
+			return nil, err
 		}
-		stages[pipeline.OPoT] = o.SrchainOpotXdp
-		return nil
-	})
-	return o, err
+		opts.OPoT = opotdp.EndMapsOf(o)
+	}
+	return o, pipelineDUTWith(ctx, d, 0, true, opts, nil)
 }
 
 // setupOPoTVerify: the verify stage at tcx ingress in front of the
@@ -327,14 +340,14 @@ func discardObjs(f func(context.Context, *DUT) (*opotdp.Objects, error)) func(co
 	}
 }
 
-// CaseOPoTTransit is the transit stage + srchain's eBPF End, k nodes.
+// CaseOPoTTransit is srchain's eBPF End doing the transit, k nodes.
 func CaseOPoTTransit(k int) Case {
 	name := "opot-transit"
 	if k != 3 {
 		name = fmt.Sprintf("opot-transit-k%d", k)
 	}
 	return Case{
-		Name: name, Desc: fmt.Sprintf("OPoT transit stage + srchain eBPF End (tc), chain of %d nodes", k),
+		Name: name, Desc: fmt.Sprintf("srchain eBPF End (tc) doing the OPoT transit, chain of %d nodes", k),
 		Frame: opotTransitFrame(k),
 		Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransit(ctx, d, k) }),
 	}
@@ -389,10 +402,10 @@ var CaseSrchainEndPipeTLV = Case{
 	Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransitXDP(ctx, d, false) }),
 }
 
-// CaseOPoTTransitXDP is the XDP pipeline's OPoT stage (transit) in front
-// of srchain's XDP End.
+// CaseOPoTTransitXDP is srchain's End in an XDP pipeline doing the
+// transit itself.
 var CaseOPoTTransitXDP = Case{
-	Name: "opot-transit-xdp", Desc: "XDP pipeline: OPoT transit stage -> srchain End, chain of 3 nodes",
+	Name: "opot-transit-xdp", Desc: "XDP pipeline: srchain End doing the OPoT transit, chain of 3 nodes",
 	Frame: opotTransitFrame(3), XDP: true,
 	Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransitXDP(ctx, d, true) }),
 }
@@ -411,6 +424,16 @@ var CaseEndTLV = Case{
 	Name: "end", Desc: "kernel seg6local End, same frames (OPoT TLV, no stage)",
 	Frame: opotTransitFrame(3),
 	Setup: CaseEnd.Setup,
+}
+
+// CaseOPoTStageEBPFEnd is the transit stage in front of srchain's eBPF
+// End: what a transit cost before the End did it (reported, no goal).
+var CaseOPoTStageEBPFEnd = Case{
+	Name: "opot-stage+srchain-end", Desc: "OPoT transit stage (tc) + srchain eBPF End (tc), chain of 3 nodes",
+	Frame: opotTransitFrame(3),
+	Setup: discardObjs(func(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
+		return setupOPoTTransitWith(ctx, d, 3, true)
+	}),
 }
 
 // CaseOPoTTransitKernelEnd is the transit stage in front of the kernel's
@@ -439,9 +462,9 @@ var opotGoals = []Goal{
 func init() {
 	Register(&Scenario{
 		Name: "opot", Baseline: "srchain-end",
-		Desc: "ordered proof of transit: transit stage + eBPF End vs eBPF End (k = 3, 5, 7), verify + End.DT6 vs End.DT6, headend + H.Encaps and the eBPF ingress writing the TLV (tc, XDP) vs H.Encaps",
+		Desc: "ordered proof of transit: eBPF End doing the transit vs eBPF End (k = 3, 5, 7; and the transit stage in front of it), verify + End.DT6 vs End.DT6, headend + H.Encaps and the eBPF ingress writing the TLV (tc, XDP) vs H.Encaps",
 		Cases: []Case{
-			CaseSrchainEndTLV, CaseOPoTTransit(3), CaseOPoTTransit(5), CaseOPoTTransit(7),
+			CaseSrchainEndTLV, CaseOPoTTransit(3), CaseOPoTTransit(5), CaseOPoTTransit(7), CaseOPoTStageEBPFEnd,
 			CaseEndTLV, CaseOPoTTransitKernelEnd, CaseSrchainEndPipeTLV, CaseOPoTTransitXDP,
 			CaseDT6Counter, CaseOPoTVerify,
 			CaseHEncaps, CaseOPoTHeadend, CaseIngressTC, CaseOPoTIngress(false), CaseOPoTIngress(true),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
@@ -148,9 +149,10 @@ func tlvOf(t *testing.T, spec FrameSpec) opot.Meta {
 // verifier counted every frame as verified, the headend (the tc stage
 // behind the kernel's encap, or the eBPF ingress at tc and at XDP)
 // numbered every frame (its sequence counter) and carried the TLV (24
-// bytes more at the sink than the kernel's encap alone), and the transit's output (by
-// test run of the attached program on the frame) is the Go model's hop,
-// which the chain's verifier accepts.
+// bytes more at the sink than the kernel's encap alone), and the transit's
+// output (by test run of the End attached at the DUT, which does it, or
+// of the stage) is the Go model's hop, which the chain's verifier
+// accepts; at XDP the End redirected every frame.
 func TestOPoTLine(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -166,6 +168,9 @@ func TestOPoTLine(t *testing.T) {
 		{CaseOPoTIngress(true), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTIngress(ctx, d, true) }},
 		{CaseOPoTTransit(5), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransit(ctx, d, 5) }},
 		{CaseOPoTTransitXDP, func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransitXDP(ctx, d, true) }},
+		{CaseOPoTStageEBPFEnd, func(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
+			return setupOPoTTransitWith(ctx, d, 3, true)
+		}},
 	} {
 		t.Run(tc.c.Name, func(t *testing.T) {
 			l, err := NewLine(ctx, fmt.Sprintf("%s-%d", prefix, i))
@@ -212,22 +217,135 @@ func TestOPoTLine(t *testing.T) {
 					t.Errorf("sink bytes %d, want %d (%d frames of %d)", sink.Bytes, want, sent, len(fr)+40+24+opot.TLVLen)
 				}
 			case CaseOPoTTransitXDP.Name:
-				// Every frame went through the XDP pipeline's opot
-				// stage and on to the End (the stage's "next" count,
-				// in the pipeline's own statistics).
-				st, err := (&pipeline.Maps{StatsMap: o.PipeStats}).Stats()
-				if err != nil {
-					t.Fatal(err)
+				// Every frame was redirected by the XDP End (the
+				// pipeline's own statistics), and the tc End, the same
+				// maps, writes the model's hop.
+				st := dutPipeStats(t, d)
+				if red := st["stage/end/redirect"]; red < sent {
+					t.Errorf("the XDP End redirected %d of %d frames (%v)", red, sent, st)
 				}
-				if next := st["stage/opot/next"]; next < sent {
-					t.Errorf("the XDP opot stage handed %d of %d frames on (%v)", next, sent, st)
+				checkTransitRun(t, dutEndRun(t, d), tcActRedirect, tc.c, 3)
+			case CaseOPoTStageEBPFEnd.Name:
+				stage := func(fr []byte) (uint32, []byte) {
+					out := make([]byte, len(fr)+256)
+					ret, err := o.SrchainOpotTransit.Run(&ebpf.RunOptions{Data: fr, DataOut: out})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ret, out
 				}
-				checkTransitRun(t, o, tc.c, 3)
+				checkTransitRun(t, stage, tcActUnspec, tc.c, 3)
 			default:
-				checkTransitRun(t, o, tc.c, 5)
+				checkTransitRun(t, dutEndRun(t, d), tcActRedirect, tc.c, 5)
 			}
 		})
 	}
+}
+
+// tc verdicts of the End and the transit stage (linux/pkt_cls.h).
+const (
+	tcActRedirect = 7
+	tcActUnspec   = 0xffffffff // the next tcx program
+)
+
+// skbCtx is the head of struct __sk_buff up to ifindex, for test runs
+// that must look received on an interface (pkt_type, FIB lookups).
+type skbCtx struct {
+	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
+	IngressIfindex, Ifindex                                                               uint32
+}
+
+// dutEndRun returns a test run of the srchain End attached at the DUT's
+// ingress, as if the frame were received there (addressed to its MAC).
+func dutEndRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
+	t.Helper()
+	idx, err := d.Index(ifDUTIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.NS.Netlink().LinkByIndex(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := l.Attrs().HardwareAddr
+	var prog *ebpf.Program
+	err = d.NS.Do(func() error {
+		atts, err := bpfrt.TCXIngress(idx)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			p, err := ebpf.NewProgramFromID(a.Program)
+			if err != nil {
+				return err
+			}
+			if info, err := p.Info(); err == nil && info.Name == "srchain_end" {
+				prog = p
+				return nil
+			}
+			p.Close()
+		}
+		return errors.New("no srchain_end at the DUT's tcx ingress")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	return func(fr []byte) (uint32, []byte) {
+		fr = bytes.Clone(fr)
+		copy(fr, mac)
+		out := make([]byte, len(fr)+256)
+		var ret uint32
+		err := d.NS.Do(func() (err error) {
+			ret, err = prog.Run(&ebpf.RunOptions{Data: fr, DataOut: out,
+				Context: skbCtx{IngressIfindex: uint32(idx), Ifindex: uint32(idx)}})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("end test run: %v", err)
+		}
+		return ret, out
+	}
+}
+
+// dutPipeStats reads the statistics of the XDP pipeline whose dispatcher
+// runs on the DUT's ingress.
+func dutPipeStats(t *testing.T, d *DUT) map[string]uint64 {
+	t.Helper()
+	idx, err := d.Index(ifDUTIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.NS.Netlink().LinkByIndex(idx)
+	if err != nil || l.Attrs().Xdp == nil || l.Attrs().Xdp.ProgId == 0 {
+		t.Fatalf("no XDP program on the DUT's ingress (%v)", err)
+	}
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(l.Attrs().Xdp.ProgId))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := info.MapIDs()
+	for _, id := range ids {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if mi, err := m.Info(); err == nil && mi.Name == "pipe_stats" {
+			st, err := (&pipeline.Maps{StatsMap: m}).Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+	}
+	t.Fatal("the dispatcher has no pipe_stats map")
+	return nil
 }
 
 // opotNoise bounds the DUT's own packets the sink may count during a
@@ -300,20 +418,18 @@ func statSum(t *testing.T, m *ebpf.Map, keep func(idx uint32, r drop.Reason) boo
 	return sum
 }
 
-// checkTransitRun runs the DUT's transit program on the case's frame and
-// checks the TLV it writes is the model's hop, and that the rest of the
-// chain verifies it.
-func checkTransitRun(t *testing.T, o *opotdp.Objects, c Case, k int) {
+// checkTransitRun runs the DUT's transit (run, which must give verdict)
+// on the case's frame and checks the TLV it writes is the model's hop,
+// and that the rest of the chain verifies it.
+func checkTransitRun(t *testing.T, run func([]byte) (uint32, []byte), verdict uint32, c Case, k int) {
 	t.Helper()
 	fr, err := BuildFrame(c.Frame, 0, 0, testEP)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, len(fr)+256)
-	ret, err := o.SrchainOpotTransit.Run(&ebpf.RunOptions{Data: fr, DataOut: out})
-	const tcActUnspec = 0xffffffff // the next tcx program (srchain's End)
-	if err != nil || ret != tcActUnspec {
-		t.Fatalf("transit test run: verdict %d, %v; want TC_ACT_UNSPEC", ret, err)
+	ret, out := run(fr)
+	if ret != verdict {
+		t.Fatalf("transit test run: verdict %d, want %d", ret, verdict)
 	}
 	off, _ := TLVOffset(c.Frame)
 	got, err := opot.ParseTLV(out[off:])

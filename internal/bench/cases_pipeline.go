@@ -51,12 +51,13 @@ func attachXDP(d *DUT, prog *ebpf.Program) error {
 // eBPF End at tc, optionally a firewall of n rules at tc in front of it,
 // and with xdp both as stages of an XDP pipeline behind the dispatcher.
 func pipelineDUT(ctx context.Context, d *DUT, rules int, xdp bool) error {
-	return pipelineDUTWith(ctx, d, rules, xdp, nil)
+	return pipelineDUTWith(ctx, d, rules, xdp, datapath.EndOptions{}, nil)
 }
 
-// pipelineDUTWith is pipelineDUT with more XDP stages: more, given the
-// pipeline's maps, loads their programs (with those maps) and adds them.
-func pipelineDUTWith(ctx context.Context, d *DUT, rules int, xdp bool,
+// pipelineDUTWith is pipelineDUT with the End loaded with endOpts (its
+// Pipeline set here) and more XDP stages: more, given the pipeline's
+// maps, loads their programs (with those maps) and adds them.
+func pipelineDUTWith(ctx context.Context, d *DUT, rules int, xdp bool, endOpts datapath.EndOptions,
 	more func(m *pipeline.Maps, stages map[pipeline.Stage]*ebpf.Program) error) error {
 	if err := CaseEnd.Setup(ctx, d); err != nil {
 		return err
@@ -89,7 +90,8 @@ func pipelineDUTWith(ctx context.Context, d *DUT, rules int, xdp bool,
 			stages[pipeline.Firewall] = fw.XDPProgram()
 		}
 	}
-	e, err := datapath.LoadEnd(datapath.EndOptions{Pipeline: m.Replacements()})
+	endOpts.Pipeline = m.Replacements()
+	e, err := datapath.LoadEnd(endOpts)
 	if err != nil {
 		return err
 	}

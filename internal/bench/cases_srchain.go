@@ -26,6 +26,11 @@ var CaseSrchainEndXDP = Case{
 }
 
 func srchainEnd(ctx context.Context, d *DUT, xdp bool) error {
+	return srchainEndWith(ctx, d, xdp, datapath.EndOptions{})
+}
+
+// srchainEndWith is srchainEnd with the End loaded with opts.
+func srchainEndWith(ctx context.Context, d *DUT, xdp bool, opts datapath.EndOptions) error {
 	// The kernel's End route is the slow path for every packet the
 	// program hands over (issue 8); the fast path is what is measured.
 	if err := CaseEnd.Setup(ctx, d); err != nil {
@@ -35,7 +40,7 @@ func srchainEnd(ctx context.Context, d *DUT, xdp bool) error {
 	if err != nil {
 		return err
 	}
-	e, err := datapath.LoadEnd(datapath.EndOptions{})
+	e, err := datapath.LoadEnd(opts)
 	if err != nil {
 		return err
 	}
