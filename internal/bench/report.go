@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -172,6 +173,47 @@ func partial(res *Result, p Point) string {
 	return note + ")"
 }
 
+// writeBPFCosts adds the table of the DUT programs' work (Options.BPFStats):
+// per case, the median over rounds of the BPF time per packet sent, and
+// per program its median time per run and runs per packet.
+func writeBPFCosts(b *strings.Builder, res *Result) {
+	if !slices.ContainsFunc(res.Points, func(p Point) bool {
+		return slices.ContainsFunc(p.Rounds, func(r Round) bool { return len(r.BPF) > 0 })
+	}) {
+		return
+	}
+	b.WriteString("\nThe DUT's BPF programs (kernel run-time statistics; medians over rounds):\n\n| case | frame B | BPF ns / packet | programs: ns per run (runs per packet) |\n|---|---|---|---|\n")
+	for _, p := range res.Points {
+		var per []float64
+		runs, perRun := map[string][]float64{}, map[string][]float64{}
+		var names []string
+		for _, r := range p.Rounds {
+			if len(r.BPF) == 0 || r.DUTTx == 0 {
+				continue
+			}
+			per = append(per, r.BPFNsPerPacket())
+			for _, c := range r.BPF {
+				if _, ok := runs[c.Name]; !ok {
+					names = append(names, c.Name)
+				}
+				runs[c.Name] = append(runs[c.Name], float64(c.Runs)/float64(r.DUTTx))
+				perRun[c.Name] = append(perRun[c.Name], c.NsPerRun())
+			}
+		}
+		if len(per) == 0 {
+			continue
+		}
+		var progs []string
+		for _, n := range names {
+			nr, _ := Summarize(perRun[n])
+			rp, _ := Summarize(runs[n])
+			progs = append(progs, fmt.Sprintf("%s %.0f (%.2f)", n, nr.Median, rp.Median))
+		}
+		s, _ := Summarize(per)
+		fmt.Fprintf(b, "| %s | %s | %.0f | %s |\n", p.Case, frameBytes(p), s.Median, strings.Join(progs, ", "))
+	}
+}
+
 // WriteMarkdown writes the result as a markdown table.
 func WriteMarkdown(w io.Writer, res *Result) error {
 	name, scale, dig := unit(res)
@@ -239,6 +281,7 @@ func WriteMarkdown(w io.Writer, res *Result) error {
 			fmt.Fprintf(&b, "| %s | %s | %.3f (%.3f-%.3f) | %d | %.3f |\n", p.Case, frameBytes(p), p.Paired.Median, p.Paired.Q1, p.Paired.Q3, p.Paired.N, p.FastRatio)
 		}
 	}
+	writeBPFCosts(&b, res)
 	if len(res.Goals) > 0 {
 		b.WriteString("\nGoals (the issues'; met when the paired median and the fastest-fifth ratio both reach the goal):\n\n| case | over | size | goal | ratio of medians | paired (Q1-Q3) | fastest fifth | verdict |\n|---|---|---|---|---|---|---|---|\n")
 		for _, g := range res.Goals {

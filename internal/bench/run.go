@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cilium/ebpf"
 )
 
 // Modes.
@@ -55,6 +57,10 @@ type Options struct {
 	LatencyRate float64 `json:"latency_rate"`
 	// Prefix names the namespaces ("srcb-<pid>"); they end in -<case>-g/d/s.
 	Prefix string `json:"-"`
+	// BPFStats turns on the kernel's BPF run-time statistics for the
+	// run and records each round's work of the DUT's programs
+	// (Round.BPF; bpfstats.go). It slows every program run a little.
+	BPFStats bool `json:"bpf_stats,omitempty"`
 }
 
 // DefaultOptions are the MACHINE-NOTES method: 1 s warm-up, 4 s
@@ -166,6 +172,22 @@ type Round struct {
 	LatAvg        float64 `json:"lat_mean_us,omitempty"`
 	LatP50        float64 `json:"lat_p50_us,omitempty"`
 	LatP99        float64 `json:"lat_p99_us,omitempty"`
+	// BPF is the work of the DUT's programs in the round, with
+	// Options.BPFStats.
+	BPF []ProgCost `json:"bpf,omitempty"`
+}
+
+// BPFNsPerPacket is the DUT's BPF time in the round per packet it sent
+// (0: not measured).
+func (r Round) BPFNsPerPacket() float64 {
+	var ns uint64
+	for _, c := range r.BPF {
+		ns += c.Ns
+	}
+	if r.DUTTx == 0 {
+		return 0
+	}
+	return float64(ns) / float64(r.DUTTx)
 }
 
 // Point is one case at one size with its rounds and their summary.
@@ -281,12 +303,13 @@ func (res *Result) Err() error {
 
 // rig is one case's line with its generator and sink.
 type rig struct {
-	c    Case
-	err  error // set-up failure
-	dut  *DUT
-	line *Line
-	gen  *Generator
-	sink *Sink
+	c        Case
+	bpfStats bool  // Options.BPFStats
+	err      error // set-up failure
+	dut      *DUT
+	line     *Line
+	gen      *Generator
+	sink     *Sink
 }
 
 func (r *rig) close() error {
@@ -329,6 +352,13 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 		}, o.Sizes)
 	}
 
+	if o.BPFStats {
+		st, err := enableBPFStats()
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", sc.Name, err)
+		}
+		defer st.Close()
+	}
 	rigs := make([]*rig, 0, len(sc.Cases))
 	defer func() {
 		for _, r := range rigs {
@@ -341,7 +371,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("run %s: %w", sc.Name, err)
 		}
-		r := &rig{c: c}
+		r := &rig{c: c, bpfStats: o.BPFStats}
 		rigs = append(rigs, r)
 		if err := r.setup(ctx, fmt.Sprintf("%s-%d", o.Prefix, i), o); err != nil {
 			if ctx.Err() != nil {
@@ -569,6 +599,7 @@ type counters struct {
 	sent    uint64
 	in, out linkStats
 	sink    SinkCount
+	progs   map[ebpf.ProgramID]progStat // with Options.BPFStats
 }
 
 func (r *rig) snapshot() (counters, error) {
@@ -590,6 +621,11 @@ func (r *rig) snapshot() (counters, error) {
 	if c.sink, err = r.sink.Count(); err != nil {
 		return c, err
 	}
+	if r.bpfStats {
+		if c.progs, err = dutProgStats(r.line.DUT); err != nil {
+			return c, err
+		}
+	}
 	c.at = time.Now()
 	return c, nil
 }
@@ -604,6 +640,9 @@ func delta(a, b counters) Round {
 		DUTTx:     b.out.TxPackets - a.out.TxPackets,
 		DUTTxDrop: b.out.TxDropped - a.out.TxDropped,
 		Sink:      b.sink.Packets - a.sink.Packets,
+	}
+	if a.progs != nil && b.progs != nil {
+		rd.BPF = progCosts(a.progs, b.progs)
 	}
 	rd.CPUSeconds = (b.cpu - a.cpu).Seconds()
 	rd.KsoftirqdSeconds = max(0, (b.ksirq - a.ksirq).Seconds())
