@@ -23,6 +23,9 @@
 #ifndef PACKET_HOST
 #define PACKET_HOST 0 /* linux/if_packet.h */
 #endif
+#ifndef PACKET_OTHERHOST
+#define PACKET_OTHERHOST 3
+#endif
 
 /* Words the End rewrite touches, for the CHECKSUM_COMPLETE fix-up: the
  * IPv6 word holding the hop limit, the destination, the SRH word holding
@@ -114,8 +117,15 @@ int srchain_end(struct __sk_buff *skb)
 	/* Another host's unicast, broadcast, multicast: the kernel drops
 	 * or handles them (ip6_rcv_core, ip6_forward), not End.
 	 */
-	if (skb->pkt_type != PACKET_HOST)
+	if (skb->pkt_type != PACKET_HOST) {
+		/* A broadcast or multicast frame to a unicast SID is the
+		 * kernel's End's to forward (drop_unicast_in_l2_multicast is
+		 * off by default): it leaves with its proof updated.
+		 */
+		if (cfg_opot && skb->pkt_type != PACKET_OTHERHOST)
+			end_opot_tc(skb, &pl.si, 0);
 		return pass(PASS_NOT_HOST);
+	}
 	/* The SRH may lie beyond the linear head (GRO, some drivers): pull
 	 * the whole packet once (no byte changes). Rare on the forwarding
 	 * path.

@@ -218,12 +218,14 @@ func TestOPoTLine(t *testing.T) {
 				}
 			case CaseOPoTTransitXDP.Name:
 				// Every frame was redirected by the XDP End (the
-				// pipeline's own statistics), and the tc End, the same
-				// maps, writes the model's hop.
+				// pipeline's own statistics), and the XDP pipeline and
+				// the tc End (for what XDP hands to the stack) each write
+				// the model's hop.
 				st := dutPipeStats(t, d)
 				if red := st["stage/end/redirect"]; red < sent {
 					t.Errorf("the XDP End redirected %d of %d frames (%v)", red, sent, st)
 				}
+				checkTransitRun(t, dutXDPRun(t, d), xdpRedirect, tc.c, 3)
 				checkTransitRun(t, dutEndRun(t, d), tcActRedirect, tc.c, 3)
 			case CaseOPoTStageEBPFEnd.Name:
 				stage := func(fr []byte) (uint32, []byte) {
@@ -306,6 +308,53 @@ func dutEndRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
 		}
 		return ret, out
 	}
+}
+
+// xdpRedirect is XDP_REDIRECT.
+const xdpRedirect = 4
+
+// dutXDPRun returns a test run of the XDP program (the pipeline's
+// dispatcher) on the DUT's ingress, as if the frame arrived there.
+func dutXDPRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
+	t.Helper()
+	idx, err := d.Index(ifDUTIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.NS.Netlink().LinkByIndex(idx)
+	if err != nil || l.Attrs().Xdp == nil || l.Attrs().Xdp.ProgId == 0 {
+		t.Fatalf("no XDP program on the DUT's ingress (%v)", err)
+	}
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(l.Attrs().Xdp.ProgId))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	mac := l.Attrs().HardwareAddr
+	return func(fr []byte) (uint32, []byte) {
+		fr = bytes.Clone(fr)
+		copy(fr, mac)
+		out := make([]byte, len(fr)+256)
+		var ret uint32
+		err := d.NS.Do(func() (err error) {
+			ret, err = prog.Run(&ebpf.RunOptions{Data: fr, DataOut: out,
+				Context: xdpMD{DataEnd: uint32(len(fr)), IngressIfindex: uint32(idx)}})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("xdp test run: %v", err)
+		}
+		// The output starts with the metadata the dispatcher wrote
+		// (struct pipe_meta, lib/pipeline.h); the End keeps the
+		// frame's length.
+		const pipeMetaLen = 8
+		return ret, out[pipeMetaLen : pipeMetaLen+len(fr)]
+	}
+}
+
+// xdpMD is struct xdp_md; test runs may set ingress_ifindex.
+type xdpMD struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
 // dutPipeStats reads the statistics of the XDP pipeline whose dispatcher

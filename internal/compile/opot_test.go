@@ -329,3 +329,52 @@ func opotTestbedPlain(t *testing.T) *spec.Spec {
 	s.Chains[0].OPoT = false
 	return s
 }
+
+// TestOPoTInEnd: on the testbed with srchain's eBPF End on r2 and r3,
+// their transit entries are done in the End (InEnd), their OPoT programs
+// attach no receive stage (no ingress interfaces), and their End
+// programs are told to load the OPoT maps; with the kernel's End (the
+// testbed as written) none of that.
+func TestOPoTInEnd(t *testing.T) {
+	for _, ebpf := range []bool{false, true} {
+		s := opotTestbed(t)
+		if ebpf {
+			for i := range s.Nodes {
+				if n := s.Nodes[i].Name; n == "r2" || n == "r3" {
+					s.Nodes[i].Datapath = spec.DatapathEBPF
+				}
+			}
+		}
+		net, err := CompileKeys(s, keyStream(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range net.Nodes {
+			if n.Name != "r2" && n.Name != "r3" {
+				continue
+			}
+			var cfg state.OPoTConfig
+			var endCfg state.EndConfig
+			hasEnd := false
+			for _, p := range n.Programs {
+				switch p.Kind {
+				case state.ProgramOPoT:
+					if err := json.Unmarshal(p.Config, &cfg); err != nil {
+						t.Fatal(err)
+					}
+				case state.ProgramEnd:
+					hasEnd = true
+					if len(p.Config) > 0 {
+						if err := json.Unmarshal(p.Config, &endCfg); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			if len(cfg.Chains) != 1 || cfg.Chains[0].InEnd != ebpf || (len(cfg.Ingress) == 0) != ebpf ||
+				hasEnd != ebpf || endCfg.OPoT != ebpf {
+				t.Errorf("ebpf End %v, %s: opot %+v, end program %v %+v", ebpf, n.Name, cfg, hasEnd, endCfg)
+			}
+		}
+	}
+}

@@ -80,7 +80,9 @@ const tlvAt = 14 + 40 + 8 + 3*16
 // marked gives, with the TLV's RND and CML replaced by the model's. A
 // packet the tc End hands to the kernel (hop limit 1) leaves with its
 // proof updated; one the XDP End hands to tc is untouched (tc updates
-// it); another chain's packet and an unmarked entry's are untouched.
+// it); so does a broadcast frame (the kernel's End forwards it), not one
+// for another host's MAC; another chain's packet and an unmarked entry's
+// are untouched.
 func TestEndOPoTTransit(t *testing.T) {
 	e := newOPoTEnv(t)
 	in, err := opot.Init(e.f, e.nodes[0], 0, (5<<opot.RandBits)|3)
@@ -139,6 +141,19 @@ func TestEndOPoTTransit(t *testing.T) {
 	}
 	if passXDP.ret != xdpPass || !bytes.Equal(passXDP.out, f) {
 		t.Errorf("xdp, hop limit 1: verdict %d, want %d and the frame untouched", passXDP.ret, xdpPass)
+	}
+
+	// Layer 2: a broadcast frame is the kernel's End's to forward, with
+	// its proof updated; one for another host's MAC is dropped by the
+	// kernel, untouched.
+	bcast, other2 := e.frame(t, e.travel, 64, in), e.frame(t, e.travel, 64, in)
+	copy(bcast, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	copy(other2, []byte{0x02, 0, 0, 0, 0, 0x99})
+	if ret, out := e.run(t, bcast, false); ret != tcActOK || !bytes.Equal(out[:len(f)], withTLV(bcast, want)) {
+		t.Errorf("tc, broadcast frame: verdict %d, want %d and the proof updated", ret, tcActOK)
+	}
+	if ret, out := e.run(t, other2, false); ret != tcActOK || !bytes.Equal(out[:len(f)], other2) {
+		t.Errorf("tc, another host's frame: verdict %d, want %d and the frame untouched", ret, tcActOK)
 	}
 
 	// Another chain (other egress SID) through the same SID: untouched.

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,29 @@ func isLinkPin(name string) bool {
 		}
 	}
 	return false
+}
+
+// parseLinkPin is the stage and tc hook of a link pin's name (linkPin).
+func parseLinkPin(name string) (string, bpfrt.Hook, bool) {
+	for _, st := range []string{stageHeadend, stageTransit, stageVerify} {
+		rest, ok := strings.CutPrefix(name, st+"_")
+		if !ok {
+			continue
+		}
+		for _, hk := range []struct {
+			prefix string
+			egress bool
+		}{{"tcx_ingress_", false}, {"tcx_egress_", true}} {
+			if n, ok := strings.CutPrefix(rest, hk.prefix); ok {
+				idx, err := strconv.Atoi(n)
+				if err != nil || idx <= 0 {
+					return "", bpfrt.Hook{}, false
+				}
+				return st, bpfrt.Hook{Ifindex: idx, Egress: hk.egress}, true
+			}
+		}
+	}
+	return "", bpfrt.Hook{}, false
 }
 
 // ConfigFromProgram decodes the program's typed config.
@@ -201,7 +225,13 @@ func want(node state.Node, cfg state.OPoTConfig, have map[ChainKey]Chain) (desir
 }
 
 // objs is the loaded collection with the pinned maps.
-type objs struct{ Objects }
+type objs struct {
+	Objects
+	// recreated: the pinned maps were replaced by new ones (another
+	// layout); programs attached before still hold the old ones and
+	// must be swapped for these.
+	recreated bool
+}
 
 // load loads the programs with their maps pinned under dir and the node
 // pipeline's maps (pipe: the XDP stage hands packets on through them,
@@ -211,6 +241,7 @@ func load(dir string, pipe map[string]*ebpf.Map) (*objs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load opot spec: %w", err)
 	}
+	recreated := false
 	for _, name := range mapNames {
 		if ms, ok := spec.Maps[name]; ok {
 			ms.Pinning = ebpf.PinByName
@@ -232,10 +263,12 @@ func load(dir string, pipe map[string]*ebpf.Map) (*objs, error) {
 			}
 		}
 		err = spec.LoadAndAssign(&o.Objects, copts)
+		recreated = true
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load opot programs: %w", err)
 	}
+	o.recreated = recreated
 	return &o, nil
 }
 
@@ -335,16 +368,23 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if d, err = want(node, cfg, have); err != nil {
 		return fail(err)
 	}
+	// Stages are attached before the entries change and detached after:
+	// an entry leaving a stage for the End (OPOT_CHAIN_IN_END) or coming
+	// back to it always has one of them updating its proofs. With an XDP
+	// stage the tc stages must read this node's pipeline cookie, and
+	// after new maps every stage must read them: attached links are then
+	// swapped for the programs just loaded.
+	swap := p.XDP || o.recreated
+	if err := attachStages(ctx, ns, dir, o, d, idx, swap, &j); err != nil {
+		return fail(err)
+	}
 	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
 		return fail(err)
 	}
-	// With an XDP stage, the tc stages must read this node's pipeline
-	// cookie: links attached by a build without it are swapped for the
-	// programs just loaded.
-	if err := syncLinks(ctx, ns, dir, o, d, idx, p.XDP, &j); err != nil {
+	if err := detachStale(ns, dir, d, idx, &j); err != nil {
 		return fail(err)
 	}
-	if err := syncXDPStage(ns, o, p.XDP, &j); err != nil {
+	if err := syncXDPStage(ns, o, p.XDP, o.recreated, &j); err != nil {
 		return fail(err)
 	}
 	switch {
@@ -514,10 +554,10 @@ func dumpParams(m *ebpf.Map) (map[Key]Params, error) {
 	return out, nil
 }
 
-// syncLinks attaches each desired stage where the kernel does not show
-// its pinned link, and detaches pinned links no longer desired.
-func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired, idx map[string]int, swap bool, j *journal) error {
-	wantPins := map[string]bool{}
+// attachStages attaches each desired stage where the kernel does not
+// show its pinned link (with swap, everywhere: the link takes the
+// program just loaded).
+func attachStages(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired, idx map[string]int, swap bool, j *journal) error {
 	for _, stage := range slices.Sorted(maps.Keys(d.stages)) {
 		for _, ifn := range d.stages[stage] {
 			if err := ctx.Err(); err != nil {
@@ -525,37 +565,51 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 			}
 			h := hookOf(stage, idx[ifn])
 			pin := linkPin(dir, stage, h)
-			wantPins[pin] = true
 			ok, _ := attached(ns, pin, h)
 			if ok && !swap {
 				continue
 			}
-			err := ns.Do(func() error {
-				opts := bpfrt.AttachOptions{Pin: pin}
-				if !h.Egress {
-					// In front of srchain's End or SR proxy (which end
-					// the tcx chain for their SIDs); else last, after a
-					// firewall at the head: a packet the firewall drops
-					// needs no proof.
-					before, err := programBefore(h.Ifindex)
-					if err != nil {
-						return err
-					}
-					opts.Before = before
-				}
-				l, _, err := bpfrt.Attach(h, o.prog(stage), opts)
-				if err != nil {
-					return err
-				}
-				l.Close() // pinned: stays attached
-				return nil
-			})
-			if err != nil {
+			if err := attachStage(ns, o, stage, h, pin); err != nil {
 				return fmt.Errorf("attach %s stage on %s: %w", stage, ifn, err)
 			}
 			if !ok {
 				*j = append(*j, func() error { return bpfrt.DetachPinned(pin) })
 			}
+		}
+	}
+	return nil
+}
+
+// attachStage attaches o's program of stage at h, its link pinned at pin.
+func attachStage(ns *netns.NS, o *objs, stage string, h bpfrt.Hook, pin string) error {
+	return ns.Do(func() error {
+		opts := bpfrt.AttachOptions{Pin: pin}
+		if !h.Egress {
+			// In front of srchain's End or SR proxy (which end the tcx
+			// chain for their SIDs); else last, after a firewall at the
+			// head: a packet the firewall drops needs no proof.
+			before, err := programBefore(h.Ifindex)
+			if err != nil {
+				return err
+			}
+			opts.Before = before
+		}
+		l, _, err := bpfrt.Attach(h, o.prog(stage), opts)
+		if err != nil {
+			return err
+		}
+		return l.Close() // pinned: stays attached
+	})
+}
+
+// detachStale detaches the pinned stage links d does not want. The undo
+// attaches them again, with programs loaded afresh from the pins (an
+// entry's proofs must not be left to no one when a later step fails).
+func detachStale(ns *netns.NS, dir string, d desired, idx map[string]int, j *journal) error {
+	want := map[string]bool{}
+	for stage, ifs := range d.stages {
+		for _, ifn := range ifs {
+			want[linkPin(dir, stage, hookOf(stage, idx[ifn]))] = true
 		}
 	}
 	ents, err := os.ReadDir(dir)
@@ -564,15 +618,29 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 	}
 	for _, e := range ents {
 		pin := dir + "/" + e.Name()
-		if !isLinkPin(e.Name()) || wantPins[pin] {
+		if !isLinkPin(e.Name()) || want[pin] {
 			continue
 		}
-		// A stage no longer desired there; it cannot be put back by an
-		// undo (a new link would be needed), which Apply's caller sees
-		// as a change.
+		stage, h, ok := parseLinkPin(e.Name())
 		if err := bpfrt.DetachPinned(pin); err != nil {
 			return err
 		}
+		if !ok {
+			continue
+		}
+		*j = append(*j, func() error {
+			pipe, err := pipeline.OpenMaps(pipeline.NodeDir(ns))
+			if err != nil {
+				return err
+			}
+			defer pipe.Close()
+			o, err := load(dir, pipe.Replacements())
+			if err != nil {
+				return err
+			}
+			defer o.Close()
+			return attachStage(ns, o, stage, h, pin)
+		})
 	}
 	return nil
 }
@@ -581,10 +649,15 @@ func syncLinks(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired
 // pipeline driver, which runs after this one) follow xdp: the XDP stage
 // program of o, or none. Once pinned it stays (it reads the pinned maps,
 // as the one just loaded would).
-func syncXDPStage(ns *netns.NS, o *objs, xdp bool, j *journal) error {
+func syncXDPStage(ns *netns.NS, o *objs, xdp, swap bool, j *journal) error {
 	dir := pipeline.NodeDir(ns)
 	have := pipeline.StagePinned(dir, pipeline.OPoT)
 	switch {
+	case xdp && have && swap:
+		// New maps: the pinned stage holds the old ones.
+		if err := pipeline.PinStage(dir, pipeline.OPoT, o.SrchainOpotXdp); err != nil {
+			return fmt.Errorf("pin xdp stage: %w", err)
+		}
 	case xdp && !have:
 		if err := pipeline.PinStage(dir, pipeline.OPoT, o.SrchainOpotXdp); err != nil {
 			return fmt.Errorf("pin xdp stage: %w", err)

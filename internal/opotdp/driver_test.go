@@ -54,7 +54,7 @@ func secretsFor(t *testing.T, seed byte, name string, profile, k, j int) []state
 
 // driverNode is a node that is the headend of chain a, a transit of
 // chain b and the verifier of chain c, on eth0.
-func driverNode(t *testing.T) state.Node {
+func driverNode(t *testing.T, mods ...func(*state.OPoTConfig)) state.Node {
 	t.Helper()
 	ad := netip.MustParseAddr
 	cfg := state.OPoTConfig{
@@ -65,6 +65,9 @@ func driverNode(t *testing.T) state.Node {
 		},
 		Egress:  []string{"eth0"},
 		Ingress: []string{"eth0"},
+	}
+	for _, m := range mods {
+		m(&cfg)
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
@@ -218,6 +221,41 @@ func TestDriver(t *testing.T) {
 	if evs, err := d.Events(ctx, a, node, p); err != nil || len(evs) != 0 {
 		t.Errorf("events %v, %v; want none", evs, err)
 	}
+	// Chain b's transit done in the End: its entry gets the flag and the
+	// transit stage goes (the verifier's stays); the undo brings back
+	// both the stage and the unflagged entry, so the chain's proofs are
+	// never left to no one. Only a transit can be in the End.
+	inEnd := driverNode(t, func(c *state.OPoTConfig) { c.Chains[1].InEnd = true })
+	u, err = d.Apply(ctx, a, inEnd, inEnd.Programs[0])
+	if err != nil || u == nil {
+		t.Fatalf("apply in-end: undo %v, %v", u != nil, err)
+	}
+	bKey := &ChainKey{Last: netip.MustParseAddr("fd00:9::b").As16()}
+	if got := progNames(t, a, false); slices.Contains(got, "srchain_opot_transit") || !slices.Contains(got, "srchain_opot_verify") {
+		t.Errorf("in-end: tcx ingress runs %v, want the verifier stage alone", got)
+	}
+	if err := chains.Lookup(bKey, &ch); err != nil || ch.Flags != ChainInEnd {
+		t.Errorf("in-end: chain b entry %+v, %v; want the in-end flag", ch, err)
+	}
+	if drift, err := d.Check(ctx, a, inEnd, inEnd.Programs[0]); err != nil || len(drift) != 0 {
+		t.Errorf("check in-end: %q, %v", drift, err)
+	}
+	if err := u(); err != nil {
+		t.Fatal(err)
+	}
+	if got := progNames(t, a, false); !slices.Contains(got, "srchain_opot_transit") {
+		t.Errorf("after undo: tcx ingress runs %v, want the transit stage back", got)
+	}
+	if err := chains.Lookup(bKey, &ch); err != nil || ch.Flags != 0 {
+		t.Errorf("after undo: chain b entry %+v, %v; want no flag", ch, err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Errorf("check after the in-end undo: %q, %v", drift, err)
+	}
+	notTransit := driverNode(t, func(c *state.OPoTConfig) { c.Chains[2].InEnd = true })
+	if _, err := d.Apply(ctx, a, notTransit, notTransit.Programs[0]); !errors.Is(err, ErrConfig) {
+		t.Errorf("a verifier in the end: %v, want ErrConfig", err)
+	}
 	// A corrupt secret: an error naming it, never its bytes.
 	bad := driverNode(t)
 	bad.Secrets[2].Value = append([]byte{0xde, 0xad}, bad.Secrets[2].Value...)
@@ -291,5 +329,24 @@ func TestDriverOldPins(t *testing.T) {
 	}
 	if drift, err := d.Check(ctx, a, node, node.Programs[0]); err != nil || len(drift) != 0 {
 		t.Errorf("check: %v, %v", drift, err)
+	}
+}
+
+// parseLinkPin reads back what linkPin writes, and nothing else.
+func TestParseLinkPin(t *testing.T) {
+	for _, h := range []struct {
+		stage string
+		hook  bpfrt.Hook
+	}{{stageTransit, bpfrt.Hook{Ifindex: 7}}, {stageVerify, bpfrt.Hook{Ifindex: 12}}, {stageHeadend, bpfrt.Hook{Ifindex: 3, Egress: true}}} {
+		name := strings.TrimPrefix(linkPin("/d", h.stage, h.hook), "/d/")
+		st, hk, ok := parseLinkPin(name)
+		if !ok || st != h.stage || hk != h.hook {
+			t.Errorf("parseLinkPin(%q) = %q %+v %v", name, st, hk, ok)
+		}
+	}
+	for _, bad := range []string{"transit_xdp_3", "transit_tcx_ingress_x", "transit_tcx_ingress_0", "other_tcx_ingress_3", "opot_chains"} {
+		if _, _, ok := parseLinkPin(bad); ok {
+			t.Errorf("parseLinkPin(%q) accepted", bad)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package end_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -21,6 +23,8 @@ import (
 	_ "github.com/srchain/srchain/internal/kinds/end"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opot"
+	_ "github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -418,5 +422,70 @@ func TestApplyEndXDP(t *testing.T) {
 	}
 	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
 		t.Errorf("check tc only = %v, %v", missing, err)
+	}
+}
+
+// opotNode is endNode with an OPoT chain whose transit at fc00:2::f1 the
+// End does itself (the OPoT program applied first pins the maps); with
+// inEnd false the End program is not told so.
+func opotNode(t *testing.T, inEnd bool) state.Node {
+	t.Helper()
+	node := endNode()
+	var seed [32]byte
+	prof, err := opot.GenerateFrom(rand.NewChaCha8(seed), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := prof.Node(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := np.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := json.Marshal(state.OPoTConfig{Chains: []state.OPoTChain{{
+		Name: "c", Profile: 1, Role: state.OPoTTransit, Hop: 1, K: 3, SID: ad("fc00:2::f1"), Last: ad("fc00:9::c"), InEnd: true,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Secrets = []state.Secret{{Name: state.OPoTSecretName("c", 1, 0), Value: val}}
+	end := node.Programs[0]
+	if inEnd {
+		end.Config = json.RawMessage(`{"opot":true}`)
+	}
+	node.Programs = []state.Program{{Kind: state.ProgramOPoT, Interfaces: []string{"eth0"}, Config: cfg}, end}
+	return node
+}
+
+// The End told to do the transit (EndConfig.OPoT) reads the OPoT
+// driver's pinned maps, which Check verifies; told no longer, it is
+// swapped for one that does not (Check against the OPoT config then
+// reports it). No OPoT stage runs on the interface either way.
+func TestApplyEndOPoT(t *testing.T) {
+	a := pair(t, "op")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	with, without := opotNode(t, true), opotNode(t, false)
+	const want = "end program on eth0 does not read the node's opot maps (the transit in the end)"
+	for i, step := range []struct {
+		apply state.Node
+		drift bool
+	}{{without, true}, {with, false}, {with, false}, {without, true}} {
+		if err := apply.Apply(ctx, a, step.apply); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		drift, err := apply.CheckPrograms(ctx, a, with)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(drift, want); got != step.drift {
+			t.Errorf("step %d: drift %q, want the opot maps unread: %v", i, drift, step.drift)
+		}
+		progs, err := apply.IngressPrograms(a, "eth0")
+		if err != nil || !slices.Equal(progs, []string{"srchain_end"}) {
+			t.Errorf("step %d: eth0 tcx ingress runs %v (%v), want srchain_end alone", i, progs, err)
+		}
 	}
 }
