@@ -48,4 +48,24 @@ static __always_inline void skb_csum_replace(struct __sk_buff *skb, void *before
 	bpf_csum_update(skb, bpf_csum_diff(before, size, after, size, 0));
 }
 
+/* csum_diff16 is what replacing the 16 bytes old with new adds to a
+ * one's-complement sum, folded to 16 bits: new's words plus the
+ * complements of old's (RFC 1624). A block at an odd offset from where
+ * the sum starts adds its sum byte-swapped (RFC 1071 2 (B)): odd says
+ * so. The words may be unaligned packet bytes (x86 and arm64 load them).
+ */
+static __always_inline __u16 csum_diff16(const __u32 *old, const __u32 *new, int odd)
+{
+	__u64 sum = 0;
+	__u16 d;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		sum += (__u64)new[i] + (__u32)~old[i];
+	d = csum_fold64(sum);
+	if (odd)
+		d = (__u16)((d << 8) | (d >> 8));
+	return d;
+}
+
 #endif /* SRCHAIN_CSUM_H */

@@ -36,8 +36,7 @@ SRCHAIN_CONFIG(__u32, cfg_opot, 0);
 __attribute__((noinline)) int end_opot_tc(struct __sk_buff *skb, const struct srh_info *si, __u32 valid)
 {
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
-	__u32 before[4], idx = 0, off, i;
-	__u64 sum = 0;
+	__u32 before[4], idx = 0, off;
 	__u16 d;
 	__u8 *tlv;
 
@@ -53,14 +52,7 @@ __attribute__((noinline)) int end_opot_tc(struct __sk_buff *skb, const struct sr
 	tlv = opot_tlv(&c.p, off);
 	if (!tlv)
 		return 0;
-	/* The one's-complement difference, new words plus the complements
-	 * of the old (RFC 1624), without the bpf_csum_diff call.
-	 */
-	for (i = 0; i < 4; i++)
-		sum += (__u64)((__u32 *)(tlv + OPOT_OFF_RND))[i] + (__u32)~before[i];
-	d = csum_fold64(sum);
-	if ((off - c.p.l3off) & 1)
-		d = (__u16)((d << 8) | (d >> 8));
+	d = csum_diff16(before, (__u32 *)(tlv + OPOT_OFF_RND), (off - c.p.l3off) & 1);
 	bpf_csum_update(skb, d);
 	return 0;
 }
