@@ -70,6 +70,10 @@ func Load(opts Options) (*Ingress, error) {
 	if err := firewall.SizeTables(spec, &firewall.Classifier{}, capy); err != nil {
 		return nil, fmt.Errorf("load ingress: %w", err)
 	}
+	// The OPoT maps the header declares and the headend extension does
+	// not take from the OPoT driver are never read (the anti-replay
+	// windows alone would lock 0.6 MB).
+	bpfrt.ShrinkUnused(spec, "opot_", opts.OPoT)
 	var copts ebpf.CollectionOptions
 	copts.MapReplacements = maps.Clone(opts.Pipeline)
 	if copts.MapReplacements == nil {
