@@ -49,19 +49,19 @@ static __always_inline void skb_csum_replace(struct __sk_buff *skb, void *before
 }
 
 /* csum_diff16 is what replacing the 16 bytes old with new adds to a
- * one's-complement sum, folded to 16 bits: new's words plus the
- * complements of old's (RFC 1624). A block at an odd offset from where
- * the sum starts adds its sum byte-swapped (RFC 1071 2 (B)): odd says
- * so. The words may be unaligned packet bytes (x86 and arm64 load them).
+ * one's-complement sum, folded to 16 bits: new's 32-bit words plus the
+ * complements of old's (RFC 1624), the bytes as the CPU loads them. A
+ * block at an odd offset from where the sum starts adds its sum
+ * byte-swapped (RFC 1071 2 (B)): odd says so.
  */
-static __always_inline __u16 csum_diff16(const __u32 *old, const __u32 *new, int odd)
+static __always_inline __u16 csum_diff16(const __u64 old[2], const __u64 new[2], int odd)
 {
 	__u64 sum = 0;
 	__u16 d;
 	int i;
 
-	for (i = 0; i < 4; i++)
-		sum += (__u64)new[i] + (__u32)~old[i];
+	for (i = 0; i < 2; i++)
+		sum += (new[i] & 0xffffffff) + (new[i] >> 32) + (~old[i] & 0xffffffff) + (~old[i] >> 32);
 	d = csum_fold64(sum);
 	if (odd)
 		d = (__u16)((d << 8) | (d >> 8));

@@ -24,8 +24,8 @@ SRCHAIN_CONFIG(__u32, cfg_opot, 0);
 /* end_opot_tc updates the proof of a tc packet and folds the change of
  * RND and CML into skb->csum (CHECKSUM_COMPLETE: the End may redirect
  * the packet without the stack's forward path, which would drop that
- * state). A 16-byte block at an odd offset from the IPv6 header adds its
- * sum byte-swapped (RFC 1071 2 (B)). si is the SRH the End validated
+ * state), from the old and new values the transit held in registers
+ * (opot_transit_rw; lib/csum.h csum_diff16). si is the SRH the End validated
  * when valid is set, else the packet is parsed here (opot_in_end).
  *
  * A global function, verified once on its own: inlined, the End's
@@ -36,23 +36,17 @@ SRCHAIN_CONFIG(__u32, cfg_opot, 0);
 __attribute__((noinline)) int end_opot_tc(struct __sk_buff *skb, const struct srh_info *si, __u32 valid)
 {
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
-	__u32 before[4], idx = 0, off;
+	struct opot_rewrite rw = {};
+	__u32 idx = 0, off;
 	__u16 d;
-	__u8 *tlv;
 
 	if (!skb || !si)
 		return 0;
 	ctx_reload(&c, CTX_TC);
 	off = opot_in_end(&c, CTX_TC, valid ? si : NULL, &idx);
-	tlv = off ? opot_tlv(&c.p, off) : NULL;
-	if (!tlv)
+	if (!off || opot_transit_rw(&c.p, off, idx, &rw))
 		return 0;
-	__builtin_memcpy(before, tlv + OPOT_OFF_RND, sizeof(before));
-	opot_transit(&c.p, off, idx);
-	tlv = opot_tlv(&c.p, off);
-	if (!tlv)
-		return 0;
-	d = csum_diff16(before, (__u32 *)(tlv + OPOT_OFF_RND), (off - c.p.l3off) & 1);
+	d = csum_diff16(rw.old, rw.new, (off - c.p.l3off) & 1);
 	bpf_csum_update(skb, d);
 	return 0;
 }

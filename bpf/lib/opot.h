@@ -200,7 +200,17 @@ static __always_inline __u32 opot_headend(const struct pkt *p, __u32 off, __u32 
  * without a transit profile for the slot leaves the TLV alone; the
  * verifier drops such packets (docs/opot.md "Two slots").
  */
-static __always_inline __u32 opot_transit(const struct pkt *p, __u32 off, __u32 profile)
+/* opot_rewrite is what a transit stored: RND and CML before and after,
+ * as the CPU loads the wire bytes (for a checksum fix-up from registers:
+ * reading the bytes back right after the unaligned stores would stall
+ * on store forwarding).
+ */
+struct opot_rewrite {
+	__u64 old[2];
+	__u64 new[2];
+};
+
+static __always_inline __u32 opot_transit_rw(const struct pkt *p, __u32 off, __u32 profile, struct opot_rewrite *rw)
 {
 	struct opot_params *n;
 	__u64 r, cml;
@@ -208,15 +218,26 @@ static __always_inline __u32 opot_transit(const struct pkt *p, __u32 off, __u32 
 
 	if (!tlv)
 		return DROP_OPOT_NO_TLV;
+	rw->old[0] = rw->new[0] = *(const __u64 *)(tlv + OPOT_OFF_RND);
+	rw->old[1] = rw->new[1] = *(const __u64 *)(tlv + OPOT_OFF_CML);
 	n = opot_lookup(profile, tlv[OPOT_OFF_SLOT], OPOT_ROLE_TRANSIT);
 	if (!n)
 		return DROP_NONE;
-	r = reduce61(opot_load64(tlv + OPOT_OFF_RND) ^ n->dec_r);
-	cml = reduce61(opot_load64(tlv + OPOT_OFF_CML) ^ n->dec_cml);
+	r = reduce61(bpf_be64_to_cpu(rw->old[0]) ^ n->dec_r);
+	cml = reduce61(bpf_be64_to_cpu(rw->old[1]) ^ n->dec_cml);
 	cml = opot_hop(n, r, cml);
-	opot_store64(tlv + OPOT_OFF_RND, r ^ n->enc_r);
-	opot_store64(tlv + OPOT_OFF_CML, cml ^ n->enc_cml);
+	rw->new[0] = bpf_cpu_to_be64(r ^ n->enc_r);
+	rw->new[1] = bpf_cpu_to_be64(cml ^ n->enc_cml);
+	*(__u64 *)(tlv + OPOT_OFF_RND) = rw->new[0];
+	*(__u64 *)(tlv + OPOT_OFF_CML) = rw->new[1];
 	return DROP_NONE;
+}
+
+static __always_inline __u32 opot_transit(const struct pkt *p, __u32 off, __u32 profile)
+{
+	struct opot_rewrite rw;
+
+	return opot_transit_rw(p, off, profile, &rw);
 }
 
 /* opot_window_check_update is the Go Window's Check then Update, in one

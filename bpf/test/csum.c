@@ -18,7 +18,7 @@ int srchain_csum_test(struct xdp_md *ctx)
 
 	if (data + 33 > end)
 		return XDP_ABORTED;
-	d = csum_diff16((const __u32 *)b, (const __u32 *)(b + 16), b[32]);
+	d = csum_diff16((const __u64 *)b, (const __u64 *)(b + 16), b[32]);
 	__builtin_memcpy(b, &d, sizeof(d));
 	return XDP_PASS;
 }
