@@ -150,3 +150,30 @@ func TestAddGoals(t *testing.T) {
 		t.Errorf("goal %+v (paired %+v), verdict %s", g, g.Paired, g.Verdict())
 	}
 }
+
+// The BPF cost table appears only when rounds carry program costs: per
+// case the median BPF time per packet sent, and per program the median
+// time per run and runs per packet.
+func TestWriteMarkdownBPF(t *testing.T) {
+	res := fakeResult()
+	var b strings.Builder
+	if err := WriteMarkdown(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "BPF ns / packet") {
+		t.Fatal("a BPF table without BPF costs")
+	}
+	p := &res.Points[1] // nft-1, 3 rounds
+	for i, ns := range []uint64{300, 330, 360} {
+		p.Rounds[i].DUTTx = 1000
+		p.Rounds[i].BPF = []ProgCost{{Name: "srchain_end", Runs: 1000, Ns: ns * 1000}, {Name: "srchain_fw", Runs: 500, Ns: 20 * 500}}
+	}
+	b.Reset()
+	if err := WriteMarkdown(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	want := "| nft-1 | 82 | 340 | srchain_end 330 (1.00), srchain_fw 20 (0.50) |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, b.String())
+	}
+}
