@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -317,20 +318,7 @@ const xdpRedirect = 4
 // dispatcher) on the DUT's ingress, as if the frame arrived there.
 func dutXDPRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
 	t.Helper()
-	idx, err := d.Index(ifDUTIn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := d.NS.Netlink().LinkByIndex(idx)
-	if err != nil || l.Attrs().Xdp == nil || l.Attrs().Xdp.ProgId == 0 {
-		t.Fatalf("no XDP program on the DUT's ingress (%v)", err)
-	}
-	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(l.Attrs().Xdp.ProgId))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { prog.Close() })
-	mac := l.Attrs().HardwareAddr
+	prog, idx, mac := dutXDP(t, d)
 	return func(fr []byte) (uint32, []byte) {
 		fr = bytes.Clone(fr)
 		copy(fr, mac)
@@ -352,14 +340,9 @@ func dutXDPRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
 	}
 }
 
-// xdpMD is struct xdp_md; test runs may set ingress_ifindex.
-type xdpMD struct {
-	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}
-
-// dutPipeStats reads the statistics of the XDP pipeline whose dispatcher
-// runs on the DUT's ingress.
-func dutPipeStats(t *testing.T, d *DUT) map[string]uint64 {
+// dutXDP is the XDP program on the DUT's ingress (closed with the test),
+// the interface's index and MAC.
+func dutXDP(t *testing.T, d *DUT) (*ebpf.Program, int, net.HardwareAddr) {
 	t.Helper()
 	idx, err := d.Index(ifDUTIn)
 	if err != nil {
@@ -373,7 +356,20 @@ func dutPipeStats(t *testing.T, d *DUT) map[string]uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prog.Close()
+	t.Cleanup(func() { prog.Close() })
+	return prog, idx, l.Attrs().HardwareAddr
+}
+
+// xdpMD is struct xdp_md; test runs may set ingress_ifindex.
+type xdpMD struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+// dutPipeStats reads the statistics of the XDP pipeline whose dispatcher
+// runs on the DUT's ingress.
+func dutPipeStats(t *testing.T, d *DUT) map[string]uint64 {
+	t.Helper()
+	prog, _, _ := dutXDP(t, d)
 	info, err := prog.Info()
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func (endDriver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p sta
 // attachedOPoTMap is the id of the opot_chains map the End linked at
 // ifindex (pinned under pin) reads, 0 when it reads none (loaded without
 // EndOptions.OPoT, its own map shrunk to one entry) or no End is linked.
-func attachedOPoTMap(ns *netns.NS, pin string, ifindex int) (ebpf.MapID, error) {
+func attachedOPoTMap(pin string, ifindex int) (ebpf.MapID, error) {
 	l, err := link.LoadPinnedLink(endLinkPin(pin, ifindex), nil)
 	if err != nil {
 		return 0, nil
@@ -160,7 +160,7 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 			if err != nil {
 				continue // reported above
 			}
-			if have, err := attachedOPoTMap(ns, pin, l.Attrs().Index); err != nil {
+			if have, err := attachedOPoTMap(pin, l.Attrs().Index); err != nil {
 				return missing, err
 			} else if have == 0 || have != want {
 				missing = append(missing, "end program on "+name+" does not read the node's opot maps (the transit in the end)")
@@ -534,7 +534,7 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	swap := cfg.OPoT
 	if !swap {
 		for _, idx := range ifindexes {
-			if id, _ := attachedOPoTMap(ns, pin, idx); id != 0 {
+			if id, _ := attachedOPoTMap(pin, idx); id != 0 {
 				swap = true
 			}
 		}
