@@ -115,7 +115,7 @@ scenario's baseline measured in the same run. Needs root.`,
 	f.StringVar(&cases, "cases", "", "comma-separated subset of the scenario's cases (baseline always kept)")
 	f.StringVar(&out, "out", "", "result directory (default bench-results/SCENARIO-TIME)")
 	f.StringVar(&note, "note", "", "free text stored with the machine description")
-	f.BoolVar(&o.BPFStats, "bpf-stats", false, "record the DUT's BPF programs' time per packet (kernel run-time statistics; slows them a little)")
+	f.BoolVar(&o.BPFStats, "bpf-stats", false, "diagnostic: record which DUT BPF programs take the time (kernel run-time statistics; slows them, so take rates from runs without it)")
 	return cmd
 }
 

@@ -17,10 +17,10 @@ import (
 // through BPF_ENABLE_STATS while a run with Options.BPFStats lasts): for
 // every program, how often it ran and for how long, helpers and the
 // programs it tail-calls included. A round's difference of the DUT's
-// programs gives what its BPF work costs per packet, a number the noise
-// of the shared host does not move as it moves rates (docs/benchmarks.md
-// "Method"). Timing each run costs two clock reads, so rates measured
-// with it on are a little lower than without.
+// programs shows which of them takes the time: a diagnostic, not a
+// performance figure (docs/benchmarks.md "Method"). Timing each run
+// costs two clock reads, so rates measured with it on are lower than
+// without.
 
 // ProgCost is one DUT program's work in a round.
 type ProgCost struct {

@@ -182,7 +182,7 @@ func writeBPFCosts(b *strings.Builder, res *Result) {
 	}) {
 		return
 	}
-	b.WriteString("\nThe DUT's BPF programs (kernel run-time statistics; medians over rounds):\n\n| case | frame B | BPF ns / packet | programs: ns per run (runs per packet) |\n|---|---|---|---|\n")
+	b.WriteString("\nThe DUT's BPF programs (kernel run-time statistics, a diagnostic, not a performance figure; medians over rounds):\n\n| case | frame B | BPF ns / packet | programs: ns per run (runs per packet) |\n|---|---|---|---|\n")
 	for _, p := range res.Points {
 		var per []float64
 		runs, perRun := map[string][]float64{}, map[string][]float64{}
