@@ -82,7 +82,8 @@ const tlvAt = 14 + 40 + 8 + 3*16
 // proof updated; one the XDP End hands to tc is untouched (tc updates
 // it); so does a broadcast frame (the kernel's End forwards it), not one
 // for another host's MAC; another chain's packet and an unmarked entry's
-// are untouched.
+// are untouched, and so are malformed proofs, which get what an End
+// without OPoT gives them.
 func TestEndOPoTTransit(t *testing.T) {
 	e := newOPoTEnv(t)
 	in, err := opot.Init(e.f, e.nodes[0], 0, (5<<opot.RandBits)|3)
@@ -162,6 +163,41 @@ func TestEndOPoTTransit(t *testing.T) {
 	for name, r := range map[string]result{"tc": oTC, "xdp": oXDP} {
 		if got, err := opot.ParseTLV(r.out[tlvAt:]); err != nil || got != in {
 			t.Errorf("%s, another chain: proof %+v (%v), want it untouched", name, got, err)
+		}
+	}
+
+	// Malformed proofs of the chain: no TLV, slot 7, a reserved byte
+	// set, two OPoT TLVs, a TLV length that does not tile the SRH. The
+	// End updates none of them (the verifier drops and counts them) and
+	// otherwise does what an End without OPoT does with them, at tc and
+	// XDP (layer 3 on: the two namespaces' MACs differ).
+	plain := newTestEnv(t)
+	inner := srv6.UDP6(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2"), 1000, 2000, []byte("opot in the end"))
+	encap := func(tlvs ...srv6.TLV) []byte {
+		l3, err := srv6.Encap(srcAddr, e.travel, inner, tlvs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ether(l3)
+	}
+	setAt := func(off int, v byte) []byte {
+		f := e.frame(t, e.travel, 64, in)
+		f[off] = v
+		return f
+	}
+	for name, f := range map[string][]byte{
+		"no tlv":     encap(),
+		"slot 7":     setAt(tlvAt+2, 7),
+		"reserved":   setAt(tlvAt+3, 1),
+		"two tlvs":   encap(in.SRv6TLV(), in.SRv6TLV()),
+		"bad length": setAt(tlvAt+1, 20),
+	} {
+		for _, xdp := range []bool{false, true} {
+			wantRet, wantOut := plain.run(t, f, xdp)
+			ret, out := e.run(t, f, xdp)
+			if ret != wantRet || !bytes.Equal(out[14:len(f)], wantOut[14:len(f)]) {
+				t.Errorf("%s (xdp %v): verdict %d, want %d; the End with OPoT changed what the plain End gives", name, xdp, ret, wantRet)
+			}
 		}
 	}
 
