@@ -17,7 +17,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	cebpf "github.com/cilium/ebpf"
+
 	"github.com/srchain/srchain/internal/datapath"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/srv6"
 )
 
@@ -37,7 +41,10 @@ const endRandomBatch = 12
 // three endpoints: the kernel's End, srchain's tc End and tc + XDP End
 // (each with the kernel route as its slow path). What the receivers get
 // and the ICMPv6 errors the senders get back must be the same multisets,
-// byte for byte. SRCHAIN_END_SEED overrides the seed (logged).
+// byte for byte. SRCHAIN_END_SEED overrides the seed (logged). The tc +
+// XDP End also does the OPoT transit of a chain through endSID (its
+// code runs on every packet to a SID, tc and XDP), whose egress SID no
+// random packet carries: it must change nothing the kernel would not.
 func TestEndDifferentialRandom(t *testing.T) {
 	endRequireRoot(t)
 	seed := uint64(8986)
@@ -57,7 +64,11 @@ func TestEndDifferentialRandom(t *testing.T) {
 	ends := []*datapath.End{nil}
 	for _, tag := range []string{"b", "x"} {
 		l := newEndLine(t, tag)
-		end, err := datapath.LoadEnd(datapath.EndOptions{})
+		var opts datapath.EndOptions
+		if tag == "x" {
+			opts.OPoT = opotTransitOnEndSID(t)
+		}
+		end, err := datapath.LoadEnd(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,4 +532,37 @@ func (g *endGen) csid(tag string) []byte {
 	}
 	wire, sl := g.travel(c, next)
 	return g.pkt(endSrc, c, hl, srv6.ProtoRouting, g.srh(srv6.ProtoIPv6, wire, sl, nil), tag)
+}
+
+// opotTransitOnEndSID loads OPoT maps holding one chain whose transit at
+// endSID the End does (marked in-End), ending at an egress SID the
+// random packets never carry, and returns them for
+// datapath.EndOptions.OPoT.
+func opotTransitOnEndSID(t *testing.T) map[string]*cebpf.Map {
+	t.Helper()
+	spec, err := opotdp.LoadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o opotdp.Objects
+	if err := spec.LoadAndAssign(&o, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	p, err := opot.GenerateFrom(rand.NewChaCha8([32]byte{8}), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := p.Node(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := netip.MustParseAddr("fc00:ffff::e")
+	if err := opotdp.PutChain(&o, 1, 0, n, endSID, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := opotdp.SetInEnd(&o, last); err != nil {
+		t.Fatal(err)
+	}
+	return opotdp.EndMapsOf(&o)
 }
