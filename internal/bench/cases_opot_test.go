@@ -294,18 +294,23 @@ func dutEndRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { prog.Close() })
+	return dutRun(t, d, prog, mac, skbCtx{IngressIfindex: uint32(idx), Ifindex: uint32(idx)})
+}
+
+// dutRun returns a test run of prog in the DUT's namespace with context
+// ctx, on a copy of the frame addressed to mac.
+func dutRun(t *testing.T, d *DUT, prog *ebpf.Program, mac net.HardwareAddr, ctx any) func([]byte) (uint32, []byte) {
 	return func(fr []byte) (uint32, []byte) {
 		fr = bytes.Clone(fr)
 		copy(fr, mac)
 		out := make([]byte, len(fr)+256)
 		var ret uint32
 		err := d.NS.Do(func() (err error) {
-			ret, err = prog.Run(&ebpf.RunOptions{Data: fr, DataOut: out,
-				Context: skbCtx{IngressIfindex: uint32(idx), Ifindex: uint32(idx)}})
+			ret, err = prog.Run(&ebpf.RunOptions{Data: fr, DataOut: out, Context: ctx})
 			return err
 		})
 		if err != nil {
-			t.Fatalf("end test run: %v", err)
+			t.Fatalf("test run of %s: %v", prog, err)
 		}
 		return ret, out
 	}
@@ -320,18 +325,8 @@ func dutXDPRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
 	t.Helper()
 	prog, idx, mac := dutXDP(t, d)
 	return func(fr []byte) (uint32, []byte) {
-		fr = bytes.Clone(fr)
-		copy(fr, mac)
-		out := make([]byte, len(fr)+256)
-		var ret uint32
-		err := d.NS.Do(func() (err error) {
-			ret, err = prog.Run(&ebpf.RunOptions{Data: fr, DataOut: out,
-				Context: xdpMD{DataEnd: uint32(len(fr)), IngressIfindex: uint32(idx)}})
-			return err
-		})
-		if err != nil {
-			t.Fatalf("xdp test run: %v", err)
-		}
+		// An XDP test run's context must give the frame's length.
+		ret, out := dutRun(t, d, prog, mac, xdpMD{DataEnd: uint32(len(fr)), IngressIfindex: uint32(idx)})(fr)
 		// The output starts with the metadata the dispatcher wrote
 		// (struct pipe_meta, lib/pipeline.h); the End keeps the
 		// frame's length.
