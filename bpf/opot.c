@@ -5,10 +5,12 @@
  *
  * - srchain_opot_headend, tc egress on the chain's ingress router: the
  *   kernel's seg6 encap has built outer IPv6 + SRH; if (first SID, last
- *   SID) names an OPoT chain, grow the SRH by the TLV and fill it. An
- *   SRH that already has TLVs passes untouched: the kernel's encap
- *   writes none on srchain's routes, so srchain's eBPF ingress built it
- *   with the TLV in place (lib/ingress.h ING_EXT_OPOT).
+ *   SID) names an OPoT chain, fill the TLV the chain's route reserved in
+ *   the SRH (opot.Reservation; growing the SRH here cost more than the
+ *   encap itself). A packet whose SRH holds a valid OPoT TLV passes
+ *   untouched: srchain's eBPF ingress wrote it as it encapsulated
+ *   (lib/ingress.h ING_EXT_OPOT). Any other packet of the chain has no
+ *   proof to carry and is dropped here, counted.
  * - srchain_opot_transit, tc ingress on each NF node: if (DA, last SID)
  *   names a chain this node is a transit of, update the TLV in place and
  *   hand the packet on to the End that serves the DA: TC_ACT_UNSPEC runs
@@ -61,15 +63,15 @@ int srchain_opot_headend(struct __sk_buff *skb)
 	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_HEADEND);
 	if (!ch)
 		return TC_ACT_UNSPEC;
-	if (si.srhlen != si.tlvoff - si.srhoff)
-		return TC_ACT_UNSPEC;
 	idx = ch->idx;
 	slot = ch->slot;
-	r = opot_grow(skb, &si, &off);
-	if (!r) {
-		ctx_reload(&c, CTX_TC);
+	off = opot_reserved(&c.p, &si);
+	if (off)
 		r = opot_headend(&c.p, off, idx, slot);
-	}
+	else if (!opot_find(&c, CTX_TC, &si, &off))
+		return TC_ACT_UNSPEC; /* srchain's eBPF ingress wrote it */
+	else
+		r = DROP_OPOT_NO_TLV;
 	if (r) {
 		/* A packet of an OPoT chain without its proof would only be
 		 * dropped at the verifier: drop it here, counted.

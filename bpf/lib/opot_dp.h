@@ -234,48 +234,4 @@ static __always_inline __u32 opot_in_end(struct pctx *c, const int kind, const s
 	return off;
 }
 
-/* OPOT_MAX_SRH is the largest SRH the headend grows: 8 bytes + 15
- * segments (OPoT chains have at most 6 NFs, spec.OPoTMaxNFs); the
- * kernel's encap writes no TLV (no HMAC on our routes).
- */
-#define OPOT_MAX_SRH (8 + 15 * 16)
-
-/* opot_grow adds OPOT_TLV_LEN zero bytes at the end of the SRH of a tc
- * packet (the headend, after the kernel's seg6 encap) and fixes Hdr Ext
- * Len and the IPv6 payload length; *tlvoff gets the new TLV's offset.
- * bpf_skb_adjust_room(BPF_ADJ_ROOM_NET) opens the room right after the
- * IPv6 header, so the SRH is read first, then written back at the front
- * of the room: its old place then holds the tail of the SRH and the new
- * TLV. Packet pointers are invalid afterwards; the caller reloads.
- * The SRH must have no extension header before it (the kernel's encap
- * puts it right after the IPv6 header).
- */
-static __always_inline __u32 opot_grow(struct __sk_buff *skb, const struct srh_info *si, __u32 *tlvoff)
-{
-	__u8 srh[256] = {};
-	__u32 len = si->srhlen, at = si->srhoff;
-	__u16 plen;
-	__u8 hdrlen;
-
-	if (at != si->ip6off + 40 || len < 8 || len > OPOT_MAX_SRH || len % 8)
-		return DROP_OPOT_NO_TLV;
-	/* The same value, in a form the verifier bounds to [8, 256]. */
-	len = ((len - 8) & 0xf8) + 8;
-	if (bpf_skb_load_bytes(skb, at, srh, len))
-		return DROP_PKT_TRUNCATED;
-	if (bpf_skb_load_bytes(skb, si->ip6off + 4, &plen, 2))
-		return DROP_PKT_TRUNCATED;
-	if (bpf_skb_adjust_room(skb, OPOT_TLV_LEN, BPF_ADJ_ROOM_NET, 0))
-		return DROP_OPOT_NO_TLV;
-	hdrlen = srh[1] + OPOT_TLV_LEN / 8;
-	srh[1] = hdrlen;
-	if (bpf_skb_store_bytes(skb, at, srh, len, 0))
-		return DROP_PKT_TRUNCATED;
-	plen = bpf_htons(bpf_ntohs(plen) + OPOT_TLV_LEN);
-	if (bpf_skb_store_bytes(skb, si->ip6off + 4, &plen, 2, 0))
-		return DROP_PKT_TRUNCATED;
-	*tlvoff = at + len;
-	return DROP_NONE;
-}
-
 #endif /* SRCHAIN_OPOT_DP_H */

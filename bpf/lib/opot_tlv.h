@@ -19,6 +19,13 @@
 #define OPOT_OFF_RND 8
 #define OPOT_OFF_CML 16
 #define OPOT_SLOTS 2
+/* A kernel encap route's reservation (opot.Reservation): the OPoT TLV
+ * with this slot byte, unfilled, then an 8-byte PadN; the headend stage
+ * fills it in place.
+ */
+#define OPOT_SLOT_UNFILLED 255
+#define OPOT_RESERVED_LEN 32
+#define OPOT_PADN_VALUE (OPOT_RESERVED_LEN - OPOT_TLV_LEN - 2)
 
 /* opot_walk advances *cur over the TLVs of the area ending at end until
  * it reaches an OPoT TLV (returns 1, *cur at it) or the end (returns 0);
@@ -115,6 +122,33 @@ __attribute__((noinline)) int opot_find_xdp(struct xdp_md *x, __u32 tlvoff, __u3
 	return opot_scan(&p, tlvoff, end);
 }
 
+/* opot_padn_at reports whether the route's PadN (OPOT_RESERVED_LEN)
+ * sits at off.
+ */
+static __always_inline int opot_padn_at(const struct pkt *p, __u32 off)
+{
+	__u8 *pad = pkt_ptr(p, off & 0x3fff, 2);
+
+	return pad && pad[0] == SRH_TLV_PADN && pad[1] == OPOT_PADN_VALUE;
+}
+
+/* opot_reserved returns the offset of the TLV a kernel encap route
+ * reserved for the headend (the TLV area is exactly the unfilled OPoT
+ * TLV and the PadN), or 0.
+ */
+static __always_inline __u32 opot_reserved(const struct pkt *p, const struct srh_info *si)
+{
+	__u32 at = si->tlvoff & 0x3fff;
+	__u8 *tlv;
+
+	if (si->srhoff + si->srhlen != si->tlvoff + OPOT_RESERVED_LEN)
+		return 0;
+	tlv = pkt_ptr(p, at, OPOT_TLV_LEN);
+	if (!tlv || tlv[0] != OPOT_TLV_TYPE || tlv[1] != OPOT_TLV_LEN - 2 || tlv[OPOT_OFF_SLOT] != OPOT_SLOT_UNFILLED)
+		return 0;
+	return opot_padn_at(p, at + OPOT_TLV_LEN) ? at : 0;
+}
+
 /* opot_find returns in *off the offset (from data) of the one OPoT TLV
  * of a validated SRH, checked: length 22, slot 0 or 1, reserved bytes
  * zero. DROP_OPOT_NO_TLV when there is none, two (an attacker would choose
@@ -125,26 +159,28 @@ __attribute__((noinline)) int opot_find_xdp(struct xdp_md *x, __u32 tlvoff, __u3
 static __always_inline __u32 opot_find(const struct pctx *c, const int kind,
 				       const struct srh_info *si, __u32 *off)
 {
-	__u32 at0 = si->tlvoff & 0x3fff;
+	__u32 at0 = si->tlvoff & 0x3fff, end = si->srhoff + si->srhlen;
 	__u8 *tlv;
 	int at;
 
 	/* What srchain's headends write: the TLV area is the OPoT TLV and
-	 * nothing else. Checked here as opot_scan checks it, without the
-	 * call and the walk; anything else takes the walk.
+	 * nothing else (eBPF ingress), or it and the route's PadN (behind
+	 * the kernel's encap). Checked here as opot_scan checks it, without
+	 * the call and the walk; anything else takes the walk.
 	 */
-	if (si->srhoff + si->srhlen == si->tlvoff + OPOT_TLV_LEN) {
+	if (end == si->tlvoff + OPOT_TLV_LEN || end == si->tlvoff + OPOT_RESERVED_LEN) {
 		tlv = pkt_ptr(&c->p, at0, OPOT_TLV_LEN);
 		if (tlv && tlv[0] == OPOT_TLV_TYPE && tlv[1] == OPOT_TLV_LEN - 2 && tlv[OPOT_OFF_SLOT] < OPOT_SLOTS &&
-		    !(tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7])) {
+		    !(tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7]) &&
+		    (end == si->tlvoff + OPOT_TLV_LEN || opot_padn_at(&c->p, at0 + OPOT_TLV_LEN))) {
 			*off = at0;
 			return DROP_NONE;
 		}
 	}
 	if (kind == CTX_XDP)
-		at = opot_find_xdp(c->ctx, si->tlvoff, si->srhoff + si->srhlen);
+		at = opot_find_xdp(c->ctx, si->tlvoff, end);
 	else
-		at = opot_find_tc(c->ctx, si->tlvoff, si->srhoff + si->srhlen);
+		at = opot_find_tc(c->ctx, si->tlvoff, end);
 	if (at < 0)
 		return DROP_OPOT_NO_TLV;
 	*off = (__u32)at;

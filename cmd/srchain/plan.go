@@ -302,6 +302,9 @@ func routeString(r state.Route) string {
 			segs[i] = s.String()
 		}
 		fmt.Fprintf(&b, " encap seg6 mode %s segs %s", r.Encap.Mode, strings.Join(segs, ","))
+		if len(r.Encap.TLVs) > 0 {
+			fmt.Fprintf(&b, " tlvs %x", r.Encap.TLVs)
+		}
 	}
 	if r.Via.IsValid() {
 		fmt.Fprintf(&b, " via %s", r.Via)

@@ -19,6 +19,7 @@
 package apply
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -268,7 +269,8 @@ func sameRoute(a, b state.Route) bool {
 	if a.Table != b.Table || a.Dst != b.Dst || a.Via != b.Via || a.Dev != b.Dev || (a.Encap == nil) != (b.Encap == nil) {
 		return false
 	}
-	return a.Encap == nil || (a.Encap.Mode == b.Encap.Mode && slices.Equal(a.Encap.Segments, b.Encap.Segments))
+	return a.Encap == nil || (a.Encap.Mode == b.Encap.Mode && slices.Equal(a.Encap.Segments, b.Encap.Segments) &&
+		bytes.Equal(a.Encap.TLVs, b.Encap.TLVs))
 }
 
 // hasSysctl and friends report whether Options.Prev has the item.

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -119,9 +120,61 @@ func RouteFor(r state.Route, ifindex func(string) (int, error)) (*netlink.Route,
 		default:
 			return nil, fmt.Errorf("route %s: unknown encap mode %q: %w", r.Dst, r.Encap.Mode, ErrBadState)
 		}
-		nr.Encap = &netlink.SEG6Encap{Mode: mode, Segments: wireSegments(r.Encap)}
+		e := netlink.SEG6Encap{Mode: mode, Segments: wireSegments(r.Encap)}
+		nr.Encap = &e
+		if len(r.Encap.TLVs) > 0 {
+			if len(r.Encap.TLVs)%16 != 0 || len(e.Segments)*16+len(r.Encap.TLVs) > 255*8 {
+				return nil, fmt.Errorf("route %s: tlv area of %d bytes, want a multiple of 16 that fits the srh: %w", r.Dst, len(r.Encap.TLVs), ErrBadState)
+			}
+			nr.Encap = &tlvEncap{SEG6Encap: e, tlvs: slices.Clone(r.Encap.TLVs)}
+		}
 	}
 	return nr, nil
+}
+
+// tlvEncap is a seg6 encap whose SRH carries TLVs after its segments
+// (state.SREncap.TLVs), which vishvananda/netlink v1.3.1 cannot encode;
+// the kernel copies them into every packet (seg6_do_srh_encap) once
+// seg6_validate_srh found that they tile the area.
+type tlvEncap struct {
+	netlink.SEG6Encap
+	tlvs []byte
+}
+
+// Encode writes SEG6_IPTUNNEL_SRH (struct seg6_iptunnel_encap: mode,
+// then the SRH) as the library does, with Hdr Ext Len counting the TLVs.
+func (e *tlvEncap) Encode() ([]byte, error) {
+	srh, err := nl.EncodeSEG6Encap(e.Mode, e.Segments)
+	if err != nil {
+		return nil, err
+	}
+	srh[4+1] = uint8((len(e.Segments)*16 + len(e.tlvs)) / 8)
+	srh = append(srh, e.tlvs...)
+	b := make([]byte, 4, 4+len(srh))
+	nl.NativeEndian().PutUint16(b, uint16(len(b)+len(srh)))
+	nl.NativeEndian().PutUint16(b[2:], nl.SEG6_IPTUNNEL_SRH)
+	return append(b, srh...), nil
+}
+
+func (e *tlvEncap) String() string {
+	return fmt.Sprintf("%s tlvs %x", e.SEG6Encap.String(), e.tlvs)
+}
+
+func (e *tlvEncap) Equal(x netlink.Encap) bool {
+	o, ok := x.(*tlvEncap)
+	return ok && bytes.Equal(o.tlvs, e.tlvs) && e.SEG6Encap.Equal(&o.SEG6Encap)
+}
+
+// readBack is the route as the library reads it back: its decoder cuts
+// the SRH after the fixed header into 16-byte segments and drops Last
+// Entry, the field that tells segments from TLVs, so the TLV area comes
+// back as segments after the real ones.
+func (e *tlvEncap) readBack() *netlink.SEG6Encap {
+	r := &netlink.SEG6Encap{Mode: e.Mode, Segments: slices.Clone(e.Segments)}
+	for b := e.tlvs; len(b) >= 16; b = b[16:] {
+		r.Segments = append(r.Segments, net.IP(slices.Clone(b[:16])))
+	}
+	return r
 }
 
 // SIDRoute builds the seg6local route serving a kernel-datapath SID
@@ -246,6 +299,8 @@ func encapSig(e netlink.Encap) string {
 			}
 		}
 		return b.String()
+	case *tlvEncap:
+		return encapSig(e.readBack())
 	case *csidEncap:
 		// Read-back routes carry no flavor (the library drops it):
 		// csidFlavors compares flavors itself.

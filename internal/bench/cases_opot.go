@@ -9,11 +9,13 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/ingress"
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/state"
 )
 
 // Ordered proof of transit (issue 11, seed 003 section V, docs/opot.md):
@@ -306,11 +308,21 @@ func setupOPoTVerify(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
 	return o, attachTCX(d, ifDUTIn, o.SrchainOpotVerify, false)
 }
 
-// setupOPoTHeadend: the kernel's H.Encaps route and the headend stage at
-// tcx egress of the DUT's egress, after the encap.
+// setupOPoTHeadend: the kernel's H.Encaps route of CaseHEncaps with the
+// OPoT chain's reservation in its SRH (as apply installs it,
+// opot.Reservation), and the headend stage at tcx egress of the DUT's
+// egress, after the encap, filling it.
 func setupOPoTHeadend(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
-	if err := CaseHEncaps.Setup(ctx, d); err != nil {
+	r := state.Route{
+		Dst: netip.MustParsePrefix("fc00:5::/64"), Via: SinkAddr6, Dev: ifDUTOut,
+		Encap: &state.SREncap{Mode: state.ModeEncap, Segments: []netip.Addr{ReEncap6}, TLVs: opot.Reservation()},
+	}
+	nr, err := apply.RouteFor(r, func(name string) (int, error) { return d.Index(name) })
+	if err != nil {
 		return nil, err
+	}
+	if err := d.NS.Netlink().RouteReplace(nr); err != nil {
+		return nil, fmt.Errorf("add h.encaps route with the opot reservation: %w", err)
 	}
 	o, err := opotNodeStages(d, 3, 0, nil, ReEncap6, ReEncap6)
 	if err != nil {

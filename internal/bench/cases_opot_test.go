@@ -150,7 +150,8 @@ func tlvOf(t *testing.T, spec FrameSpec) opot.Meta {
 // verifier counted every frame as verified, the headend (the tc stage
 // behind the kernel's encap, or the eBPF ingress at tc and at XDP)
 // numbered every frame (its sequence counter) and carried the TLV (24
-// bytes more at the sink than the kernel's encap alone), and the transit's
+// bytes more at the sink than the kernel's encap alone, 32 with the
+// route's PadN behind the kernel's encap), and the transit's
 // output (by test run of the End attached at the DUT, which does it, or
 // of the stage) is the Go model's hop, which the chain's verifier
 // accepts; at XDP the End redirected every frame.
@@ -212,10 +213,15 @@ func TestOPoTLine(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Kernel encap: 40 (IPv6) + 8 + 16 (SRH, 1 SID); the TLV 24.
+				// Encap: 40 (IPv6) + 8 + 16 (SRH, 1 SID); the TLV 24, and
+				// behind the kernel's encap the route's PadN 8.
+				tlvs := opot.TLVLen
+				if tc.c.Name == CaseOPoTHeadend.Name {
+					tlvs = opot.ReservedLen
+				}
 				extra := sink.Packets - sent
-				if want := uint64(len(fr)+40+24+opot.TLVLen) * sent; sink.Bytes < want || sink.Bytes > want+extra*opotNoiseBytes {
-					t.Errorf("sink bytes %d, want %d (%d frames of %d)", sink.Bytes, want, sent, len(fr)+40+24+opot.TLVLen)
+				if want := uint64(len(fr)+40+24+tlvs) * sent; sink.Bytes < want || sink.Bytes > want+extra*opotNoiseBytes {
+					t.Errorf("sink bytes %d, want %d (%d frames of %d)", sink.Bytes, want, sent, len(fr)+40+24+tlvs)
 				}
 			case CaseOPoTTransitXDP.Name:
 				// Every frame was redirected by the XDP End (the

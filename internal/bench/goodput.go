@@ -86,10 +86,13 @@ func RunGoodput(ctx context.Context, o GoodputOptions) ([]GoodputPoint, error) {
 }
 
 func goodputScheme(ctx context.Context, o GoodputOptions, sc GoodputScheme, name string) (GoodputPoint, error) {
-	p := GoodputPoint{Scheme: sc.Name, Encap: 48 + 16*sc.Segments, MSS: opot.TCPMSS(1500, sc.Segments) + opot.TLVLen}
+	// The labs' headends are the kernel's encap: an OPoT chain's route
+	// carries the reservation (the TLV and its PadN).
+	tlvs := 0
 	if sc.OPoT {
-		p.Encap, p.MSS = opot.EncapOverhead(sc.Segments), opot.TCPMSS(1500, sc.Segments)
+		tlvs = opot.ReservedLen
 	}
+	p := GoodputPoint{Scheme: sc.Name, Encap: opot.EncapOverhead(sc.Segments, tlvs), MSS: opot.TCPMSS(1500, sc.Segments, tlvs)}
 	path := filepath.Join(o.Examples, sc.Example)
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -41,7 +41,7 @@ func TestGoodputSchemes(t *testing.T) {
 			}
 		})
 	}
-	if got := opot.TCPMSS(1500, 5); got != 1288 {
+	if got := opot.TCPMSS(1500, 5, opot.TLVLen); got != 1288 {
 		t.Errorf("OPoT MSS at 5 segments %d, Table III 1288", got)
 	}
 }

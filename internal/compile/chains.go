@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -128,13 +129,19 @@ func (c *compiler) chain(i int) error {
 			}
 		}
 	}
+	var tlvs []byte
+	if ch.OPoT && !c.ebpfIngress(ch.Ingress) {
+		// The headend stage fills the TLV the route reserves (an eBPF
+		// ingress writes it as it encapsulates).
+		tlvs = opot.Reservation()
+	}
 	for _, dst := range ch.Match.Dst {
 		// A policy replaces the plain route to the same prefix (sortNode
 		// drops that route once every chain is compiled: deleting it here
 		// would rescan the node's routes for every chain).
 		ingress.Routes = append(ingress.Routes, state.Route{
 			Table: table, Dst: dst, Dev: dev, Chain: ch.Name,
-			Encap: &state.SREncap{Mode: mode, Segments: slices.Clone(segs)},
+			Encap: &state.SREncap{Mode: mode, Segments: slices.Clone(segs), TLVs: slices.Clone(tlvs)},
 		})
 	}
 	return nil

@@ -42,6 +42,32 @@ const (
 // Slots is the number of profile slots per chain (rotation, issue 11).
 const Slots = 2
 
+// SlotUnfilled in the slot byte marks an OPoT TLV that a kernel encap
+// route reserved for the headend stage to fill (docs/opot.md "Headend
+// behind the kernel's encap"). No transit or verifier accepts it: a
+// packet that left the headend unfilled fails at the verifier.
+const SlotUnfilled uint8 = 0xff
+
+// padNLen is the PadN TLV that follows a reserved OPoT TLV.
+const padNLen = 8
+
+// ReservedLen is the TLV area of a route's reservation (Reservation).
+const ReservedLen = TLVLen + padNLen
+
+// Reservation returns the TLV area srchain's kernel H.Encaps route of an
+// OPoT chain carries after its segments: the OPoT TLV unfilled, then an
+// 8-byte PadN (RFC 8754 section 2.1.1.2). The kernel copies it into every
+// packet it encapsulates, so the headend stage only writes the TLV in
+// place instead of growing the SRH. The PadN is there because
+// vishvananda/netlink reads a route's SRH back as whole 16-byte segments
+// and fails on any other length: 32 bytes read back as two "segments"
+// (apply compares them as such).
+func Reservation() []byte {
+	b := append([]byte(nil), TLVType, tlvValueLen, SlotUnfilled)
+	b = append(b, make([]byte, TLVLen-3)...)
+	return append(b, srv6.TLVPadN, padNLen-2, 0, 0, 0, 0, 0, 0)
+}
+
 // ErrTLV: bytes that claim to be an OPoT TLV are not a valid one (wrong
 // type or length, truncated, reserved bytes set, slot out of range), or
 // an SRH carries more than one.
@@ -130,17 +156,19 @@ func FindTLV(s srv6.SRH) (Meta, int, error) {
 	return m, idx, nil
 }
 
-// EncapOverhead is the bytes H.Encaps adds with an OPoT TLV and m
-// segments: outer IPv6 (40) + SRH (8 + 16m) + TLV (24) = 72 + 16m, the
-// figure of seed 003 V-B1.
-func EncapOverhead(segments int) int {
-	return 40 + srv6.SRHFixedLen + 16*segments + TLVLen
+// EncapOverhead is the bytes H.Encaps adds with m segments and a TLV
+// area of tlvs bytes: outer IPv6 (40) + SRH (8 + 16m) + tlvs. With the
+// OPoT TLV alone (TLVLen, what srchain's eBPF ingress writes) it is
+// 72 + 16m, the figure of seed 003 V-B1; behind the kernel's encap the
+// route's reservation adds its PadN (ReservedLen).
+func EncapOverhead(segments, tlvs int) int {
+	return 40 + srv6.SRHFixedLen + 16*segments + tlvs
 }
 
 // TCPMSS is the largest IPv6 TCP MSS that fits the link MTU once the
-// packet is encapsulated with an OPoT TLV and m segments: MTU - 60 -
-// (72 + 16m) (seed 003 V-B1 and Table III: 1288 for m = 5, 1352 for one
-// compressed-SID container).
-func TCPMSS(mtu, segments int) int {
-	return mtu - 40 - 20 - EncapOverhead(segments)
+// packet is encapsulated with m segments and a TLV area of tlvs bytes:
+// MTU - 60 - EncapOverhead (seed 003 V-B1 and Table III: with the OPoT
+// TLV, 1288 for m = 5, 1352 for one compressed-SID container).
+func TCPMSS(mtu, segments, tlvs int) int {
+	return mtu - 40 - 20 - EncapOverhead(segments, tlvs)
 }

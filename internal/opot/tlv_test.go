@@ -66,8 +66,8 @@ func TestFindTLVInPacket(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Seed 003 V-B1: the encapsulation adds 72 + 16m bytes.
-	if got := len(pkt) - len(inner); got != EncapOverhead(len(travel)) {
-		t.Errorf("encap added %d bytes, want %d", got, EncapOverhead(len(travel)))
+	if got := len(pkt) - len(inner); got != EncapOverhead(len(travel), TLVLen) {
+		t.Errorf("encap added %d bytes, want %d", got, EncapOverhead(len(travel), TLVLen))
 	}
 	srh, off, err := srv6.FindSRH(pkt)
 	if err != nil {
@@ -103,10 +103,10 @@ func TestFindTLVInPacket(t *testing.T) {
 // (MTU 1500; m = 5 plain SIDs, m = 1 container of compressed SIDs).
 func TestTCPMSSTable3(t *testing.T) {
 	for _, tc := range []struct{ m, opot, plain int }{{5, 1288, 1312}, {1, 1352, 1376}} {
-		if got := TCPMSS(1500, tc.m); got != tc.opot {
+		if got := TCPMSS(1500, tc.m, TLVLen); got != tc.opot {
 			t.Errorf("OPoT MSS with %d segments = %d, want %d", tc.m, got, tc.opot)
 		}
-		if got := TCPMSS(1500, tc.m) + TLVLen; got != tc.plain {
+		if got := TCPMSS(1500, tc.m, 0); got != tc.plain {
 			t.Errorf("SRv6 MSS with %d segments = %d, want %d", tc.m, got, tc.plain)
 		}
 	}
@@ -133,4 +133,30 @@ func FuzzParseTLV(f *testing.F) {
 			t.Fatalf("FindTLV rejects what ParseTLV accepts: %v", err)
 		}
 	})
+}
+
+// TestReservation: a route's reserved TLV area is the unfilled OPoT TLV
+// and a PadN, 32 bytes (two whole "segments" for the library that reads
+// routes back), tiles as a TLV area, and is refused as a proof.
+func TestReservation(t *testing.T) {
+	b := Reservation()
+	if len(b) != ReservedLen || len(b)%16 != 0 {
+		t.Fatalf("reservation of %d bytes, want %d, a multiple of 16", len(b), ReservedLen)
+	}
+	// An SRH of one segment with it as its TLV area.
+	srh := append([]byte{41, byte((16 + len(b)) / 8), 4, 0, 0, 0, 0, 0}, make([]byte, 16)...)
+	s, err := srv6.ParseSRH(append(srh, b...))
+	if err != nil || len(s.TLVs) != 2 || s.TLVs[0].Type != TLVType || s.TLVs[1].Type != srv6.TLVPadN {
+		t.Fatalf("ParseSRH = %+v, %v; want the OPoT TLV and a PadN", s.TLVs, err)
+	}
+	if b[OffSlot] != SlotUnfilled {
+		t.Errorf("slot byte %d, want %d", b[OffSlot], SlotUnfilled)
+	}
+	if m, err := ParseTLV(b); !errors.Is(err, ErrTLV) {
+		t.Errorf("ParseTLV(reservation) = %+v, %v; want ErrTLV", m, err)
+	}
+	filled := Meta{Slot: 1, RND: 1, CML: 2}.AppendTo(nil)
+	if !bytes.Equal(b[OffRND:TLVLen], make([]byte, TLVLen-OffRND)) || !bytes.Equal(b[:2], filled[:2]) {
+		t.Errorf("reservation % x: not the TLV's type and length with zero values", b)
+	}
 }

@@ -113,6 +113,35 @@ func frame(t *testing.T, travel []netip.Addr, at int, tlvs ...srv6.TLV) []byte {
 	return f
 }
 
+// reservation is opot.Reservation as TLVs: the unfilled OPoT TLV and
+// the PadN a kernel encap route of an OPoT chain carries.
+func reservation() []srv6.TLV {
+	b := opot.Reservation()
+	return []srv6.TLV{{Type: b[0], Value: b[2:opot.TLVLen]}, padN()}
+}
+
+// padN is the reservation's PadN.
+func padN() srv6.TLV {
+	b := opot.Reservation()[opot.TLVLen:]
+	return srv6.TLV{Type: b[0], Value: b[2:]}
+}
+
+// tlvsOf is what a headend of a chain of k nodes sends: for odd k the
+// kernel's encap with the route's PadN after the TLV, for even k the TLV
+// alone (srchain's eBPF ingress).
+func tlvsOf(k int, m opot.Meta) []srv6.TLV {
+	if k%2 == 1 {
+		return []srv6.TLV{m.SRv6TLV(), padN()}
+	}
+	return []srv6.TLV{m.SRv6TLV()}
+}
+
+// withSlot sets the slot byte of the OPoT TLV of tlvs.
+func withSlot(tlvs []srv6.TLV, slot byte) []srv6.TLV {
+	tlvs[0].Value[opot.OffSlot-2] = slot
+	return tlvs
+}
+
 // tlvOff is the TLV's offset in a frame over n segments.
 func tlvOff(n int) int { return ethLen + 40 + 8 + 16*n }
 
@@ -162,8 +191,9 @@ func TestChainTestRun(t *testing.T) {
 			id := uint32(100 + k)
 			nodes, travel := chainNodes(t, p, k, id, slot)
 
-			// Headend: the kernel's encap (no TLV) in, the SRH grown.
-			ret, out := run(t, nodes[0].objs.SrchainOpotHeadend, frame(t, travel, 0))
+			// Headend: the kernel's encap with the route's reservation
+			// in, the TLV filled in place.
+			ret, out := run(t, nodes[0].objs.SrchainOpotHeadend, frame(t, travel, 0, reservation()...))
 			if ret != tcActNext {
 				t.Fatalf("headend: verdict %d", ret)
 			}
@@ -179,13 +209,31 @@ func TestChainTestRun(t *testing.T) {
 			if err != nil || want != m {
 				t.Fatalf("headend TLV %+v, model %+v (%v)", m, want, err)
 			}
-			if exp := frame(t, travel, 0, m.SRv6TLV()); !bytes.Equal(out, exp) {
+			if exp := frame(t, travel, 0, m.SRv6TLV(), padN()); !bytes.Equal(out[:len(exp)], exp) {
 				t.Fatalf("headend frame differs from the Go encapsulation with the TLV:\n got %x\nwant %x", out, exp)
 			}
-			// An SRH with TLVs already (srchain's eBPF ingress wrote the
-			// TLV as it encapsulated) passes untouched.
-			if ret, o := run(t, nodes[0].objs.SrchainOpotHeadend, out); ret != tcActNext || !bytes.Equal(o, out) {
-				t.Fatalf("headend on a frame with its TLV: verdict %d, changed %v", ret, !bytes.Equal(o, out))
+			// An SRH with a filled TLV (srchain's eBPF ingress wrote it
+			// as it encapsulated) passes untouched.
+			for _, in := range [][]byte{out, frame(t, travel, 0, m.SRv6TLV())} {
+				if ret, o := run(t, nodes[0].objs.SrchainOpotHeadend, in); ret != tcActNext || !bytes.Equal(o[:len(in)], in) {
+					t.Fatalf("headend on a frame with its TLV: verdict %d, changed %v", ret, !bytes.Equal(o[:len(in)], in))
+				}
+			}
+			// Without a reservation or a TLV, the chain's packet has no
+			// proof to carry: dropped and counted at the headend.
+			for name, in := range map[string][]byte{
+				"no tlv":       frame(t, travel, 0),
+				"padn only":    frame(t, travel, 0, padN(), padN()),
+				"reserved 24":  frame(t, travel, 0, reservation()[0]),
+				"other slot 7": frame(t, travel, 0, withSlot(reservation(), 7)...),
+			} {
+				before := stats(t, nodes[0].objs.OpotStats, id, drop.OPoTNoTLV)
+				if ret, _ := run(t, nodes[0].objs.SrchainOpotHeadend, in); ret != tcActShot {
+					t.Fatalf("headend, %s: verdict %d, want drop", name, ret)
+				}
+				if got := stats(t, nodes[0].objs.OpotStats, id, drop.OPoTNoTLV); got != before+1 {
+					t.Fatalf("headend, %s: opot-no-tlv %d, want %d", name, got, before+1)
+				}
 			}
 
 			// Transits, in order; a node does nothing for another's DA.
@@ -206,8 +254,14 @@ func TestChainTestRun(t *testing.T) {
 				if exp := frame(t, travel, j-1, want.SRv6TLV()); !bytes.Equal(o, exp) {
 					t.Fatalf("transit %d differs from the model", j)
 				}
+				// Behind the kernel's encap the route's PadN follows the
+				// TLV: the same update.
+				inP := frame(t, travel, j-1, m.SRv6TLV(), padN())
+				if ret, o := run(t, nodes[j].objs.SrchainOpotTransit, inP); ret != tcActNext || !bytes.Equal(o, frame(t, travel, j-1, want.SRv6TLV(), padN())) {
+					t.Fatalf("transit %d, TLV and PadN: verdict %d, differs from the model", j, ret)
+				}
 				m = want
-				pkt = frame(t, travel, j, m.SRv6TLV()) // the End's work
+				pkt = frame(t, travel, j, tlvsOf(k, m)...) // the End's work
 			}
 
 			// Verifier: accepted once, untouched, counted.
@@ -319,7 +373,7 @@ func TestChainTestRun(t *testing.T) {
 // 4,801 when set, about 2x headroom; the XDP stage (transit and verify)
 // 6,426.
 var verifierBudget = map[string]int{
-	"srchain_opot_headend": 4_000,
+	"srchain_opot_headend": 10_000,
 	"srchain_opot_transit": 8_000,
 	"srchain_opot_verify":  10_000,
 	"srchain_opot_xdp":     13_000,

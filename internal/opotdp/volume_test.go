@@ -30,7 +30,7 @@ func TestNoFalseDrops(t *testing.T) {
 	}
 	const id, slot = 7, 0
 	nodes, travel := chainNodes(t, p, k, id, slot)
-	in := frame(t, travel, 0)
+	in := frame(t, travel, 0, reservation()...)
 	out := make([]byte, len(in)+256)
 	hop := func(prog *ebpf.Program, data []byte) []byte {
 		opts := &ebpf.RunOptions{Data: data, DataOut: out[:cap(out)]}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/srchain/srchain/internal/opot"
 )
 
 // Chain, classifier, path/MTU and probe checks.
@@ -188,15 +190,22 @@ func (v *validator) path(p string, c *Chain) {
 // egress SID; in insert mode an SRH with the NF SIDs plus the original
 // destination (RFC 8754 section 2, RFC 8986 section 5). A chain split
 // into pathlets adds, at its deepest, one outer IPv6 header and SRH per
-// nested pathlet (End.B6.Encaps keeps the packet whole inside).
+// nested pathlet (End.B6.Encaps keeps the packet whole inside). An OPoT
+// chain's SRH also carries the proof's TLV, with the PadN of the kernel
+// encap route's reservation (opot.ReservedLen, the larger of the two
+// headends' TLV areas; docs/opot.md "Header size, MTU and MSS").
 func (c *Chain) Overhead() int {
 	if ps := c.split(); ps != nil {
 		return pathletOverhead(ps)
 	}
-	if c.Mode == ModeInsert {
-		return SRHFixedLen + SIDLen*(len(c.NFs)+1)
+	tlvs := 0
+	if c.OPoT {
+		tlvs = opot.ReservedLen
 	}
-	return IPv6HeaderLen + SRHFixedLen + SIDLen*(len(c.NFs)+1)
+	if c.Mode == ModeInsert {
+		return SRHFixedLen + SIDLen*(len(c.NFs)+1) + tlvs
+	}
+	return IPv6HeaderLen + SRHFixedLen + SIDLen*(len(c.NFs)+1) + tlvs
 }
 
 func (v *validator) traffic() {

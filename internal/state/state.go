@@ -110,6 +110,12 @@ const (
 type SREncap struct {
 	Mode     EncapMode    `json:"mode"`
 	Segments []netip.Addr `json:"segments"` // travel order
+	// TLVs is the SRH's TLV area, after the segments: the kernel copies
+	// it into every packet. Its length is a multiple of 16 (the bytes
+	// are read back as segments, see apply). The headend of an OPoT
+	// chain behind the kernel's encap reserves its TLV here
+	// (opot.Reservation).
+	TLVs []byte `json:"tlvs,omitempty"`
 }
 
 // Route is one route; Table 0 means the main table.

@@ -158,5 +158,9 @@ func proxyOPoTTestbed(t *testing.T) (*spec.Spec, *state.Network) {
 		{"    nfs: [fw-in]\n", "    nfs: [fw-in]\n    opot: true\n"},
 		{"    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n"},
 		{"behavior: end.ad, to_nf: eth3, from_nf: eth2", "behavior: end.ad-flow, to_nf: eth3, from_nf: eth2"},
+		// The SR links carry a 1500-byte inner packet, the outer header
+		// of two SIDs and the proof's TLV with the route's PadN: 1612
+		// bytes (spec Overhead), more than the 1600 of the example.
+		{"  - mtu: 1600", "  - mtu: 1700"}, {"  - mtu: 1600", "  - mtu: 1700"}, {"  - mtu: 1600", "  - mtu: 1700"},
 	})
 }

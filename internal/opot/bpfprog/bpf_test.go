@@ -208,7 +208,8 @@ func TestBPFRoles(t *testing.T) {
 		"OPOT_ROLE_VERIFIER": int(opot.RoleVerifier), "OPOT_TLV_TYPE": int(opot.TLVType),
 		"OPOT_TLV_LEN": opot.TLVLen, "OPOT_OFF_SLOT": opot.OffSlot, "OPOT_OFF_RND": opot.OffRND,
 		"OPOT_OFF_CML": opot.OffCML, "OPOT_SLOTS": opot.Slots, "OPOT_RAND_BITS": opot.RandBits,
-		"OPOT_WINDOW": opot.DefaultWindow,
+		"OPOT_WINDOW": opot.DefaultWindow, "OPOT_SLOT_UNFILLED": int(opot.SlotUnfilled),
+		"OPOT_RESERVED_LEN": opot.ReservedLen,
 	} {
 		m := regexp.MustCompile(`#define ` + name + ` (\d+)`).FindSubmatch(src)
 		if m == nil {
