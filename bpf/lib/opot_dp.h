@@ -191,12 +191,16 @@ static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, con
 	struct opot_chain_key k;
 	struct opot_chain *ch;
 	__u64 *da = pkt_ptr(p, (si->ip6off + 24) & 0x3fff, 16);
-	__u8 *last = pkt_ptr(p, (si->srhoff + 8) & 0x3fff, 16);
-	__u64 *sid;
+	__u64 *last = pkt_ptr(p, (si->srhoff + 8) & 0x3fff, 16);
+	__u64 *sid, *kw = (__u64 *)k.last;
 
 	if (!da || !last)
 		return NULL;
-	__builtin_memcpy(k.last, last, 16);
+	/* Two 8-byte loads (unaligned packet access, as opot_load64): a
+	 * memcpy from the packet compiles to sixteen byte loads.
+	 */
+	kw[0] = last[0];
+	kw[1] = last[1];
 	ch = opot_chain_lookup(&k);
 	if (!ch || (role && ch->role && ch->role != role))
 		return NULL;
