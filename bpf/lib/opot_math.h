@@ -3,8 +3,9 @@
  * transit (docs/opot.md "The prime and the multiply"). eBPF has a 64-bit
  * multiply that keeps only the low half and no 128-bit type, so the
  * product is built from 32-bit limbs and folded with 2^61 = 1 (mod p).
- * Line for line the C twin of MulMod61/AddMod61/Reduce61 in
- * internal/opot/field.go; the test program bpf/test/opot.c compares them.
+ * The C twin of MulMod61/AddMod61/Reduce61 in internal/opot/field.go
+ * (line for line but for addmod61's branch-free select); the test
+ * program bpf/test/opot.c compares them.
  */
 #ifndef SRCHAIN_OPOT_MATH_H
 #define SRCHAIN_OPOT_MATH_H
@@ -35,14 +36,21 @@ static __always_inline __u64 mulmod61(__u64 a, __u64 b)
 	return s;
 }
 
-/* addmod61 returns a+b mod p for canonical a, b (< p). */
+/* addmod61 returns a+b mod p for canonical a, b (< p). Without a
+ * branch: a+b is at or above p about half the time on random values, a
+ * branch the CPU cannot predict. a+b-p < p < 2^61, so it is negative as
+ * a signed number exactly when a+b < p, and its sign bit, spread by an
+ * arithmetic shift, selects whether p goes back in. The barrier keeps
+ * the compiler from turning the mask back into a branch (BPF has no
+ * conditional move).
+ */
 static __always_inline __u64 addmod61(__u64 a, __u64 b)
 {
-	__u64 s = a + b;
+	__u64 s = a + b - OPOT_P61, m;
 
-	if (s >= OPOT_P61)
-		s -= OPOT_P61;
-	return s;
+	m = (__u64)((__s64)s >> 63);
+	asm volatile("" : "+r"(m));
+	return s + (m & OPOT_P61);
 }
 
 /* reduce61 returns x mod p for any 64-bit x. */

@@ -2,9 +2,10 @@
 /* Test harness of lib/opot.h: headend, transit and verifier run from tc
  * and XDP under BPF_PROG_TEST_RUN (internal/opot/bpfprog), their output
  * compared with the Go model in internal/opot. The operation and the
- * chain come from a one-entry config map; OPOT_TEST_MULMOD is map-driven
- * (a, b in, a*b mod p out). Not attached anywhere; the End and decap
- * programs get the same calls when OPoT is wired into them.
+ * chain come from a one-entry config map; OPOT_TEST_MULMOD and
+ * OPOT_TEST_ADDMOD are map-driven (a, b in, a*b or a+b mod p out). Not
+ * attached anywhere; the End and decap programs get the same calls when
+ * OPoT is wired into them.
  */
 #include "common.h"
 #include "counters.h"
@@ -16,14 +17,15 @@
 #define OPOT_TEST_TRANSIT 2
 #define OPOT_TEST_VERIFY 3
 #define OPOT_TEST_MULMOD 4
+#define OPOT_TEST_ADDMOD 5
 
 struct opot_test_cfg {
 	__u32 op;      /* OPOT_TEST_* */
 	__u32 profile;
 	__u32 slot;    /* headend: the active slot */
 	__u32 pad;
-	__u64 a, b;    /* mulmod inputs */
-	__u64 res;     /* mulmod result; verify: the accepted sequence number */
+	__u64 a, b;    /* mulmod, addmod inputs */
+	__u64 res;     /* their result; verify: the accepted sequence number */
 };
 
 struct {
@@ -45,6 +47,10 @@ static __always_inline __u32 opot_test(struct pctx *c, const int kind)
 		return DROP_UNSUPPORTED;
 	if (cfg->op == OPOT_TEST_MULMOD) {
 		cfg->res = mulmod61(cfg->a, cfg->b);
+		return DROP_NONE;
+	}
+	if (cfg->op == OPOT_TEST_ADDMOD) {
+		cfg->res = addmod61(cfg->a, cfg->b);
 		return DROP_NONE;
 	}
 	r = srh_locate(&c->p, &si);

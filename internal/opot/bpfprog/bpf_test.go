@@ -27,6 +27,7 @@ const (
 	opTransit = 2
 	opVerify  = 3
 	opMulMod  = 4
+	opAddMod  = 5
 )
 
 const (
@@ -222,11 +223,11 @@ func TestBPFRoles(t *testing.T) {
 	}
 }
 
-// TestBPFMulMod61 compares mulmod61 in BPF with MulMod61 on edge and
-// random inputs.
+// TestBPFMulMod61 compares mulmod61 and addmod61 in BPF with MulMod61
+// and AddMod61 on edge and random inputs (both sides of p for addmod61).
 func TestBPFMulMod61(t *testing.T) {
 	h := newHarness(t)
-	edges := []uint64{0, 1, 2, 3, 1<<29 - 1, 1 << 29, 1<<32 - 1, 1 << 32, 1<<32 + 1, 1<<60 - 1, 1 << 60, opot.P61 - 2, opot.P61 - 1}
+	edges := []uint64{0, 1, 2, 3, 1<<29 - 1, 1 << 29, 1<<32 - 1, 1 << 32, 1<<32 + 1, 1<<60 - 1, 1 << 60, opot.P61/2 + 1, opot.P61 - 2, opot.P61 - 1}
 	var pairs [][2]uint64
 	for _, a := range edges {
 		for _, b := range edges {
@@ -238,13 +239,19 @@ func TestBPFMulMod61(t *testing.T) {
 		pairs = append(pairs, [2]uint64{rng.Uint64N(opot.P61), rng.Uint64N(opot.P61)})
 	}
 	frame, _ := frameWith(t, 1)
-	for _, pr := range pairs {
-		h.configure(t, opotTestProgOpotTestCfg{Op: opMulMod, A: pr[0], B: pr[1]})
-		if _, err := h.objs.SrchainOpotTest.Run(&ebpf.RunOptions{Data: frame}); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := h.cfg(t).Res, opot.MulMod61(pr[0], pr[1]); got != want {
-			t.Fatalf("mulmod61(%#x, %#x) = %#x in BPF, %#x in Go", pr[0], pr[1], got, want)
+	for _, op := range []struct {
+		name string
+		op   uint32
+		gof  func(a, b uint64) uint64
+	}{{"mulmod61", opMulMod, opot.MulMod61}, {"addmod61", opAddMod, opot.AddMod61}} {
+		for _, pr := range pairs {
+			h.configure(t, opotTestProgOpotTestCfg{Op: op.op, A: pr[0], B: pr[1]})
+			if _, err := h.objs.SrchainOpotTest.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := h.cfg(t).Res, op.gof(pr[0], pr[1]); got != want {
+				t.Fatalf("%s(%#x, %#x) = %#x in BPF, %#x in Go", op.name, pr[0], pr[1], got, want)
+			}
 		}
 	}
 }
