@@ -27,6 +27,20 @@
 #define OPOT_RESERVED_LEN 32
 #define OPOT_PADN_VALUE (OPOT_RESERVED_LEN - OPOT_TLV_LEN - 2)
 
+/* opot_head_ok reports whether the 8 bytes at tlv open a well-formed
+ * OPoT TLV: type 252, length 22, slot 0 or 1, the 5 reserved bytes zero.
+ * One 8-byte load (unaligned packet access, as opot_load64) instead of
+ * eight byte loads; byte 0 is the low byte of the word on this target.
+ */
+#define OPOT_HEAD ((__u64)OPOT_TLV_TYPE | (__u64)(OPOT_TLV_LEN - 2) << 8)
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "opot_head_ok reads the TLV head as a little-endian word");
+_Static_assert(OPOT_SLOTS == 2 && OPOT_OFF_SLOT == 2, "opot_head_ok: the slot is bit 16, the only free bit");
+
+static __always_inline int opot_head_ok(const __u8 *tlv)
+{
+	return (*(const __u64 *)tlv & ~(1ULL << 16)) == OPOT_HEAD;
+}
+
 /* opot_walk advances *cur over the TLVs of the area ending at end until
  * it reaches an OPoT TLV (returns 1, *cur at it) or the end (returns 0);
  * -1 when the TLVs do not tile the area. The walk is srh_validate_tlvs'
@@ -79,9 +93,7 @@ static __always_inline int opot_scan(const struct pkt *p, __u32 tlvoff, __u32 en
 	tlv = pkt_ptr(p, at, OPOT_TLV_LEN);
 	if (!tlv)
 		return -1;
-	if (tlv[1] != OPOT_TLV_LEN - 2 || tlv[OPOT_OFF_SLOT] >= OPOT_SLOTS)
-		return -1;
-	if (tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7])
+	if (!opot_head_ok(tlv))
 		return -1;
 	/* The rest of the area must tile and hold no second OPoT TLV. */
 	rest = at + OPOT_TLV_LEN;
@@ -170,8 +182,7 @@ static __always_inline __u32 opot_find(const struct pctx *c, const int kind,
 	 */
 	if (end == si->tlvoff + OPOT_TLV_LEN || end == si->tlvoff + OPOT_RESERVED_LEN) {
 		tlv = pkt_ptr(&c->p, at0, OPOT_TLV_LEN);
-		if (tlv && tlv[0] == OPOT_TLV_TYPE && tlv[1] == OPOT_TLV_LEN - 2 && tlv[OPOT_OFF_SLOT] < OPOT_SLOTS &&
-		    !(tlv[3] | tlv[4] | tlv[5] | tlv[6] | tlv[7]) &&
+		if (tlv && opot_head_ok(tlv) &&
 		    (end == si->tlvoff + OPOT_TLV_LEN || opot_padn_at(&c->p, at0 + OPOT_TLV_LEN))) {
 			*off = at0;
 			return DROP_NONE;

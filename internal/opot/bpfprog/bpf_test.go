@@ -499,8 +499,16 @@ func TestBPFMalformed(t *testing.T) {
 		{"long", []srv6.TLV{val(func(v []byte) []byte { return append(v, make([]byte, 8)...) })}, drop.OPoTNoTLV},
 		{"slot 2", []srv6.TLV{val(func(v []byte) []byte { v[0] = 2; return v })}, drop.OPoTNoTLV},
 		{"reserved set", []srv6.TLV{val(func(v []byte) []byte { v[3] = 1; return v })}, drop.OPoTNoTLV},
+		{"slot 3", []srv6.TLV{val(func(v []byte) []byte { v[0] = 3; return v })}, drop.OPoTNoTLV},
+		{"slot 255", []srv6.TLV{val(func(v []byte) []byte { v[0] = 255; return v })}, drop.OPoTNoTLV},
+		{"reserved high bit", []srv6.TLV{val(func(v []byte) []byte { v[5] = 0x80; return v })}, drop.OPoTNoTLV},
 		{"two tlvs", []srv6.TLV{good, good}, drop.OPoTNoTLV},
 		{"misaligned", []srv6.TLV{pad(1), good, pad(3)}, drop.None},
+		// The same checks off the fast path (the TLV not alone).
+		{"misaligned slot 2", []srv6.TLV{pad(1), val(func(v []byte) []byte { v[0] = 2; return v }), pad(3)}, drop.OPoTNoTLV},
+		{"misaligned reserved set", []srv6.TLV{pad(1), val(func(v []byte) []byte { v[2] = 1; return v }), pad(3)}, drop.OPoTNoTLV},
+		{"after the route's padn", []srv6.TLV{good, pad(6)}, drop.None},
+		{"slot 2 before the route's padn", []srv6.TLV{val(func(v []byte) []byte { v[0] = 2; return v }), pad(6)}, drop.OPoTNoTLV},
 	} {
 		in, _ := frameWith(t, 2, tc.tlvs...)
 		if len(tc.tlvs) > 0 {
