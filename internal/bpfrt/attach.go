@@ -183,6 +183,35 @@ func takeOver(h Hook, pin string, prog *ebpf.Program, log *slog.Logger) (link.Li
 	return nil, nil
 }
 
+// LinkRuns reports whether link l runs prog's code: prog itself, or a
+// program loaded from the same instructions (the kernel's tag, which
+// leaves out map references). A link pinned by an older srchain runs
+// other code under the same name; a driver that keeps attached links
+// across applies swaps such a link.
+func LinkRuns(l link.Link, prog *ebpf.Program) (bool, error) {
+	li, err := l.Info()
+	if err != nil {
+		return false, fmt.Errorf("link info: %w", err)
+	}
+	pi, err := prog.Info()
+	if err != nil {
+		return false, fmt.Errorf("program info: %w", err)
+	}
+	if id, ok := pi.ID(); ok && id == li.Program {
+		return true, nil
+	}
+	cur, err := ebpf.NewProgramFromID(li.Program)
+	if err != nil {
+		return false, fmt.Errorf("open the link's program: %w", err)
+	}
+	defer cur.Close()
+	ci, err := cur.Info()
+	if err != nil {
+		return false, fmt.Errorf("program info: %w", err)
+	}
+	return ci.Tag == pi.Tag, nil
+}
+
 // LinkAttachedHere reports whether l is attached at h in the current
 // network namespace, and if not, why. It asks the kernel: the tcx link's
 // ID must be among the programs on h's tcx ingress here, the XDP link's

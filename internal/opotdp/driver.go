@@ -555,7 +555,8 @@ func dumpParams(m *ebpf.Map) (map[Key]Params, error) {
 }
 
 // attachStages attaches each desired stage where the kernel does not
-// show its pinned link (with swap, everywhere: the link takes the
+// show its pinned link, and swaps the program of a link that runs
+// another build's code (with swap, of every link: each takes the
 // program just loaded).
 func attachStages(ctx context.Context, ns *netns.NS, dir string, o *objs, d desired, idx map[string]int, swap bool, j *journal) error {
 	for _, stage := range slices.Sorted(maps.Keys(d.stages)) {
@@ -565,8 +566,10 @@ func attachStages(ctx context.Context, ns *netns.NS, dir string, o *objs, d desi
 			}
 			h := hookOf(stage, idx[ifn])
 			pin := linkPin(dir, stage, h)
-			ok, _ := attached(ns, pin, h)
-			if ok && !swap {
+			// A link of another build (an upgraded srchain) runs
+			// other code: swapped like the rest.
+			ok, runs, _ := attachedRuns(ns, pin, h, o.prog(stage))
+			if ok && runs && !swap {
 				continue
 			}
 			if err := attachStage(ns, o, stage, h, pin); err != nil {
@@ -694,17 +697,27 @@ func programBefore(ifindex int) (ebpf.ProgramID, error) {
 
 // attached asks the kernel whether the link pinned at pin runs at h in ns.
 func attached(ns *netns.NS, pin string, h bpfrt.Hook) (bool, error) {
+	ok, _, err := attachedRuns(ns, pin, h, nil)
+	return ok, err
+}
+
+// attachedRuns is attached, and whether the link runs prog's code
+// (bpfrt.LinkRuns; nil prog: not asked, false).
+func attachedRuns(ns *netns.NS, pin string, h bpfrt.Hook, prog *ebpf.Program) (ok, runs bool, err error) {
 	l, err := link.LoadPinnedLink(pin, nil)
 	if err != nil {
-		return false, nil
+		return false, false, nil
 	}
 	defer l.Close()
-	var ok bool
 	err = ns.Do(func() error {
 		ok, _ = bpfrt.LinkAttachedHere(l, h)
 		return nil
 	})
-	return ok, err
+	if err != nil || !ok || prog == nil {
+		return ok, false, err
+	}
+	runs, err = bpfrt.LinkRuns(l, prog)
+	return ok, runs, err
 }
 
 // removePins detaches the pinned links and removes the directory.

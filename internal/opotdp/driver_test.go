@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/bpfrt"
@@ -348,5 +349,53 @@ func TestParseLinkPin(t *testing.T) {
 		if _, _, ok := parseLinkPin(bad); ok {
 			t.Errorf("parseLinkPin(%q) accepted", bad)
 		}
+	}
+}
+
+// TestDriverSwapsOtherBuild: a stage link that runs other code under the
+// stage's pin (what an older srchain left attached) is swapped for this
+// build's program at the next Apply, which otherwise leaves attached
+// links alone.
+func TestDriverSwapsOtherBuild(t *testing.T) {
+	a, _ := kindtest.Pair(t, "q")
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := driverNode(t)
+	var d Driver
+	if _, err := d.Apply(ctx, a, node, node.Programs[0]); err != nil {
+		t.Fatal(err)
+	}
+	eth0, err := a.Netlink().LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := link.LoadPinnedLink(linkPin(PinDir(a), stageTransit, hookOf(stageTransit, eth0.Attrs().Index)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "other_build", Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := l.Update(other); err != nil {
+		t.Fatal(err)
+	}
+	if got := progNames(t, a, false); !slices.Contains(got, "other_build") {
+		t.Fatalf("tcx ingress runs %v after the update, want other_build", got)
+	}
+	if _, err := d.Apply(ctx, a, node, node.Programs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := progNames(t, a, false); slices.Contains(got, "other_build") || !slices.Contains(got, "srchain_opot_transit") {
+		t.Errorf("tcx ingress runs %v after apply, want this build's transit stage", got)
+	}
+	if u, err := d.Apply(ctx, a, node, node.Programs[0]); err != nil || u != nil {
+		t.Errorf("re-apply: undo %v, %v; want nothing to do", u != nil, err)
 	}
 }
