@@ -183,33 +183,36 @@ func takeOver(h Hook, pin string, prog *ebpf.Program, log *slog.Logger) (link.Li
 	return nil, nil
 }
 
-// LinkRuns reports whether link l runs prog's code: prog itself, or a
-// program loaded from the same instructions (the kernel's tag, which
-// leaves out map references). A link pinned by an older srchain runs
-// other code under the same name; a driver that keeps attached links
-// across applies swaps such a link.
+// LinkRuns reports whether link l runs prog's code (SameCode). A link
+// pinned by an older srchain runs other code under the same name; a
+// driver that keeps attached links across applies swaps such a link.
 func LinkRuns(l link.Link, prog *ebpf.Program) (bool, error) {
 	li, err := l.Info()
 	if err != nil {
 		return false, fmt.Errorf("link info: %w", err)
-	}
-	pi, err := prog.Info()
-	if err != nil {
-		return false, fmt.Errorf("program info: %w", err)
-	}
-	if id, ok := pi.ID(); ok && id == li.Program {
-		return true, nil
 	}
 	cur, err := ebpf.NewProgramFromID(li.Program)
 	if err != nil {
 		return false, fmt.Errorf("open the link's program: %w", err)
 	}
 	defer cur.Close()
-	ci, err := cur.Info()
+	return SameCode(cur, prog)
+}
+
+// SameCode reports whether two loaded programs are the same program or
+// were loaded from the same instructions: the kernel's tag, which leaves
+// out map references, so a program loaded again with new maps is the
+// same code, and one of another srchain build is not.
+func SameCode(a, b *ebpf.Program) (bool, error) {
+	ai, err := a.Info()
 	if err != nil {
 		return false, fmt.Errorf("program info: %w", err)
 	}
-	return ci.Tag == pi.Tag, nil
+	bi, err := b.Info()
+	if err != nil {
+		return false, fmt.Errorf("program info: %w", err)
+	}
+	return ai.Tag == bi.Tag, nil
 }
 
 // LinkAttachedHere reports whether l is attached at h in the current

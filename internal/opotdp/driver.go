@@ -656,8 +656,9 @@ func syncXDPStage(ns *netns.NS, o *objs, xdp, swap bool, j *journal) error {
 	dir := pipeline.NodeDir(ns)
 	have := pipeline.StagePinned(dir, pipeline.OPoT)
 	switch {
-	case xdp && have && swap:
-		// New maps: the pinned stage holds the old ones.
+	case xdp && have && (swap || !pipeline.StageRuns(dir, pipeline.OPoT, o.SrchainOpotXdp)):
+		// New maps: the pinned stage holds the old ones; or another
+		// srchain build's code.
 		if err := pipeline.PinStage(dir, pipeline.OPoT, o.SrchainOpotXdp); err != nil {
 			return fmt.Errorf("pin xdp stage: %w", err)
 		}

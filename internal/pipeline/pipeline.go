@@ -329,3 +329,16 @@ func StagePinned(dir string, s Stage) bool {
 	_, err := os.Stat(StagePin(dir, s))
 	return err == nil
 }
+
+// StageRuns reports whether stage s has a pinned program under dir with
+// prog's code (bpfrt.SameCode): false for none, or for another srchain
+// build's, which the stage's driver then pins again.
+func StageRuns(dir string, s Stage, prog *ebpf.Program) bool {
+	p, err := ebpf.LoadPinnedProgram(StagePin(dir, s), nil)
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	same, err := bpfrt.SameCode(p, prog)
+	return err == nil && same
+}

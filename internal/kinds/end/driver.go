@@ -146,6 +146,8 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 			missing = append(missing, fmt.Sprintf("program end (%s) not attached on %s", endProgName, name))
 		case endForeign:
 			missing = append(missing, "end program on "+name+" is not the one serving this node's pinned SID map")
+		case endOld:
+			missing = append(missing, "end program on "+name+" runs another srchain build's code")
 		}
 	}
 	if cfg, err := configOf(p); err != nil {
@@ -342,6 +344,7 @@ const (
 	endAbsent  endAttach = iota // no srchain_end program on the interface
 	endForeign                  // one that does not serve the pinned SID map, or a stale pin
 	endOurs                     // the program serving the pinned SID map
+	endOld                      // that link, running another srchain build's code
 )
 
 // endAttachment tells whether the End program serving the node's pinned
@@ -372,9 +375,16 @@ func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (en
 		if here {
 			if l, err := link.LoadPinnedLink(endLinkPin(pin, ifindex), nil); err == nil {
 				live, _ := bpfrt.LinkAttachedHere(l, hook)
+				runs := false
+				if live {
+					runs, _ = end.Runs(l)
+				}
 				l.Close()
 				if live {
 					st = endOurs
+					if !runs {
+						st = endOld
+					}
 					return nil
 				}
 			}
@@ -579,7 +589,7 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	// tc program does the whole job either way, so nothing is lost.
 	pdir := pipeline.Dir(pin)
 	switch {
-	case p.XDP && (swap || !pipeline.StagePinned(pdir, pipeline.End)):
+	case p.XDP && (swap || !pipeline.StageRuns(pdir, pipeline.End, end.XDPProgram())):
 		had := pipeline.StagePinned(pdir, pipeline.End)
 		for _, idx := range ifindexes {
 			if err := ns.Do(func() error { return end.ServeXDP(idx) }); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/datapath"
 	"github.com/srchain/srchain/internal/kind"
 	_ "github.com/srchain/srchain/internal/kinds/end"
@@ -122,6 +123,61 @@ func TestApplyEndStalePin(t *testing.T) {
 	}
 	if now := openFDs(t); now > fds {
 		t.Errorf("%d file descriptors open after three applies, %d before: the End handle is kept", now, fds)
+	}
+}
+
+// TestApplyEndOtherBuild: an End link that runs other code (what an
+// older srchain left attached) is reported by Check and swapped for this
+// build's End by the next apply, which otherwise leaves it alone.
+func TestApplyEndOtherBuild(t *testing.T) {
+	a := pair(t, "u")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := endNode()
+	if err := apply.Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := a.Netlink().LinkByName("eth0")
+	pl, err := link.LoadPinnedLink(endLinkPin(kind.PinDir(a), l.Attrs().Index), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "srchain_end", Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := pl.Update(other); err != nil {
+		t.Fatal(err)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 1 || !strings.Contains(missing[0], "another srchain build") {
+		t.Errorf("check with another build's End = %v, %v", missing, err)
+	}
+	res, err := apply.ApplyWith(ctx, a, node, apply.Options{})
+	if err != nil || res.Changes == 0 {
+		t.Fatalf("apply over another build's End = %d changes, %v; want it swapped", res.Changes, err)
+	}
+	info, err := pl.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if same, err := bpfrt.SameCode(p, other); err != nil || same {
+		t.Errorf("the End link still runs the other build's code (%v)", err)
+	}
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {
+		t.Errorf("check after the swap = %v, %v", missing, err)
+	}
+	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply = %d changes, %v; want 0", res.Changes, err)
 	}
 }
 
@@ -380,6 +436,35 @@ func TestApplyEndXDP(t *testing.T) {
 	}
 	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes != 0 {
 		t.Errorf("re-apply = %d changes, %v; want 0", res.Changes, err)
+	}
+	// Another srchain build's End stage pinned (what an older release
+	// left): the next apply pins this build's, and the pipeline runs it.
+	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "srchain_end_xdp", Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := pipeline.PinStage(pipeline.NodeDir(a), pipeline.End, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply.Apply(ctx, a, node); err != nil {
+		t.Fatal(err)
+	}
+	staged, err := ebpf.LoadPinnedProgram(pipeline.StagePin(pipeline.NodeDir(a), pipeline.End), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer staged.Close()
+	if same, err := bpfrt.SameCode(staged, other); err != nil || same {
+		t.Errorf("the End stage pin still holds the other build's code (%v)", err)
+	}
+	sinfo, _ := staged.Info()
+	sid, _ := sinfo.ID()
+	if active, err := m.Active(); err != nil || active[pipeline.End] != sid {
+		t.Errorf("pipeline runs %v, %v; want the End stage %d", active, err, sid)
 	}
 	// Detached by hand: unpin and close the link, as an operator with
 	// bpftool would.
