@@ -192,8 +192,9 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	// replaces them when their layout changes (opotdp load).
 	swap := changed || shared != nil
 	for _, idx := range idxs {
-		ok, err := attached(ns, linkPin(dir, idx, false), idx, false)
-		if err == nil && ok && !swap {
+		// A link running another srchain build's code is swapped too.
+		ok, runs, err := attachedRuns(ns, linkPin(dir, idx, false), idx, in.Program())
+		if err == nil && ok && runs && !swap {
 			continue
 		}
 		err = ns.Do(func() error {
@@ -214,7 +215,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	// after this one), or leaves it: the tc program does the whole job.
 	pdir := pipeline.NodeDir(ns)
 	switch {
-	case p.XDP && (swap || !pipeline.StagePinned(pdir, pipeline.Ingress)):
+	case p.XDP && (swap || !pipeline.StageRuns(pdir, pipeline.Ingress, in.XDPProgram())):
 		err = pipeline.PinStage(pdir, pipeline.Ingress, in.XDPProgram())
 	case !p.XDP:
 		err = pipeline.UnpinStage(pdir, pipeline.Ingress)
@@ -287,6 +288,21 @@ func attached(ns *netns.NS, pin string, ifindex int, xdp bool) (bool, error) {
 		return nil
 	})
 	return ok, err
+}
+
+// attachedRuns is attached for a tcx link, and whether the link runs
+// prog's code (bpfrt.LinkRuns: false for another srchain build's).
+func attachedRuns(ns *netns.NS, pin string, ifindex int, prog *ebpf.Program) (ok, runs bool, err error) {
+	if ok, err = attached(ns, pin, ifindex, false); err != nil || !ok {
+		return ok, false, err
+	}
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return false, false, nil
+	}
+	defer l.Close()
+	runs, err = bpfrt.LinkRuns(l, prog)
+	return ok, runs, err
 }
 
 func isLinkPin(name string) bool {

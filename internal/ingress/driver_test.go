@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
@@ -97,4 +100,67 @@ func ifindexOf(t *testing.T, ns *netns.NS, name string) string {
 		t.Fatal(err)
 	}
 	return strconv.Itoa(l.Attrs().Index)
+}
+
+// TestDriverSwapsOtherBuild: an ingress link that runs other code under
+// its pin (what an older srchain left attached) is swapped for this
+// build's program by an Apply whose config did not change.
+func TestDriverSwapsOtherBuild(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := testNS(t)
+	if _, err := ns.Run(t.Context(), "ip", "link", "add", "a0", "type", "veth", "peer", "name", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	node := state.Node{Name: "r", TunSrc: tunsrc}
+	cfg := Config{Chains: []Chain{testCfg.Chains[1]}}
+	cfg.Chains[0].Dev = "a0"
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := state.Program{Kind: Program, Interfaces: []string{"a0"}, Config: b}
+	d := Driver{}
+	ctx := t.Context()
+	t.Cleanup(func() { d.Remove(ctx, ns, node, p) })
+	if _, err := d.Apply(ctx, ns, node, p); err != nil {
+		t.Fatal(err)
+	}
+	a0, err := ns.Netlink().LinkByName("a0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := link.LoadPinnedLink(linkPin(PinDir(ns), a0.Attrs().Index, false), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "srchain_ingress", Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := l.Update(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Apply(ctx, ns, node, p); err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	if same, err := bpfrt.SameCode(cur, other); err != nil || same {
+		t.Errorf("the ingress link still runs the other build's code (%v)", err)
+	}
+	if undo, err := d.Apply(ctx, ns, node, p); err != nil || undo != nil {
+		t.Errorf("re-apply: undo %v, %v; want nothing to do", undo != nil, err)
+	}
 }
