@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/bpfrt"
@@ -134,14 +133,7 @@ func TestDriverSwapsOtherBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "srchain_ingress", Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := testutil.OtherBuild(t, ebpf.SchedCLS, "srchain_ingress")
 	if err := l.Update(other); err != nil {
 		t.Fatal(err)
 	}

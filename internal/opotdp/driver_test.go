@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/bpfrt"
@@ -23,6 +22,7 @@ import (
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 type seeded struct{ r *rand.ChaCha8 }
@@ -375,14 +375,7 @@ func TestDriverSwapsOtherBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "other_build", Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := testutil.OtherBuild(t, ebpf.SchedCLS, "other_build")
 	if err := l.Update(other); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	_ "github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 func p(s string) netip.Prefix { return netip.MustParsePrefix(s) }
@@ -130,7 +131,7 @@ func TestApplyEndStalePin(t *testing.T) {
 // older srchain left attached) is reported by Check and swapped for this
 // build's End by the next apply, which otherwise leaves it alone.
 func TestApplyEndOtherBuild(t *testing.T) {
-	a := pair(t, "u")
+	a := pair(t, "ob")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node := endNode()
@@ -143,14 +144,7 @@ func TestApplyEndOtherBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pl.Close()
-	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "srchain_end", Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := testutil.OtherBuild(t, ebpf.SchedCLS, "srchain_end")
 	if err := pl.Update(other); err != nil {
 		t.Fatal(err)
 	}
@@ -439,14 +433,7 @@ func TestApplyEndXDP(t *testing.T) {
 	}
 	// Another srchain build's End stage pinned (what an older release
 	// left): the next apply pins this build's, and the pipeline runs it.
-	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "srchain_end_xdp", Type: ebpf.XDP, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := testutil.OtherBuild(t, ebpf.XDP, "srchain_end_xdp")
 	if err := pipeline.PinStage(pipeline.NodeDir(a), pipeline.End, other); err != nil {
 		t.Fatal(err)
 	}
