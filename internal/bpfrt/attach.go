@@ -199,6 +199,23 @@ func LinkRuns(l link.Link, prog *ebpf.Program) (bool, error) {
 	return SameCode(cur, prog)
 }
 
+// PinnedLinkRuns opens the link pinned at pin and reports whether it is
+// attached at h in the current network namespace (LinkAttachedHere) and,
+// when prog is not nil, whether it runs prog's code (LinkRuns). A pin
+// that cannot be opened is neither.
+func PinnedLinkRuns(pin string, h Hook, prog *ebpf.Program) (attached, runs bool) {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return false, false
+	}
+	defer l.Close()
+	if attached, _ = LinkAttachedHere(l, h); !attached || prog == nil {
+		return attached, false
+	}
+	runs, _ = LinkRuns(l, prog)
+	return attached, runs
+}
+
 // SameCode reports whether two loaded programs are the same program or
 // were loaded from the same instructions: the kernel's tag, which leaves
 // out map references, so a program loaded again with new maps is the

@@ -500,10 +500,6 @@ func (e *End) Attached(ifindex int) (bool, error) {
 	return bpfrt.Attached(e.objs.SrchainEnd, bpfrt.Hook{Ifindex: ifindex})
 }
 
-// Runs reports whether link l runs this End's tc code (bpfrt.LinkRuns:
-// false for an older srchain's End).
-func (e *End) Runs(l link.Link) (bool, error) { return bpfrt.LinkRuns(l, e.objs.SrchainEnd) }
-
 // AttachedXDP is Attached for the XDP twin (asks the kernel through
 // netlink which XDP program the interface runs).
 func (e *End) AttachedXDP(ifindex int) (bool, error) {

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
@@ -277,31 +276,21 @@ func revertPinned(dir string, g int) error {
 // attached asks the kernel whether the link pinned at pin runs at the
 // hook of ifindex in ns.
 func attached(ns *netns.NS, pin string, ifindex int, xdp bool) (bool, error) {
-	l, err := link.LoadPinnedLink(pin, nil)
-	if err != nil {
-		return false, nil
-	}
-	defer l.Close()
 	var ok bool
-	err = ns.Do(func() error {
-		ok, _ = bpfrt.LinkAttachedHere(l, bpfrt.Hook{Ifindex: ifindex, XDP: xdp})
+	err := ns.Do(func() error {
+		ok, _ = bpfrt.PinnedLinkRuns(pin, bpfrt.Hook{Ifindex: ifindex, XDP: xdp}, nil)
 		return nil
 	})
 	return ok, err
 }
 
 // attachedRuns is attached for a tcx link, and whether the link runs
-// prog's code (bpfrt.LinkRuns: false for another srchain build's).
+// prog's code (bpfrt.PinnedLinkRuns: false for another srchain build's).
 func attachedRuns(ns *netns.NS, pin string, ifindex int, prog *ebpf.Program) (ok, runs bool, err error) {
-	if ok, err = attached(ns, pin, ifindex, false); err != nil || !ok {
-		return ok, false, err
-	}
-	l, err := link.LoadPinnedLink(pin, nil)
-	if err != nil {
-		return false, false, nil
-	}
-	defer l.Close()
-	runs, err = bpfrt.LinkRuns(l, prog)
+	err = ns.Do(func() error {
+		ok, runs = bpfrt.PinnedLinkRuns(pin, bpfrt.Hook{Ifindex: ifindex}, prog)
+		return nil
+	})
 	return ok, runs, err
 }
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/srchain/srchain/internal/bpfrt"
@@ -703,21 +702,12 @@ func attached(ns *netns.NS, pin string, h bpfrt.Hook) (bool, error) {
 }
 
 // attachedRuns is attached, and whether the link runs prog's code
-// (bpfrt.LinkRuns; nil prog: not asked, false).
+// (bpfrt.PinnedLinkRuns; nil prog: not asked, false).
 func attachedRuns(ns *netns.NS, pin string, h bpfrt.Hook, prog *ebpf.Program) (ok, runs bool, err error) {
-	l, err := link.LoadPinnedLink(pin, nil)
-	if err != nil {
-		return false, false, nil
-	}
-	defer l.Close()
 	err = ns.Do(func() error {
-		ok, _ = bpfrt.LinkAttachedHere(l, h)
+		ok, runs = bpfrt.PinnedLinkRuns(pin, h, prog)
 		return nil
 	})
-	if err != nil || !ok || prog == nil {
-		return ok, false, err
-	}
-	runs, err = bpfrt.LinkRuns(l, prog)
 	return ok, runs, err
 }
 

@@ -373,20 +373,12 @@ func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (en
 			return err
 		}
 		if here {
-			if l, err := link.LoadPinnedLink(endLinkPin(pin, ifindex), nil); err == nil {
-				live, _ := bpfrt.LinkAttachedHere(l, hook)
-				runs := false
-				if live {
-					runs, _ = end.Runs(l)
+			if live, runs := bpfrt.PinnedLinkRuns(endLinkPin(pin, ifindex), hook, end.Program()); live {
+				st = endOurs
+				if !runs {
+					st = endOld
 				}
-				l.Close()
-				if live {
-					st = endOurs
-					if !runs {
-						st = endOld
-					}
-					return nil
-				}
+				return nil
 			}
 		}
 		atts, err := bpfrt.TCXIngress(ifindex)
