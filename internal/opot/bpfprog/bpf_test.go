@@ -552,6 +552,64 @@ func TestBPFMalformed(t *testing.T) {
 	}
 }
 
+// TestBPFTLVHeadRandom feeds the BPF verifier and the Go model the same
+// random TLV heads: type and length kept (so the area tiles), the slot
+// any value half the time, each reserved byte any value one time in 8,
+// the TLV alone, after a PadN or before the route's PadN (the fast path
+// and the walk). The BPF program finds no TLV exactly when opot.FindTLV
+// finds none.
+func TestBPFTLVHeadRandom(t *testing.T) {
+	h := newHarness(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	p := profile(t, rng, 3)
+	h.install(t, 2, 0, p)
+	_, m := chainPacket(t, p, 0, 1, []int{1})
+	good := m.SRv6TLV()
+	pad := func(n int) srv6.TLV { return srv6.TLV{Type: srv6.TLVPadN, Value: make([]byte, n)} }
+	found, missed := 0, 0
+	for i := range 2000 {
+		v := bytes.Clone(good.Value)
+		if rng.IntN(2) == 1 {
+			v[0] = byte(rng.Uint32()) // the slot
+		}
+		for j := 1; j < 6; j++ { // the 5 reserved bytes
+			if rng.IntN(8) == 0 {
+				v[j] = byte(rng.Uint32())
+			}
+		}
+		tlv := srv6.TLV{Type: good.Type, Value: v}
+		var tlvs []srv6.TLV
+		switch i % 3 {
+		case 0:
+			tlvs = []srv6.TLV{tlv}
+		case 1:
+			tlvs = []srv6.TLV{pad(6), tlv}
+		default:
+			tlvs = []srv6.TLV{tlv, pad(6)}
+		}
+		in, _ := frameWith(t, 2, tlvs...)
+		s, _, err := srv6.FindSRH(in[srv6.EthernetHeaderLen:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, goErr := opot.FindTLV(s)
+		xdp := i%2 == 1
+		_ = h.objs.OpotWindows.Put(Key{Index: nodeID(2, 2)}.Array(), &Window{})
+		_, _, r := h.run(t, opVerify, nodeID(2, 2), 0, in, xdp)
+		if (r == drop.OPoTNoTLV) != (goErr != nil) {
+			t.Fatalf("head % x (tlvs %d, xdp %v): bpf %v, go %v", v[:6], i%3, xdp, r, goErr)
+		}
+		if goErr == nil {
+			found++
+		} else {
+			missed++
+		}
+	}
+	if found < 100 || missed < 100 {
+		t.Fatalf("%d heads valid, %d not: the draw misses a side", found, missed)
+	}
+}
+
 // verifierBudget is the most instructions the verifier may process per
 // program, global subprograms included (the kernel's count covers every
 // function it verifies). Measured when set (Linux 6.18): 4,650 for each,
