@@ -36,7 +36,7 @@ SRCHAIN_CONFIG(__u32, cfg_opot, 0);
 __attribute__((noinline)) int end_opot_tc(struct __sk_buff *skb, const struct srh_info *si, __u32 valid)
 {
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
-	struct opot_rewrite rw = {};
+	struct opot_rewrite rw; /* opot_transit_rw fills it before it returns 0 */
 	__u32 idx = 0, off;
 	__u16 d;
 

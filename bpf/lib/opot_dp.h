@@ -220,11 +220,13 @@ static __always_inline struct opot_chain *opot_chain_of(const struct pkt *p, con
  */
 static __always_inline __u32 opot_in_end(struct pctx *c, const int kind, const struct srh_info *si, __u32 *idx)
 {
-	struct srh_info own = {};
+	struct srh_info own;
 	struct opot_chain *ch;
 	__u32 off = 0;
 
 	if (!si) {
+		/* Zeroed here, not on every call: the End's SRH is the usual si. */
+		__builtin_memset(&own, 0, sizeof(own));
 		if (srh_locate(&c->p, &own) || srh_validate(&c->p, &own))
 			return 0;
 		si = &own;
