@@ -562,12 +562,8 @@ func (p *Proxy) NFProgram() *ebpf.Program { return p.objs.SrchainProxyNf }
 // that is both SR-facing and an IFACE-IN (one-armed NF) needs only the
 // NF side attached.
 func (p *Proxy) Attach(ifindex int, nfSide bool, linkPin string) error {
-	prog := p.objs.SrchainProxySr
-	if nfSide {
-		prog = p.objs.SrchainProxyNf
-	}
 	h := bpfrt.Hook{Ifindex: ifindex}
-	l, _, err := bpfrt.Attach(h, prog, bpfrt.AttachOptions{Pin: linkPin})
+	l, _, err := bpfrt.Attach(h, p.Program(nfSide), bpfrt.AttachOptions{Pin: linkPin})
 	if err != nil {
 		return fmt.Errorf("attach proxy: %w", err)
 	}
@@ -617,11 +613,16 @@ func (p *Proxy) AttachXDP(ifindex int, nfSide bool, linkPin string) error {
 // srchain_proxy_nf, else srchain_proxy_sr) runs on ifindex's tcx
 // ingress in the current network namespace, asking the kernel.
 func (p *Proxy) Attached(ifindex int, nfSide bool) (bool, error) {
-	prog := p.objs.SrchainProxySr
+	return bpfrt.Attached(p.Program(nfSide), bpfrt.Hook{Ifindex: ifindex})
+}
+
+// Program is the tc program of a side: srchain_proxy_nf for an IFACE-IN
+// (nfSide), else srchain_proxy_sr.
+func (p *Proxy) Program(nfSide bool) *ebpf.Program {
 	if nfSide {
-		prog = p.objs.SrchainProxyNf
+		return p.NFProgram()
 	}
-	return bpfrt.Attached(prog, bpfrt.Hook{Ifindex: ifindex})
+	return p.SRProgram()
 }
 
 // Detach removes the program Attach put on ifindex (and the link pin

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/proxydp"
@@ -164,53 +165,47 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			return d.SetSIDs(rest)
 		})
 	}
-	attachedAny := false
+	changed := loaded
 	for _, a := range atts {
 		lp := linkPin(pin, a.ifindex, a.nfSide)
-		ok, err := attached(ns, lp, a.ifindex)
-		if err != nil {
-			return fail(err)
-		}
-		if ok {
+		live, runs := attached(ns, lp, a.ifindex, dp.Program(a.nfSide))
+		if live && runs {
 			continue
 		}
-		_ = os.Remove(lp) // stale: its link was detached by hand
+		if !live {
+			_ = os.Remove(lp) // stale: its link was detached by hand
+		}
+		// A live link of another build (an upgraded srchain) takes this
+		// build's program in place (bpfrt.Attach swaps a pinned link's
+		// program, no gap). The undo leaves the new code running: the
+		// old build's is what an upgrade replaces.
 		if err := ns.Do(func() error { return dp.Attach(a.ifindex, a.nfSide, lp) }); err != nil {
 			return fail(fmt.Errorf("attach on %s: %w", a.ifname, err))
 		}
-		attachedAny = true
-		undo.Add(func() error { return detach(lp) })
+		changed = true
+		if !live {
+			undo.Add(func() error { return detach(lp) })
+		}
 	}
-	if !loaded && !attachedAny {
+	if !changed {
 		return nil, nil
 	}
-	return undo.Result(), nil
+	if u := undo.Result(); u != nil {
+		return u, nil
+	}
+	return func() error { return nil }, nil
 }
 
 // attached reports whether the link pinned at lp runs on ifindex's tcx
-// ingress in ns (asked of the kernel, not inferred from the pin).
-func attached(ns *netns.NS, lp string, ifindex int) (bool, error) {
-	l, err := link.LoadPinnedLink(lp, nil)
-	if err != nil {
-		return false, nil // absent or unreadable: attach again
-	}
-	defer l.Close()
-	info, err := l.Info()
-	if err != nil {
-		return false, fmt.Errorf("read link %s: %w", lp, err)
-	}
-	found := false
-	err = ns.Do(func() error {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
-		if err != nil {
-			return fmt.Errorf("query tcx ingress of %d: %w", ifindex, err)
-		}
-		for _, q := range res.Programs {
-			found = found || q.ID == info.Program
-		}
+// ingress in ns, asked of the kernel, not inferred from the pin (live),
+// and whether it runs prog's code (runs; false for an older srchain's
+// program under the same pin).
+func attached(ns *netns.NS, lp string, ifindex int, prog *ebpf.Program) (live, runs bool) {
+	_ = ns.Do(func() error {
+		live, runs = bpfrt.PinnedLinkRuns(lp, bpfrt.Hook{Ifindex: ifindex}, prog)
 		return nil
 	})
-	return found, err
+	return live, runs
 }
 
 // detach unpins and closes the link pinned at lp (absent: nothing).
@@ -270,8 +265,8 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
+	defer dp.Close()
 	have, err := dp.Installed()
-	dp.Close()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
@@ -283,16 +278,15 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		drift = append(drift, fmt.Sprintf("proxy %s: sid %s in the proxy's table is %s, want %s", p.NF, want.Addr, describe(have[i]), describe(want)))
 	}
 	for _, a := range atts {
-		ok, err := attached(ns, linkPin(pin, a.ifindex, a.nfSide), a.ifindex)
-		if err != nil {
-			return drift, err
+		name := SRProgName
+		if a.nfSide {
+			name = NFProgName
 		}
-		if !ok {
-			name := SRProgName
-			if a.nfSide {
-				name = NFProgName
-			}
+		switch live, runs := attached(ns, linkPin(pin, a.ifindex, a.nfSide), a.ifindex, dp.Program(a.nfSide)); {
+		case !live:
 			drift = append(drift, fmt.Sprintf("proxy %s: program %s not attached on %s", p.NF, name, a.ifname))
+		case !runs:
+			drift = append(drift, fmt.Sprintf("proxy %s: program %s on %s runs another build's code", p.NF, name, a.ifname))
 		}
 	}
 	return drift, nil

@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"github.com/srchain/srchain/internal/bpfrt"
+	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/kinds/kindtest"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+// tcxNames lists the names of the programs on ifname's tcx ingress in ns.
+func tcxNames(t *testing.T, ns *netns.NS, ifname string) []string {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	if err := ns.Do(func() error {
+		atts, err := bpfrt.TCXIngress(l.Attrs().Index)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			n, err := programName(a.Program)
+			if err != nil {
+				return err
+			}
+			names = append(names, n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func programName(id ebpf.ProgramID) (string, error) {
+	p, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return "", err
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		return "", err
+	}
+	return info.Name, nil
+}
+
+// TestApplySwapsOtherBuild: a proxy link that runs another build's code
+// under srchain's pin (what an upgraded srchain finds) is reported by
+// Check and gets this build's program from Apply; the driver used to
+// leave any live link alone, so an upgrade kept the old proxy code.
+func TestApplySwapsOtherBuild(t *testing.T) {
+	a, _ := kindtest.Pair(t, "p")
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// An SR-facing interface besides eth0 (the NF's link); a veth, as
+	// this kernel has no dummy links.
+	if err := a.Netlink().LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sr0"}, PeerName: "sr0p"}); err != nil {
+		t.Fatal(err)
+	}
+	sr0, err := a.Netlink().LinkByName("sr0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Netlink().LinkSetUp(sr0); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(Program{
+		SID: netip.MustParsePrefix("fd00:5::a/128"), Behavior: state.EndAM, LegacyNF: "lnf",
+		IfaceOut: "eth0", IfaceIn: "eth0", NFNext6: kindtest.AddrB.Addr(), SRSide: []string{"sr0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := state.Program{Kind: Name, NF: "am", Config: raw}
+	node := state.Node{Name: "a", Programs: []state.Program{p}}
+	var d driver
+	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo == nil {
+		t.Fatalf("first apply: undo %v, %v", undo != nil, err)
+	}
+	eth0, err := a.Netlink().LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := testutil.OtherBuild(t, ebpf.SchedCLS, "other_build")
+	for _, lp := range []string{linkPin(PinDir(a), sr0.Attrs().Index, false), linkPin(PinDir(a), eth0.Attrs().Index, true)} {
+		l, err := link.LoadPinnedLink(lp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Update(other)
+		l.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ifn := range []string{"sr0", "eth0"} {
+		if got := tcxNames(t, a, ifn); !slices.Equal(got, []string{"other_build"}) {
+			t.Fatalf("%s runs %v after the update, want other_build", ifn, got)
+		}
+	}
+	drift, err := d.Check(ctx, a, node, p)
+	if err != nil || len(drift) != 2 || !strings.Contains(drift[0], "another build's code") {
+		t.Fatalf("check with another build's links = %q, %v", drift, err)
+	}
+	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo == nil {
+		t.Fatalf("apply over another build: undo %v, %v; want the links swapped", undo != nil, err)
+	}
+	for ifn, want := range map[string]string{"sr0": SRProgName, "eth0": NFProgName} {
+		if got := tcxNames(t, a, ifn); !slices.Equal(got, []string{want}) {
+			t.Errorf("%s runs %v after apply, want %s alone", ifn, got, want)
+		}
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Errorf("check after the swap = %q, %v", drift, err)
+	}
+	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo != nil {
+		t.Errorf("re-apply: undo %v, %v; want nothing to do", undo != nil, err)
+	}
+	if err := d.Remove(ctx, a, node, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, ifn := range []string{"sr0", "eth0"} {
+		if got := tcxNames(t, a, ifn); len(got) != 0 {
+			t.Errorf("%s runs %v after remove, want nothing", ifn, got)
+		}
+	}
+}
