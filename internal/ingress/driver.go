@@ -192,7 +192,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	swap := changed || shared != nil
 	for _, idx := range idxs {
 		// A link running another srchain build's code is swapped too.
-		ok, runs, err := attachedRuns(ns, linkPin(dir, idx, false), idx, in.Program())
+		ok, runs, err := kind.LinkRuns(ns, linkPin(dir, idx, false), bpfrt.Hook{Ifindex: idx}, in.Program())
 		if err == nil && ok && runs && !swap {
 			continue
 		}
@@ -273,27 +273,6 @@ func revertPinned(dir string, g int) error {
 	return nil
 }
 
-// attached asks the kernel whether the link pinned at pin runs at the
-// hook of ifindex in ns.
-func attached(ns *netns.NS, pin string, ifindex int, xdp bool) (bool, error) {
-	var ok bool
-	err := ns.Do(func() error {
-		ok, _ = bpfrt.PinnedLinkRuns(pin, bpfrt.Hook{Ifindex: ifindex, XDP: xdp}, nil)
-		return nil
-	})
-	return ok, err
-}
-
-// attachedRuns is attached for a tcx link, and whether the link runs
-// prog's code (bpfrt.PinnedLinkRuns: false for another srchain build's).
-func attachedRuns(ns *netns.NS, pin string, ifindex int, prog *ebpf.Program) (ok, runs bool, err error) {
-	err = ns.Do(func() error {
-		ok, runs = bpfrt.PinnedLinkRuns(pin, bpfrt.Hook{Ifindex: ifindex}, prog)
-		return nil
-	})
-	return ok, runs, err
-}
-
 func isLinkPin(name string) bool {
 	return strings.HasPrefix(name, "tcx_ingress_") || strings.HasPrefix(name, "xdp_")
 }
@@ -350,7 +329,7 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, fmt.Errorf("check ingress: %w", err)
 	}
 	for i, idx := range idxs {
-		if ok, err := attached(ns, linkPin(dir, idx, false), idx, false); err != nil || !ok {
+		if ok, _, err := kind.LinkRuns(ns, linkPin(dir, idx, false), bpfrt.Hook{Ifindex: idx}, nil); err != nil || !ok {
 			drift = append(drift, fmt.Sprintf("program ingress (%s) not attached on %s", ProgName, p.Interfaces[i]))
 		}
 	}

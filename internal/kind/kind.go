@@ -16,6 +16,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
@@ -219,6 +222,20 @@ func Ifindexes(ns *netns.NS, names []string) ([]int, error) {
 		out = append(out, l.Attrs().Index)
 	}
 	return out, nil
+}
+
+// LinkRuns asks the kernel, in ns, whether the link pinned at pin is
+// attached at h (live: a pin file alone proves nothing, the link may
+// have been detached by hand or its interface recreated) and, when prog
+// is not nil, whether it runs prog's code (runs: false for an older
+// srchain build's program under the same pin, which a driver swaps;
+// bpfrt.PinnedLinkRuns).
+func LinkRuns(ns *netns.NS, pin string, h bpfrt.Hook, prog *ebpf.Program) (live, runs bool, err error) {
+	err = ns.Do(func() error {
+		live, runs = bpfrt.PinnedLinkRuns(pin, h, prog)
+		return nil
+	})
+	return live, runs, err
 }
 
 // Event is one thing a program reported on its own (e.g. an OPoT

@@ -567,7 +567,7 @@ func attachStages(ctx context.Context, ns *netns.NS, dir string, o *objs, d desi
 			pin := linkPin(dir, stage, h)
 			// A link of another build (an upgraded srchain) runs
 			// other code: swapped like the rest.
-			ok, runs, _ := attachedRuns(ns, pin, h, o.prog(stage))
+			ok, runs, _ := kind.LinkRuns(ns, pin, h, o.prog(stage))
 			if ok && runs && !swap {
 				continue
 			}
@@ -695,22 +695,6 @@ func programBefore(ifindex int) (ebpf.ProgramID, error) {
 	return 0, nil
 }
 
-// attached asks the kernel whether the link pinned at pin runs at h in ns.
-func attached(ns *netns.NS, pin string, h bpfrt.Hook) (bool, error) {
-	ok, _, err := attachedRuns(ns, pin, h, nil)
-	return ok, err
-}
-
-// attachedRuns is attached, and whether the link runs prog's code
-// (bpfrt.PinnedLinkRuns; nil prog: not asked, false).
-func attachedRuns(ns *netns.NS, pin string, h bpfrt.Hook, prog *ebpf.Program) (ok, runs bool, err error) {
-	err = ns.Do(func() error {
-		ok, runs = bpfrt.PinnedLinkRuns(pin, h, prog)
-		return nil
-	})
-	return ok, runs, err
-}
-
 // removePins detaches the pinned links and removes the directory.
 func removePins(dir string) error { return bpfrt.RemovePinDir(dir, isLinkPin) }
 
@@ -785,7 +769,7 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		}
 		for i, ix := range got {
 			h := hookOf(stage, ix)
-			if ok, err := attached(ns, linkPin(dir, stage, h), h); err != nil || !ok {
+			if ok, _, err := kind.LinkRuns(ns, linkPin(dir, stage, h), h, nil); err != nil || !ok {
 				drift = append(drift, fmt.Sprintf("program opot (%s stage) not attached on %s", stage, ifs[i]))
 			}
 		}

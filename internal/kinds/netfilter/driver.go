@@ -33,9 +33,11 @@ const (
 	// RulePref is the fwmark rule's priority: before the 5-tuple chains'
 	// rules (1000 + chain index) and the main table (32766).
 	RulePref = 900
-	// InProgName / OutProgName are the kernel names of the programs.
+	// InProgName, OutProgName and FwdProgName are the kernel names of the
+	// programs.
 	InProgName  = "srchain_anf_in"
 	OutProgName = "srchain_anf_out"
+	FwdProgName = "srchain_anf_fwd"
 )
 
 // PinDir is where the driver pins the programs' links and maps.
@@ -95,13 +97,20 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		undo.Add(func() error { return removeRouting(context.Background(), ns) })
 	}
 
-	// 4. Programs.
+	// 4. Programs: this build's, loaded to compare with what runs. A
+	// link detached by hand, or one that runs an older srchain's code
+	// (an upgrade), has every program loaded again.
 	ifs, err := kind.Ifindexes(ns, p.Interfaces)
 	if err != nil {
 		return fail(err)
 	}
+	o, err := Load(peer)
+	if err != nil {
+		return fail(err)
+	}
+	defer o.Close()
 	pin := PinDir(ns)
-	ok, err := programsRun(ns, pin, ifs, dev, peer)
+	ok, err := programsRun(ns, pin, hooks(pin, o, ifs, dev, peer))
 	if err != nil {
 		return fail(err)
 	}
@@ -109,7 +118,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err := removePrograms(pin); err != nil {
 			return fail(err)
 		}
-		if err := loadPrograms(ns, pin, ifs, dev, peer); err != nil {
+		if err := loadPrograms(ns, pin, o, ifs, dev, peer); err != nil {
 			return fail(errors.Join(err, removePrograms(pin)))
 		}
 		undo.Add(func() error { return removePrograms(pin) })
@@ -237,60 +246,45 @@ func removeRouting(ctx context.Context, ns *netns.NS) error {
 	return nil
 }
 
-// linkRuns reports whether the tcx link pinned at path runs on ifindex
-// at attach (asking the kernel for the hook's links, not the pin file).
-func linkRuns(ns *netns.NS, path string, ifindex int, attach ebpf.AttachType) (bool, error) {
-	l, err := link.LoadPinnedLink(path, nil)
-	if err != nil {
-		return false, nil
-	}
-	defer l.Close()
-	info, err := l.Info()
-	if err != nil {
-		return false, nil
-	}
-	if ti := info.TCX(); ti == nil || int(ti.Ifindex) != ifindex {
-		return false, nil
-	}
-	found := false
-	err = ns.Do(func() error {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: attach})
-		if err != nil {
-			return fmt.Errorf("query tcx of ifindex %d: %w", ifindex, err)
-		}
-		for _, ap := range res.Programs {
-			if id, ok := ap.LinkID(); ok && id == info.ID {
-				found = true
-			}
-		}
-		return nil
-	})
-	return found, err
+// pinnedHook is one program's link: its pin, hook and this build's
+// program for it.
+type pinnedHook struct {
+	pin  string
+	h    bpfrt.Hook
+	prog *ebpf.Program
+	what string // the program's name, for Check
 }
 
-// programsRun: every pinned link runs where it should.
-func programsRun(ns *netns.NS, pin string, ifs []int, dev, peer int) (bool, error) {
+// hooks lists the links of the node's End.AN.NF: srchain_anf_in on
+// every SR interface, srchain_anf_fwd on the restore peer's ingress,
+// srchain_anf_out on the restore device's egress.
+func hooks(pin string, o *Objects, ifs []int, dev, peer int) []pinnedHook {
+	var hs []pinnedHook
+	for _, idx := range ifs {
+		hs = append(hs, pinnedHook{inPin(pin, idx), bpfrt.Hook{Ifindex: idx}, o.SrchainAnfIn, InProgName})
+	}
+	return append(hs,
+		pinnedHook{fwdPin(pin, peer), bpfrt.Hook{Ifindex: peer}, o.SrchainAnfFwd, FwdProgName},
+		pinnedHook{outPin(pin, dev), bpfrt.Hook{Ifindex: dev, Egress: true}, o.SrchainAnfOut, OutProgName})
+}
+
+// programsRun: the maps are pinned and every link runs where it should,
+// with this build's code (kind.LinkRuns asks the kernel).
+func programsRun(ns *netns.NS, pin string, hs []pinnedHook) (bool, error) {
 	if _, err := os.Stat(pin + "/anf_sids"); err != nil {
 		return false, nil
 	}
-	for _, idx := range ifs {
-		ok, err := linkRuns(ns, inPin(pin, idx), idx, ebpf.AttachTCXIngress)
-		if err != nil || !ok {
+	for _, h := range hs {
+		live, runs, err := kind.LinkRuns(ns, h.pin, h.h, h.prog)
+		if err != nil || !live || !runs {
 			return false, err
 		}
 	}
-	if ok, err := linkRuns(ns, fwdPin(pin, peer), peer, ebpf.AttachTCXIngress); err != nil || !ok {
-		return false, err
-	}
-	return linkRuns(ns, outPin(pin, dev), dev, ebpf.AttachTCXEgress)
+	return true, nil
 }
 
-func loadPrograms(ns *netns.NS, pin string, ifs []int, dev, peer int) error {
-	o, err := Load(peer)
-	if err != nil {
-		return err
-	}
-	defer o.Close()
+// loadPrograms attaches o's programs and pins their links and maps.
+func loadPrograms(ns *netns.NS, pin string, o *Objects, ifs []int, dev, peer int) error {
 	if err := os.MkdirAll(pin, 0o700); err != nil {
 		return fmt.Errorf("create pin dir: %w", err)
 	}
@@ -395,22 +389,37 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 	drift = append(drift, missing...)
 	pin := PinDir(ns)
+	pl, err := ns.Netlink().LinkByName(RestorePeer)
+	if err != nil {
+		return append(drift, fmt.Sprintf("netfilter %s: restore peer %s missing", p.NF, RestorePeer)), nil
+	}
+	var ifs []int
+	var where []string
 	for _, ifn := range p.Interfaces {
 		il, err := ns.Netlink().LinkByName(ifn)
 		if err != nil {
 			drift = append(drift, fmt.Sprintf("netfilter %s: no interface %s", p.NF, ifn))
 			continue
 		}
-		if ok, err := linkRuns(ns, inPin(pin, il.Attrs().Index), il.Attrs().Index, ebpf.AttachTCXIngress); err != nil {
-			return nil, err
-		} else if !ok {
-			drift = append(drift, fmt.Sprintf("netfilter %s: program %s not attached on %s", p.NF, InProgName, ifn))
-		}
+		ifs = append(ifs, il.Attrs().Index)
+		where = append(where, ifn)
 	}
-	if ok, err := linkRuns(ns, outPin(pin, l.Attrs().Index), l.Attrs().Index, ebpf.AttachTCXEgress); err != nil {
+	where = append(where, RestorePeer, RestoreDev+" egress")
+	o, err := Load(pl.Attrs().Index)
+	if err != nil {
 		return nil, err
-	} else if !ok {
-		drift = append(drift, fmt.Sprintf("netfilter %s: program %s not attached on %s egress", p.NF, OutProgName, RestoreDev))
+	}
+	defer o.Close()
+	for i, h := range hooks(pin, o, ifs, l.Attrs().Index, pl.Attrs().Index) {
+		live, runs, err := kind.LinkRuns(ns, h.pin, h.h, h.prog)
+		switch {
+		case err != nil:
+			return nil, err
+		case !live:
+			drift = append(drift, fmt.Sprintf("netfilter %s: program %s not attached on %s", p.NF, h.what, where[i]))
+		case !runs:
+			drift = append(drift, fmt.Sprintf("netfilter %s: program %s on %s runs another build's code", p.NF, h.what, where[i]))
+		}
 	}
 	m, err := ebpf.LoadPinnedMap(pin+"/anf_sids", nil)
 	if err != nil {

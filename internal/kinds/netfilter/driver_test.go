@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/srchain/srchain/internal/nft"
 	"net/netip"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
+	"github.com/srchain/srchain/internal/nft"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -79,6 +82,29 @@ func TestDriver(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// An older srchain's program under srchain's pins (an upgrade): the
+	// programs are loaded again.
+	other := testutil.OtherBuild(t, ebpf.SchedCLS, "other_build")
+	for _, c := range []struct{ dev, pin, what string }{
+		{RestoreDev, "out", "srchain_anf_out on srcanf0 egress runs another build's code"},
+		{RestorePeer, "fwd", "srchain_anf_fwd on srcanf1 runs another build's code"},
+		{"eth0", "in", "srchain_anf_in on eth0 runs another build's code"},
+	} {
+		repair(c.what, func() {
+			dev, err := a.Netlink().LinkByName(c.dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := link.LoadPinnedLink(map[string]func(string, int) string{"out": outPin, "fwd": fwdPin, "in": inPin}[c.pin](PinDir(a), dev.Attrs().Index), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := l.Update(other); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 	repair("rule pref 900", func() {
 		if _, err := a.Run(ctx, "ip", "-6", "rule", "del", "pref", "900"); err != nil {
 			t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/bpfrt"
@@ -168,7 +167,10 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	changed := loaded
 	for _, a := range atts {
 		lp := linkPin(pin, a.ifindex, a.nfSide)
-		live, runs := attached(ns, lp, a.ifindex, dp.Program(a.nfSide))
+		live, runs, err := kind.LinkRuns(ns, lp, bpfrt.Hook{Ifindex: a.ifindex}, dp.Program(a.nfSide))
+		if err != nil {
+			return fail(err)
+		}
 		if live && runs {
 			continue
 		}
@@ -194,18 +196,6 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return u, nil
 	}
 	return func() error { return nil }, nil
-}
-
-// attached reports whether the link pinned at lp runs on ifindex's tcx
-// ingress in ns, asked of the kernel, not inferred from the pin (live),
-// and whether it runs prog's code (runs; false for an older srchain's
-// program under the same pin).
-func attached(ns *netns.NS, lp string, ifindex int, prog *ebpf.Program) (live, runs bool) {
-	_ = ns.Do(func() error {
-		live, runs = bpfrt.PinnedLinkRuns(lp, bpfrt.Hook{Ifindex: ifindex}, prog)
-		return nil
-	})
-	return live, runs
 }
 
 // detach unpins and closes the link pinned at lp (absent: nothing).
@@ -282,7 +272,10 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if a.nfSide {
 			name = NFProgName
 		}
-		switch live, runs := attached(ns, linkPin(pin, a.ifindex, a.nfSide), a.ifindex, dp.Program(a.nfSide)); {
+		live, runs, err := kind.LinkRuns(ns, linkPin(pin, a.ifindex, a.nfSide), bpfrt.Hook{Ifindex: a.ifindex}, dp.Program(a.nfSide))
+		switch {
+		case err != nil:
+			return drift, err
 		case !live:
 			drift = append(drift, fmt.Sprintf("proxy %s: program %s not attached on %s", p.NF, name, a.ifname))
 		case !runs:
