@@ -362,11 +362,14 @@ func (fw *Firewall) pinnedMaps() map[string]**ebpf.Map {
 	}
 }
 
-// LoadXDPStage loads the XDP twin of the firewall pinned under dir (Pin)
-// as a stage of the node's XDP pipeline: it filters with the pinned
-// tables and counters, so rule updates (Update on OpenPinnedFirewall)
-// reach it as they reach the tc program. pipe are the pipeline's maps.
-func LoadXDPStage(dir string, pipe map[string]*ebpf.Map) (*ebpf.Program, error) {
+// LoadPinnedProgram loads this build's tc program (xdp: its XDP twin, a
+// stage of the node's XDP pipeline) over the tables of the firewall
+// pinned under dir (Pin): it filters with the pinned tables and
+// counters, so rule updates (Update on OpenPinnedFirewall) reach it as
+// they reach the running program. A driver attaches it where a link
+// was detached by hand, or swaps it in where an older srchain's program
+// runs. pipe are the pipeline's maps.
+func LoadPinnedProgram(dir string, pipe map[string]*ebpf.Map, xdp bool) (*ebpf.Program, error) {
 	spec, err := loadFwProg()
 	if err != nil {
 		return nil, fmt.Errorf("load firewall spec: %w", err)
@@ -389,7 +392,7 @@ func LoadXDPStage(dir string, pipe map[string]*ebpf.Map) (*ebpf.Program, error) 
 		ms, ok := spec.Maps[name]
 		if !ok {
 			m.Close()
-			return nil, fmt.Errorf("load firewall xdp stage: %w: no map %s", ErrUnsupported, name)
+			return nil, fmt.Errorf("load pinned firewall: %w: no map %s", ErrUnsupported, name)
 		}
 		repl[name] = m
 		ms.MaxEntries = m.MaxEntries() // the tables' capacity
@@ -397,13 +400,22 @@ func LoadXDPStage(dir string, pipe map[string]*ebpf.Map) (*ebpf.Program, error) 
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	maps.Copy(opts.MapReplacements, repl)
 	maps.Copy(opts.MapReplacements, pipe)
-	var xdp struct {
-		SrchainFwXdp *ebpf.Program `ebpf:"srchain_fw_xdp"`
+	if xdp {
+		var o struct {
+			SrchainFwXdp *ebpf.Program `ebpf:"srchain_fw_xdp"`
+		}
+		if err := spec.LoadAndAssign(&o, opts); err != nil {
+			return nil, bpfrt.WrapLoad("load pinned firewall xdp stage", err)
+		}
+		return o.SrchainFwXdp, nil
 	}
-	if err := spec.LoadAndAssign(&xdp, opts); err != nil {
-		return nil, bpfrt.WrapLoad("load firewall xdp stage", err)
+	var o struct {
+		SrchainFw *ebpf.Program `ebpf:"srchain_fw"`
 	}
-	return xdp.SrchainFwXdp, nil
+	if err := spec.LoadAndAssign(&o, opts); err != nil {
+		return nil, bpfrt.WrapLoad("load pinned firewall", err)
+	}
+	return o.SrchainFw, nil
 }
 
 // OpenPinnedFirewall opens the tables a driver pinned under dir (Pin) as

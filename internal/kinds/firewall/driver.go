@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
@@ -87,35 +86,40 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 }
 
 // setXDPStage makes the node pipeline's firewall stage (pinned for the
-// pipeline driver, which runs after this one) follow xdp: the XDP twin of
-// the firewall pinned under pin, or none. It reports whether it changed
-// anything.
+// pipeline driver, which runs after this one) follow xdp: this build's
+// XDP twin of the firewall pinned under pin (an older srchain's stage is
+// pinned again), or none. It reports whether it changed anything.
 func setXDPStage(ns *netns.NS, pin string, xdp bool, pipe *pipeline.Maps) (bool, error) {
 	dir := pipeline.NodeDir(ns)
-	have := pipeline.StagePinned(dir, pipeline.Firewall)
-	switch {
-	case xdp && !have:
-		prog, err := firewall.LoadXDPStage(pin, pipe.Replacements())
-		if err != nil {
-			return false, err
+	if !xdp {
+		if !pipeline.StagePinned(dir, pipeline.Firewall) {
+			return false, nil
 		}
-		defer prog.Close()
-		return true, pipeline.PinStage(dir, pipeline.Firewall, prog)
-	case !xdp && have:
 		return true, pipeline.UnpinStage(dir, pipeline.Firewall)
 	}
-	return false, nil
+	prog, err := firewall.LoadPinnedProgram(pin, pipe.Replacements(), true)
+	if err != nil {
+		return false, err
+	}
+	defer prog.Close()
+	if pipeline.StageRuns(dir, pipeline.Firewall, prog) {
+		return false, nil
+	}
+	return true, pipeline.PinStage(dir, pipeline.Firewall, prog)
 }
 
 // applyPinned brings a pinned firewall to cfg on ifindexes: rule set
-// first, then missing links. The undo reverses both.
+// first, then missing links, and this build's program in links that run
+// an older srchain's (an upgrade). The undo reverses the rule set and
+// the new links; a swapped program stays (the old build's code is what
+// an upgrade replaces).
 func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes []int, xdp bool, pipe *pipeline.Maps) (func() error, error) {
 	undoRules, err := updatePinned(pin, name, cfg)
 	if err != nil {
 		return nil, err
 	}
 	var added []int
-	stageChanged := false
+	stageChanged, swapped := false, false
 	undo := func() error {
 		var errs []error
 		if stageChanged {
@@ -134,123 +138,48 @@ func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes 
 		}
 		return errors.Join(errs...)
 	}
+	prog, err := firewall.LoadPinnedProgram(pin, pipe.Replacements(), false)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
+	}
+	defer prog.Close()
 	for _, idx := range ifindexes {
-		ok, err := attached(ns, pin, idx)
+		live, runs, err := kind.LinkRuns(ns, linkPin(pin, idx), bpfrt.Hook{Ifindex: idx}, prog)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
 		}
-		if ok {
+		if live && runs {
 			continue
 		}
-		if err := reattach(ns, pin, idx); err != nil {
+		if err := attachPinned(ns, pin, idx, prog); err != nil {
 			return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
 		}
-		added = append(added, idx)
+		if live {
+			swapped = true
+		} else {
+			added = append(added, idx)
+		}
 	}
 	if stageChanged, err = setXDPStage(ns, pin, xdp, pipe); err != nil {
 		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
 	}
-	if undoRules == nil && len(added) == 0 && !stageChanged {
+	if undoRules == nil && len(added) == 0 && !stageChanged && !swapped {
 		return nil, nil
 	}
 	return undo, nil
 }
 
-// attached reports whether the link pinned for ifindex under pin is a tcx
-// link that runs on ifindex of ns, asking the kernel (the link's id among
-// the interface's tcx ingress attachments), not the pin file.
-func attached(ns *netns.NS, pin string, ifindex int) (bool, error) {
-	l, err := link.LoadPinnedLink(linkPin(pin, ifindex), nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, nil // not a link: replaced by reattach
-	}
-	defer l.Close()
-	info, err := l.Info()
-	if err != nil {
-		return false, fmt.Errorf("read link info of ifindex %d: %w", ifindex, err)
-	}
-	if ti := info.TCX(); ti == nil || int(ti.Ifindex) != ifindex {
-		return false, nil
-	}
-	found := false
-	err = ns.Do(func() error {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+// attachPinned puts prog at the head of ifindex's tcx ingress, its link
+// pinned for ifindex under pin: a live pinned link takes prog in place
+// (no gap), a stale pin is replaced (bpfrt.Attach).
+func attachPinned(ns *netns.NS, pin string, ifindex int, prog *ebpf.Program) error {
+	return ns.Do(func() error {
+		l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex}, prog, bpfrt.AttachOptions{Pin: linkPin(pin, ifindex), Head: true})
 		if err != nil {
-			return fmt.Errorf("query tcx ingress of ifindex %d: %w", ifindex, err)
+			return fmt.Errorf("attach firewall to ifindex %d: %w", ifindex, err)
 		}
-		for _, ap := range res.Programs {
-			if id, ok := ap.LinkID(); ok && id == info.ID {
-				found = true
-			}
-		}
-		return nil
+		return l.Close() // pinned: stays attached
 	})
-	return found, err
-}
-
-// pinnedProgram finds the firewall's program through any of its pinned
-// links: a link detached by hand still holds its program (and the
-// program its pinned maps).
-func pinnedProgram(pin string) (*ebpf.Program, error) {
-	ents, err := os.ReadDir(pin)
-	if err != nil {
-		return nil, fmt.Errorf("read pin dir: %w", err)
-	}
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "fw_tcx_ingress_") {
-			continue
-		}
-		l, err := link.LoadPinnedLink(pin+"/"+e.Name(), nil)
-		if err != nil {
-			continue
-		}
-		info, err := l.Info()
-		l.Close()
-		if err != nil {
-			continue
-		}
-		prog, err := ebpf.NewProgramFromID(info.Program)
-		if err != nil {
-			continue
-		}
-		if pi, err := prog.Info(); err == nil && pi.Name == ProgName {
-			return prog, nil
-		}
-		prog.Close()
-	}
-	return nil, fmt.Errorf("no pinned link holds the %s program (remove %s to reload): %w", ProgName, pin, os.ErrNotExist)
-}
-
-// reattach attaches the pinned firewall's program at the head of
-// ifindex's tcx ingress and pins the new link in place of a stale one.
-func reattach(ns *netns.NS, pin string, ifindex int) error {
-	prog, err := pinnedProgram(pin)
-	if err != nil {
-		return err
-	}
-	defer prog.Close()
-	path := linkPin(pin, ifindex)
-	if err := bpfrt.DetachPinned(path); err != nil {
-		// Not a link, or one that cannot be detached: only the pin goes.
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove stale link pin: %w", err)
-		}
-	}
-	var l link.Link
-	if err := ns.Do(func() (err error) {
-		l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: ebpf.AttachTCXIngress, Anchor: link.Head()})
-		return err
-	}); err != nil {
-		return fmt.Errorf("attach firewall to ifindex %d: %w", ifindex, err)
-	}
-	defer l.Close()
-	if err := l.Pin(path); err != nil {
-		return errors.Join(fmt.Errorf("pin firewall link: %w", err), l.Detach())
-	}
-	return nil
 }
 
 func nsIfindex(ns *netns.NS) func(string) (uint32, error) {
@@ -304,9 +233,9 @@ func updatePinned(pin, name string, cfg firewall.Config) (func() error, error) {
 }
 
 // Check reports what of the firewall is missing on the node without
-// changing anything: its pins, an attached link per interface (asking
-// the kernel, see attached), and a rule set that differs from the
-// desired one.
+// changing anything: its pins, an attached link per interface running
+// this build's program (asking the kernel, kind.LinkRuns), the XDP
+// stage, and a rule set that differs from the desired one.
 func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -316,6 +245,14 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if _, err := os.Stat(pin); err != nil {
 		return []string{"firewall " + name + " not pinned at " + pin}, nil
 	}
+	// This build's programs, only to compare code: loaded over private
+	// pipeline maps (the tag leaves map references out), so Check
+	// changes nothing.
+	prog, err := firewall.LoadPinnedProgram(pin, nil, false)
+	if err != nil {
+		return []string{fmt.Sprintf("firewall %s: %v", name, err)}, nil
+	}
+	defer prog.Close()
 	var missing []string
 	for _, ifn := range p.Interfaces {
 		l, err := ns.Netlink().LinkByName(ifn)
@@ -323,12 +260,14 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			missing = append(missing, "firewall "+name+": no interface "+ifn)
 			continue
 		}
-		ok, err := attached(ns, pin, l.Attrs().Index)
-		if err != nil {
+		live, runs, err := kind.LinkRuns(ns, linkPin(pin, l.Attrs().Index), bpfrt.Hook{Ifindex: l.Attrs().Index}, prog)
+		switch {
+		case err != nil:
 			return missing, err
-		}
-		if !ok {
+		case !live:
 			missing = append(missing, fmt.Sprintf("firewall %s: program %s not attached on %s", name, ProgName, ifn))
+		case !runs:
+			missing = append(missing, fmt.Sprintf("firewall %s: program %s on %s runs another build's code", name, ProgName, ifn))
 		}
 	}
 	pm, err := firewall.OpenPinned(pin)
@@ -344,8 +283,15 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return append(missing, fmt.Sprintf("firewall %s: %v", name, err)), nil
 	}
-	if p.XDP && !pipeline.StagePinned(pipeline.NodeDir(ns), pipeline.Firewall) {
-		missing = append(missing, fmt.Sprintf("firewall %s: not loaded as the xdp pipeline's firewall stage", name))
+	if p.XDP {
+		xprog, err := firewall.LoadPinnedProgram(pin, nil, true)
+		if err != nil {
+			return append(missing, fmt.Sprintf("firewall %s: %v", name, err)), nil
+		}
+		defer xprog.Close()
+		if !pipeline.StageRuns(pipeline.NodeDir(ns), pipeline.Firewall, xprog) {
+			missing = append(missing, fmt.Sprintf("firewall %s: not loaded as the xdp pipeline's firewall stage (or an older build's)", name))
+		}
 	}
 	if len(cfg.Rules) != n {
 		missing = append(missing, fmt.Sprintf("firewall %s: %d rules loaded, %d desired", name, n, len(cfg.Rules)))

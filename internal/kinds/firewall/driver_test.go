@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 // sendUDP sends one datagram from ns to AddrA port.
@@ -130,5 +133,65 @@ func TestApplyReattach(t *testing.T) {
 	drift, _ = d.Check(ctx, a, node, p)
 	if len(drift) != 1 || !strings.Contains(drift[0], "not pinned") {
 		t.Errorf("check after remove = %q", drift)
+	}
+}
+
+// TestApplySwapsOtherBuild: a pinned firewall whose link and XDP stage
+// run an older srchain's code (what an upgrade finds) is reported by
+// Check, and Apply puts this build's programs in, over the pinned
+// tables: the rules act through the swapped link. The driver used to
+// keep any live link and any pinned stage.
+func TestApplySwapsOtherBuild(t *testing.T) {
+	a, b := kindtest.Pair(t, "g")
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	raw, err := json.Marshal(Program{Mode: "basic", Policy: "accept", Rules: []string{"-p udp --dport 9 -j DROP"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := state.Program{Kind: Name, NF: "t", Interfaces: []string{"eth0"}, Config: raw, XDP: true}
+	node := state.Node{Name: "a"}
+	d := driver{}
+	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo == nil {
+		t.Fatalf("first apply: undo %v, %v", undo != nil, err)
+	}
+	eth0, err := a.Netlink().LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := link.LoadPinnedLink(linkPin(PinDir(a, "t"), eth0.Attrs().Index), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.Update(testutil.OtherBuild(t, ebpf.SchedCLS, "other_build"))
+	l.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeline.PinStage(pipeline.NodeDir(a), pipeline.Firewall, testutil.OtherBuild(t, ebpf.XDP, "other_xdp")); err != nil {
+		t.Fatal(err)
+	}
+	drift, err := d.Check(ctx, a, node, p)
+	want := []string{
+		"firewall t: program srchain_fw on eth0 runs another build's code",
+		"firewall t: not loaded as the xdp pipeline's firewall stage (or an older build's)",
+	}
+	if err != nil || !slices.Equal(drift, want) {
+		t.Fatalf("check with another build's programs = %q, %v; want %q", drift, err, want)
+	}
+	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo == nil {
+		t.Fatalf("apply over another build: undo %v, %v; want the programs swapped", undo != nil, err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Fatalf("check after the swap = %q, %v", drift, err)
+	}
+	sendUDP(t, b, 9)
+	waitCounter(t, ctx, a, p, "rule/0/packets", 1)
+	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo != nil {
+		t.Errorf("re-apply: undo %v, %v; want nothing to do", undo != nil, err)
+	}
+	if err := d.Remove(ctx, a, node, p); err != nil {
+		t.Fatal(err)
 	}
 }
