@@ -65,6 +65,9 @@ type AttachOptions struct {
 // where the driver has it. reused reports that a pinned link was taken
 // over.
 func Attach(h Hook, prog *ebpf.Program, o AttachOptions) (l link.Link, reused bool, err error) {
+	if prog == nil { // e.g. a loader that opened only the maps
+		return nil, false, fmt.Errorf("attach %s: no program loaded", h)
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()

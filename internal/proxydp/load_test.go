@@ -2,7 +2,10 @@ package proxydp
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -111,5 +114,53 @@ func TestSetSIDs(t *testing.T) {
 	}
 	if got, err := p.Installed(); err != nil || len(got) != 0 {
 		t.Errorf("installed after clearing: %v %v", got, err)
+	}
+}
+
+// TestOpenPinnedMaps: the maps pinned by Load, opened without the
+// programs, hold the SID table Load's Proxy wrote, take a new one that
+// the loaded Proxy then reads, and cannot attach; a directory missing a
+// pinned map is refused, not filled with a fresh one.
+func TestOpenPinnedMaps(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := filepath.Join("/sys/fs/bpf", fmt.Sprintf("srchain-test-proxymaps-%d", os.Getpid()))
+	_ = os.RemoveAll(dir)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p, err := Load(Options{PinPath: dir, FlowCapacity: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	a := SID{Addr: netip.MustParseAddr("fc00:1::a"), Behavior: BehaviorAM, OutIfindex: 1, InIfindex: 11, NFNext6: netip.MustParseAddr("fc00:99::2")}
+	b := SID{Addr: netip.MustParseAddr("fc00:1::b"), Behavior: BehaviorAD, OutIfindex: 1, InIfindex: 12, Inner: ProtoIPv6, NFNext6: netip.MustParseAddr("fc00:99::2")}
+	if err := p.SetSIDs([]SID{a}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenPinnedMaps(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got, err := m.Installed(); err != nil || !reflect.DeepEqual(got, []SID{a}) {
+		t.Fatalf("installed through the maps: %+v, %v; want %+v", got, err, []SID{a})
+	}
+	if err := m.SetSIDs([]SID{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Installed(); err != nil || !reflect.DeepEqual(got, []SID{a, b}) {
+		t.Fatalf("installed through the programs' maps: %+v, %v; want %+v", got, err, []SID{a, b})
+	}
+	if err := m.Attach(1, false, ""); err == nil {
+		t.Error("attach without programs succeeded")
+	}
+	if err := os.Remove(filepath.Join(dir, proxyProgMapProxyStats)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := OpenPinnedMaps(dir); err == nil {
+		m.Close()
+		t.Error("opened a pin directory with a map missing")
+	}
+	if _, err := os.Stat(filepath.Join(dir, proxyProgMapProxyStats)); err == nil {
+		t.Error("the missing map was pinned afresh")
 	}
 }

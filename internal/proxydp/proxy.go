@@ -186,6 +186,8 @@ type Options struct {
 	// another packet's (its packet is presumed dropped by the NF after
 	// that); 0 = DefaultOPoTStale. docs/proxy.md "OPoT through a proxy".
 	OPoTStale time.Duration
+
+	mapsOnly bool // OpenPinnedMaps
 }
 
 // DefaultOPoTStale is Options.OPoTStale's default.
@@ -262,10 +264,17 @@ func Load(o Options) (*Proxy, error) {
 		}
 	}
 	p := &Proxy{pinPath: o.PinPath, links: map[string]link.Link{}, sids: map[netip.Addr]uint32{}}
-	if err := spec.LoadAndAssign(&p.objs, &copts); err != nil {
+	if o.mapsOnly {
+		if len(copts.MapReplacements) != len(pinnedMaps) {
+			return nil, fmt.Errorf("open pinned proxy maps: %d of %d pinned at %s", len(copts.MapReplacements), len(pinnedMaps), o.PinPath)
+		}
+		if err := spec.LoadAndAssign(&p.objs.proxyProgMaps, &copts); err != nil {
+			return nil, fmt.Errorf("open pinned proxy maps: %w", err)
+		}
+	} else if err := spec.LoadAndAssign(&p.objs, &copts); err != nil {
 		return nil, bpfrt.WrapLoad("load proxy programs", err)
 	}
-	if o.PinPath != "" {
+	if o.PinPath != "" && !o.mapsOnly {
 		for _, name := range pinnedMaps {
 			m := p.mapByName(name)
 			path := filepath.Join(o.PinPath, name)
@@ -293,6 +302,17 @@ func OpenPinned(pinPath string) (*Proxy, error) {
 		return nil, fmt.Errorf("open pinned proxy: %w", err)
 	}
 	return Load(Options{PinPath: pinPath})
+}
+
+// OpenPinnedMaps is OpenPinned without the programs (loading them means
+// verifying them): enough for the SID table (SetSIDs, Installed), the
+// caches and the counters. Attach, and anything else that needs a
+// program, fails.
+func OpenPinnedMaps(pinPath string) (*Proxy, error) {
+	if _, err := os.Stat(filepath.Join(pinPath, proxyProgMapProxyCfg)); err != nil {
+		return nil, fmt.Errorf("open pinned proxy: %w", err)
+	}
+	return Load(Options{PinPath: pinPath, mapsOnly: true})
 }
 
 func (p *Proxy) mapByName(name string) *ebpf.Map {

@@ -156,7 +156,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			if err != nil {
 				return err
 			}
-			d, err := proxydp.OpenPinned(pin)
+			d, err := proxydp.OpenPinnedMaps(pin)
 			if err != nil {
 				return err
 			}
@@ -303,7 +303,7 @@ func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 	if len(rest) == 0 {
 		return removeAll(pin)
 	}
-	dp, err := proxydp.OpenPinned(pin)
+	dp, err := proxydp.OpenPinnedMaps(pin)
 	if err != nil {
 		return fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
@@ -347,7 +347,7 @@ func (driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p sta
 	if err != nil {
 		return nil, err
 	}
-	dp, err := proxydp.OpenPinned(PinDir(ns))
+	dp, err := proxydp.OpenPinnedMaps(PinDir(ns))
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
