@@ -278,6 +278,19 @@ var (
 	}
 )
 
+// CaseNFPlainFlows is nf-plain with the inner source varied over as
+// many flows as the largest End.AD.flow case: the path's own cost of
+// many flows (the NF's and the DUT's kernel forwarding of the plain
+// packets), without a proxy, to read end.ad-flow-100k / end.ad-flow
+// against (docs/benchmarks.md "Proxy").
+var CaseNFPlainFlows = func() Case {
+	c := CaseNFPlain
+	n := proxyFlowCounts[len(proxyFlowCounts)-1]
+	c.Name, c.Flows = "nf-plain-"+flowLabel(n), n
+	c.Desc = fmt.Sprintf("nf-plain, the inner source varied over %d flows (the path's share of the per-flow cost)", n)
+	return c
+}()
+
 // Flow counts of the per-flow proxy cases.
 var proxyFlowCounts = []int{1, 1000, 100000}
 
@@ -295,6 +308,7 @@ func proxyCases() []Case {
 		}
 		cs = append(cs, proxyCase(name, fmt.Sprintf("srchain End.AD.flow (tc), %d flows", n), proxydp.BehaviorADFlow, 0x1a5, false, n))
 	}
+	cs = append(cs, CaseNFPlainFlows)
 	return append(cs,
 		proxyCase("end.as-xdp", "srchain End.AS at XDP (both sides)", proxydp.BehaviorAS, 0x1a1, true, 0),
 		proxyCase("end.ad-xdp", "srchain End.AD at XDP (both sides)", proxydp.BehaviorAD, 0x1a2, true, 0),

@@ -82,7 +82,7 @@ func TestProxyScenario(t *testing.T) {
 			t.Errorf("case %s missing", name)
 		}
 	}
-	want := map[string]int{"end.ad-flow": 1, "end.ad-flow-1k": 1000, "end.ad-flow-100k": 100000, "end.ad": 0, "nf-plain": 0}
+	want := map[string]int{"end.ad-flow": 1, "end.ad-flow-1k": 1000, "end.ad-flow-100k": 100000, "end.ad": 0, "nf-plain": 0, "nf-plain-100k": 100000}
 	for name, n := range want {
 		if got, ok := flows[name]; !ok || got != n {
 			t.Errorf("%s: flows %d (present %v), want %d", name, got, ok, n)
