@@ -314,6 +314,38 @@ func tcxPrograms(ifindex int, at ebpf.AttachType) ([]TCXAttachment, error) {
 	return out, nil
 }
 
+// ProgramName returns the kernel name of the loaded program id.
+func ProgramName(id ebpf.ProgramID) (string, error) {
+	p, err := ebpf.NewProgramFromID(id)
+	if err != nil {
+		return "", fmt.Errorf("open program %d: %w", id, err)
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		return "", fmt.Errorf("read program %d info: %w", id, err)
+	}
+	return info.Name, nil
+}
+
+// TCXNames lists the names of the programs on h's tcx hook in the
+// current network namespace, in run order.
+func TCXNames(h Hook) ([]string, error) {
+	atts, err := tcxPrograms(h.Ifindex, h.attachType())
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(atts))
+	for _, a := range atts {
+		n, err := ProgramName(a.Program)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
 // XDPProgramID returns the id of the XDP program on ifindex in the
 // current network namespace (0: none).
 func XDPProgramID(ifindex int) (ebpf.ProgramID, error) {

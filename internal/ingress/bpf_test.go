@@ -252,23 +252,8 @@ func TestAttachBeforeEnd(t *testing.T) {
 			return err
 		}
 		defer il.Close()
-		atts, err := bpfrt.TCXIngress(idx)
-		if err != nil {
-			return err
-		}
-		for _, a := range atts {
-			p, err := ebpf.NewProgramFromID(a.Program)
-			if err != nil {
-				return err
-			}
-			info, err := p.Info()
-			p.Close()
-			if err != nil {
-				return err
-			}
-			order = append(order, info.Name)
-		}
-		return nil
+		order, err = bpfrt.TCXNames(bpfrt.Hook{Ifindex: idx})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -83,37 +83,7 @@ func driverNode(t *testing.T, mods ...func(*state.OPoTConfig)) state.Node {
 
 func progNames(t *testing.T, ns *netns.NS, egress bool) []string {
 	t.Helper()
-	l, err := ns.Netlink().LinkByName("eth0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	err = ns.Do(func() error {
-		var atts []bpfrt.TCXAttachment
-		var err error
-		if egress {
-			atts, err = bpfrt.TCXEgress(l.Attrs().Index)
-		} else {
-			atts, err = bpfrt.TCXIngress(l.Attrs().Index)
-		}
-		for _, a := range atts {
-			p, err := ebpf.NewProgramFromID(a.Program)
-			if err != nil {
-				return err
-			}
-			info, err := p.Info()
-			p.Close()
-			if err != nil {
-				return err
-			}
-			names = append(names, info.Name)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return kindtest.TCXNames(t, ns, "eth0", egress)
 }
 
 // TestDriver: Apply loads, fills and attaches the stages of the node's

@@ -386,7 +386,7 @@ func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (en
 			return err
 		}
 		for _, a := range atts {
-			name, err := programName(a.Program)
+			name, err := bpfrt.ProgramName(a.Program)
 			if err != nil {
 				return err
 			}
@@ -397,19 +397,6 @@ func endAttachment(ns *netns.NS, end *datapath.End, pin string, ifindex int) (en
 		return nil
 	})
 	return st, err
-}
-
-func programName(id ebpf.ProgramID) (string, error) {
-	prog, err := ebpf.NewProgramFromID(id)
-	if err != nil {
-		return "", fmt.Errorf("open program %d: %w", id, err)
-	}
-	defer prog.Close()
-	info, err := prog.Info()
-	if err != nil {
-		return "", fmt.Errorf("read program %d info: %w", id, err)
-	}
-	return info.Name, nil
 }
 
 // endUndo is what one applyEnd did, to undo it from the pins alone: the

@@ -62,6 +62,38 @@ func waitCounter(t *testing.T, ctx context.Context, ns *netns.NS, p state.Progra
 	t.Fatalf("counter %s = %d, want %d: the firewall did not see the packet", name, got, want)
 }
 
+// port9 is a firewall on eth0 whose rule 0 drops UDP to port 9.
+func port9(t *testing.T, xdp bool) state.Program {
+	t.Helper()
+	raw, err := json.Marshal(Program{Mode: "basic", Policy: "accept", Rules: []string{"-p udp --dport 9 -j DROP"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.Program{Kind: Name, NF: "t", Interfaces: []string{"eth0"}, Config: raw, XDP: xdp}
+}
+
+// applyRepairs applies p over what broke it: Apply changes something,
+// Check then reports nothing, rule 0 counts a datagram b sends (its
+// want-th packet), and another Apply has nothing to do. It returns the
+// repairing Apply's undo.
+func applyRepairs(t *testing.T, ctx context.Context, a, b *netns.NS, node state.Node, p state.Program, want uint64) func() error {
+	t.Helper()
+	d := driver{}
+	undo, err := d.Apply(ctx, a, node, p)
+	if err != nil || undo == nil {
+		t.Fatalf("repairing apply: undo %v, %v; want a change", undo != nil, err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Fatalf("check after the repair = %q, %v", drift, err)
+	}
+	sendUDP(t, b, 9)
+	waitCounter(t, ctx, a, p, "rule/0/packets", want)
+	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo != nil {
+		t.Errorf("apply after the repair: undo %v, %v; want no change", undo != nil, err)
+	}
+	return undo
+}
+
 // TestApplyReattach: a firewall whose tcx link was detached by hand is
 // reported by Check and attached again by Apply, and its rules act again
 // (before, a pinned firewall counted as applied: "0 changes" forever,
@@ -71,11 +103,7 @@ func TestApplyReattach(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := json.Marshal(Program{Mode: "basic", Policy: "accept", Rules: []string{"-p udp --dport 9 -j DROP"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := state.Program{Kind: Name, NF: "t", Interfaces: []string{"eth0"}, Config: raw}
+	p := port9(t, false)
 	node := state.Node{Name: "a"}
 	d := driver{}
 	undo, err := d.Apply(ctx, a, node, p)
@@ -104,18 +132,7 @@ func TestApplyReattach(t *testing.T) {
 	if err != nil || !slices.Contains(drift, "firewall t: program srchain_fw not attached on eth0") {
 		t.Fatalf("check after detach = %q, %v", drift, err)
 	}
-	undo, err = d.Apply(ctx, a, node, p)
-	if err != nil || undo == nil {
-		t.Fatalf("apply after detach: undo %v, %v; want the link attached again", undo != nil, err)
-	}
-	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
-		t.Fatalf("check after re-attach = %q, %v", drift, err)
-	}
-	sendUDP(t, b, 9)
-	waitCounter(t, ctx, a, p, "rule/0/packets", 2)
-	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo != nil {
-		t.Errorf("third apply: undo %v, %v; want no change", undo != nil, err)
-	}
+	undo = applyRepairs(t, ctx, a, b, node, p, 2)
 
 	// The undo of the re-attach detaches it again; Remove then clears all.
 	if err := undo(); err != nil {
@@ -146,11 +163,7 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := json.Marshal(Program{Mode: "basic", Policy: "accept", Rules: []string{"-p udp --dport 9 -j DROP"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := state.Program{Kind: Name, NF: "t", Interfaces: []string{"eth0"}, Config: raw, XDP: true}
+	p := port9(t, true)
 	node := state.Node{Name: "a"}
 	d := driver{}
 	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo == nil {
@@ -180,17 +193,7 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 	if err != nil || !slices.Equal(drift, want) {
 		t.Fatalf("check with another build's programs = %q, %v; want %q", drift, err, want)
 	}
-	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo == nil {
-		t.Fatalf("apply over another build: undo %v, %v; want the programs swapped", undo != nil, err)
-	}
-	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
-		t.Fatalf("check after the swap = %q, %v", drift, err)
-	}
-	sendUDP(t, b, 9)
-	waitCounter(t, ctx, a, p, "rule/0/packets", 1)
-	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo != nil {
-		t.Errorf("re-apply: undo %v, %v; want nothing to do", undo != nil, err)
-	}
+	applyRepairs(t, ctx, a, b, node, p, 1)
 	if err := d.Remove(ctx, a, node, p); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -69,4 +70,22 @@ func Pair(t *testing.T, tag string) (a, b *netns.NS) {
 		}
 	}
 	return nss[0], nss[1]
+}
+
+// TCXNames lists the names of the programs on ifname's tcx ingress (or
+// egress) in ns, in run order.
+func TCXNames(t *testing.T, ns *netns.NS, ifname string, egress bool) []string {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	if err := ns.Do(func() (err error) {
+		names, err = bpfrt.TCXNames(bpfrt.Hook{Ifindex: l.Attrs().Index, Egress: egress})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
 }

@@ -14,53 +14,11 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
-	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
-	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
-
-// tcxNames lists the names of the programs on ifname's tcx ingress in ns.
-func tcxNames(t *testing.T, ns *netns.NS, ifname string) []string {
-	t.Helper()
-	l, err := ns.Netlink().LinkByName(ifname)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	if err := ns.Do(func() error {
-		atts, err := bpfrt.TCXIngress(l.Attrs().Index)
-		if err != nil {
-			return err
-		}
-		for _, a := range atts {
-			n, err := programName(a.Program)
-			if err != nil {
-				return err
-			}
-			names = append(names, n)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return names
-}
-
-func programName(id ebpf.ProgramID) (string, error) {
-	p, err := ebpf.NewProgramFromID(id)
-	if err != nil {
-		return "", err
-	}
-	defer p.Close()
-	info, err := p.Info()
-	if err != nil {
-		return "", err
-	}
-	return info.Name, nil
-}
 
 // TestApplySwapsOtherBuild: a proxy link that runs another build's code
 // under srchain's pin (what an upgraded srchain finds) is reported by
@@ -113,7 +71,7 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 		}
 	}
 	for _, ifn := range []string{"sr0", "eth0"} {
-		if got := tcxNames(t, a, ifn); !slices.Equal(got, []string{"other_build"}) {
+		if got := kindtest.TCXNames(t, a, ifn, false); !slices.Equal(got, []string{"other_build"}) {
 			t.Fatalf("%s runs %v after the update, want other_build", ifn, got)
 		}
 	}
@@ -125,7 +83,7 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 		t.Fatalf("apply over another build: undo %v, %v; want the links swapped", undo != nil, err)
 	}
 	for ifn, want := range map[string]string{"sr0": SRProgName, "eth0": NFProgName} {
-		if got := tcxNames(t, a, ifn); !slices.Equal(got, []string{want}) {
+		if got := kindtest.TCXNames(t, a, ifn, false); !slices.Equal(got, []string{want}) {
 			t.Errorf("%s runs %v after apply, want %s alone", ifn, got, want)
 		}
 	}
@@ -139,7 +97,7 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ifn := range []string{"sr0", "eth0"} {
-		if got := tcxNames(t, a, ifn); len(got) != 0 {
+		if got := kindtest.TCXNames(t, a, ifn, false); len(got) != 0 {
 			t.Errorf("%s runs %v after remove, want nothing", ifn, got)
 		}
 	}
