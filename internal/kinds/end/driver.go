@@ -147,7 +147,7 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 		case endForeign:
 			missing = append(missing, "end program on "+name+" is not the one serving this node's pinned SID map")
 		case endOld:
-			missing = append(missing, "end program on "+name+" runs another srchain build's code")
+			missing = append(missing, "end program on "+name+" runs another build's code")
 		}
 	}
 	if cfg, err := configOf(p); err != nil {
