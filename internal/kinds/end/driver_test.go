@@ -148,7 +148,7 @@ func TestApplyEndOtherBuild(t *testing.T) {
 	if err := pl.Update(other); err != nil {
 		t.Fatal(err)
 	}
-	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 1 || !strings.Contains(missing[0], "another srchain build") {
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 1 || !strings.Contains(missing[0], "another build's code") {
 		t.Errorf("check with another build's End = %v, %v", missing, err)
 	}
 	res, err := apply.ApplyWith(ctx, a, node, apply.Options{})
