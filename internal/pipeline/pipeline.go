@@ -301,17 +301,23 @@ const ProgName = "srchain_pipe_xdp"
 
 // PinStage pins prog as the XDP program of stage s under dir, replacing
 // an earlier pin (the program it named keeps running until Set drops
-// it).
+// it). The new pin takes the old one's name in one rename, so the stage
+// is never without a pin (an upgrade replaces the stages of running
+// nodes).
 func PinStage(dir string, s Stage, prog *ebpf.Program) error {
 	path := StagePin(dir, s)
+	tmp := filepath.Join(dir, "new_stage_"+s.String()) // bpffs names hold no dots
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pin %s stage: %w", s, err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("pin %s stage: %w", s, err)
 	}
-	if err := prog.Pin(path); err != nil {
+	if err := prog.Pin(tmp); err != nil {
 		return fmt.Errorf("pin %s stage: %w", s, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errors.Join(fmt.Errorf("pin %s stage: %w", s, err), os.Remove(tmp))
 	}
 	return nil
 }

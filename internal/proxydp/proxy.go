@@ -265,9 +265,8 @@ func Load(o Options) (*Proxy, error) {
 	}
 	p := &Proxy{pinPath: o.PinPath, links: map[string]link.Link{}, sids: map[netip.Addr]uint32{}}
 	if o.mapsOnly {
-		if len(copts.MapReplacements) != len(pinnedMaps) {
-			return nil, fmt.Errorf("open pinned proxy maps: %d of %d pinned at %s", len(copts.MapReplacements), len(pinnedMaps), o.PinPath)
-		}
+		// A map an older build did not pin gets a private, empty
+		// instance, pinned nowhere: nothing of the node changes.
 		if err := spec.LoadAndAssign(&p.objs.proxyProgMaps, &copts); err != nil {
 			return nil, fmt.Errorf("open pinned proxy maps: %w", err)
 		}
@@ -307,7 +306,8 @@ func OpenPinned(pinPath string) (*Proxy, error) {
 // OpenPinnedMaps is OpenPinned without the programs (loading them means
 // verifying them): enough for the SID table (SetSIDs, Installed), the
 // caches and the counters. Attach, and anything else that needs a
-// program, fails.
+// program, fails. A map the pin directory lacks (pinned by an older
+// build) is a private one, pinned nowhere.
 func OpenPinnedMaps(pinPath string) (*Proxy, error) {
 	if _, err := os.Stat(filepath.Join(pinPath, proxyProgMapProxyCfg)); err != nil {
 		return nil, fmt.Errorf("open pinned proxy: %w", err)
@@ -732,6 +732,7 @@ func (p *Proxy) Installed() ([]SID, error) {
 		if e.Flags&2 != 0 {
 			s.NFNext4 = netip.AddrFrom4([4]byte{byte(e.Nf4), byte(e.Nf4 >> 8), byte(e.Nf4 >> 16), byte(e.Nf4 >> 24)})
 		}
+		s.OPoT = e.Flags&4 != 0
 		if s.Behavior == BehaviorAS && e.HdrLen >= 40 && int(e.HdrLen) <= len(e.Hdr) {
 			h := e.Hdr[:e.HdrLen]
 			ip, err := srv6.ParseIPv6(h)

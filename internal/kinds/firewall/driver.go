@@ -85,27 +85,40 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	return undo, nil
 }
 
+// stageChange is what setXDPStage did.
+type stageChange int
+
+const (
+	stageSame    stageChange = iota
+	stageFlipped             // pinned or unpinned: undone by the opposite
+	stageSwapped             // an older build's stage replaced: kept on undo
+)
+
 // setXDPStage makes the node pipeline's firewall stage (pinned for the
 // pipeline driver, which runs after this one) follow xdp: this build's
 // XDP twin of the firewall pinned under pin (an older srchain's stage is
-// pinned again), or none. It reports whether it changed anything.
-func setXDPStage(ns *netns.NS, pin string, xdp bool, pipe *pipeline.Maps) (bool, error) {
+// pinned again), or none.
+func setXDPStage(ns *netns.NS, pin string, xdp bool, pipe *pipeline.Maps) (stageChange, error) {
 	dir := pipeline.NodeDir(ns)
+	have := pipeline.StagePinned(dir, pipeline.Firewall)
 	if !xdp {
-		if !pipeline.StagePinned(dir, pipeline.Firewall) {
-			return false, nil
+		if !have {
+			return stageSame, nil
 		}
-		return true, pipeline.UnpinStage(dir, pipeline.Firewall)
+		return stageFlipped, pipeline.UnpinStage(dir, pipeline.Firewall)
 	}
 	prog, err := firewall.LoadPinnedProgram(pin, pipe.Replacements(), true)
 	if err != nil {
-		return false, err
+		return stageSame, err
 	}
 	defer prog.Close()
-	if pipeline.StageRuns(dir, pipeline.Firewall, prog) {
-		return false, nil
+	switch {
+	case !have:
+		return stageFlipped, pipeline.PinStage(dir, pipeline.Firewall, prog)
+	case !pipeline.StageRuns(dir, pipeline.Firewall, prog):
+		return stageSwapped, pipeline.PinStage(dir, pipeline.Firewall, prog)
 	}
-	return true, pipeline.PinStage(dir, pipeline.Firewall, prog)
+	return stageSame, nil
 }
 
 // applyPinned brings a pinned firewall to cfg on ifindexes: rule set
@@ -119,10 +132,10 @@ func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes 
 		return nil, err
 	}
 	var added []int
-	stageChanged, swapped := false, false
+	stage, swapped := stageSame, false
 	undo := func() error {
 		var errs []error
-		if stageChanged {
+		if stage == stageFlipped {
 			m, err := pipeline.OpenMaps(pipeline.NodeDir(ns))
 			if err == nil {
 				_, err = setXDPStage(ns, pin, !xdp, m)
@@ -160,10 +173,10 @@ func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes 
 			added = append(added, idx)
 		}
 	}
-	if stageChanged, err = setXDPStage(ns, pin, xdp, pipe); err != nil {
+	if stage, err = setXDPStage(ns, pin, xdp, pipe); err != nil {
 		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
 	}
-	if undoRules == nil && len(added) == 0 && !stageChanged && !swapped {
+	if undoRules == nil && len(added) == 0 && stage == stageSame && !swapped {
 		return nil, nil
 	}
 	return undo, nil

@@ -193,7 +193,14 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 	if err != nil || !slices.Equal(drift, want) {
 		t.Fatalf("check with another build's programs = %q, %v; want %q", drift, err, want)
 	}
-	applyRepairs(t, ctx, a, b, node, p, 1)
+	// Its undo (a later step of the apply failing) keeps this build's
+	// programs: it used to unpin the stage it had swapped.
+	if err := applyRepairs(t, ctx, a, b, node, p, 1)(); err != nil {
+		t.Fatal(err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Fatalf("check after undoing the swap = %q, %v", drift, err)
+	}
 	if err := d.Remove(ctx, a, node, p); err != nil {
 		t.Fatal(err)
 	}

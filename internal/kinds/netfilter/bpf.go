@@ -37,7 +37,39 @@ type Objects struct {
 // Load loads bpf/anf.c with the stash partitioned over the possible CPUs;
 // peer is the ifindex of the restore device's peer (srchain_anf_fwd), 0
 // for none.
-func Load(peer int) (*Objects, error) {
+func Load(peer int) (*Objects, error) { return load(peer, nil) }
+
+// LoadPinned is Load over the maps a driver pinned under pin (pinMaps):
+// the running SID table, stash and counters are the new programs'. A map
+// missing, or pinned by a build with another layout, fails it
+// (ErrNotPinned when anf_sids is not there at all).
+func LoadPinned(peer int, pin string) (*Objects, error) {
+	repl := map[string]*ebpf.Map{}
+	defer func() {
+		for _, m := range repl {
+			m.Close()
+		}
+	}()
+	for _, name := range pinnedMaps {
+		m, err := ebpf.LoadPinnedMap(pin+"/"+name, nil)
+		if errors.Is(err, os.ErrNotExist) && name == "anf_sids" {
+			return nil, fmt.Errorf("open pinned %s: %w", name, ErrNotPinned)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open pinned %s: %w", name, err)
+		}
+		repl[name] = m
+	}
+	return load(peer, repl)
+}
+
+// ErrNotPinned: no End.AN.NF maps are pinned there.
+var ErrNotPinned = errors.New("not pinned")
+
+// pinnedMaps are the maps pinMaps pins (names as in the C source).
+var pinnedMaps = []string{"anf_sids", "anf_stash", "anf_stats", "drop_counters", "fib_counters", "sid_counters"}
+
+func load(peer int, repl map[string]*ebpf.Map) (*Objects, error) {
 	spec, err := loadAnfProg()
 	if err != nil {
 		return nil, err
@@ -59,8 +91,13 @@ func Load(peer int) (*Objects, error) {
 	if err := spec.Variables["cfg_peer_ifindex"].Set(uint32(peer)); err != nil {
 		return nil, fmt.Errorf("set cfg_peer_ifindex: %w", err)
 	}
+	for name, m := range repl {
+		if err := spec.Maps[name].Compatible(m); err != nil {
+			return nil, fmt.Errorf("reuse pinned %s: %w", name, err)
+		}
+	}
 	var o Objects
-	if err := spec.LoadAndAssign(&o.anfProgObjects, nil); err != nil {
+	if err := spec.LoadAndAssign(&o.anfProgObjects, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, bpfrt.WrapLoad("anf", err)
 	}
 	return &o, nil
@@ -83,12 +120,14 @@ func (o *Objects) SetSID(p netip.Prefix, argsBits int) error {
 	return nil
 }
 
-// pinMaps pins every map under dir (names as in the C source).
+// pinMaps pins every map of pinnedMaps under dir.
 func (o *Objects) pinMaps(dir string) error {
-	for name, m := range map[string]*ebpf.Map{
+	byName := map[string]*ebpf.Map{
 		"anf_sids": o.AnfSids, "anf_stash": o.AnfStash, "anf_stats": o.AnfStats,
 		"drop_counters": o.DropCounters, "fib_counters": o.FibCounters, "sid_counters": o.SidCounters,
-	} {
+	}
+	for _, name := range pinnedMaps {
+		m := byName[name]
 		path := dir + "/" + name
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove stale pin %s: %w", path, err)

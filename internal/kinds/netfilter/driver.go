@@ -97,31 +97,52 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		undo.Add(func() error { return removeRouting(context.Background(), ns) })
 	}
 
-	// 4. Programs: this build's, loaded to compare with what runs. A
-	// link detached by hand, or one that runs an older srchain's code
-	// (an upgrade), has every program loaded again.
+	// 4. Programs: this build's, loaded over the pinned maps when there
+	// are any (the SID table, stash and counters carry over), to compare
+	// with what runs. Links that run an older srchain's code (an
+	// upgrade) take this build's programs in place, no gap; a link
+	// detached by hand, or maps another build laid out differently, have
+	// every program loaded again.
 	ifs, err := kind.Ifindexes(ns, p.Interfaces)
 	if err != nil {
 		return fail(err)
 	}
-	o, err := Load(peer)
-	if err != nil {
-		return fail(err)
+	pin := PinDir(ns)
+	o, err := LoadPinned(peer, pin)
+	pinned := err == nil
+	if !pinned {
+		if o, err = Load(peer); err != nil {
+			return fail(err)
+		}
 	}
 	defer o.Close()
-	pin := PinDir(ns)
-	ok, err := programsRun(ns, pin, hooks(pin, o, ifs, dev, peer))
+	hs := hooks(pin, o, ifs, dev, peer)
+	live, runs, err := linkStates(ns, hs)
 	if err != nil {
 		return fail(err)
 	}
-	if !ok {
+	switch {
+	case pinned && runs:
+	case pinned && live:
+		for _, h := range hs {
+			if err := swapIn(ns, h); err != nil {
+				return fail(err)
+			}
+		}
+		// Kept on undo: the old build's code is what an upgrade replaces.
+		undo.Add(func() error { return nil })
+	default:
 		if err := removePrograms(pin); err != nil {
 			return fail(err)
 		}
 		if err := loadPrograms(ns, pin, o, ifs, dev, peer); err != nil {
 			return fail(errors.Join(err, removePrograms(pin)))
 		}
-		undo.Add(func() error { return removePrograms(pin) })
+		if pinned {
+			undo.Add(func() error { return nil }) // a repair, kept on undo
+		} else {
+			undo.Add(func() error { return removePrograms(pin) })
+		}
 	}
 	if err := setSID(pin, prog); err != nil {
 		return fail(err)
@@ -268,19 +289,31 @@ func hooks(pin string, o *Objects, ifs []int, dev, peer int) []pinnedHook {
 		pinnedHook{outPin(pin, dev), bpfrt.Hook{Ifindex: dev, Egress: true}, o.SrchainAnfOut, OutProgName})
 }
 
-// programsRun: the maps are pinned and every link runs where it should,
-// with this build's code (kind.LinkRuns asks the kernel).
-func programsRun(ns *netns.NS, pin string, hs []pinnedHook) (bool, error) {
-	if _, err := os.Stat(pin + "/anf_sids"); err != nil {
-		return false, nil
-	}
+// linkStates asks the kernel about every link of hs (kind.LinkRuns):
+// live, all are attached where they should be; runs, all also run this
+// build's code.
+func linkStates(ns *netns.NS, hs []pinnedHook) (live, runs bool, err error) {
+	live, runs = true, true
 	for _, h := range hs {
-		live, runs, err := kind.LinkRuns(ns, h.pin, h.h, h.prog)
-		if err != nil || !live || !runs {
-			return false, err
+		l, r, err := kind.LinkRuns(ns, h.pin, h.h, h.prog)
+		if err != nil {
+			return false, false, err
 		}
+		live, runs = live && l, runs && l && r
 	}
-	return true, nil
+	return live, runs, nil
+}
+
+// swapIn puts h's program into its live pinned link in place (bpfrt.Attach
+// with the pin: the link's program is replaced, its place kept).
+func swapIn(ns *netns.NS, h pinnedHook) error {
+	return ns.Do(func() error {
+		l, _, err := bpfrt.Attach(h.h, h.prog, bpfrt.AttachOptions{Pin: h.pin})
+		if err != nil {
+			return err
+		}
+		return l.Close() // pinned: stays attached
+	})
 }
 
 // loadPrograms attaches o's programs and pins their links and maps.

@@ -90,12 +90,14 @@ func TestDriver(t *testing.T) {
 		{RestorePeer, "fwd", "srchain_anf_fwd on srcanf1 runs another build's code"},
 		{"eth0", "in", "srchain_anf_in on eth0 runs another build's code"},
 	} {
+		dev, err := a.Netlink().LinkByName(c.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := map[string]func(string, int) string{"out": outPin, "fwd": fwdPin, "in": inPin}[c.pin](PinDir(a), dev.Attrs().Index)
+		var before link.ID
 		repair(c.what, func() {
-			dev, err := a.Netlink().LinkByName(c.dev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := link.LoadPinnedLink(map[string]func(string, int) string{"out": outPin, "fwd": fwdPin, "in": inPin}[c.pin](PinDir(a), dev.Attrs().Index), nil)
+			l, err := link.LoadPinnedLink(path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +105,22 @@ func TestDriver(t *testing.T) {
 			if err := l.Update(other); err != nil {
 				t.Fatal(err)
 			}
+			info, err := l.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			before = info.ID
 		})
+		// In place: the same link, this build's program in it.
+		l, err := link.LoadPinnedLink(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := l.Info()
+		l.Close()
+		if err != nil || info.ID != before {
+			t.Errorf("%s: link %d after the repair, want %d swapped in place (%v)", c.what, info.ID, before, err)
+		}
 	}
 	repair("rule pref 900", func() {
 		if _, err := a.Run(ctx, "ip", "-6", "rule", "del", "pref", "900"); err != nil {

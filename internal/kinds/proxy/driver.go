@@ -147,24 +147,27 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 	defer dp.Close()
 	loaded := undo.Result() != nil
+	prev, err := dp.Installed()
+	if err != nil {
+		return fail(err)
+	}
 	if err := dp.SetSIDs(sids); err != nil {
 		return fail(err)
 	}
-	if !loaded {
+	changed := loaded
+	if !loaded && !sameTable(prev, sids) {
+		// The undo puts the table back as it was (this NF's SID may
+		// have been there already, with other settings).
+		changed = true
 		undo.Add(func() error {
-			rest, _, err := nodeSIDs(ns, node, p.NF, nil)
-			if err != nil {
-				return err
-			}
 			d, err := proxydp.OpenPinnedMaps(pin)
 			if err != nil {
 				return err
 			}
 			defer d.Close()
-			return d.SetSIDs(rest)
+			return d.SetSIDs(prev)
 		})
 	}
-	changed := loaded
 	for _, a := range atts {
 		lp := linkPin(pin, a.ifindex, a.nfSide)
 		live, runs, err := kind.LinkRuns(ns, lp, bpfrt.Hook{Ifindex: a.ifindex}, dp.Program(a.nfSide))
@@ -217,10 +220,27 @@ func detach(lp string) error {
 // removeAll detaches every link pinned under pin and deletes the pins.
 func removeAll(pin string) error { return proxydp.Remove(pin) }
 
+// sameTable reports whether two SID tables hold the same SIDs (sameSID),
+// in any order.
+func sameTable(a, b []proxydp.SID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, s := range b {
+		i := slices.IndexFunc(a, func(h proxydp.SID) bool { return h.Addr == s.Addr })
+		if i < 0 || !sameSID(a[i], s) {
+			return false
+		}
+	}
+	return true
+}
+
 // sameSID compares an installed SID with the desired one.
 func sameSID(a, b proxydp.SID) bool {
 	return a.Addr == b.Addr && a.Behavior == b.Behavior && a.OutIfindex == b.OutIfindex && a.InIfindex == b.InIfindex &&
 		a.NFNext6 == b.NFNext6 && a.NFNext4 == b.NFNext4 && a.FlowTimeout == b.FlowTimeout &&
+		// The proxy keeps the OPoT flag for End.AD and End.AD.flow only.
+		(a.OPoT == b.OPoT || (a.Behavior != proxydp.BehaviorAD && a.Behavior != proxydp.BehaviorADFlow)) &&
 		(a.Behavior == proxydp.BehaviorAM || a.Behavior == proxydp.BehaviorAMNAT || a.Inner == b.Inner) &&
 		(a.Behavior != proxydp.BehaviorAS || (a.Source == b.Source && slices.Equal(a.Segments, b.Segments)))
 }
@@ -232,6 +252,9 @@ func describe(s proxydp.SID) string {
 	}
 	if s.Behavior == proxydp.BehaviorAS {
 		out += fmt.Sprintf(" push %s %v", s.Source, s.Segments)
+	}
+	if s.OPoT {
+		out += " opot"
 	}
 	return out
 }
