@@ -274,11 +274,19 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return []string{fmt.Sprintf("proxy %s: proxy programs not loaded (no pins at %s)", p.NF, pin)}, nil
 	}
 	var drift []string
-	dp, err := proxydp.OpenPinned(pin)
+	dp, err := proxydp.OpenPinnedMaps(pin)
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
 	defer dp.Close()
+	// This build's programs, only to compare code with what the links
+	// run: loaded over private maps (the tag leaves map references out),
+	// so Check pins nothing.
+	progs, err := proxydp.Load(proxydp.Options{FlowCapacity: 1})
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	defer progs.Close()
 	have, err := dp.Installed()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
@@ -295,7 +303,7 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if a.nfSide {
 			name = NFProgName
 		}
-		live, runs, err := kind.LinkRuns(ns, linkPin(pin, a.ifindex, a.nfSide), bpfrt.Hook{Ifindex: a.ifindex}, dp.Program(a.nfSide))
+		live, runs, err := kind.LinkRuns(ns, linkPin(pin, a.ifindex, a.nfSide), bpfrt.Hook{Ifindex: a.ifindex}, progs.Program(a.nfSide))
 		switch {
 		case err != nil:
 			return drift, err
