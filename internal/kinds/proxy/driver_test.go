@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,26 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 	}
 	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo != nil {
 		t.Errorf("re-apply: undo %v, %v; want nothing to do", undo != nil, err)
+	}
+
+	// Another next hop for the NF: a change of the SID table alone is a
+	// change (it used to count as none), and its undo puts the old
+	// entry back.
+	raw2 := strings.Replace(string(p.Config), kindtest.AddrB.Addr().String(), "fd00:ab::3", 1)
+	p2 := state.Program{Kind: Name, NF: "am", Config: []byte(raw2)}
+	node2 := state.Node{Name: "a", Programs: []state.Program{p2}}
+	undo, err = d.Apply(ctx, a, node2, p2)
+	if err != nil || undo == nil {
+		t.Fatalf("apply another next hop: undo %v, %v; want a change", undo != nil, err)
+	}
+	if drift, err := d.Check(ctx, a, node2, p2); err != nil || len(drift) != 0 {
+		t.Errorf("check after the new next hop = %q, %v", drift, err)
+	}
+	if err := undo(); err != nil {
+		t.Fatal(err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Errorf("check of the old next hop after the undo = %q, %v", drift, err)
 	}
 	if err := d.Remove(ctx, a, node, p); err != nil {
 		t.Fatal(err)
