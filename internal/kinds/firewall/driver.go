@@ -153,7 +153,9 @@ func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes 
 	}
 	prog, err := firewall.LoadPinnedProgram(pin, pipe.Replacements(), false)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("firewall %s: %w", name, err), undo())
+		// Tables an older build laid out otherwise: this build cannot
+		// run over them.
+		return nil, errors.Join(fmt.Errorf("firewall %s: %w (remove the pins at %s to reload)", name, err, pin), undo())
 	}
 	defer prog.Close()
 	for _, idx := range ifindexes {
