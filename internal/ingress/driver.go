@@ -190,12 +190,15 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	// Apply: it holds the maps it was loaded with, and that driver
 	// replaces them when their layout changes (opotdp load).
 	swap := changed || shared != nil
+	// repaired: a link attached again or swapped from another srchain
+	// build's code (an upgrade): a change, kept on undo.
+	repaired := false
 	for _, idx := range idxs {
-		// A link running another srchain build's code is swapped too.
 		ok, runs, err := kind.LinkRuns(ns, linkPin(dir, idx, false), bpfrt.Hook{Ifindex: idx}, in.Program())
 		if err == nil && ok && runs && !swap {
 			continue
 		}
+		repaired = repaired || err != nil || !ok || !runs
 		err = ns.Do(func() error {
 			l, err := in.Attach(idx, linkPin(dir, idx, false))
 			if err == nil {
@@ -213,8 +216,10 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	// The XDP twin is the node pipeline's ingress stage (its driver runs
 	// after this one), or leaves it: the tc program does the whole job.
 	pdir := pipeline.NodeDir(ns)
+	old := p.XDP && !pipeline.StageRuns(pdir, pipeline.Ingress, in.XDPProgram())
+	repaired = repaired || old
 	switch {
-	case p.XDP && (swap || !pipeline.StageRuns(pdir, pipeline.Ingress, in.XDPProgram())):
+	case p.XDP && (swap || old):
 		err = pipeline.PinStage(pdir, pipeline.Ingress, in.XDPProgram())
 	case !p.XDP:
 		err = pipeline.UnpinStage(pdir, pipeline.Ingress)
@@ -232,8 +237,10 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, nil
 	case prev >= 0:
 		return func() error { return revertPinned(dir, prev) }, nil
+	case repaired:
+		return func() error { return nil }, nil
 	}
-	return nil, nil // at most links repaired: nothing to take back
+	return nil, nil
 }
 
 // pinnedCapacity is the capacity of the pinned tables under dir when
@@ -328,13 +335,25 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("check ingress: %w", err)
 	}
+	// This build's programs, only to compare code with what runs:
+	// loaded over private maps (the tag leaves map references out), so
+	// Check pins nothing.
+	in, err := Load(Options{XDP: p.XDP})
+	if err != nil {
+		return nil, fmt.Errorf("check ingress: %w", err)
+	}
+	defer in.Close()
 	for i, idx := range idxs {
-		if ok, _, err := kind.LinkRuns(ns, linkPin(dir, idx, false), bpfrt.Hook{Ifindex: idx}, nil); err != nil || !ok {
+		live, runs, err := kind.LinkRuns(ns, linkPin(dir, idx, false), bpfrt.Hook{Ifindex: idx}, in.Program())
+		switch {
+		case err != nil || !live:
 			drift = append(drift, fmt.Sprintf("program ingress (%s) not attached on %s", ProgName, p.Interfaces[i]))
+		case !runs:
+			drift = append(drift, fmt.Sprintf("program ingress (%s) on %s runs another build's code", ProgName, p.Interfaces[i]))
 		}
 	}
-	if p.XDP && !pipeline.StagePinned(pipeline.NodeDir(ns), pipeline.Ingress) {
-		drift = append(drift, fmt.Sprintf("program ingress (%s) not loaded as the xdp pipeline's ingress stage", XDPProgName))
+	if p.XDP && !pipeline.StageRuns(pipeline.NodeDir(ns), pipeline.Ingress, in.XDPProgram()) {
+		drift = append(drift, fmt.Sprintf("program ingress (%s) not loaded as the xdp pipeline's ingress stage (or an older build's)", XDPProgName))
 	}
 	return drift, nil
 }

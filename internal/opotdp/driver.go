@@ -271,7 +271,10 @@ func load(dir string, pipe map[string]*ebpf.Map) (*objs, error) {
 	return &o, nil
 }
 
-func (o *objs) prog(stage string) *ebpf.Program {
+func (o *objs) prog(stage string) *ebpf.Program { return stageProg(&o.Objects, stage) }
+
+// stageProg is o's program of stage.
+func stageProg(o *Objects, stage string) *ebpf.Program {
 	switch stage {
 	case stageHeadend:
 		return o.SrchainOpotHeadend
@@ -574,8 +577,13 @@ func attachStages(ctx context.Context, ns *netns.NS, dir string, o *objs, d desi
 			if err := attachStage(ns, o, stage, h, pin); err != nil {
 				return fmt.Errorf("attach %s stage on %s: %w", stage, ifn, err)
 			}
-			if !ok {
+			switch {
+			case !ok:
 				*j = append(*j, func() error { return bpfrt.DetachPinned(pin) })
+			case !runs:
+				// A change, kept on undo: the old build's code is what
+				// an upgrade replaces.
+				*j = append(*j, func() error { return nil })
 			}
 		}
 	}
@@ -655,11 +663,18 @@ func syncXDPStage(ns *netns.NS, o *objs, xdp, swap bool, j *journal) error {
 	dir := pipeline.NodeDir(ns)
 	have := pipeline.StagePinned(dir, pipeline.OPoT)
 	switch {
-	case xdp && have && (swap || !pipeline.StageRuns(dir, pipeline.OPoT, o.SrchainOpotXdp)):
+	case xdp && have:
 		// New maps: the pinned stage holds the old ones; or another
-		// srchain build's code.
+		// srchain build's code (a change, kept on undo).
+		old := !pipeline.StageRuns(dir, pipeline.OPoT, o.SrchainOpotXdp)
+		if !swap && !old {
+			break
+		}
 		if err := pipeline.PinStage(dir, pipeline.OPoT, o.SrchainOpotXdp); err != nil {
 			return fmt.Errorf("pin xdp stage: %w", err)
+		}
+		if old {
+			*j = append(*j, func() error { return nil })
 		}
 	case xdp && !have:
 		if err := pipeline.PinStage(dir, pipeline.OPoT, o.SrchainOpotXdp); err != nil {
@@ -761,6 +776,14 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			drift = append(drift, fmt.Sprintf("opot chain %s: parameters of slot %d missing or different", byIdx[k.Index], k.Slot))
 		}
 	}
+	// This build's programs, only to compare code with what runs:
+	// loaded over private maps (the tag leaves map references out), so
+	// Check pins nothing.
+	o, err := loadPrivate()
+	if err != nil {
+		return nil, fmt.Errorf("check opot: %w", err)
+	}
+	defer o.Close()
 	for _, stage := range slices.Sorted(maps.Keys(d.stages)) {
 		ifs := d.stages[stage]
 		got, err := kind.Ifindexes(ns, ifs)
@@ -769,12 +792,33 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		}
 		for i, ix := range got {
 			h := hookOf(stage, ix)
-			if ok, _, err := kind.LinkRuns(ns, linkPin(dir, stage, h), h, nil); err != nil || !ok {
+			live, runs, err := kind.LinkRuns(ns, linkPin(dir, stage, h), h, stageProg(o, stage))
+			switch {
+			case err != nil || !live:
 				drift = append(drift, fmt.Sprintf("program opot (%s stage) not attached on %s", stage, ifs[i]))
+			case !runs:
+				drift = append(drift, fmt.Sprintf("program opot (%s stage) on %s runs another build's code", stage, ifs[i]))
 			}
 		}
 	}
+	if p.XDP && !pipeline.StageRuns(pipeline.NodeDir(ns), pipeline.OPoT, o.SrchainOpotXdp) {
+		drift = append(drift, "program opot: not the xdp pipeline's opot stage (or an older build's)")
+	}
 	return drift, nil
+}
+
+// loadPrivate loads this build's programs over maps of their own,
+// pinned nowhere.
+func loadPrivate() (*Objects, error) {
+	spec, err := LoadSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load opot spec: %w", err)
+	}
+	var o Objects
+	if err := spec.LoadAndAssign(&o, nil); err != nil {
+		return nil, bpfrt.WrapLoad("load opot programs", err)
+	}
+	return &o, nil
 }
 
 func sortedChainKeys(m map[ChainKey]Chain) []ChainKey {
