@@ -234,7 +234,9 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	case fresh:
 		return removeAll, nil
 	case replaced:
-		return nil, nil
+		// A change that cannot be taken back: the previous chain set
+		// went with the old maps.
+		return func() error { return nil }, nil
 	case prev >= 0:
 		return func() error { return revertPinned(dir, prev) }, nil
 	case repaired:
