@@ -169,8 +169,8 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 			}
 		}
 	}
-	if p.XDP && !pipeline.StagePinned(pipeline.Dir(pin), pipeline.End) {
-		missing = append(missing, fmt.Sprintf("program end (%s) not loaded as the xdp pipeline's end stage", endXDPProgName))
+	if p.XDP && !pipeline.StageRuns(pipeline.Dir(pin), pipeline.End, end.XDPProgram()) {
+		missing = append(missing, fmt.Sprintf("program end (%s) not loaded as the xdp pipeline's end stage (or an older build's)", endXDPProgName))
 	}
 	for _, s := range sids {
 		have, found, err := end.SID(s.sid)
@@ -570,6 +570,8 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	switch {
 	case p.XDP && (swap || !pipeline.StageRuns(pdir, pipeline.End, end.XDPProgram())):
 		had := pipeline.StagePinned(pdir, pipeline.End)
+		// An older build's stage: a change, kept on undo.
+		changed = changed || (had && !pipeline.StageRuns(pdir, pipeline.End, end.XDPProgram()))
 		for _, idx := range ifindexes {
 			if err := ns.Do(func() error { return end.ServeXDP(idx) }); err != nil {
 				return fail(err)

@@ -437,8 +437,11 @@ func TestApplyEndXDP(t *testing.T) {
 	if err := pipeline.PinStage(pipeline.NodeDir(a), pipeline.End, other); err != nil {
 		t.Fatal(err)
 	}
-	if err := apply.Apply(ctx, a, node); err != nil {
-		t.Fatal(err)
+	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || !strings.Contains(strings.Join(missing, "\n"), "end stage (or an older build's)") {
+		t.Errorf("check with another build's End stage = %q, %v", missing, err)
+	}
+	if res, err := apply.ApplyWith(ctx, a, node, apply.Options{}); err != nil || res.Changes == 0 {
+		t.Fatalf("apply over another build's End stage = %d changes, %v; want a change", res.Changes, err)
 	}
 	staged, err := ebpf.LoadPinnedProgram(pipeline.StagePin(pipeline.NodeDir(a), pipeline.End), nil)
 	if err != nil {
