@@ -101,6 +101,19 @@ func Attach(h Hook, prog *ebpf.Program, o AttachOptions) (l link.Link, reused bo
 	return l, false, nil
 }
 
+// AttachPinned is Attach for a link that o.Pin keeps: the handle is
+// closed at once, the program stays attached.
+func AttachPinned(h Hook, prog *ebpf.Program, o AttachOptions) error {
+	if o.Pin == "" {
+		return fmt.Errorf("attach %s: no pin to keep the link", h)
+	}
+	l, _, err := Attach(h, prog, o)
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
 // Detach removes the link (and its pin when pinned): the program leaves
 // the hook.
 func Detach(h Hook, l link.Link, pinned bool) error {

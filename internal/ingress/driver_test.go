@@ -140,16 +140,7 @@ func TestDriverSwapsOtherBuild(t *testing.T) {
 	if _, err := d.Apply(ctx, ns, node, p); err != nil {
 		t.Fatal(err)
 	}
-	info, err := l.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur, err := ebpf.NewProgramFromID(info.Program)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cur.Close()
-	if same, err := bpfrt.SameCode(cur, other); err != nil || same {
+	if same, err := bpfrt.LinkRuns(l, other); err != nil || same {
 		t.Errorf("the ingress link still runs the other build's code (%v)", err)
 	}
 	if undo, err := d.Apply(ctx, ns, node, p); err != nil || undo != nil {

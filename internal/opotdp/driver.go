@@ -604,11 +604,7 @@ func attachStage(ns *netns.NS, o *objs, stage string, h bpfrt.Hook, pin string) 
 			}
 			opts.Before = before
 		}
-		l, _, err := bpfrt.Attach(h, o.prog(stage), opts)
-		if err != nil {
-			return err
-		}
-		return l.Close() // pinned: stays attached
+		return bpfrt.AttachPinned(h, o.prog(stage), opts)
 	})
 }
 

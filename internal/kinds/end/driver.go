@@ -567,11 +567,12 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	// pipeline), or leaves it when the node no longer asks for XDP: the
 	// tc program does the whole job either way, so nothing is lost.
 	pdir := pipeline.Dir(pin)
+	stale := p.XDP && !pipeline.StageRuns(pdir, pipeline.End, end.XDPProgram())
 	switch {
-	case p.XDP && (swap || !pipeline.StageRuns(pdir, pipeline.End, end.XDPProgram())):
+	case p.XDP && (swap || stale):
 		had := pipeline.StagePinned(pdir, pipeline.End)
 		// An older build's stage: a change, kept on undo.
-		changed = changed || (had && !pipeline.StageRuns(pdir, pipeline.End, end.XDPProgram()))
+		changed = changed || (had && stale)
 		for _, idx := range ifindexes {
 			if err := ns.Do(func() error { return end.ServeXDP(idx) }); err != nil {
 				return fail(err)

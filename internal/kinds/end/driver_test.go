@@ -155,16 +155,7 @@ func TestApplyEndOtherBuild(t *testing.T) {
 	if err != nil || res.Changes == 0 {
 		t.Fatalf("apply over another build's End = %d changes, %v; want it swapped", res.Changes, err)
 	}
-	info, err := pl.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := ebpf.NewProgramFromID(info.Program)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if same, err := bpfrt.SameCode(p, other); err != nil || same {
+	if same, err := bpfrt.LinkRuns(pl, other); err != nil || same {
 		t.Errorf("the End link still runs the other build's code (%v)", err)
 	}
 	if missing, err := apply.CheckPrograms(ctx, a, node); err != nil || len(missing) != 0 {

@@ -189,11 +189,10 @@ func applyPinned(ns *netns.NS, pin, name string, cfg firewall.Config, ifindexes 
 // (no gap), a stale pin is replaced (bpfrt.Attach).
 func attachPinned(ns *netns.NS, pin string, ifindex int, prog *ebpf.Program) error {
 	return ns.Do(func() error {
-		l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex}, prog, bpfrt.AttachOptions{Pin: linkPin(pin, ifindex), Head: true})
-		if err != nil {
+		if err := bpfrt.AttachPinned(bpfrt.Hook{Ifindex: ifindex}, prog, bpfrt.AttachOptions{Pin: linkPin(pin, ifindex), Head: true}); err != nil {
 			return fmt.Errorf("attach firewall to ifindex %d: %w", ifindex, err)
 		}
-		return l.Close() // pinned: stays attached
+		return nil
 	})
 }
 

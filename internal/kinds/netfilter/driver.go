@@ -117,15 +117,17 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 	defer o.Close()
 	hs := hooks(pin, o, ifs, dev, peer)
-	live, runs, err := linkStates(ns, hs)
+	live, old, err := linkStates(ns, hs)
 	if err != nil {
 		return fail(err)
 	}
 	switch {
-	case pinned && runs:
+	case pinned && live && len(old) == 0:
 	case pinned && live:
-		for _, h := range hs {
-			if err := swapIn(ns, h); err != nil {
+		// In place: the pinned link's program is replaced, its place
+		// kept.
+		for _, h := range old {
+			if err := ns.Do(func() error { return bpfrt.AttachPinned(h.h, h.prog, bpfrt.AttachOptions{Pin: h.pin}) }); err != nil {
 				return fail(err)
 			}
 		}
@@ -290,30 +292,21 @@ func hooks(pin string, o *Objects, ifs []int, dev, peer int) []pinnedHook {
 }
 
 // linkStates asks the kernel about every link of hs (kind.LinkRuns):
-// live, all are attached where they should be; runs, all also run this
-// build's code.
-func linkStates(ns *netns.NS, hs []pinnedHook) (live, runs bool, err error) {
-	live, runs = true, true
+// live, all are attached where they should be; old, the live ones that
+// run another build's code.
+func linkStates(ns *netns.NS, hs []pinnedHook) (live bool, old []pinnedHook, err error) {
+	live = true
 	for _, h := range hs {
 		l, r, err := kind.LinkRuns(ns, h.pin, h.h, h.prog)
 		if err != nil {
-			return false, false, err
+			return false, nil, err
 		}
-		live, runs = live && l, runs && l && r
+		live = live && l
+		if l && !r {
+			old = append(old, h)
+		}
 	}
-	return live, runs, nil
-}
-
-// swapIn puts h's program into its live pinned link in place (bpfrt.Attach
-// with the pin: the link's program is replaced, its place kept).
-func swapIn(ns *netns.NS, h pinnedHook) error {
-	return ns.Do(func() error {
-		l, _, err := bpfrt.Attach(h.h, h.prog, bpfrt.AttachOptions{Pin: h.pin})
-		if err != nil {
-			return err
-		}
-		return l.Close() // pinned: stays attached
-	})
+	return live, old, nil
 }
 
 // loadPrograms attaches o's programs and pins their links and maps.
