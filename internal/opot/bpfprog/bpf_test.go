@@ -474,27 +474,37 @@ func TestBPFWindowModel(t *testing.T) {
 	}
 }
 
+// installedTLV installs a 3-node profile's slot 0 for node 2 and returns
+// the TLV node 1 leaves: node 2's well-formed input, which the malformed
+// cases edit.
+func installedTLV(t *testing.T, h *harness, rng *rand.Rand) srv6.TLV {
+	t.Helper()
+	p := profile(t, rng, 3)
+	h.install(t, 2, 0, p)
+	_, m := chainPacket(t, p, 0, 1, []int{1})
+	return m.SRv6TLV()
+}
+
+// padN is a PadN TLV of n zero bytes.
+func padN(n int) srv6.TLV { return srv6.TLV{Type: srv6.TLVPadN, Value: make([]byte, n)} }
+
 // TestBPFMalformed: TLVs the Go codec rejects are dropped before any
 // arithmetic, and a well-formed TLV at an odd offset still verifies.
 func TestBPFMalformed(t *testing.T) {
 	h := newHarness(t)
-	rng := rand.New(rand.NewPCG(9, 10))
-	p := profile(t, rng, 3)
-	h.install(t, 2, 0, p)
-	_, m := chainPacket(t, p, 0, 1, []int{1})
-	good := m.SRv6TLV()
+	good := installedTLV(t, h, rand.New(rand.NewPCG(9, 10)))
 	val := func(edit func(v []byte) []byte) srv6.TLV {
 		v := edit(bytes.Clone(good.Value))
 		return srv6.TLV{Type: good.Type, Value: v}
 	}
-	pad := func(n int) srv6.TLV { return srv6.TLV{Type: 4, Value: make([]byte, n)} }
+
 	for _, tc := range []struct {
 		name string
 		tlvs []srv6.TLV
 		want drop.Reason
 	}{
 		{"no tlv", nil, drop.OPoTNoTLV},
-		{"only padn", []srv6.TLV{pad(6)}, drop.OPoTNoTLV},
+		{"only padn", []srv6.TLV{padN(6)}, drop.OPoTNoTLV},
 		{"short", []srv6.TLV{val(func(v []byte) []byte { return v[:14] })}, drop.OPoTNoTLV},
 		{"long", []srv6.TLV{val(func(v []byte) []byte { return append(v, make([]byte, 8)...) })}, drop.OPoTNoTLV},
 		{"slot 2", []srv6.TLV{val(func(v []byte) []byte { v[0] = 2; return v })}, drop.OPoTNoTLV},
@@ -503,12 +513,12 @@ func TestBPFMalformed(t *testing.T) {
 		{"slot 255", []srv6.TLV{val(func(v []byte) []byte { v[0] = 255; return v })}, drop.OPoTNoTLV},
 		{"reserved high bit", []srv6.TLV{val(func(v []byte) []byte { v[5] = 0x80; return v })}, drop.OPoTNoTLV},
 		{"two tlvs", []srv6.TLV{good, good}, drop.OPoTNoTLV},
-		{"misaligned", []srv6.TLV{pad(1), good, pad(3)}, drop.None},
+		{"misaligned", []srv6.TLV{padN(1), good, padN(3)}, drop.None},
 		// The same checks off the fast path (the TLV not alone).
-		{"misaligned slot 2", []srv6.TLV{pad(1), val(func(v []byte) []byte { v[0] = 2; return v }), pad(3)}, drop.OPoTNoTLV},
-		{"misaligned reserved set", []srv6.TLV{pad(1), val(func(v []byte) []byte { v[2] = 1; return v }), pad(3)}, drop.OPoTNoTLV},
-		{"after the route's padn", []srv6.TLV{good, pad(6)}, drop.None},
-		{"slot 2 before the route's padn", []srv6.TLV{val(func(v []byte) []byte { v[0] = 2; return v }), pad(6)}, drop.OPoTNoTLV},
+		{"misaligned slot 2", []srv6.TLV{padN(1), val(func(v []byte) []byte { v[0] = 2; return v }), padN(3)}, drop.OPoTNoTLV},
+		{"misaligned reserved set", []srv6.TLV{padN(1), val(func(v []byte) []byte { v[2] = 1; return v }), padN(3)}, drop.OPoTNoTLV},
+		{"after the route's padn", []srv6.TLV{good, padN(6)}, drop.None},
+		{"slot 2 before the route's padn", []srv6.TLV{val(func(v []byte) []byte { v[0] = 2; return v }), padN(6)}, drop.OPoTNoTLV},
 	} {
 		in, _ := frameWith(t, 2, tc.tlvs...)
 		if len(tc.tlvs) > 0 {
@@ -561,11 +571,8 @@ func TestBPFMalformed(t *testing.T) {
 func TestBPFTLVHeadRandom(t *testing.T) {
 	h := newHarness(t)
 	rng := rand.New(rand.NewPCG(11, 12))
-	p := profile(t, rng, 3)
-	h.install(t, 2, 0, p)
-	_, m := chainPacket(t, p, 0, 1, []int{1})
-	good := m.SRv6TLV()
-	pad := func(n int) srv6.TLV { return srv6.TLV{Type: srv6.TLVPadN, Value: make([]byte, n)} }
+	good := installedTLV(t, h, rng)
+
 	found, missed := 0, 0
 	for i := range 2000 {
 		v := bytes.Clone(good.Value)
@@ -583,9 +590,9 @@ func TestBPFTLVHeadRandom(t *testing.T) {
 		case 0:
 			tlvs = []srv6.TLV{tlv}
 		case 1:
-			tlvs = []srv6.TLV{pad(6), tlv}
+			tlvs = []srv6.TLV{padN(6), tlv}
 		default:
-			tlvs = []srv6.TLV{tlv, pad(6)}
+			tlvs = []srv6.TLV{tlv, padN(6)}
 		}
 		in, _ := frameWith(t, 2, tlvs...)
 		s, _, err := srv6.FindSRH(in[srv6.EthernetHeaderLen:])
