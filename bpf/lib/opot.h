@@ -210,19 +210,22 @@ struct opot_rewrite {
 	__u64 new[2];
 };
 
-static __always_inline __u32 opot_transit_rw(const struct pkt *p, __u32 off, __u32 profile, struct opot_rewrite *rw)
+/* opot_transit_tlv is the transit on a TLV wherever it is: the packet
+ * (opot_transit_rw) or the copy an SR proxy keeps while the packet is at
+ * its NF (lib/proxy.h proxy_opot_hop). tlv is 24 writable bytes whose
+ * RND and CML are 8-byte aligned when they are on the stack (the
+ * verifier refuses misaligned stack access).
+ */
+static __always_inline void opot_transit_tlv(__u8 *tlv, __u32 profile, struct opot_rewrite *rw)
 {
 	struct opot_params *n;
 	__u64 r, cml;
-	__u8 *tlv = opot_tlv(p, off);
 
-	if (!tlv)
-		return DROP_OPOT_NO_TLV;
 	rw->old[0] = rw->new[0] = *(const __u64 *)(tlv + OPOT_OFF_RND);
 	rw->old[1] = rw->new[1] = *(const __u64 *)(tlv + OPOT_OFF_CML);
 	n = opot_lookup(profile, tlv[OPOT_OFF_SLOT], OPOT_ROLE_TRANSIT);
 	if (!n)
-		return DROP_NONE;
+		return;
 	r = reduce61(bpf_be64_to_cpu(rw->old[0]) ^ n->dec_r);
 	cml = reduce61(bpf_be64_to_cpu(rw->old[1]) ^ n->dec_cml);
 	cml = opot_hop(n, r, cml);
@@ -230,6 +233,15 @@ static __always_inline __u32 opot_transit_rw(const struct pkt *p, __u32 off, __u
 	rw->new[1] = bpf_cpu_to_be64(cml ^ n->enc_cml);
 	*(__u64 *)(tlv + OPOT_OFF_RND) = rw->new[0];
 	*(__u64 *)(tlv + OPOT_OFF_CML) = rw->new[1];
+}
+
+static __always_inline __u32 opot_transit_rw(const struct pkt *p, __u32 off, __u32 profile, struct opot_rewrite *rw)
+{
+	__u8 *tlv = opot_tlv(p, off);
+
+	if (!tlv)
+		return DROP_OPOT_NO_TLV;
+	opot_transit_tlv(tlv, profile, rw);
 	return DROP_NONE;
 }
 

@@ -44,10 +44,12 @@ struct opot_chain {
 	__u32 pad;
 };
 
-/* OPOT_CHAIN_IN_END: a transit entry whose SID srchain's eBPF End serves
- * on this node; the End program updates the proof itself (opot_in_end),
- * so the transit stages leave such packets alone and the node needs no
- * stage in front of the End for them.
+/* OPOT_CHAIN_IN_END: a transit entry whose SID an srchain End.* program
+ * serves on this node, which updates the proof itself: the eBPF End
+ * (opot_in_end) or an End.AD / End.AD.flow SR proxy (lib/proxy.h
+ * proxy_opot_hop, on the TLV it keeps while the packet is at the NF). The
+ * transit stages leave such packets alone and the node needs no stage in
+ * front of that program for them.
  */
 #define OPOT_CHAIN_IN_END 0x1
 

@@ -153,6 +153,7 @@
 #include "srh.h"
 #include "srv6_encap.h"
 #include "opot_tlv.h"
+#include "opot_dp.h"
 
 #ifndef ICMPV6_TIME_EXCEED
 #define ICMPV6_TIME_EXCEED 3
@@ -340,7 +341,7 @@ _Static_assert(sizeof(struct proxy_opot_key) == 64, "proxy_opot_key is eight 64-
 
 struct proxy_opot_tlv {
 	__u8 b[OPOT_TLV_LEN];
-};
+} __attribute__((aligned(8))); /* RND and CML 8-byte aligned on the stack (opot_transit_tlv) */
 
 #define PROXY_OPOT_PENDING 65536
 
@@ -800,14 +801,57 @@ __attribute__((noinline)) int proxy_opot_slot_find(const struct proxy_opot_key *
 	return i + 1;
 }
 
+/* cfg_opot: non-zero when the loader gave the proxy the node's OPoT maps
+ * (proxydp.Options.OPoT): the proxy then does the node's OPoT transit
+ * itself for the chains whose entry says so (proxy_opot_hop).
+ */
+SRCHAIN_CONFIG(__u32, cfg_opot, 0);
+
+/* proxy_opot_at is where a packet at the proxy stands in its chain: the
+ * key and the check of opot_chain_of (segment[0], the DA), copied.
+ */
+struct proxy_opot_at {
+	struct opot_chain_key k;
+	__u64 da[2];
+};
+
+/* proxy_opot_hop does this node's OPoT transit (seed 003 Algorithm 1
+ * lines 19-21; issue 11 "in the SR proxy on behalf of an SR-unaware NF")
+ * on v, the TLV the proxy keeps while its packet is at the NF, when the
+ * node's OPoT driver marked the chain's transit entry for the program
+ * that serves the SID (OPOT_CHAIN_IN_END: End.AD and End.AD.flow are End
+ * behaviours; docs/opot.md "Transit in the End"). The packet's DA is
+ * still the proxy SID. Any other chain's TLV is left as it came (a stage
+ * in front updated it, or the verifier will drop it). A global function
+ * on stack copies: verified once, for tc and XDP alike.
+ */
+__attribute__((noinline)) int proxy_opot_hop(const struct proxy_opot_at *at, struct proxy_opot_tlv *v)
+{
+	struct opot_rewrite rw;
+	struct opot_chain *ch;
+	const __u64 *sid;
+
+	if (!at || !v)
+		return 0;
+	ch = opot_chain_lookup(&at->k);
+	if (!ch || !(ch->flags & OPOT_CHAIN_IN_END) || (ch->role && ch->role != OPOT_ROLE_TRANSIT))
+		return 0;
+	sid = (const __u64 *)ch->sid;
+	if (at->da[0] != sid[0] || at->da[1] != sid[1])
+		return 0;
+	opot_transit_tlv(v->b, ch->idx, &rw);
+	return 0;
+}
+
 /* proxy_opot_save keeps the OPoT TLV of an SR packet for its way back
  * from the NF (End.AD / AD.flow with PROXY_F_OPOT; docs/proxy.md "OPoT
- * through a proxy"): the TLV, as the node's OPoT transit stage left it,
- * goes under the inner packet's key to its slot, or when that is taken to
- * proxy_opot (or the queue of an identical packet's), and the cached copy sc
- * gets the TLV's place and its per-packet bytes (slot, RND, CML) zeroed,
- * so packets of one flow share one cached header. A packet without an
- * OPoT TLV is not carried (sc->tlv stays 0).
+ * through a proxy"): the TLV, as the node's OPoT transit stage left it
+ * or as proxy_opot_hop updates it, goes under the inner packet's key to
+ * its slot, or when that is taken to proxy_opot (or the queue of an
+ * identical packet's), and the cached copy sc gets the TLV's place and
+ * its per-packet bytes (slot, RND, CML) zeroed, so packets of one flow
+ * share one cached header. A packet without an OPoT TLV is not carried
+ * (sc->tlv stays 0).
  */
 static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u32 idx, const struct srh_info *si,
 					     __u32 inner_off, __u32 inner, struct proxy_hdr *sc)
@@ -824,6 +868,20 @@ static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u
 	if (!tlv || at < c->p.l3off)
 		return DROP_PKT_TRUNCATED;
 	__builtin_memcpy(v.b, tlv, OPOT_TLV_LEN);
+	if (cfg_opot) {
+		struct proxy_opot_at pa;
+		__u64 *seg0 = pkt_ptr(&c->p, (si->srhoff + 8) & 0x3fff, 16);
+		__u64 *dst = pkt_ptr(&c->p, (c->p.l3off + 24) & 0x3fff, 16);
+
+		if (!seg0 || !dst)
+			return DROP_PKT_TRUNCATED;
+		/* 8-byte loads (unaligned packet access, as opot_chain_of). */
+		((__u64 *)pa.k.last)[0] = seg0[0];
+		((__u64 *)pa.k.last)[1] = seg0[1];
+		pa.da[0] = dst[0];
+		pa.da[1] = dst[1];
+		proxy_opot_hop(&pa, &v);
+	}
 	rel = at - c->p.l3off;
 	if (rel > PROXY_HDR_MAX - OPOT_TLV_LEN || rel + OPOT_TLV_LEN > sc->len)
 		return DROP_UNSUPPORTED;

@@ -6,9 +6,11 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/proxydp"
 	"github.com/srchain/srchain/internal/srv6"
 )
@@ -174,7 +176,7 @@ var CaseProxyWorkaround = Case{
 func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, xdp bool, flows int) Case {
 	c := Case{
 		Name: name, Desc: desc, Frame: proxyFrame(sid), XDP: xdp, Flows: flows,
-		Setup: func(ctx context.Context, d *DUT) error { return proxyDUT(ctx, d, b, sid, xdp, flows, false) },
+		Setup: func(ctx context.Context, d *DUT) error { return proxyDUT(ctx, d, b, sid, xdp, flows, nil) },
 	}
 	if b == proxydp.BehaviorADFlow && !xdp {
 		c.X, c.Series = float64(max(flows, 1)), "end.ad-flow"
@@ -182,7 +184,11 @@ func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, xdp bool, flow
 	return c
 }
 
-func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp bool, flows int, opot bool) error {
+// proxyDUT sets the proxy case up. opot, the OPoT maps of a chain whose
+// transit entry on the SID is marked for the proxy, has the proxy carry
+// each packet's TLV across the NF and do the transit on it (as the
+// drivers set it up: docs/opot.md "Transit in the proxy"); nil: no OPoT.
+func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp bool, flows int, opot map[string]*ebpf.Map) error {
 	nfIdx, err := addNF(ctx, d)
 	if err != nil {
 		return err
@@ -197,14 +203,14 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 		return err
 	}
 	// Twice the flows: the LRU cache must hold every flow of the run.
-	p, err := proxydp.Load(proxydp.Options{FlowCapacity: max(proxydp.DefaultFlowCapacity, 2*flows)})
+	p, err := proxydp.Load(proxydp.Options{FlowCapacity: max(proxydp.DefaultFlowCapacity, 2*flows), OPoT: opot})
 	if err != nil {
 		return err
 	}
 	d.Defer(p.Close)
 	s := proxydp.SID{
 		Addr: SID(sid), Behavior: b, OutIfindex: nfIdx, InIfindex: nfIdx,
-		NFNext6: NFAddr6, Inner: proxydp.ProtoIPv6, OPoT: opot,
+		NFNext6: NFAddr6, Inner: proxydp.ProtoIPv6, OPoT: opot != nil,
 	}
 	if b == proxydp.BehaviorAS {
 		s.Source, s.Segments = DUTOut6, []netip.Addr{ReEncap6}
@@ -233,8 +239,9 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 // seed 003's OPoT_proxy): End.AD on frames that carry the TLV a 3-node
 // chain's headend made (the DUT is node 1), without OPoT (end.ad-tlv:
 // the proxy alone, the TLV cached with the header) and with it
-// (end.ad-opot: the transit stage in front of the proxy at tcx ingress,
-// and the proxy carrying each packet's TLV across the NF). The frames
+// (end.ad-opot: the proxy carrying each packet's TLV across the NF and
+// doing the node's transit on it, its chain entry marked for the proxy
+// as the OPoT driver marks it). The frames
 // differ per packet (the inner source over proxyOPoTFlows flows, as real
 // traffic's packets differ): the proxy keys each kept TLV by the inner
 // packet, and identical packets in flight at once share one entry
@@ -258,22 +265,21 @@ var (
 		Name: "end.ad-tlv", Desc: "srchain End.AD (tc), frames with an OPoT TLV, no OPoT: the proxy alone",
 		Frame: proxyOPoTFrame(), Flows: proxyOPoTFlows,
 		Setup: func(ctx context.Context, d *DUT) error {
-			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, false)
+			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, nil)
 		},
 	}
 	CaseProxyADOPoT = Case{
-		Name: "end.ad-opot", Desc: "srchain End.AD (tc) with OPoT: transit stage in front, the TLV carried across the NF",
+		Name: "end.ad-opot", Desc: "srchain End.AD (tc) with OPoT: the proxy does the transit on the TLV it carries across the NF",
 		Frame: proxyOPoTFrame(), Flows: proxyOPoTFlows,
 		Setup: func(ctx context.Context, d *DUT) error {
 			o, err := opotTransitStages(d, 3, nil, SID(proxyOPoTSID), ReEncap6)
 			if err != nil {
 				return err
 			}
-			// First on in0: the proxy's program ends the tcx chain.
-			if err := attachTCX(d, ifDUTIn, o.SrchainOpotTransit, false); err != nil {
+			if err := opotdp.SetInEnd(o, ReEncap6); err != nil {
 				return err
 			}
-			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, true)
+			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, opotdp.EndMapsOf(o))
 		},
 	}
 )

@@ -38,6 +38,7 @@ func OPoTSecretName(chain string, id, slot int) string {
 func (c *compiler) opot() error {
 	cfgs := map[string]*state.OPoTConfig{}
 	var order []string
+	inProxy := map[string][]string{} // node -> proxy NFs doing a transit
 	for i := range c.s.Chains {
 		ch := &c.s.Chains[i]
 		if !ch.OPoT {
@@ -103,9 +104,13 @@ func (c *compiler) opot() error {
 				cfgs[m.node] = cfg
 				order = append(order, m.node)
 			}
+			proxy := role == state.OPoTTransit && servedByProxy(c.nodes[m.node], m.nf, m.sid)
+			if proxy {
+				inProxy[m.node] = append(inProxy[m.node], m.nf)
+			}
 			cfg.Chains = append(cfg.Chains, state.OPoTChain{
 				Name: ch.Name, Profile: uint32(i + 1), Role: role, Hop: j, K: len(members), SID: m.sid, Last: last,
-				InEnd: role == state.OPoTTransit && servedByEnd(c.nodes[m.node], m.nf, m.sid),
+				InEnd: proxy || (role == state.OPoTTransit && servedByEnd(c.nodes[m.node], m.nf, m.sid)),
 			})
 		}
 		for slot := range OPoTSlots {
@@ -132,7 +137,7 @@ func (c *compiler) opot() error {
 	}
 	// One program per node taking part: every interface runs the stages
 	// of its roles (the packet may arrive or leave on any of them), but
-	// for the transits srchain's End program does itself.
+	// for the transits srchain's End or SR proxy program does itself.
 	for _, name := range order {
 		sn, cfg := c.nodes[name], cfgs[name]
 		ifs := ifNames(sn)
@@ -148,7 +153,13 @@ func (c *compiler) opot() error {
 		if err != nil {
 			return fmt.Errorf("compile opot program of %s: %w", name, err)
 		}
-		sn.Programs = append(sn.Programs, state.Program{Kind: state.ProgramOPoT, Interfaces: ifs, Config: b})
+		// Before the proxy programs that load its pinned maps (the
+		// kinds added theirs earlier); the End comes after it anyway.
+		at := slices.IndexFunc(sn.Programs, func(p state.Program) bool { return slices.Contains(inProxy[name], p.NF) })
+		if at < 0 {
+			at = len(sn.Programs)
+		}
+		sn.Programs = slices.Insert(sn.Programs, at, state.Program{Kind: state.ProgramOPoT, Interfaces: ifs, Config: b})
 	}
 	return nil
 }
@@ -168,15 +179,38 @@ func servedByEnd(sn *state.Node, nf string, da netip.Addr) bool {
 	})
 }
 
+// servedByProxy reports whether an SR proxy that carries the proof
+// across its NF (End.AD, End.AD.flow) serves, on node sn, the SID of NF
+// nf that a packet arrives with as da. The proxy then does the transit
+// on the TLV it keeps while the packet is at the NF (bpf/lib/proxy.h
+// proxy_opot_hop; docs/opot.md "Transit in the proxy"): End.AD is an End
+// behaviour too, and the chain's entry is marked as for srchain's End.
+// End.AM sends the TLV through the NF in the packet and keeps the stage.
+func servedByProxy(sn *state.Node, nf string, da netip.Addr) bool {
+	if sn == nil || nf == "" {
+		return false
+	}
+	return slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
+		return s.NF == nf && s.Datapath == state.ProgramDatapath && (s.Behavior == state.EndAD || s.Behavior == state.EndADFlow) &&
+			s.SID.Contains(da)
+	})
+}
+
 // opotInEnd reports whether node sn's OPoT program has a transit entry
-// done in the End program (the End then loads the OPoT maps).
+// done in the End program (the End then loads the OPoT maps): marked
+// InEnd, on a SID of the node's eBPF End, not a proxy's.
 func opotInEnd(sn *state.Node) bool {
+	byEnd := func(c state.OPoTChain) bool {
+		return c.InEnd && slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
+			return s.Datapath == state.EBPF && (s.Behavior == state.End || s.Behavior == state.EndX) && s.SID.Contains(c.SID)
+		})
+	}
 	for _, p := range sn.Programs {
 		if p.Kind != state.ProgramOPoT {
 			continue
 		}
 		var cfg state.OPoTConfig
-		if json.Unmarshal(p.Config, &cfg) == nil && slices.ContainsFunc(cfg.Chains, func(c state.OPoTChain) bool { return c.InEnd }) {
+		if json.Unmarshal(p.Config, &cfg) == nil && slices.ContainsFunc(cfg.Chains, byEnd) {
 			return true
 		}
 	}

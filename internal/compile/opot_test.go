@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/srchain/srchain/internal/opot"
@@ -375,6 +376,72 @@ func TestOPoTInEnd(t *testing.T) {
 				hasEnd != ebpf || endCfg.OPoT != ebpf {
 				t.Errorf("ebpf End %v, %s: opot %+v, end program %v %+v", ebpf, n.Name, cfg, hasEnd, endCfg)
 			}
+		}
+	}
+}
+
+// TestOPoTInProxy: on examples/proxy-testbed.yaml with opot on the
+// chains through the firewall (web: End.AD fw-out; web-back: fw-in made
+// End.AD.flow) and the monitor (mon6: End.AM), the proxy node's transit
+// entries of the End.AD and End.AD.flow SIDs are done in the proxy
+// (InEnd), End.AM's is not (its TLV crosses the NF in the packet: the
+// stage in front does it, so the program keeps its receive stage), the
+// OPoT program comes before the proxy programs that load its maps, and
+// the node has no End program to tell.
+func TestOPoTInProxy(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/proxy-testbed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(raw)
+	for _, r := range [][2]string{
+		{"    nfs: [fw-out]\n", "    nfs: [fw-out]\n    opot: true\n"},
+		{"    nfs: [fw-in]\n", "    nfs: [fw-in]\n    opot: true\n"},
+		{"    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n"},
+		{"behavior: end.ad, to_nf: eth3, from_nf: eth2", "behavior: end.ad-flow, to_nf: eth3, from_nf: eth2"},
+	} {
+		if !strings.Contains(y, r[0]) {
+			t.Fatalf("example lacks %q", r[0])
+		}
+		y = strings.Replace(y, r[0], r[1], 1)
+	}
+	s, err := spec.Parse([]byte(y), "proxy-opot.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := CompileKeys(s, keyStream(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(net.Nodes, func(n state.Node) bool { return n.Name == "proxy" })
+	if i < 0 {
+		t.Fatal("no proxy node")
+	}
+	n := net.Nodes[i]
+	at := slices.IndexFunc(n.Programs, func(p state.Program) bool { return p.Kind == state.ProgramOPoT })
+	if at < 0 {
+		t.Fatal("proxy node has no opot program")
+	}
+	var cfg state.OPoTConfig
+	if err := json.Unmarshal(n.Programs[at].Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	inEnd := map[string]bool{}
+	for _, c := range cfg.Chains {
+		inEnd[c.Name] = c.InEnd
+	}
+	if want := map[string]bool{"web": true, "web-back": true, "mon6": false}; !maps.Equal(inEnd, want) {
+		t.Errorf("transit entries in the proxy %v, want %v", inEnd, want)
+	}
+	if len(cfg.Ingress) == 0 {
+		t.Error("no receive stage for End.AM's transit")
+	}
+	for j, p := range n.Programs {
+		if (p.NF == "fw-out" || p.NF == "fw-in") && j < at {
+			t.Errorf("proxy program of %s at %d, before the opot program at %d", p.NF, j, at)
+		}
+		if p.Kind == state.ProgramEnd {
+			t.Errorf("proxy node has an end program: %+v", p)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/srchain/srchain/internal/bpfrt"
@@ -1058,6 +1059,61 @@ func HeadendMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
 // puts the End program after the OPoT program of such a node.
 func EndMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
 	return openPinned(ns, EndMapsOf(&Objects{}))
+}
+
+// LinkChains is the id of the opot_chains map that the program of the
+// tcx link pinned at linkPin reads, 0 when it reads none (loaded
+// without the node's OPoT maps, its own map shrunk to one entry) or no
+// link is pinned there. srchain's End and SR proxy read the node's
+// (EndMaps) when they do its transit.
+func LinkChains(linkPin string) (ebpf.MapID, error) {
+	l, err := link.LoadPinnedLink(linkPin, nil)
+	if err != nil {
+		return 0, nil
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		return 0, fmt.Errorf("read link %s: %w", linkPin, err)
+	}
+	prog, err := ebpf.NewProgramFromID(info.Program)
+	if err != nil {
+		return 0, fmt.Errorf("open program of %s: %w", linkPin, err)
+	}
+	defer prog.Close()
+	pi, err := prog.Info()
+	if err != nil {
+		return 0, fmt.Errorf("read program of %s: %w", linkPin, err)
+	}
+	ids, _ := pi.MapIDs()
+	for _, id := range ids {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			continue
+		}
+		mi, err := m.Info()
+		m.Close()
+		if err == nil && mi.Name == "opot_chains" && mi.MaxEntries > 1 {
+			return id, nil
+		}
+	}
+	return 0, nil
+}
+
+// PinnedChains is the id of the node's pinned opot_chains map (0: none
+// pinned), what LinkChains of a program doing the node's transit gives.
+func PinnedChains(ns *netns.NS) (ebpf.MapID, error) {
+	m, err := ebpf.LoadPinnedMap(PinDir(ns)+"/opot_chains", nil)
+	if err != nil {
+		return 0, nil
+	}
+	defer m.Close()
+	info, err := m.Info()
+	if err != nil {
+		return 0, fmt.Errorf("read opot chains map: %w", err)
+	}
+	id, _ := info.ID()
+	return id, nil
 }
 
 // openPinned opens the maps named by the keys of names from the node's

@@ -67,9 +67,10 @@ func PutChain(o *Objects, id uint32, slot uint8, n opot.NodeParams, sid, last ne
 	return nil
 }
 
-// ChainInEnd is Chain.Flags of a transit entry whose SID srchain's eBPF
-// End serves: the End updates the proof (bpf/lib/end_opot.h), the
-// transit stages leave it alone (OPOT_CHAIN_IN_END).
+// ChainInEnd is Chain.Flags of a transit entry whose SID an srchain
+// End.* program serves: the eBPF End (bpf/lib/end_opot.h) or an End.AD
+// / End.AD.flow proxy (bpf/lib/proxy.h proxy_opot_hop) updates the
+// proof, the transit stages leave it alone (OPOT_CHAIN_IN_END).
 const ChainInEnd = 1
 
 // SetInEnd marks the entry of the chain ending in last, in loaded objects

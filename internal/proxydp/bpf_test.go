@@ -92,6 +92,13 @@ type xdpCtx struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the proxy loaded over opot, the node's OPoT
+// maps (Options.OPoT; nil: none).
+func newEnvWith(t *testing.T, opot map[string]*ebpf.Map) *env {
+	t.Helper()
 	testutil.RequireRoot(t)
 	name := fmt.Sprintf("srct-px-%d", os.Getpid())
 	_ = netns.Delete(name)
@@ -177,7 +184,7 @@ func newEnv(t *testing.T) *env {
 	for _, s := range sids {
 		e.sids[s.Addr] = s
 	}
-	p, err := Load(Options{FlowCapacity: 4096, OPoTStale: time.Hour})
+	p, err := Load(Options{FlowCapacity: 4096, OPoTStale: time.Hour, OPoT: opot})
 	if err != nil {
 		t.Fatalf("load: %+v", err)
 	}

@@ -98,6 +98,12 @@ type Model struct {
 	Replaced int
 	// Now is the model's clock (bpf_ktime_get_ns), set by the caller.
 	Now time.Duration
+	// Hop is the node's OPoT transit that the proxy does itself
+	// (Options.OPoT, the chain's entry marked for it: proxy_opot_hop):
+	// from the packet's DA (the proxy SID), its segment[0] and its TLV
+	// as it arrived, the TLV kept for the way back. Nil: the TLV is kept
+	// as it came.
+	Hop func(da, last netip.Addr, tlv [opot.TLVLen]byte) [opot.TLVLen]byte
 }
 
 // NewModel is a model serving sids (validated as SetSIDs does).
@@ -229,7 +235,11 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 				if r != drop.None {
 					return dropped(r)
 				}
-				m.opotSave(k, [opot.TLVLen]byte(pkt[off:off+opot.TLVLen]))
+				kept := [opot.TLVLen]byte(pkt[off : off+opot.TLVLen])
+				if m.Hop != nil {
+					kept = m.Hop(netip.AddrFrom16([16]byte(pkt[24:40])), srh.Segments[0], kept)
+				}
+				m.opotSave(k, kept)
 				hdr[off+opot.OffSlot] = 0
 				clear(hdr[off+opot.OffRND : off+opot.TLVLen])
 				tlv = off + 1

@@ -15,7 +15,9 @@ import (
 
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 // toSIDOPoT is toSID with an OPoT TLV (slot, RND = rnd, CML = ^rnd) in
@@ -366,4 +368,115 @@ func findTLV(p []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return slices.Clone(p[40+i : 40+i+opot.TLVLen]), true
+}
+
+// TestOPoTTransitInProxy: a proxy loaded over the node's OPoT maps
+// (Options.OPoT) does the node's transit itself (proxy_opot_hop) on the
+// TLV it keeps while the packet is at the NF, for the chains whose entry
+// the OPoT driver marks for the SID's program (opotdp.ChainInEnd), End.AD
+// and End.AD.flow alike: the packet leaves with the TLV opot.Transit
+// makes of the one it came with. A chain whose entry is not marked (a
+// stage in front does its transit), an entry for another SID, a chain the
+// node has no entry for, and a slot without parameters keep the TLV as it
+// came. Program and model (Model.Hop) agree on every packet.
+func TestOPoTTransitInProxy(t *testing.T) {
+	testutil.RequireRoot(t)
+	spec, err := opotdp.LoadSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &opotdp.Objects{}
+	if err := spec.LoadAndAssign(o, nil); err != nil {
+		t.Fatalf("load opot maps: %v", err)
+	}
+	t.Cleanup(func() { o.Close() })
+	segX, segY := netip.MustParseAddr("fc00:2::7"), netip.MustParseAddr("fc00:2::8")
+	type entry struct {
+		sid, last netip.Addr
+		marked    bool
+		n         opot.NodeParams
+		f         opot.Field
+	}
+	entries := []entry{
+		{sid: sidADOPoT, last: seg6, marked: true},  // id 1
+		{sid: sidFlowOP, last: seg5, marked: true},  // id 2
+		{sid: sidADOPoT, last: segX, marked: false}, // id 3: a stage's
+		{sid: seg5, last: segY, marked: true},       // id 4: another SID's
+	}
+	for i := range entries {
+		en := &entries[i]
+		p, err := opot.Generate(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if en.n, err = p.Node(1); err != nil {
+			t.Fatal(err)
+		}
+		en.f = p.Field()
+		if err := opotdp.PutChain(o, uint32(i+1), 0, en.n, en.sid, en.last); err != nil {
+			t.Fatal(err)
+		}
+		if en.marked {
+			if err := opotdp.SetInEnd(o, en.last); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e := newEnvWith(t, opotdp.EndMapsOf(o))
+	// want is the TLV a packet to da with segment[0] last comes back with.
+	want := func(da, last netip.Addr, tlv [opot.TLVLen]byte) [opot.TLVLen]byte {
+		for _, en := range entries {
+			if !en.marked || en.sid != da || en.last != last {
+				continue
+			}
+			m, err := opot.ParseTLV(tlv[:])
+			if err != nil || m.Slot != 0 {
+				return tlv // no parameters for slot 1
+			}
+			out, err := opot.Transit(en.f, en.n, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return [opot.TLVLen]byte(out.AppendTo(nil))
+		}
+		return tlv
+	}
+	e.m.Hop = want
+
+	for i, c := range []struct {
+		name    string
+		travel  []netip.Addr
+		v4      bool
+		slot    uint8
+		updated bool
+	}{
+		{"ad, marked", []netip.Addr{sidADOPoT, seg5, seg6}, false, 0, true},
+		{"ad, marked, slot 1 without parameters", []netip.Addr{sidADOPoT, seg5, seg6}, false, 1, false},
+		{"ad, a stage's entry", []netip.Addr{sidADOPoT, seg5, segX}, false, 0, false},
+		{"ad, another SID's entry", []netip.Addr{sidADOPoT, seg5, segY}, false, 0, false},
+		{"ad, no entry", []netip.Addr{sidADOPoT, seg5, netip.MustParseAddr("fc00:2::9")}, false, 0, false},
+		{"ad.flow, marked", []netip.Addr{sidFlowOP, seg5}, true, 0, true},
+	} {
+		for j := range 4 {
+			name := fmt.Sprintf("%s %d", c.name, j)
+			rnd := uint64(i)<<40 | uint64(j)<<20 | 0x5a5a
+			sport := uint16(1000*i + j)
+			inner, et := udp6(64, sport), uint16(0)
+			if c.v4 {
+				inner, et = udp4(64, sport), EtherIPv4
+			}
+			p := toSIDOPoT(t, inner, c.slot, rnd, c.travel...)
+			sent := [opot.TLVLen]byte(tlvOf(t, p))
+			r := e.do(t, step{name: name + " sr->nf", l3: p, want: ToNF})
+			b := e.do(t, step{name: name + " nf->sr", in: e.in(c.travel[0]), etherType: et, l3: nfForward(r.Packet), want: Forward})
+			got := [opot.TLVLen]byte(tlvOf(t, b.Packet))
+			exp := want(c.travel[0], c.travel[len(c.travel)-1], sent)
+			if got != exp {
+				t.Errorf("%s: left with TLV %x, want %x (sent %x)", name, got, exp, sent)
+			}
+			if (got != sent) != c.updated {
+				t.Errorf("%s: TLV updated %v, want %v", name, got != sent, c.updated)
+			}
+		}
+	}
 }

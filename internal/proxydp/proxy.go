@@ -8,6 +8,7 @@ package proxydp
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -186,6 +187,12 @@ type Options struct {
 	// another packet's (its packet is presumed dropped by the NF after
 	// that); 0 = DefaultOPoTStale. docs/proxy.md "OPoT through a proxy".
 	OPoTStale time.Duration
+	// OPoT are the node's OPoT maps (opotdp.EndMaps) the programs read,
+	// in place of their own, to do the node's transit of the chains the
+	// OPoT driver marks for the SID's program (bpf/lib/proxy.h
+	// proxy_opot_hop, cfg_opot); not pinned here. Nil: no transit in the
+	// proxy, and its OPoT maps shrink to nothing.
+	OPoT map[string]*ebpf.Map
 
 	mapsOnly bool // OpenPinnedMaps
 }
@@ -233,7 +240,18 @@ func Load(o Options) (*Proxy, error) {
 	if err := spec.Variables["cfg_opot_stale_ns"].Set(uint64(stale)); err != nil {
 		return nil, fmt.Errorf("load proxy: set OPoT stale time: %w", err)
 	}
-	var copts ebpf.CollectionOptions
+	keep := maps.Clone(o.OPoT)
+	if o.OPoT != nil {
+		if err := spec.Variables["cfg_opot"].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("load proxy: set opot: %w", err)
+		}
+		keep[proxyProgMapOpotChainCache] = nil // the proxy's own, per CPU
+	}
+	bpfrt.ShrinkUnused(spec, "opot_", keep)
+	copts := ebpf.CollectionOptions{MapReplacements: maps.Clone(o.OPoT)}
+	if copts.MapReplacements == nil {
+		copts.MapReplacements = map[string]*ebpf.Map{}
+	}
 	var reused []*ebpf.Map
 	defer func() {
 		for _, m := range reused {
@@ -244,7 +262,6 @@ func Load(o Options) (*Proxy, error) {
 		if err := os.MkdirAll(o.PinPath, 0o700); err != nil {
 			return nil, fmt.Errorf("create pin path: %w", err)
 		}
-		copts.MapReplacements = map[string]*ebpf.Map{}
 		for _, name := range pinnedMaps {
 			m, err := ebpf.LoadPinnedMap(filepath.Join(o.PinPath, name), nil)
 			if errors.Is(err, os.ErrNotExist) {
@@ -295,12 +312,12 @@ func Load(o Options) (*Proxy, error) {
 
 // OpenPinned loads the programs over the maps pinned at pinPath by an
 // earlier Load (which must exist): the running configuration, caches and
-// counters are this Proxy's.
-func OpenPinned(pinPath string) (*Proxy, error) {
+// counters are this Proxy's. opot is Options.OPoT.
+func OpenPinned(pinPath string, opot map[string]*ebpf.Map) (*Proxy, error) {
 	if _, err := os.Stat(filepath.Join(pinPath, proxyProgMapProxyCfg)); err != nil {
 		return nil, fmt.Errorf("open pinned proxy: %w", err)
 	}
-	return Load(Options{PinPath: pinPath})
+	return Load(Options{PinPath: pinPath, OPoT: opot})
 }
 
 // OpenPinnedMaps is OpenPinned without the programs (loading them means

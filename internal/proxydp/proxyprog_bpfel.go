@@ -21,6 +21,55 @@ type proxyProgIn6Addr struct {
 	}
 }
 
+type proxyProgOpotChain struct {
+	_       structs.HostLayout
+	Profile uint32
+	Slot    uint32
+	Role    uint32
+	Idx     uint32
+	Sid     [16]uint8
+	Flags   uint32
+	Pad     uint32
+}
+
+type proxyProgOpotChainKey struct {
+	_    structs.HostLayout
+	Last [16]uint8
+}
+
+type proxyProgOpotChainSlot struct {
+	_     structs.HostLayout
+	Last  [2]uint64
+	Gen   uint64
+	Found uint32
+	Pad   uint32
+	Ch    proxyProgOpotChain
+}
+
+type proxyProgOpotParams struct {
+	_      structs.HostLayout
+	Role   uint32
+	Pad    uint32
+	Share  uint64
+	Lpc    uint64
+	DecR   uint64
+	DecCml uint64
+	EncR   uint64
+	EncCml uint64
+	Secret uint64
+}
+
+type proxyProgOpotWindow struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Pad    uint32
+	Top    uint64
+	Blocks [32]uint64
+}
+
 type proxyProgProxyFibc struct {
 	_       structs.HostLayout
 	Jiffies uint64
@@ -129,6 +178,14 @@ type proxyProgSidCounter struct {
 const (
 	proxyProgMapDropCounters       = "drop_counters"
 	proxyProgMapFibCounters        = "fib_counters"
+	proxyProgMapOpotChainCache     = "opot_chain_cache"
+	proxyProgMapOpotChainGen       = "opot_chain_gen"
+	proxyProgMapOpotChains         = "opot_chains"
+	proxyProgMapOpotEvents         = "opot_events"
+	proxyProgMapOpotNodeParams     = "opot_node_params"
+	proxyProgMapOpotSeqs           = "opot_seqs"
+	proxyProgMapOpotStats          = "opot_stats"
+	proxyProgMapOpotWindows        = "opot_windows"
 	proxyProgMapProxyAdCache       = "proxy_ad_cache"
 	proxyProgMapProxyCfg           = "proxy_cfg"
 	proxyProgMapProxyFibc          = "proxy_fibc"
@@ -148,6 +205,7 @@ const (
 	proxyProgProgSrchainProxyNfXdp = "srchain_proxy_nf_xdp"
 	proxyProgProgSrchainProxySr    = "srchain_proxy_sr"
 	proxyProgProgSrchainProxySrXdp = "srchain_proxy_sr_xdp"
+	proxyProgVarCfgOpot            = "cfg_opot"
 	proxyProgVarCfgOpotStaleNs     = "cfg_opot_stale_ns"
 )
 
@@ -205,6 +263,14 @@ type proxyProgProgramSpecs struct {
 type proxyProgMapSpecs struct {
 	DropCounters     *ebpf.MapSpec `ebpf:"drop_counters"`
 	FibCounters      *ebpf.MapSpec `ebpf:"fib_counters"`
+	OpotChainCache   *ebpf.MapSpec `ebpf:"opot_chain_cache"`
+	OpotChainGen     *ebpf.MapSpec `ebpf:"opot_chain_gen"`
+	OpotChains       *ebpf.MapSpec `ebpf:"opot_chains"`
+	OpotEvents       *ebpf.MapSpec `ebpf:"opot_events"`
+	OpotNodeParams   *ebpf.MapSpec `ebpf:"opot_node_params"`
+	OpotSeqs         *ebpf.MapSpec `ebpf:"opot_seqs"`
+	OpotStats        *ebpf.MapSpec `ebpf:"opot_stats"`
+	OpotWindows      *ebpf.MapSpec `ebpf:"opot_windows"`
 	ProxyAdCache     *ebpf.MapSpec `ebpf:"proxy_ad_cache"`
 	ProxyCfg         *ebpf.MapSpec `ebpf:"proxy_cfg"`
 	ProxyFibc        *ebpf.MapSpec `ebpf:"proxy_fibc"`
@@ -226,6 +292,7 @@ type proxyProgMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type proxyProgVariableSpecs struct {
+	CfgOpot        *ebpf.VariableSpec `ebpf:"cfg_opot"`
 	CfgOpotStaleNs *ebpf.VariableSpec `ebpf:"cfg_opot_stale_ns"`
 }
 
@@ -251,6 +318,14 @@ func (o *proxyProgObjects) Close() error {
 type proxyProgMaps struct {
 	DropCounters     *ebpf.Map `ebpf:"drop_counters"`
 	FibCounters      *ebpf.Map `ebpf:"fib_counters"`
+	OpotChainCache   *ebpf.Map `ebpf:"opot_chain_cache"`
+	OpotChainGen     *ebpf.Map `ebpf:"opot_chain_gen"`
+	OpotChains       *ebpf.Map `ebpf:"opot_chains"`
+	OpotEvents       *ebpf.Map `ebpf:"opot_events"`
+	OpotNodeParams   *ebpf.Map `ebpf:"opot_node_params"`
+	OpotSeqs         *ebpf.Map `ebpf:"opot_seqs"`
+	OpotStats        *ebpf.Map `ebpf:"opot_stats"`
+	OpotWindows      *ebpf.Map `ebpf:"opot_windows"`
 	ProxyAdCache     *ebpf.Map `ebpf:"proxy_ad_cache"`
 	ProxyCfg         *ebpf.Map `ebpf:"proxy_cfg"`
 	ProxyFibc        *ebpf.Map `ebpf:"proxy_fibc"`
@@ -272,6 +347,14 @@ func (m *proxyProgMaps) Close() error {
 	return _ProxyProgClose(
 		m.DropCounters,
 		m.FibCounters,
+		m.OpotChainCache,
+		m.OpotChainGen,
+		m.OpotChains,
+		m.OpotEvents,
+		m.OpotNodeParams,
+		m.OpotSeqs,
+		m.OpotStats,
+		m.OpotWindows,
 		m.ProxyAdCache,
 		m.ProxyCfg,
 		m.ProxyFibc,
@@ -294,6 +377,7 @@ func (m *proxyProgMaps) Close() error {
 //
 // It can be passed to loadProxyProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type proxyProgVariables struct {
+	CfgOpot        *ebpf.Variable `ebpf:"cfg_opot"`
 	CfgOpotStaleNs *ebpf.Variable `ebpf:"cfg_opot_stale_ns"`
 }
 

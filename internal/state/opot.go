@@ -55,9 +55,11 @@ type OPoTChain struct {
 	Last netip.Addr `json:"last"`
 	// Slot is the profile slot the headend starts packets with.
 	Slot uint8 `json:"slot,omitempty"`
-	// InEnd: a transit entry whose SID srchain's eBPF End serves on the
-	// node; the End program updates the proof (it loads the OPoT maps:
-	// EndConfig.OPoT), and no transit stage runs for it.
+	// InEnd: a transit entry whose SID an srchain End.* program serves
+	// on the node, which updates the proof itself: the eBPF End (it
+	// loads the OPoT maps: EndConfig.OPoT) or an End.AD / End.AD.flow
+	// SR proxy (it loads them when the node has such an entry on one of
+	// its SIDs). No transit stage runs for it.
 	InEnd bool `json:"in_end,omitempty"`
 }
 

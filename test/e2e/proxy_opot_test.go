@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,11 @@ import (
 // the chains through the stateful firewall (web via End.AD fw-out,
 // web-back via fw-in turned End.AD.flow) and through the End.AM monitor
 // (mon6): the proxy router is a transit of each proof, the legacy NFs
-// know nothing of it. Every probe passes and every packet of those
+// know nothing of it. The End.AD and End.AD.flow proxies do their
+// transit themselves on the TLV they keep (their chains' entries are
+// marked InEnd, so the stage leaves those packets alone: a proof that
+// verifies is one the proxy updated); End.AM's TLV crosses the NF in the
+// packet, and the stage in front of the proxy does it. Every probe passes and every packet of those
 // chains verifies at its egress (TCP both ways through the firewall
 // included); the proxies carried one TLV per packet and missed none; a
 // packet the firewall node sends on its own, which never came from the
@@ -46,6 +51,29 @@ func TestProxyOPoTLab(t *testing.T) {
 	for _, a := range []string{"fc00:a2::1", "fc00:a3::2"} {
 		if _, err := px.Run(ctx, "ping", "-6", "-c", "1", "-W", "2", a); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// The proxies do the transits of web and web-back, the stage mon6's.
+	for _, n := range nw.Nodes {
+		if n.Name != "proxy" {
+			continue
+		}
+		for _, p := range n.Programs {
+			if p.Kind != state.ProgramOPoT {
+				continue
+			}
+			var cfg state.OPoTConfig
+			if err := json.Unmarshal(p.Config, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cfg.Chains {
+				if c.InEnd != (c.Name != "mon6") {
+					t.Errorf("proxy node's transit of %s done in the proxy: %v", c.Name, c.InEnd)
+				}
+			}
+		}
+		if drift, err := apply.CheckPrograms(ctx, px, n); err != nil || len(drift) != 0 {
+			t.Errorf("proxy node's programs: %q, %v", drift, err)
 		}
 	}
 	// The transit stage runs before the proxy programs on the SR side.

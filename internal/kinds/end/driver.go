@@ -37,59 +37,6 @@ func (endDriver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p sta
 	return applyEnd(ns, node, p)
 }
 
-// attachedOPoTMap is the id of the opot_chains map the End linked at
-// ifindex (pinned under pin) reads, 0 when it reads none (loaded without
-// EndOptions.OPoT, its own map shrunk to one entry) or no End is linked.
-func attachedOPoTMap(pin string, ifindex int) (ebpf.MapID, error) {
-	l, err := link.LoadPinnedLink(endLinkPin(pin, ifindex), nil)
-	if err != nil {
-		return 0, nil
-	}
-	defer l.Close()
-	info, err := l.Info()
-	if err != nil {
-		return 0, fmt.Errorf("read end link: %w", err)
-	}
-	prog, err := ebpf.NewProgramFromID(info.Program)
-	if err != nil {
-		return 0, fmt.Errorf("open end program: %w", err)
-	}
-	defer prog.Close()
-	pi, err := prog.Info()
-	if err != nil {
-		return 0, fmt.Errorf("read end program: %w", err)
-	}
-	ids, _ := pi.MapIDs()
-	for _, id := range ids {
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			continue
-		}
-		mi, err := m.Info()
-		m.Close()
-		if err == nil && mi.Name == "opot_chains" && mi.MaxEntries > 1 {
-			return id, nil
-		}
-	}
-	return 0, nil
-}
-
-// pinnedOPoTChains is the id of the node's pinned opot_chains map (0:
-// none pinned).
-func pinnedOPoTChains(ns *netns.NS) (ebpf.MapID, error) {
-	m, err := ebpf.LoadPinnedMap(opotdp.PinDir(ns)+"/opot_chains", nil)
-	if err != nil {
-		return 0, nil
-	}
-	defer m.Close()
-	info, err := m.Info()
-	if err != nil {
-		return 0, fmt.Errorf("read opot chains map: %w", err)
-	}
-	id, _ := info.ID()
-	return id, nil
-}
-
 // configOf decodes p's config (none: the zero value).
 func configOf(p state.Program) (state.EndConfig, error) {
 	var cfg state.EndConfig
@@ -153,7 +100,7 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 	if cfg, err := configOf(p); err != nil {
 		return missing, err
 	} else if cfg.OPoT {
-		want, err := pinnedOPoTChains(ns)
+		want, err := opotdp.PinnedChains(ns)
 		if err != nil {
 			return missing, err
 		}
@@ -162,7 +109,7 @@ func (endDriver) Check(ctx context.Context, ns *netns.NS, node state.Node, p sta
 			if err != nil {
 				continue // reported above
 			}
-			if have, err := attachedOPoTMap(pin, l.Attrs().Index); err != nil {
+			if have, err := opotdp.LinkChains(endLinkPin(pin, l.Attrs().Index)); err != nil {
 				return missing, err
 			} else if have == 0 || have != want {
 				missing = append(missing, "end program on "+name+" does not read the node's opot maps (the transit in the end)")
@@ -523,7 +470,7 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 	swap := cfg.OPoT
 	if !swap {
 		for _, idx := range ifindexes {
-			if id, _ := attachedOPoTMap(pin, idx); id != 0 {
+			if id, _ := opotdp.LinkChains(endLinkPin(pin, idx)); id != 0 {
 				swap = true
 			}
 		}

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/proxydp"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -134,14 +138,19 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	pin := PinDir(ns)
 	var undo kind.Undo
 	fail := func(err error) (func() error, error) { return undo.Fail(fmt.Errorf("proxy %s: %w", p.NF, err)) }
+	shared, chains, err := opotMaps(ns, node)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeAll(shared)
 	var dp *proxydp.Proxy
 	if _, err := os.Stat(pin); err == nil {
-		if dp, err = proxydp.OpenPinned(pin); err != nil {
+		if dp, err = proxydp.OpenPinned(pin, shared); err != nil {
 			return fail(err)
 		}
 	} else {
 		undo.Add(func() error { return removeAll(pin) })
-		if dp, err = proxydp.Load(proxydp.Options{PinPath: pin, FlowCapacity: max(flows, 1)}); err != nil {
+		if dp, err = proxydp.Load(proxydp.Options{PinPath: pin, FlowCapacity: max(flows, 1), OPoT: shared}); err != nil {
 			return fail(fmt.Errorf("load proxy: %w", err))
 		}
 	}
@@ -174,16 +183,27 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		if err != nil {
 			return fail(err)
 		}
+		reads := chains
 		if live && runs {
+			if reads, err = opotdp.LinkChains(lp); err != nil {
+				return fail(err)
+			}
+		}
+		if live && runs && reads == chains {
 			continue
 		}
 		if !live {
 			_ = os.Remove(lp) // stale: its link was detached by hand
 		}
-		// A live link of another build (an upgraded srchain) takes this
-		// build's program in place (bpfrt.Attach swaps a pinned link's
-		// program, no gap). The undo leaves the new code running: the
-		// old build's is what an upgrade replaces.
+		// A live link of another build (an upgraded srchain), or one
+		// that reads other OPoT maps than the node's (the OPoT driver
+		// replaced them, or the node's proxies gained or lost the
+		// transit), takes this program in place (bpfrt.Attach swaps a
+		// pinned link's program, no gap). The undo leaves the new
+		// program running: the old build's is what an upgrade replaces,
+		// and a proxy reading the OPoT maps does only what the chain
+		// entries mark for it (the OPoT driver's undo puts the marks
+		// back).
 		if err := ns.Do(func() error { return dp.Attach(a.ifindex, a.nfSide, lp) }); err != nil {
 			return fail(fmt.Errorf("attach on %s: %w", a.ifname, err))
 		}
@@ -199,6 +219,64 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return u, nil
 	}
 	return func() error { return nil }, nil
+}
+
+// opotInProxy reports whether the node's proxies do an OPoT transit
+// themselves: the node's OPoT program has a transit entry done by the
+// program serving its SID (state.OPoTChain.InEnd) on one of the node's
+// proxy SIDs (End.AD and End.AD.flow carrying the proof; docs/opot.md
+// "Transit in the proxy"). One loaded proxy serves every proxy NF of the
+// node, so this is the node's, not one NF's.
+func opotInProxy(node state.Node) bool {
+	var sids []netip.Prefix
+	for _, p := range node.Programs {
+		if prog, err := Decode(p); err == nil && prog.OPoT {
+			sids = append(sids, prog.SID)
+		}
+	}
+	for _, p := range node.Programs {
+		if p.Kind != state.ProgramOPoT {
+			continue
+		}
+		var cfg state.OPoTConfig
+		if json.Unmarshal(p.Config, &cfg) != nil {
+			continue
+		}
+		for _, ch := range cfg.Chains {
+			if ch.InEnd && slices.ContainsFunc(sids, func(s netip.Prefix) bool { return s.Contains(ch.SID) }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// opotMaps opens the node's OPoT maps the proxy loads when it does the
+// node's transit (opotInProxy; the compiler puts the node's OPoT
+// program, which pins them, before such a proxy's), and the id of their
+// opot_chains, what opotdp.LinkChains of the proxy's links must give.
+// None: nil and 0.
+func opotMaps(ns *netns.NS, node state.Node) (map[string]*ebpf.Map, ebpf.MapID, error) {
+	if !opotInProxy(node) {
+		return nil, 0, nil
+	}
+	shared, err := opotdp.EndMaps(ns)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := shared["opot_chains"].Info()
+	if err != nil {
+		closeAll(shared)
+		return nil, 0, fmt.Errorf("read opot chains map: %w", err)
+	}
+	id, _ := info.ID()
+	return shared, id, nil
+}
+
+func closeAll(ms map[string]*ebpf.Map) {
+	for _, m := range ms {
+		m.Close()
+	}
 }
 
 // detach unpins and closes the link pinned at lp (absent: nothing).
@@ -287,6 +365,13 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
 	defer progs.Close()
+	shared, chains, err := opotMaps(ns, node)
+	if errors.Is(err, opotdp.ErrNotLoaded) {
+		drift = append(drift, fmt.Sprintf("proxy %s: the node's opot maps, which the proxy reads, are not loaded", p.NF))
+	} else if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	closeAll(shared)
 	have, err := dp.Installed()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
@@ -311,6 +396,16 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			drift = append(drift, fmt.Sprintf("proxy %s: program %s not attached on %s", p.NF, name, a.ifname))
 		case !runs:
 			drift = append(drift, fmt.Sprintf("proxy %s: program %s on %s runs another build's code", p.NF, name, a.ifname))
+		default:
+			reads, err := opotdp.LinkChains(linkPin(pin, a.ifindex, a.nfSide))
+			switch {
+			case err != nil:
+				return drift, err
+			case reads != chains && chains != 0:
+				drift = append(drift, fmt.Sprintf("proxy %s: program %s on %s does not read the node's opot maps (the transit in the proxy)", p.NF, name, a.ifname))
+			case reads != chains:
+				drift = append(drift, fmt.Sprintf("proxy %s: program %s on %s reads opot maps the node's proxies no longer use", p.NF, name, a.ifname))
+			}
 		}
 	}
 	return drift, nil

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -25,22 +29,9 @@ import (
 // Check and gets this build's program from Apply; the driver used to
 // leave any live link alone, so an upgrade kept the old proxy code.
 func TestApplySwapsOtherBuild(t *testing.T) {
-	a, _ := kindtest.Pair(t, "p")
-	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	a, sr0 := proxyNS(t, "p")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// An SR-facing interface besides eth0 (the NF's link); a veth, as
-	// this kernel has no dummy links.
-	if err := a.Netlink().LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sr0"}, PeerName: "sr0p"}); err != nil {
-		t.Fatal(err)
-	}
-	sr0, err := a.Netlink().LinkByName("sr0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Netlink().LinkSetUp(sr0); err != nil {
-		t.Fatal(err)
-	}
 	raw, err := json.Marshal(Program{
 		SID: netip.MustParsePrefix("fd00:5::a/128"), Behavior: state.EndAM, LegacyNF: "lnf",
 		IfaceOut: "eth0", IfaceIn: "eth0", NFNext6: kindtest.AddrB.Addr(), SRSide: []string{"sr0"},
@@ -130,6 +121,119 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 	for _, ifn := range []string{"sr0", "eth0"} {
 		if got := kindtest.TCXNames(t, a, ifn, false); len(got) != 0 {
 			t.Errorf("%s runs %v after remove, want nothing", ifn, got)
+		}
+	}
+}
+
+// proxyNS is a namespace for the driver (pins removed with the test)
+// with an SR-facing interface sr0 besides eth0 (the NF's link); a veth,
+// as this kernel has no dummy links.
+func proxyNS(t *testing.T, tag string) (*netns.NS, netlink.Link) {
+	t.Helper()
+	a, _ := kindtest.Pair(t, tag)
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	if err := a.Netlink().LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sr0"}, PeerName: "sr0p"}); err != nil {
+		t.Fatal(err)
+	}
+	sr0, err := a.Netlink().LinkByName("sr0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Netlink().LinkSetUp(sr0); err != nil {
+		t.Fatal(err)
+	}
+	return a, sr0
+}
+
+// opotProxyNode is a node with an End.AD proxy carrying the proof and
+// an OPoT program whose transit entry on the proxy SID is done in the
+// proxy (inProxy: InEnd, no receive stage) or by a stage on eth0.
+func opotProxyNode(t *testing.T, inProxy bool) state.Node {
+	t.Helper()
+	sid := netip.MustParseAddr("fd00:5::d")
+	raw, err := json.Marshal(Program{
+		SID: netip.PrefixFrom(sid, 128), Behavior: state.EndAD, LegacyNF: "lnf", Inner: 6, OPoT: true,
+		IfaceOut: "eth0", IfaceIn: "eth0", NFNext6: kindtest.AddrB.Addr(), SRSide: []string{"sr0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seed [32]byte
+	prof, err := opot.GenerateFrom(rand.NewChaCha8(seed), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := prof.Node(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := np.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := state.OPoTConfig{Chains: []state.OPoTChain{{
+		Name: "c", Profile: 1, Role: state.OPoTTransit, Hop: 1, K: 3, SID: sid, Last: netip.MustParseAddr("fd00:9::c"), InEnd: inProxy,
+	}}}
+	if !inProxy {
+		cfg.Ingress = []string{"eth0"}
+	}
+	oc, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.Node{
+		Name: "a",
+		Programs: []state.Program{
+			{Kind: state.ProgramOPoT, Interfaces: []string{"eth0"}, Config: oc},
+			{Kind: Name, NF: "ad", Config: raw},
+		},
+		Secrets: []state.Secret{{Name: state.OPoTSecretName("c", 1, 0), Value: val}},
+	}
+}
+
+// TestApplyOPoTInProxy: the node's proxy reads the OPoT driver's pinned
+// maps when a transit entry on one of its SIDs is done in the proxy
+// (InEnd), which Check verifies; when it no longer is, Apply swaps the
+// links for programs that do not read them, and Check against the node
+// that asks for it reports them again. A re-apply changes nothing.
+func TestApplyOPoTInProxy(t *testing.T) {
+	a, _ := proxyNS(t, "q")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	with, without := opotProxyNode(t, true), opotProxyNode(t, false)
+	unread := []string{
+		"proxy ad: program srchain_proxy_sr on sr0 does not read the node's opot maps (the transit in the proxy)",
+		"proxy ad: program srchain_proxy_nf on eth0 does not read the node's opot maps (the transit in the proxy)",
+	}
+	stale := []string{
+		"proxy ad: program srchain_proxy_sr on sr0 reads opot maps the node's proxies no longer use",
+		"proxy ad: program srchain_proxy_nf on eth0 reads opot maps the node's proxies no longer use",
+	}
+	var d driver
+	for i, st := range []struct {
+		apply      state.Node
+		change     bool
+		with, wout []string
+	}{
+		{without, true, unread, nil},
+		{with, true, nil, stale},
+		{with, false, nil, stale},
+		{without, true, unread, nil},
+	} {
+		if _, err := (opotdp.Driver{}).Apply(ctx, a, st.apply, st.apply.Programs[0]); err != nil {
+			t.Fatalf("step %d: opot: %v", i, err)
+		}
+		undo, err := d.Apply(ctx, a, st.apply, st.apply.Programs[1])
+		if err != nil || (undo != nil) != st.change {
+			t.Fatalf("step %d: apply: change %v, %v; want %v", i, undo != nil, err, st.change)
+		}
+		for _, c := range []struct {
+			node state.Node
+			want []string
+		}{{with, st.with}, {without, st.wout}} {
+			if drift, err := d.Check(ctx, a, c.node, c.node.Programs[1]); err != nil || !slices.Equal(drift, c.want) {
+				t.Errorf("step %d: check = %q, %v; want %q", i, drift, err, c.want)
+			}
 		}
 	}
 }
