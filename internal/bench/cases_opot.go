@@ -169,13 +169,9 @@ func opotStages(d *DUT) (*opotdp.Objects, error) {
 
 // opotStagesWith loads bpf/opot.c with the maps of a node pipeline.
 func opotStagesWith(d *DUT, pipe map[string]*ebpf.Map) (*opotdp.Objects, error) {
-	spec, err := opotdp.LoadSpec()
+	o, err := opotdp.Load(pipe)
 	if err != nil {
-		return nil, fmt.Errorf("load opot spec: %w", err)
-	}
-	o := &opotdp.Objects{}
-	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: pipe}); err != nil {
-		return nil, fmt.Errorf("load opot programs: %w", err)
+		return nil, err
 	}
 	d.Defer(o.Close)
 	return o, nil

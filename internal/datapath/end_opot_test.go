@@ -16,7 +16,7 @@ import (
 // egress SID. The node is the chain's first transit (hop 1).
 type opotEnv struct {
 	*testEnv
-	objs   opotdp.Objects
+	objs   *opotdp.Objects
 	f      opot.Field
 	nodes  []opot.NodeParams
 	travel []netip.Addr
@@ -27,15 +27,12 @@ const opotTestID = 7
 func newOPoTEnv(t *testing.T) *opotEnv {
 	t.Helper()
 	requireRoot(t)
-	spec, err := opotdp.LoadSpec()
+	objs, err := opotdp.Load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &opotEnv{travel: []netip.Addr{sidEnd, routed, routed2}}
-	if err := spec.LoadAndAssign(&e.objs, nil); err != nil {
-		t.Fatalf("load opot maps: %v", err)
-	}
-	t.Cleanup(func() { e.objs.Close() })
+	t.Cleanup(func() { objs.Close() })
+	e := &opotEnv{objs: objs, travel: []netip.Addr{sidEnd, routed, routed2}}
 	var seed [32]byte
 	seed[0] = 11
 	p, err := opot.GenerateFrom(rand.NewChaCha8(seed), 4)
@@ -50,10 +47,10 @@ func newOPoTEnv(t *testing.T) *opotEnv {
 		}
 		e.nodes = append(e.nodes, n)
 	}
-	if err := opotdp.PutChain(&e.objs, opotTestID, 0, e.nodes[1], sidEnd, e.travel[len(e.travel)-1]); err != nil {
+	if err := opotdp.PutChain(e.objs, opotTestID, 0, e.nodes[1], sidEnd, e.travel[len(e.travel)-1]); err != nil {
 		t.Fatal(err)
 	}
-	e.testEnv = newTestEnvWith(t, EndOptions{OPoT: opotdp.EndMapsOf(&e.objs)})
+	e.testEnv = newTestEnvWith(t, EndOptions{OPoT: opotdp.EndMapsOf(e.objs)})
 	return e
 }
 
@@ -122,7 +119,7 @@ func TestEndOPoTTransit(t *testing.T) {
 			t.Fatalf("%s, unmarked entry: proof %+v (%v), want it untouched %+v", name, got, err, in)
 		}
 	}
-	if err := opotdp.SetInEnd(&e.objs, last); err != nil {
+	if err := opotdp.SetInEnd(e.objs, last); err != nil {
 		t.Fatal(err)
 	}
 	gotTC, gotXDP := runBoth(64, e.travel)

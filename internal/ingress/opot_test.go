@@ -22,13 +22,9 @@ import (
 // slot) and returns them as the ingress's replacements.
 func opotMaps(t *testing.T, p *opot.Profile, id uint32, slot uint8, travel []netip.Addr) (*opotdp.Objects, map[string]*ebpf.Map) {
 	t.Helper()
-	spec, err := opotdp.LoadSpec()
+	o, err := opotdp.Load(nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	o := &opotdp.Objects{}
-	if err := spec.LoadAndAssign(o, nil); err != nil {
-		t.Fatalf("load opot maps: %v", err)
 	}
 	t.Cleanup(func() { o.Close() })
 	n, err := p.Node(0)

@@ -36,6 +36,21 @@ func FromNode(n opot.NodeParams) Params {
 // LoadSpec returns the programs' collection spec.
 func LoadSpec() (*ebpf.CollectionSpec, error) { return loadOpotProg() }
 
+// Load loads the programs and maps, pinned nowhere, with repl in place
+// of maps of the same names (nil: none): for tests and benchmarks, which
+// fill them with PutChain. The caller closes them.
+func Load(repl map[string]*ebpf.Map) (*Objects, error) {
+	spec, err := LoadSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load opot spec: %w", err)
+	}
+	o := &Objects{}
+	if err := spec.LoadAndAssign(o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		return nil, fmt.Errorf("load opot programs: %w", err)
+	}
+	return o, nil
+}
+
 // PutChain installs, in loaded (unpinned) objects o, node n's entry of
 // chain id (sid: the DA the entry applies to; last: the chain's last
 // SID), its parameters of slot, and the headend's counter or the

@@ -381,13 +381,9 @@ func findTLV(p []byte) ([]byte, bool) {
 // came. Program and model (Model.Hop) agree on every packet.
 func TestOPoTTransitInProxy(t *testing.T) {
 	testutil.RequireRoot(t)
-	spec, err := opotdp.LoadSpec()
+	o, err := opotdp.Load(nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	o := &opotdp.Objects{}
-	if err := spec.LoadAndAssign(o, nil); err != nil {
-		t.Fatalf("load opot maps: %v", err)
 	}
 	t.Cleanup(func() { o.Close() })
 	segX, segY := netip.MustParseAddr("fc00:2::7"), netip.MustParseAddr("fc00:2::8")

@@ -540,12 +540,8 @@ func (g *endGen) csid(tag string) []byte {
 // datapath.EndOptions.OPoT.
 func opotTransitOnEndSID(t *testing.T) map[string]*cebpf.Map {
 	t.Helper()
-	spec, err := opotdp.LoadSpec()
+	o, err := opotdp.Load(nil)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var o opotdp.Objects
-	if err := spec.LoadAndAssign(&o, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.Close() })
@@ -558,11 +554,11 @@ func opotTransitOnEndSID(t *testing.T) map[string]*cebpf.Map {
 		t.Fatal(err)
 	}
 	last := netip.MustParseAddr("fc00:ffff::e")
-	if err := opotdp.PutChain(&o, 1, 0, n, endSID, last); err != nil {
+	if err := opotdp.PutChain(o, 1, 0, n, endSID, last); err != nil {
 		t.Fatal(err)
 	}
-	if err := opotdp.SetInEnd(&o, last); err != nil {
+	if err := opotdp.SetInEnd(o, last); err != nil {
 		t.Fatal(err)
 	}
-	return opotdp.EndMapsOf(&o)
+	return opotdp.EndMapsOf(o)
 }

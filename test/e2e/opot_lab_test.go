@@ -378,25 +378,7 @@ func (l *exampleLab) node(t *testing.T, name string) *netns.NS {
 // r6's opot program config (the verifier's entry) and r2's, r3's.
 func (l *exampleLab) chainSIDs(t *testing.T) (r2, r3, r6 netip.Addr) {
 	t.Helper()
-	get := func(node string) netip.Addr {
-		for _, n := range l.net.Nodes {
-			if n.Name != node {
-				continue
-			}
-			for _, p := range n.Programs {
-				if p.Kind != state.ProgramOPoT {
-					continue
-				}
-				var cfg state.OPoTConfig
-				if err := json.Unmarshal(p.Config, &cfg); err != nil {
-					t.Fatal(err)
-				}
-				return cfg.Chains[0].SID
-			}
-		}
-		t.Fatalf("%s has no opot program", node)
-		return netip.Addr{}
-	}
+	get := func(node string) netip.Addr { return opotConfig(t, l.net, node).Chains[0].SID }
 	return get("r2"), get("r3"), get("r6")
 }
 
@@ -825,4 +807,27 @@ func TestLabOPoTMillion(t *testing.T) {
 	if v2 != v+1 {
 		t.Errorf("a tampered packet verified: %d verified, want %d", v2, v+1)
 	}
+}
+
+// opotConfig is the config of node's OPoT program in nw (the test fails
+// without one).
+func opotConfig(t *testing.T, nw *state.Network, node string) state.OPoTConfig {
+	t.Helper()
+	for _, n := range nw.Nodes {
+		if n.Name != node {
+			continue
+		}
+		for _, p := range n.Programs {
+			if p.Kind != state.ProgramOPoT {
+				continue
+			}
+			var cfg state.OPoTConfig
+			if err := json.Unmarshal(p.Config, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			return cfg
+		}
+	}
+	t.Fatalf("%s has no opot program", node)
+	return state.OPoTConfig{}
 }

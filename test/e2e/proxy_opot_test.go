@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -54,23 +53,14 @@ func TestProxyOPoTLab(t *testing.T) {
 		}
 	}
 	// The proxies do the transits of web and web-back, the stage mon6's.
+	for _, c := range opotConfig(t, nw, "proxy").Chains {
+		if c.InEnd != (c.Name != "mon6") {
+			t.Errorf("proxy node's transit of %s done in the proxy: %v", c.Name, c.InEnd)
+		}
+	}
 	for _, n := range nw.Nodes {
 		if n.Name != "proxy" {
 			continue
-		}
-		for _, p := range n.Programs {
-			if p.Kind != state.ProgramOPoT {
-				continue
-			}
-			var cfg state.OPoTConfig
-			if err := json.Unmarshal(p.Config, &cfg); err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range cfg.Chains {
-				if c.InEnd != (c.Name != "mon6") {
-					t.Errorf("proxy node's transit of %s done in the proxy: %v", c.Name, c.InEnd)
-				}
-			}
 		}
 		if drift, err := apply.CheckPrograms(ctx, px, n); err != nil || len(drift) != 0 {
 			t.Errorf("proxy node's programs: %q, %v", drift, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -24,7 +23,6 @@ import (
 	_ "github.com/srchain/srchain/internal/kinds/end"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
-	"github.com/srchain/srchain/internal/opot"
 	_ "github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
@@ -497,26 +495,13 @@ func TestApplyEndXDP(t *testing.T) {
 func opotNode(t *testing.T, inEnd bool) state.Node {
 	t.Helper()
 	node := endNode()
-	var seed [32]byte
-	prof, err := opot.GenerateFrom(rand.NewChaCha8(seed), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	np, err := prof.Node(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	val, err := np.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg, err := json.Marshal(state.OPoTConfig{Chains: []state.OPoTChain{{
 		Name: "c", Profile: 1, Role: state.OPoTTransit, Hop: 1, K: 3, SID: ad("fc00:2::f1"), Last: ad("fc00:9::c"), InEnd: true,
 	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node.Secrets = []state.Secret{{Name: state.OPoTSecretName("c", 1, 0), Value: val}}
+	node.Secrets = []state.Secret{kindtest.OPoTTransitSecret(t, "c")}
 	end := node.Programs[0]
 	if inEnd {
 		end.Config = json.RawMessage(`{"opot":true}`)

@@ -4,6 +4,7 @@ package kindtest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
 
@@ -88,4 +91,25 @@ func TCXNames(t *testing.T, ns *netns.NS, ifname string, egress bool) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// OPoTTransitSecret is the secret of the transit (node 1 of 3) of chain
+// c, profile 1, slot 0, from a fixed profile: what a node whose OPoT
+// program has that chain's transit entry holds.
+func OPoTTransitSecret(t *testing.T, c string) state.Secret {
+	t.Helper()
+	var seed [32]byte
+	prof, err := opot.GenerateFrom(rand.NewChaCha8(seed), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := prof.Node(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := np.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.Secret{Name: state.OPoTSecretName(c, 1, 0), Value: val}
 }

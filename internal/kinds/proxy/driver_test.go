@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
-	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
@@ -158,19 +156,6 @@ func opotProxyNode(t *testing.T, inProxy bool) state.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seed [32]byte
-	prof, err := opot.GenerateFrom(rand.NewChaCha8(seed), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	np, err := prof.Node(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	val, err := np.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := state.OPoTConfig{Chains: []state.OPoTChain{{
 		Name: "c", Profile: 1, Role: state.OPoTTransit, Hop: 1, K: 3, SID: sid, Last: netip.MustParseAddr("fd00:9::c"), InEnd: inProxy,
 	}}}
@@ -187,7 +172,7 @@ func opotProxyNode(t *testing.T, inProxy bool) state.Node {
 			{Kind: state.ProgramOPoT, Interfaces: []string{"eth0"}, Config: oc},
 			{Kind: Name, NF: "ad", Config: raw},
 		},
-		Secrets: []state.Secret{{Name: state.OPoTSecretName("c", 1, 0), Value: val}},
+		Secrets: []state.Secret{kindtest.OPoTTransitSecret(t, "c")},
 	}
 }
 
