@@ -104,13 +104,14 @@ func (c *compiler) opot() error {
 				cfgs[m.node] = cfg
 				order = append(order, m.node)
 			}
-			proxy := role == state.OPoTTransit && servedByProxy(c.nodes[m.node], m.nf, m.sid)
+			transit := role == state.OPoTTransit && m.nf != ""
+			proxy := transit && proxyTransit.serves(c.nodes[m.node], m.nf, m.sid)
 			if proxy {
 				inProxy[m.node] = append(inProxy[m.node], m.nf)
 			}
 			cfg.Chains = append(cfg.Chains, state.OPoTChain{
 				Name: ch.Name, Profile: uint32(i + 1), Role: role, Hop: j, K: len(members), SID: m.sid, Last: last,
-				InEnd: proxy || (role == state.OPoTTransit && servedByEnd(c.nodes[m.node], m.nf, m.sid)),
+				InEnd: proxy || (transit && endTransit.serves(c.nodes[m.node], m.nf, m.sid)),
 			})
 		}
 		for slot := range OPoTSlots {
@@ -164,34 +165,34 @@ func (c *compiler) opot() error {
 	return nil
 }
 
-// servedByEnd reports whether srchain's eBPF End program serves, on node
-// sn, the SID of NF nf that a packet arrives with as da (a SID of
-// datapath ebpf, End or End.X: not a proxy's, not the kernel's). Its
-// OPoT transit is then done inside the End (bpf/lib/end_opot.h), which
-// saves a stage in front of it (docs/opot.md "Transit in the End").
-func servedByEnd(sn *state.Node, nf string, da netip.Addr) bool {
-	if sn == nil || nf == "" {
-		return false
-	}
-	return slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
-		return s.NF == nf && s.Datapath == state.EBPF && (s.Behavior == state.End || s.Behavior == state.EndX) &&
-			s.SID.Contains(da)
-	})
+// An OPoT transit is done by the program serving its SID, with no stage
+// in front of it, when that program is srchain's eBPF End (End, End.X;
+// bpf/lib/end_opot.h, docs/opot.md "Transit in the End") or an SR proxy
+// that carries the proof across its NF (End.AD, End.AD.flow; it updates
+// the TLV it keeps while the packet is at the NF, bpf/lib/proxy.h
+// proxy_opot_hop, "Transit in the proxy"). End.AD is an End behaviour
+// too, and the chain's entry is marked the same way (InEnd). Not the
+// kernel's End, nor End.AM, which sends the TLV through the NF in the
+// packet and keeps the stage.
+var (
+	endTransit   = transitBy{state.EBPF, []state.Behavior{state.End, state.EndX}}
+	proxyTransit = transitBy{state.ProgramDatapath, []state.Behavior{state.EndAD, state.EndADFlow}}
+)
+
+// transitBy names the SIDs of one program doing transits.
+type transitBy struct {
+	datapath  state.Datapath
+	behaviors []state.Behavior
 }
 
-// servedByProxy reports whether an SR proxy that carries the proof
-// across its NF (End.AD, End.AD.flow) serves, on node sn, the SID of NF
-// nf that a packet arrives with as da. The proxy then does the transit
-// on the TLV it keeps while the packet is at the NF (bpf/lib/proxy.h
-// proxy_opot_hop; docs/opot.md "Transit in the proxy"): End.AD is an End
-// behaviour too, and the chain's entry is marked as for srchain's End.
-// End.AM sends the TLV through the NF in the packet and keeps the stage.
-func servedByProxy(sn *state.Node, nf string, da netip.Addr) bool {
-	if sn == nil || nf == "" {
+// serves reports whether such a SID of node sn, fronting NF nf (any NF
+// when nf is ""), contains da, the DA a packet of the chain arrives with.
+func (t transitBy) serves(sn *state.Node, nf string, da netip.Addr) bool {
+	if sn == nil {
 		return false
 	}
 	return slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
-		return s.NF == nf && s.Datapath == state.ProgramDatapath && (s.Behavior == state.EndAD || s.Behavior == state.EndADFlow) &&
+		return (nf == "" || s.NF == nf) && s.Datapath == t.datapath && slices.Contains(t.behaviors, s.Behavior) &&
 			s.SID.Contains(da)
 	})
 }
@@ -200,11 +201,7 @@ func servedByProxy(sn *state.Node, nf string, da netip.Addr) bool {
 // done in the End program (the End then loads the OPoT maps): marked
 // InEnd, on a SID of the node's eBPF End, not a proxy's.
 func opotInEnd(sn *state.Node) bool {
-	byEnd := func(c state.OPoTChain) bool {
-		return c.InEnd && slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool {
-			return s.Datapath == state.EBPF && (s.Behavior == state.End || s.Behavior == state.EndX) && s.SID.Contains(c.SID)
-		})
-	}
+	byEnd := func(c state.OPoTChain) bool { return c.InEnd && endTransit.serves(sn, "", c.SID) }
 	for _, p := range sn.Programs {
 		if p.Kind != state.ProgramOPoT {
 			continue
