@@ -215,6 +215,25 @@ func LinkRuns(l link.Link, prog *ebpf.Program) (bool, error) {
 	return SameCode(cur, prog)
 }
 
+// PinnedLinkProgram opens the program the link pinned at pin runs: what
+// a driver that swaps the link's program keeps to swap it back on undo.
+func PinnedLinkProgram(pin string) (*ebpf.Program, error) {
+	l, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open link %s: %w", pin, err)
+	}
+	defer l.Close()
+	li, err := l.Info()
+	if err != nil {
+		return nil, fmt.Errorf("link info %s: %w", pin, err)
+	}
+	prog, err := ebpf.NewProgramFromID(li.Program)
+	if err != nil {
+		return nil, fmt.Errorf("open the program of %s: %w", pin, err)
+	}
+	return prog, nil
+}
+
 // PinnedLinkRuns opens the link pinned at pin and reports whether it is
 // attached at h in the current network namespace (LinkAttachedHere) and,
 // when prog is not nil, whether it runs prog's code (LinkRuns). A pin

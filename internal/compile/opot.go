@@ -38,7 +38,7 @@ func OPoTSecretName(chain string, id, slot int) string {
 func (c *compiler) opot() error {
 	cfgs := map[string]*state.OPoTConfig{}
 	var order []string
-	inProxy := map[string][]string{} // node -> proxy NFs doing a transit
+	inProxy := map[string]bool{} // nodes whose proxies do a transit
 	for i := range c.s.Chains {
 		ch := &c.s.Chains[i]
 		if !ch.OPoT {
@@ -107,7 +107,7 @@ func (c *compiler) opot() error {
 			transit := role == state.OPoTTransit && m.nf != ""
 			proxy := transit && proxyTransit.serves(c.nodes[m.node], m.nf, m.sid)
 			if proxy {
-				inProxy[m.node] = append(inProxy[m.node], m.nf)
+				inProxy[m.node] = true
 			}
 			cfg.Chains = append(cfg.Chains, state.OPoTChain{
 				Name: ch.Name, Profile: uint32(i + 1), Role: role, Hop: j, K: len(members), SID: m.sid, Last: last,
@@ -154,11 +154,15 @@ func (c *compiler) opot() error {
 		if err != nil {
 			return fmt.Errorf("compile opot program of %s: %w", name, err)
 		}
-		// Before the proxy programs that load its pinned maps (the
-		// kinds added theirs earlier); the End comes after it anyway.
-		at := slices.IndexFunc(sn.Programs, func(p state.Program) bool { return slices.Contains(inProxy[name], p.NF) })
-		if at < 0 {
-			at = len(sn.Programs)
+		// Before every proxy program of a node whose proxies do a
+		// transit: the node's one loaded proxy, which each proxy NF's
+		// apply loads, reads its pinned maps (the kinds added their
+		// programs earlier; the End comes after it anyway).
+		at := len(sn.Programs)
+		if inProxy[name] {
+			if i := slices.IndexFunc(sn.Programs, func(p state.Program) bool { return isProxyNF(sn, p.NF) }); i >= 0 {
+				at = i
+			}
 		}
 		sn.Programs = slices.Insert(sn.Programs, at, state.Program{Kind: state.ProgramOPoT, Interfaces: ifs, Config: b})
 	}
@@ -195,6 +199,11 @@ func (t transitBy) serves(sn *state.Node, nf string, da netip.Addr) bool {
 		return (nf == "" || s.NF == nf) && s.Datapath == t.datapath && slices.Contains(t.behaviors, s.Behavior) &&
 			s.SID.Contains(da)
 	})
+}
+
+// isProxyNF reports whether nf's SID on node sn is an SR proxy's.
+func isProxyNF(sn *state.Node, nf string) bool {
+	return nf != "" && slices.ContainsFunc(sn.SIDs, func(s state.LocalSID) bool { return s.NF == nf && s.Behavior.IsProxy() })
 }
 
 // opotInEnd reports whether node sn's OPoT program has a transit entry

@@ -385,63 +385,81 @@ func TestOPoTInEnd(t *testing.T) {
 // End.AD.flow) and the monitor (mon6: End.AM), the proxy node's transit
 // entries of the End.AD and End.AD.flow SIDs are done in the proxy
 // (InEnd), End.AM's is not (its TLV crosses the NF in the packet: the
-// stage in front does it, so the program keeps its receive stage), the
-// OPoT program comes before the proxy programs that load its maps, and
-// the node has no End program to tell.
+// stage in front does it, so the program keeps its receive stage), and
+// the node has no End program to tell. The OPoT program comes before
+// every proxy program of the node, since the node's one loaded proxy
+// reads its maps whichever NF's apply loads it: also with opot on
+// web-back alone, whose proxy program is not the node's first.
 func TestOPoTInProxy(t *testing.T) {
 	raw, err := os.ReadFile("../../examples/proxy-testbed.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	y := string(raw)
-	for _, r := range [][2]string{
-		{"    nfs: [fw-out]\n", "    nfs: [fw-out]\n    opot: true\n"},
-		{"    nfs: [fw-in]\n", "    nfs: [fw-in]\n    opot: true\n"},
-		{"    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n"},
-		{"behavior: end.ad, to_nf: eth3, from_nf: eth2", "behavior: end.ad-flow, to_nf: eth3, from_nf: eth2"},
+	web := [2]string{"    nfs: [fw-out]\n", "    nfs: [fw-out]\n    opot: true\n"}
+	back := [2]string{"    nfs: [fw-in]\n", "    nfs: [fw-in]\n    opot: true\n"}
+	mon := [2]string{"    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n"}
+	flow := [2]string{"behavior: end.ad, to_nf: eth3, from_nf: eth2", "behavior: end.ad-flow, to_nf: eth3, from_nf: eth2"}
+	for _, c := range []struct {
+		name  string
+		edits [][2]string
+		want  map[string]bool
+		stage bool // a receive stage (End.AM's transit)
+	}{
+		{"three chains", [][2]string{web, back, mon, flow}, map[string]bool{"web": true, "web-back": true, "mon6": false}, true},
+		{"web-back alone", [][2]string{back, flow}, map[string]bool{"web-back": true}, false},
 	} {
-		if !strings.Contains(y, r[0]) {
-			t.Fatalf("example lacks %q", r[0])
+		y := string(raw)
+		for _, r := range c.edits {
+			if !strings.Contains(y, r[0]) {
+				t.Fatalf("example lacks %q", r[0])
+			}
+			y = strings.Replace(y, r[0], r[1], 1)
 		}
-		y = strings.Replace(y, r[0], r[1], 1)
-	}
-	s, err := spec.Parse([]byte(y), "proxy-opot.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := CompileKeys(s, keyStream(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(net.Nodes, func(n state.Node) bool { return n.Name == "proxy" })
-	if i < 0 {
-		t.Fatal("no proxy node")
-	}
-	n := net.Nodes[i]
-	at := slices.IndexFunc(n.Programs, func(p state.Program) bool { return p.Kind == state.ProgramOPoT })
-	if at < 0 {
-		t.Fatal("proxy node has no opot program")
-	}
-	var cfg state.OPoTConfig
-	if err := json.Unmarshal(n.Programs[at].Config, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	inEnd := map[string]bool{}
-	for _, c := range cfg.Chains {
-		inEnd[c.Name] = c.InEnd
-	}
-	if want := map[string]bool{"web": true, "web-back": true, "mon6": false}; !maps.Equal(inEnd, want) {
-		t.Errorf("transit entries in the proxy %v, want %v", inEnd, want)
-	}
-	if len(cfg.Ingress) == 0 {
-		t.Error("no receive stage for End.AM's transit")
-	}
-	for j, p := range n.Programs {
-		if (p.NF == "fw-out" || p.NF == "fw-in") && j < at {
-			t.Errorf("proxy program of %s at %d, before the opot program at %d", p.NF, j, at)
+		s, err := spec.Parse([]byte(y), "proxy-opot.yaml")
+		if err != nil {
+			t.Fatal(err)
 		}
-		if p.Kind == state.ProgramEnd {
-			t.Errorf("proxy node has an end program: %+v", p)
+		net, err := CompileKeys(s, keyStream(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(net.Nodes, func(n state.Node) bool { return n.Name == "proxy" })
+		if i < 0 {
+			t.Fatal("no proxy node")
+		}
+		n := net.Nodes[i]
+		at := slices.IndexFunc(n.Programs, func(p state.Program) bool { return p.Kind == state.ProgramOPoT })
+		if at < 0 {
+			t.Fatalf("%s: proxy node has no opot program", c.name)
+		}
+		var cfg state.OPoTConfig
+		if err := json.Unmarshal(n.Programs[at].Config, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		inEnd := map[string]bool{}
+		for _, ch := range cfg.Chains {
+			inEnd[ch.Name] = ch.InEnd
+		}
+		if !maps.Equal(inEnd, c.want) {
+			t.Errorf("%s: transit entries in the proxy %v, want %v", c.name, inEnd, c.want)
+		}
+		if (len(cfg.Ingress) > 0) != c.stage {
+			t.Errorf("%s: receive stage on %v, want one: %v", c.name, cfg.Ingress, c.stage)
+		}
+		proxies := 0
+		for j, p := range n.Programs {
+			if p.Kind == "proxy" {
+				proxies++
+				if j < at {
+					t.Errorf("%s: proxy program of %s at %d, before the opot program at %d", c.name, p.NF, j, at)
+				}
+			}
+			if p.Kind == state.ProgramEnd {
+				t.Errorf("%s: proxy node has an end program: %+v", c.name, p)
+			}
+		}
+		if proxies < 2 {
+			t.Errorf("%s: %d proxy programs, want them all", c.name, proxies)
 		}
 	}
 }

@@ -110,8 +110,9 @@ func placeXDP(progs []state.Program) (state.PipelineConfig, []bool) {
 // no part in the receive pipeline: an OPoT program of a node that is
 // only headends (its stage follows the kernel's seg6 encap at egress; an
 // eBPF ingress, at XDP or tc, writes the TLV itself, and what XDP
-// redirects carries it already) and transits done in the End program
-// (OPoTChain.InEnd). An undecodable config counts as taking part.
+// redirects carries it already) and transits done in the End or SR
+// proxy program (OPoTChain.InEnd). An undecodable config counts as
+// taking part.
 func noIngressStage(p state.Program) bool {
 	if p.Kind != state.ProgramOPoT {
 		return false

@@ -1053,10 +1053,11 @@ func HeadendMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
 	return openPinned(ns, HeadendMapsOf(&Objects{}))
 }
 
-// EndMaps opens the node's pinned OPoT maps srchain's End programs load
-// (datapath.EndOptions.OPoT) to do the transit of the chain entries
-// marked ChainInEnd. The caller closes them once loaded. The compiler
-// puts the End program after the OPoT program of such a node.
+// EndMaps opens the node's pinned OPoT maps srchain's End programs
+// (datapath.EndOptions.OPoT) and SR proxies (proxydp.Options.OPoT) load
+// to do the transit of the chain entries marked ChainInEnd. The caller
+// closes them once loaded. The compiler puts the End and proxy programs
+// after the OPoT program of such a node.
 func EndMaps(ns *netns.NS) (map[string]*ebpf.Map, error) {
 	return openPinned(ns, EndMapsOf(&Objects{}))
 }

@@ -191,7 +191,7 @@ type Options struct {
 	// in place of their own, to do the node's transit of the chains the
 	// OPoT driver marks for the SID's program (bpf/lib/proxy.h
 	// proxy_opot_hop, cfg_opot); not pinned here. Nil: no transit in the
-	// proxy, and its OPoT maps shrink to nothing.
+	// proxy, and its own OPoT maps shrink to one entry.
 	OPoT map[string]*ebpf.Map
 
 	mapsOnly bool // OpenPinnedMaps

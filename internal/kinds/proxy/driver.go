@@ -119,10 +119,12 @@ func nodeSIDs(ns *netns.NS, node state.Node, skip string, add *state.Program) ([
 // loaded, writes the node's whole SID table (every proxy NF of the node,
 // this one included), and attaches the programs this NF needs at tcx
 // ingress: srchain_proxy_sr on its SR-side interfaces, srchain_proxy_nf
-// on its IFACE-IN. A link that runs already (its pin is among the
-// interface's tcx attachments) is left alone; a stale pin is replaced.
-// The undo detaches what this call attached and unloads the proxy when
-// this call loaded it (else it takes this NF's SID out of the table).
+// on its IFACE-IN, over the node's OPoT maps when its proxies do a
+// transit (opotInProxy). A link that runs this program already, reading
+// the OPoT maps it should, is left alone; another is swapped in place; a
+// stale pin is replaced. The undo detaches what this call attached,
+// swaps back what it swapped for the OPoT maps, and unloads the proxy
+// when this call loaded it (else it puts the SID table back).
 func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -199,17 +201,35 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		// that reads other OPoT maps than the node's (the OPoT driver
 		// replaced them, or the node's proxies gained or lost the
 		// transit), takes this program in place (bpfrt.Attach swaps a
-		// pinned link's program, no gap). The undo leaves the new
-		// program running: the old build's is what an upgrade replaces,
-		// and a proxy reading the OPoT maps does only what the chain
-		// entries mark for it (the OPoT driver's undo puts the marks
-		// back).
+		// pinned link's program, no gap). The undo of another build's
+		// swap leaves the new program running (the old build's is what
+		// an upgrade replaces); the undo of an OPoT swap puts the old
+		// program back, since the OPoT driver's undo puts back the
+		// chain entries' marks that program served.
+		var prev *ebpf.Program
+		if live && runs {
+			if prev, err = bpfrt.PinnedLinkProgram(lp); err != nil {
+				return fail(err)
+			}
+		}
 		if err := ns.Do(func() error { return dp.Attach(a.ifindex, a.nfSide, lp) }); err != nil {
+			if prev != nil {
+				prev.Close()
+			}
 			return fail(fmt.Errorf("attach on %s: %w", a.ifname, err))
 		}
 		changed = true
-		if !live {
+		switch {
+		case !live:
 			undo.Add(func() error { return detach(lp) })
+		case prev != nil:
+			// prev stays open until the undo runs (or the garbage
+			// collector closes it when the apply keeps the swap).
+			h := bpfrt.Hook{Ifindex: a.ifindex}
+			undo.Add(func() error {
+				defer prev.Close()
+				return ns.Do(func() error { return bpfrt.AttachPinned(h, prev, bpfrt.AttachOptions{Pin: lp}) })
+			})
 		}
 	}
 	if !changed {
@@ -366,7 +386,8 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 	defer progs.Close()
 	shared, chains, err := opotMaps(ns, node)
-	if errors.Is(err, opotdp.ErrNotLoaded) {
+	mapsMissing := errors.Is(err, opotdp.ErrNotLoaded)
+	if mapsMissing {
 		drift = append(drift, fmt.Sprintf("proxy %s: the node's opot maps, which the proxy reads, are not loaded", p.NF))
 	} else if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
@@ -396,6 +417,8 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			drift = append(drift, fmt.Sprintf("proxy %s: program %s not attached on %s", p.NF, name, a.ifname))
 		case !runs:
 			drift = append(drift, fmt.Sprintf("proxy %s: program %s on %s runs another build's code", p.NF, name, a.ifname))
+		case mapsMissing:
+			// Said above; what the link reads is no use to compare.
 		default:
 			reads, err := opotdp.LinkChains(linkPin(pin, a.ifindex, a.nfSide))
 			switch {

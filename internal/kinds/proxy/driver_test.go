@@ -221,4 +221,33 @@ func TestApplyOPoTInProxy(t *testing.T) {
 			}
 		}
 	}
+
+	// An apply that takes the transit out of the proxy, undone (a later
+	// step failed): the OPoT driver puts its mark back and the proxy the
+	// programs that read the maps, so the chain is not left without a
+	// transit (the swap used to be kept).
+	for i, n := range []state.Node{with, without} {
+		ou, err := (opotdp.Driver{}).Apply(ctx, a, n, n.Programs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pu, err := d.Apply(ctx, a, n, n.Programs[1])
+		if err != nil || pu == nil {
+			t.Fatalf("undo step %d: apply: change %v, %v", i, pu != nil, err)
+		}
+		if i == 0 {
+			continue
+		}
+		if err := pu(); err != nil {
+			t.Fatal(err)
+		}
+		if ou != nil {
+			if err := ou(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if drift, err := d.Check(ctx, a, with, with.Programs[1]); err != nil || len(drift) != 0 {
+		t.Errorf("check after the undo = %q, %v; want the maps read again", drift, err)
+	}
 }
