@@ -378,7 +378,8 @@ func findTLV(p []byte) ([]byte, bool) {
 // makes of the one it came with. A chain whose entry is not marked (a
 // stage in front does its transit), an entry for another SID, a chain the
 // node has no entry for, and a slot without parameters keep the TLV as it
-// came. Program and model (Model.Hop) agree on every packet.
+// came. Program and model (Model.Hop) agree on every packet, the SR
+// side's XDP twin included.
 func TestOPoTTransitInProxy(t *testing.T) {
 	testutil.RequireRoot(t)
 	o, err := opotdp.Load(nil)
@@ -445,13 +446,16 @@ func TestOPoTTransitInProxy(t *testing.T) {
 		v4      bool
 		slot    uint8
 		updated bool
+		xdp     bool // the SR side through the XDP twin
 	}{
-		{"ad, marked", []netip.Addr{sidADOPoT, seg5, seg6}, false, 0, true},
-		{"ad, marked, slot 1 without parameters", []netip.Addr{sidADOPoT, seg5, seg6}, false, 1, false},
-		{"ad, a stage's entry", []netip.Addr{sidADOPoT, seg5, segX}, false, 0, false},
-		{"ad, another SID's entry", []netip.Addr{sidADOPoT, seg5, segY}, false, 0, false},
-		{"ad, no entry", []netip.Addr{sidADOPoT, seg5, netip.MustParseAddr("fc00:2::9")}, false, 0, false},
-		{"ad.flow, marked", []netip.Addr{sidFlowOP, seg5}, true, 0, true},
+		{"ad, marked", []netip.Addr{sidADOPoT, seg5, seg6}, false, 0, true, false},
+		{"ad, marked, slot 1 without parameters", []netip.Addr{sidADOPoT, seg5, seg6}, false, 1, false, false},
+		{"ad, a stage's entry", []netip.Addr{sidADOPoT, seg5, segX}, false, 0, false, false},
+		{"ad, another SID's entry", []netip.Addr{sidADOPoT, seg5, segY}, false, 0, false, false},
+		{"ad, no entry", []netip.Addr{sidADOPoT, seg5, netip.MustParseAddr("fc00:2::9")}, false, 0, false, false},
+		{"ad.flow, marked", []netip.Addr{sidFlowOP, seg5}, true, 0, true, false},
+		{"ad, marked, xdp", []netip.Addr{sidADOPoT, seg5, seg6}, false, 0, true, true},
+		{"ad.flow, marked, xdp", []netip.Addr{sidFlowOP, seg5}, true, 0, true, true},
 	} {
 		for j := range 4 {
 			name := fmt.Sprintf("%s %d", c.name, j)
@@ -463,7 +467,14 @@ func TestOPoTTransitInProxy(t *testing.T) {
 			}
 			p := toSIDOPoT(t, inner, c.slot, rnd, c.travel...)
 			sent := [opot.TLVLen]byte(tlvOf(t, p))
-			r := e.do(t, step{name: name + " sr->nf", l3: p, want: ToNF})
+			var r Result
+			if c.xdp {
+				// doXDP checks the twin's output and moves the model.
+				r = e.m.clone().FromSR(p)
+				e.doXDP(t, name+" sr->nf xdp", ether(EtherIPv6, p))
+			} else {
+				r = e.do(t, step{name: name + " sr->nf", l3: p, want: ToNF})
+			}
 			b := e.do(t, step{name: name + " nf->sr", in: e.in(c.travel[0]), etherType: et, l3: nfForward(r.Packet), want: Forward})
 			got := [opot.TLVLen]byte(tlvOf(t, b.Packet))
 			exp := want(c.travel[0], c.travel[len(c.travel)-1], sent)
