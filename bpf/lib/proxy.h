@@ -807,39 +807,19 @@ __attribute__((noinline)) int proxy_opot_slot_find(const struct proxy_opot_key *
  */
 SRCHAIN_CONFIG(__u32, cfg_opot, 0);
 
-/* proxy_opot_at is where a packet at the proxy stands in its chain: the
- * key and the check of opot_chain_of (segment[0], the DA), copied.
- */
-struct proxy_opot_at {
-	struct opot_chain_key k;
-	__u64 da[2];
-};
-
 /* proxy_opot_hop does this node's OPoT transit (seed 003 Algorithm 1
  * lines 19-21; issue 11 "in the SR proxy on behalf of an SR-unaware NF")
- * on v, the TLV the proxy keeps while its packet is at the NF, when the
- * node's OPoT driver marked the chain's transit entry for the program
- * that serves the SID (OPOT_CHAIN_IN_END: End.AD and End.AD.flow are End
- * behaviours; docs/opot.md "Transit in the End"). The packet's DA is
- * still the proxy SID. Any other chain's TLV is left as it came (a stage
- * in front updated it, or the verifier will drop it). A global function
- * on stack copies: verified once, for tc and XDP alike.
+ * for chain idx on v, the TLV the proxy keeps while its packet is at the
+ * NF. A global function on a stack copy: the arithmetic is verified once,
+ * for tc and XDP alike, not on every path of proxy_sr.
  */
-__attribute__((noinline)) int proxy_opot_hop(const struct proxy_opot_at *at, struct proxy_opot_tlv *v)
+__attribute__((noinline)) int proxy_opot_hop(__u32 idx, struct proxy_opot_tlv *v)
 {
 	struct opot_rewrite rw;
-	struct opot_chain *ch;
-	const __u64 *sid;
 
-	if (!at || !v)
+	if (!v)
 		return 0;
-	ch = opot_chain_lookup(&at->k);
-	if (!ch || !(ch->flags & OPOT_CHAIN_IN_END) || (ch->role && ch->role != OPOT_ROLE_TRANSIT))
-		return 0;
-	sid = (const __u64 *)ch->sid;
-	if (at->da[0] != sid[0] || at->da[1] != sid[1])
-		return 0;
-	opot_transit_tlv(v->b, ch->idx, &rw);
+	opot_transit_tlv(v->b, idx, &rw);
 	return 0;
 }
 
@@ -868,19 +848,18 @@ static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u
 	if (!tlv || at < c->p.l3off)
 		return DROP_PKT_TRUNCATED;
 	__builtin_memcpy(v.b, tlv, OPOT_TLV_LEN);
+	/* The transit is the proxy's when the node's OPoT driver marked the
+	 * chain's entry for the program serving the SID (OPOT_CHAIN_IN_END:
+	 * End.AD and End.AD.flow are End behaviours; docs/opot.md "Transit
+	 * in the proxy"). The DA is still the proxy SID. Any other chain's
+	 * TLV is kept as it came: a stage in front updated it, or the
+	 * verifier will drop it.
+	 */
 	if (cfg_opot) {
-		struct proxy_opot_at pa;
-		__u64 *seg0 = pkt_ptr(&c->p, (si->srhoff + 8) & 0x3fff, 16);
-		__u64 *dst = pkt_ptr(&c->p, (c->p.l3off + 24) & 0x3fff, 16);
+		struct opot_chain *ch = opot_chain_of(&c->p, si, OPOT_ROLE_TRANSIT);
 
-		if (!seg0 || !dst)
-			return DROP_PKT_TRUNCATED;
-		/* 8-byte loads (unaligned packet access, as opot_chain_of). */
-		((__u64 *)pa.k.last)[0] = seg0[0];
-		((__u64 *)pa.k.last)[1] = seg0[1];
-		pa.da[0] = dst[0];
-		pa.da[1] = dst[1];
-		proxy_opot_hop(&pa, &v);
+		if (ch && (ch->flags & OPOT_CHAIN_IN_END))
+			proxy_opot_hop(ch->idx, &v);
 	}
 	rel = at - c->p.l3off;
 	if (rel > PROXY_HDR_MAX - OPOT_TLV_LEN || rel + OPOT_TLV_LEN > sc->len)

@@ -41,12 +41,23 @@ var verifierBudget = map[string]int{
 }
 
 // TestVerifierStats: `make bpf-stats` style budget check.
+// With cfg_opot (Options.OPoT) the OPoT transit's paths are verified
+// too; without, the verifier prunes them.
 func TestVerifierStats(t *testing.T) {
-	spec, err := loadProxyProg()
-	if err != nil {
-		t.Fatal(err)
+	for _, opot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("opot=%v", opot), func(t *testing.T) {
+			spec, err := loadProxyProg()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opot {
+				if err := spec.Variables["cfg_opot"].Set(uint32(1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testutil.VerifierBudgets(t, spec, verifierBudget)
+		})
 	}
-	testutil.VerifierBudgets(t, spec, verifierBudget)
 }
 
 // TestSetSIDs: validation, stable entry indexes, removal of what is gone,
