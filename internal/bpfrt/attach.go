@@ -203,16 +203,25 @@ func takeOver(h Hook, pin string, prog *ebpf.Program, log *slog.Logger) (link.Li
 // pinned by an older srchain runs other code under the same name; a
 // driver that keeps attached links across applies swaps such a link.
 func LinkRuns(l link.Link, prog *ebpf.Program) (bool, error) {
-	li, err := l.Info()
+	cur, err := LinkProgram(l)
 	if err != nil {
-		return false, fmt.Errorf("link info: %w", err)
-	}
-	cur, err := ebpf.NewProgramFromID(li.Program)
-	if err != nil {
-		return false, fmt.Errorf("open the link's program: %w", err)
+		return false, err
 	}
 	defer cur.Close()
 	return SameCode(cur, prog)
+}
+
+// LinkProgram opens the program link l runs.
+func LinkProgram(l link.Link) (*ebpf.Program, error) {
+	li, err := l.Info()
+	if err != nil {
+		return nil, fmt.Errorf("link info: %w", err)
+	}
+	prog, err := ebpf.NewProgramFromID(li.Program)
+	if err != nil {
+		return nil, fmt.Errorf("open the link's program: %w", err)
+	}
+	return prog, nil
 }
 
 // PinnedLinkProgram opens the program the link pinned at pin runs: what
@@ -223,13 +232,9 @@ func PinnedLinkProgram(pin string) (*ebpf.Program, error) {
 		return nil, fmt.Errorf("open link %s: %w", pin, err)
 	}
 	defer l.Close()
-	li, err := l.Info()
+	prog, err := LinkProgram(l)
 	if err != nil {
-		return nil, fmt.Errorf("link info %s: %w", pin, err)
-	}
-	prog, err := ebpf.NewProgramFromID(li.Program)
-	if err != nil {
-		return nil, fmt.Errorf("open the program of %s: %w", pin, err)
+		return nil, fmt.Errorf("%s: %w", pin, err)
 	}
 	return prog, nil
 }

@@ -225,13 +225,13 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 				continue
 			}
 			if err != nil {
-				closeMaps(pinned)
+				bpfrt.CloseMaps(pinned)
 				return nil, fmt.Errorf("open pinned map %s: %w", name, err)
 			}
 			if err := ms.Compatible(m); err != nil {
 				m.Close()
 				if !errors.Is(err, ebpf.ErrMapIncompatible) {
-					closeMaps(pinned)
+					bpfrt.CloseMaps(pinned)
 					return nil, fmt.Errorf("check pinned map %s: %w", name, err)
 				}
 				// The pin goes; the running program (pinned link)
@@ -240,11 +240,11 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 				// checker takes the pinned links for this program's
 				// (bpfrt.ClaimedHere) before Attach has updated them.
 				if err := os.Remove(path); err != nil {
-					closeMaps(pinned)
+					bpfrt.CloseMaps(pinned)
 					return nil, fmt.Errorf("replace incompatible pinned map %s: %w", name, err)
 				}
 				if err := bpfrt.ReleasePinDir(mapDir); err != nil {
-					closeMaps(pinned)
+					bpfrt.CloseMaps(pinned)
 					return nil, err
 				}
 				e.log.Warn("pinned end map incompatible with this program, replaced by a new empty map",
@@ -256,7 +256,7 @@ func loadEnd(opts EndOptions, mapDir string) (_ *End, retErr error) {
 		}
 	}
 	err = spec.LoadAndAssign(&e.objs, &copts)
-	closeMaps(pinned) // LoadAndAssign holds its own references
+	bpfrt.CloseMaps(pinned) // LoadAndAssign holds its own references
 	if err != nil {
 		return nil, bpfrt.WrapLoad("load end program", err)
 	}
@@ -367,12 +367,6 @@ func (e *End) loadXDP() error {
 		return bpfrt.WrapLoad("load end xdp program", err)
 	}
 	return nil
-}
-
-func closeMaps(ms map[string]*ebpf.Map) {
-	for _, m := range ms {
-		m.Close()
-	}
 }
 
 // loadSlots rebuilds the counter slot allocation from a (pinned) SID map:

@@ -61,7 +61,7 @@ func ReadPinnedEndCounters(pin string) (EndCounters, error) {
 		return m, nil
 	}
 	maps := map[string]*ebpf.Map{}
-	defer closeMaps(maps)
+	defer bpfrt.CloseMaps(maps)
 	for _, name := range endSharedMaps {
 		m, err := open(name)
 		if err != nil {

@@ -375,11 +375,7 @@ func LoadPinnedProgram(dir string, pipe map[string]*ebpf.Map, xdp bool) (*ebpf.P
 		return nil, fmt.Errorf("load firewall spec: %w", err)
 	}
 	repl := map[string]*ebpf.Map{}
-	defer func() {
-		for _, m := range repl {
-			m.Close()
-		}
-	}()
+	defer bpfrt.CloseMaps(repl)
 	fw := &Firewall{}
 	for name := range fw.pinnedMaps() {
 		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)

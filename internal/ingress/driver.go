@@ -150,11 +150,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			}
 			return nil, fmt.Errorf("ingress: %w", err)
 		}
-		defer func() {
-			for _, m := range shared {
-				m.Close()
-			}
-		}()
+		defer bpfrt.CloseMaps(shared)
 	}
 	in, err := Load(Options{PinPath: dir, Capacity: pinnedCapacity(dir, CapacityFor(len(entries))), XDP: p.XDP, Pipeline: pipe.Replacements(), OPoT: shared})
 	if errors.Is(err, ebpf.ErrMapIncompatible) {

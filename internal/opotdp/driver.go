@@ -1073,13 +1073,9 @@ func LinkChains(linkPin string) (ebpf.MapID, error) {
 		return 0, nil
 	}
 	defer l.Close()
-	info, err := l.Info()
+	prog, err := bpfrt.LinkProgram(l)
 	if err != nil {
-		return 0, fmt.Errorf("read link %s: %w", linkPin, err)
-	}
-	prog, err := ebpf.NewProgramFromID(info.Program)
-	if err != nil {
-		return 0, fmt.Errorf("open program of %s: %w", linkPin, err)
+		return 0, fmt.Errorf("%s: %w", linkPin, err)
 	}
 	defer prog.Close()
 	pi, err := prog.Info()
@@ -1125,9 +1121,7 @@ func openPinned(ns *netns.NS, names map[string]*ebpf.Map) (map[string]*ebpf.Map,
 	for name := range names {
 		m, err := ebpf.LoadPinnedMap(dir+"/"+name, nil)
 		if err != nil {
-			for _, o := range out {
-				o.Close()
-			}
+			bpfrt.CloseMaps(out)
 			if errors.Is(err, os.ErrNotExist) {
 				err = ErrNotLoaded
 			}

@@ -69,20 +69,16 @@ func tcxLinkPins(t *testing.T, netName, node string) []string {
 // linkProgram is the name of the program the link pinned at path runs.
 func linkProgram(t *testing.T, path string) string {
 	t.Helper()
-	l, err := link.LoadPinnedLink(path, nil)
+	prog, err := bpfrt.PinnedLinkProgram(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	info, err := l.Info()
+	defer prog.Close()
+	info, err := prog.Info()
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, err := bpfrt.ProgramName(info.Program)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name
+	return info.Name
 }
 
 func labUpgrade(t *testing.T, file, tag string) {

@@ -456,11 +456,7 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 			}
 			return nil, fmt.Errorf("end: %w", err)
 		}
-		defer func() {
-			for _, m := range shared {
-				m.Close()
-			}
-		}()
+		defer bpfrt.CloseMaps(shared)
 	}
 	// A program reading the OPoT driver's maps is swapped in at every
 	// apply: it holds the maps it was loaded with, and that driver

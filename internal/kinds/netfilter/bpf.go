@@ -45,11 +45,7 @@ func Load(peer int) (*Objects, error) { return load(peer, nil) }
 // (ErrNotPinned when anf_sids is not there at all).
 func LoadPinned(peer int, pin string) (*Objects, error) {
 	repl := map[string]*ebpf.Map{}
-	defer func() {
-		for _, m := range repl {
-			m.Close()
-		}
-	}()
+	defer bpfrt.CloseMaps(repl)
 	for _, name := range pinnedMaps {
 		m, err := ebpf.LoadPinnedMap(pin+"/"+name, nil)
 		if errors.Is(err, os.ErrNotExist) && name == "anf_sids" {

@@ -144,7 +144,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return fail(err)
 	}
-	defer closeAll(shared)
+	defer bpfrt.CloseMaps(shared)
 	var dp *proxydp.Proxy
 	if _, err := os.Stat(pin); err == nil {
 		if dp, err = proxydp.OpenPinned(pin, shared); err != nil {
@@ -206,15 +206,15 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		// an upgrade replaces); the undo of an OPoT swap puts the old
 		// program back, since the OPoT driver's undo puts back the
 		// chain entries' marks that program served.
-		var prev *ebpf.Program
+		var was *ebpf.Program
 		if live && runs {
-			if prev, err = bpfrt.PinnedLinkProgram(lp); err != nil {
+			if was, err = bpfrt.PinnedLinkProgram(lp); err != nil {
 				return fail(err)
 			}
 		}
 		if err := ns.Do(func() error { return dp.Attach(a.ifindex, a.nfSide, lp) }); err != nil {
-			if prev != nil {
-				prev.Close()
+			if was != nil {
+				was.Close()
 			}
 			return fail(fmt.Errorf("attach on %s: %w", a.ifname, err))
 		}
@@ -222,13 +222,13 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		switch {
 		case !live:
 			undo.Add(func() error { return detach(lp) })
-		case prev != nil:
-			// prev stays open until the undo runs (or the garbage
+		case was != nil:
+			// was stays open until the undo runs (or the garbage
 			// collector closes it when the apply keeps the swap).
 			h := bpfrt.Hook{Ifindex: a.ifindex}
 			undo.Add(func() error {
-				defer prev.Close()
-				return ns.Do(func() error { return bpfrt.AttachPinned(h, prev, bpfrt.AttachOptions{Pin: lp}) })
+				defer was.Close()
+				return ns.Do(func() error { return bpfrt.AttachPinned(h, was, bpfrt.AttachOptions{Pin: lp}) })
 			})
 		}
 	}
@@ -286,17 +286,11 @@ func opotMaps(ns *netns.NS, node state.Node) (map[string]*ebpf.Map, ebpf.MapID, 
 	}
 	info, err := shared["opot_chains"].Info()
 	if err != nil {
-		closeAll(shared)
+		bpfrt.CloseMaps(shared)
 		return nil, 0, fmt.Errorf("read opot chains map: %w", err)
 	}
 	id, _ := info.ID()
 	return shared, id, nil
-}
-
-func closeAll(ms map[string]*ebpf.Map) {
-	for _, m := range ms {
-		m.Close()
-	}
 }
 
 // detach unpins and closes the link pinned at lp (absent: nothing).
@@ -392,7 +386,7 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	} else if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
-	closeAll(shared)
+	bpfrt.CloseMaps(shared)
 	have, err := dp.Installed()
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
