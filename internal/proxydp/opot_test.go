@@ -377,7 +377,8 @@ func findTLV(p []byte) ([]byte, bool) {
 // and End.AD.flow alike: the packet leaves with the TLV opot.Transit
 // makes of the one it came with. A chain whose entry is not marked (a
 // stage in front does its transit), an entry for another SID, a chain the
-// node has no entry for, and a slot without parameters keep the TLV as it
+// node has no entry for, a slot without parameters and a malformed TLV
+// (not carried, restored with the cached header) keep the TLV as it
 // came. Program and model (Model.Hop) agree on every packet, the SR
 // side's XDP twin included.
 func TestOPoTTransitInProxy(t *testing.T) {
@@ -450,6 +451,7 @@ func TestOPoTTransitInProxy(t *testing.T) {
 	}{
 		{"ad, marked", []netip.Addr{sidADOPoT, seg5, seg6}, false, 0, true, false},
 		{"ad, marked, slot 1 without parameters", []netip.Addr{sidADOPoT, seg5, seg6}, false, 1, false, false},
+		{"ad, marked, malformed TLV (slot 7)", []netip.Addr{sidADOPoT, seg5, seg6}, false, 7, false, false},
 		{"ad, a stage's entry", []netip.Addr{sidADOPoT, seg5, segX}, false, 0, false, false},
 		{"ad, another SID's entry", []netip.Addr{sidADOPoT, seg5, segY}, false, 0, false, false},
 		{"ad, no entry", []netip.Addr{sidADOPoT, seg5, netip.MustParseAddr("fc00:2::9")}, false, 0, false, false},
