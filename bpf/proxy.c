@@ -6,7 +6,10 @@
  *   srchain_proxy_nf  tc ingress of each IFACE-IN: packets from the NF get
  *                     their SR header back and are forwarded (NF -> SR);
  *                     packets to a proxy SID arriving there are served as
- *                     by srchain_proxy_sr (one-armed NFs).
+ *                     by srchain_proxy_sr (one-armed NFs);
+ *   srchain_proxy_xdp the proxy stage of the node's XDP pipeline (both
+ *                     sides, where the tc programs are attached), and
+ *                     the twins srchain_proxy_{sr,nf}_xdp attached alone.
  * Packets that are not the proxy's pass on untouched with TC_ACT_UNSPEC
  * (PROXY_NEXT): on a tcx hook the next program runs (a firewall, End or
  * ingress program after the proxy on the same interface), and after the
@@ -22,6 +25,7 @@
 #include "common.h"
 #include "counters.h"
 #include "proxy.h"
+#include "pipeline.h"
 
 /* proxy_sid_of returns the SID entry index of the IPv6 packet's DA, or -1. */
 static __always_inline int proxy_sid_of(const struct pkt *p, __u32 *idx)
@@ -104,15 +108,19 @@ int srchain_proxy_nf(struct __sk_buff *skb)
 	return proxy_nf_run(skb, idx, proto);
 }
 
-/* srchain_proxy_sr_xdp is the XDP twin of srchain_proxy_sr (the software
- * analogue of seed 001's offloaded SR->NF path): it serves packets whose
- * NF next hop a FIB lookup resolves out of IFACE-OUT, and passes every
- * other packet untouched to tc (srchain_proxy_sr must be attached to the
- * same interface), which serves, drops and counts it. Multicast and
+/* PROXY_XDP_NEXT: the XDP entries below found nothing of the proxy's in
+ * the frame. The twins pass it on (XDP_PASS), the pipeline stage hands it
+ * to the node's next stage; XDP_PASS from an entry means "tc decides"
+ * (its tc twin serves, drops and counts it).
+ */
+#define PROXY_XDP_NEXT (-1)
+
+/* proxy_sr_xdp_entry is the SR side at XDP: packets to a proxy SID whose
+ * NF next hop a FIB lookup resolves out of IFACE-OUT are served, every
+ * other packet to a proxy SID goes to tc untouched. Multicast and
  * broadcast frames go to tc too (XDP has no pkt_type).
  */
-SEC("xdp")
-int srchain_proxy_sr_xdp(struct xdp_md *ctx)
+static __always_inline int proxy_sr_xdp_entry(struct xdp_md *ctx)
 {
 	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct ethhdr *eth;
@@ -120,34 +128,28 @@ int srchain_proxy_sr_xdp(struct xdp_md *ctx)
 
 	ctx_reload(&c, CTX_XDP);
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
-	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6) || (eth->h_dest[0] & 1))
-		return XDP_PASS;
+	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6))
+		return PROXY_XDP_NEXT;
 	if (proxy_sid_of(&c.p, &idx))
+		return PROXY_XDP_NEXT;
+	if (eth->h_dest[0] & 1)
 		return XDP_PASS;
 	return proxy_sr_xdp_run(ctx, idx);
 }
 
-/* srchain_proxy_nf_xdp is the XDP twin of srchain_proxy_nf on an
- * IFACE-IN (the NF side of the offload): packets from the NF get their
- * SR header back and leave by a FIB redirect without an skb on this
- * node; packets to a proxy SID (one-armed NFs) are served as by
- * srchain_proxy_sr_xdp. Control traffic, multicast, and everything it
- * cannot finish go to tc untouched (srchain_proxy_nf must be attached to
- * the same interface), which serves, drops and counts them.
+/* proxy_nf_xdp_entry is the NF side at XDP on the IFACE-IN of SID entry
+ * idx: packets from the NF get their SR header back and leave by a FIB
+ * redirect without an skb on this node; packets to a proxy SID (one-armed
+ * NFs) are served as on the SR side. Control traffic, multicast, and
+ * everything it cannot finish go to tc untouched.
  */
-SEC("xdp")
-int srchain_proxy_nf_xdp(struct xdp_md *ctx)
+static __always_inline int proxy_nf_xdp_entry(struct xdp_md *ctx, __u32 idx)
 {
 	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
-	__u32 key = ctx->ingress_ifindex, idx, *i;
 	struct ethhdr *eth;
 	__be16 proto;
 	int l2;
 
-	i = bpf_map_lookup_elem(&proxy_nf, &key);
-	if (!i)
-		return XDP_PASS;
-	idx = *i;
 	ctx_reload(&c, CTX_XDP);
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
 	if (!eth)
@@ -168,6 +170,58 @@ int srchain_proxy_nf_xdp(struct xdp_md *ctx)
 	if (l2)
 		return proxy_nf_l2_xdp_run(ctx, idx);
 	return proxy_nf_xdp_run(ctx, idx, proto);
+}
+
+/* srchain_proxy_sr_xdp is the XDP twin of srchain_proxy_sr (the software
+ * analogue of seed 001's offloaded SR->NF path), attached on its own
+ * (Proxy.AttachXDP; the bench): srchain_proxy_sr must be attached to the
+ * same interface, for what it passes.
+ */
+SEC("xdp")
+int srchain_proxy_sr_xdp(struct xdp_md *ctx)
+{
+	int v = proxy_sr_xdp_entry(ctx);
+
+	return v == PROXY_XDP_NEXT ? XDP_PASS : v;
+}
+
+/* srchain_proxy_nf_xdp is the XDP twin of srchain_proxy_nf on an
+ * IFACE-IN (the NF side of the offload), attached on its own as
+ * srchain_proxy_sr_xdp is.
+ */
+SEC("xdp")
+int srchain_proxy_nf_xdp(struct xdp_md *ctx)
+{
+	__u32 key = ctx->ingress_ifindex, *i;
+
+	i = bpf_map_lookup_elem(&proxy_nf, &key);
+	if (!i)
+		return XDP_PASS;
+	return proxy_nf_xdp_entry(ctx, *i);
+}
+
+/* srchain_proxy_xdp is the proxy stage of the node's XDP pipeline
+ * (lib/pipeline.h; docs/pipeline.md), one program for every interface:
+ * on an IFACE-IN it is srchain_proxy_nf_xdp, on an SR-side interface
+ * (proxy_sr_ifs) srchain_proxy_sr_xdp, exactly where the tc programs
+ * are attached; elsewhere, and for what is not the proxy's, the next
+ * stage takes the packet. What it passes goes to the stack, where the tc
+ * proxy (and every tc stage) runs.
+ */
+SEC("xdp")
+int srchain_proxy_xdp(struct xdp_md *ctx)
+{
+	__u32 key = ctx->ingress_ifindex, *i;
+	int v = PROXY_XDP_NEXT;
+
+	i = bpf_map_lookup_elem(&proxy_nf, &key);
+	if (i)
+		v = proxy_nf_xdp_entry(ctx, *i);
+	else if (bpf_map_lookup_elem(&proxy_sr_ifs, &key))
+		v = proxy_sr_xdp_entry(ctx);
+	if (v == PROXY_XDP_NEXT)
+		return pipe_next(ctx, PIPE_PROXY);
+	return pipe_ret(PIPE_PROXY, v);
 }
 
 char _license[] SEC("license") = "Dual BSD/GPL";

@@ -5,7 +5,7 @@
  * the dispatcher (bpf/pipeline.c). It tail-calls the node's stages in a
  * fixed order, the same order their tc twins have at tcx ingress:
  *
- *   firewall -> netfilter -> proxy -> opot -> end -> ingress
+ *   firewall -> netfilter -> opot -> proxy -> end -> ingress
  *
  * A stage that is done with a packet returns its verdict (drop, tx,
  * redirect, or pass to the stack and its tc programs); a stage that has
@@ -48,8 +48,8 @@
 enum pipe_stage {
 	PIPE_FIREWALL = 0,
 	PIPE_NETFILTER = 1,
-	PIPE_PROXY = 2,
-	PIPE_OPOT = 3,
+	PIPE_OPOT = 2, /* before the proxy: End.AM's transit is done on the packet before the proxy rewrites it */
+	PIPE_PROXY = 3,
 	PIPE_END = 4,
 	PIPE_INGRESS = 5,
 	PIPE_STAGES = 8, /* slots per generation; ABI of the pinned maps */

@@ -9,6 +9,10 @@
  *   proxy_cfg       array, SID entry index -> struct proxy_sid
  *   proxy_sids      hash, SID address (exact) -> SID entry index
  *   proxy_nf        hash, IFACE-IN ifindex -> SID entry index
+ *   proxy_sr_ifs    hash, ifindex -> 1: the SR-side interfaces, where the
+ *                   XDP pipeline stage (srchain_proxy_xdp) serves packets
+ *                   to a proxy SID, as srchain_proxy_sr does at tc on
+ *                   exactly those interfaces.
  * State:
  *   proxy_ad_cache  hash, IFACE-IN ifindex -> struct proxy_hdr: End.AD's
  *                   cached outer header stack (one per SID: a SID has one
@@ -280,6 +284,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } proxy_nf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROXY_MAX_SIDS);
+	__type(key, __u32);
+	__type(value, __u32);
+} proxy_sr_ifs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -82,9 +82,13 @@ func placeXDP(progs []state.Program) (state.PipelineConfig, []bool) {
 	xdp := make([]bool, len(progs))
 	var blocker string
 	var tc []string
+	// Programs of one stage share its one XDP slot, unless they are one
+	// loaded program anyway (Placement.OnePerNode, same kind).
+	clash := func(a, b stage) bool {
+		return a.at.Stage == b.at.Stage && !(a.at.OnePerNode && progs[a.idx].Kind == progs[b.idx].Kind)
+	}
 	for k, s := range stages {
-		shared := (k > 0 && stages[k-1].at.Stage == s.at.Stage) ||
-			(k+1 < len(stages) && stages[k+1].at.Stage == s.at.Stage)
+		shared := (k > 0 && clash(stages[k-1], s)) || (k+1 < len(stages) && clash(stages[k+1], s))
 		if blocker == "" && (!s.at.XDP || shared) {
 			blocker = s.name
 			if s.at.XDP {
@@ -98,7 +102,9 @@ func placeXDP(progs []state.Program) (state.PipelineConfig, []bool) {
 			continue
 		}
 		xdp[s.idx] = true
-		cfg.Stages = append(cfg.Stages, s.at.Stage.String())
+		if n := s.at.Stage.String(); !slices.Contains(cfg.Stages, n) {
+			cfg.Stages = append(cfg.Stages, n)
+		}
 	}
 	if len(tc) > 0 {
 		cfg.TC = fmt.Sprintf("%s at tc: XDP would forward before %s", strings.Join(tc, ", "), blocker)

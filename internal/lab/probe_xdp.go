@@ -3,6 +3,7 @@ package lab
 import (
 	"slices"
 
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/trace"
 )
@@ -13,10 +14,12 @@ import (
 // node leaves no frame in the capture. Links are point-to-point veths,
 // so a frame that left node A on the link to X and the next frame seen,
 // arriving at node B on the link from X, went through X: when X runs its
-// End or its ingress program at XDP, X is inserted between them with the frame as A sent it
-// (X's arrival) and as B received it (X's departure), both marked
+// End, SR proxy or ingress program at XDP, X is inserted between them
+// with the frame as A sent it (X's arrival) and as B received it (X's
+// departure), both marked
 // Inferred. What X did is then judged from those frames like any other
-// hop (trace.Consumed). Nothing is inferred for a node without XDP, so
+// hop (trace.Consumed); an SR proxy's two hops (to its NF and back)
+// are each inferred so. Nothing is inferred for a node without XDP, so
 // the verdict stays conservative where a capture should have seen it.
 func (p *Prober) throughXDP(hops []trace.Hop) []trace.Hop {
 	xdp := xdpNodes(p.net)
@@ -65,13 +68,14 @@ func (p *Prober) throughXDP(hops []trace.Hop) []trace.Hop {
 	return out
 }
 
-// xdpNodes returns the nodes with an XDP stage that forwards: the End or
-// the ingress program in the node's XDP pipeline (Program.XDP).
+// xdpNodes returns the nodes with an XDP stage that forwards: the End,
+// the SR proxies or the ingress program in the node's XDP pipeline
+// (Program.XDP).
 func xdpNodes(net *state.Network) map[string]bool {
 	out := map[string]bool{}
 	for _, n := range net.Nodes {
 		for _, p := range n.Programs {
-			if p.XDP && (p.Kind == state.ProgramEnd || p.Kind == state.ProgramIngress) {
+			if st := pipeline.Place(p.Kind).Stage; p.XDP && (st == pipeline.End || st == pipeline.Proxy || st == pipeline.Ingress) {
 				out[n.Name] = true
 			}
 		}

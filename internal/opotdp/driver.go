@@ -1078,9 +1078,19 @@ func LinkChains(linkPin string) (ebpf.MapID, error) {
 		return 0, fmt.Errorf("%s: %w", linkPin, err)
 	}
 	defer prog.Close()
+	id, err := ProgramChains(prog)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", linkPin, err)
+	}
+	return id, nil
+}
+
+// ProgramChains is LinkChains of a program: the id of the node's
+// opot_chains map it reads, 0 when it reads none.
+func ProgramChains(prog *ebpf.Program) (ebpf.MapID, error) {
 	pi, err := prog.Info()
 	if err != nil {
-		return 0, fmt.Errorf("read program of %s: %w", linkPin, err)
+		return 0, fmt.Errorf("read program info: %w", err)
 	}
 	ids, _ := pi.MapIDs()
 	for _, id := range ids {

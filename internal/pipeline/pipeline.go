@@ -35,8 +35,8 @@ type Stage uint32
 const (
 	Firewall  Stage = 0
 	Netfilter Stage = 1
-	Proxy     Stage = 2
-	OPoT      Stage = 3
+	OPoT      Stage = 2
+	Proxy     Stage = 3
 	End       Stage = 4
 	Ingress   Stage = 5
 	// Slots per generation (PIPE_STAGES).

@@ -16,6 +16,7 @@ import (
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -81,6 +82,9 @@ type env struct {
 	sids  map[netip.Addr]SID
 	// xdp: steps also go through the XDP twins first.
 	xdp bool
+	// stage: with xdp, through this dispatcher and the proxy's pipeline
+	// stage (srchain_proxy_xdp) instead of the twins.
+	stage *ebpf.Program
 	// xdpNF counts the packets the NF side's XDP twin forwarded.
 	xdpNF int
 }
@@ -98,6 +102,12 @@ func newEnv(t *testing.T) *env {
 // newEnvWith is newEnv with the proxy loaded over opot, the node's OPoT
 // maps (Options.OPoT; nil: none).
 func newEnvWith(t *testing.T, opot map[string]*ebpf.Map) *env {
+	t.Helper()
+	return newEnvOpts(t, Options{OPoT: opot})
+}
+
+// newEnvOpts is newEnv with the proxy loaded with o's OPoT and Pipeline.
+func newEnvOpts(t *testing.T, o Options) *env {
 	t.Helper()
 	testutil.RequireRoot(t)
 	name := fmt.Sprintf("srct-px-%d", os.Getpid())
@@ -184,7 +194,7 @@ func newEnvWith(t *testing.T, opot map[string]*ebpf.Map) *env {
 	for _, s := range sids {
 		e.sids[s.Addr] = s
 	}
-	p, err := Load(Options{FlowCapacity: 4096, OPoTStale: time.Hour, OPoT: opot})
+	p, err := Load(Options{FlowCapacity: 4096, OPoTStale: time.Hour, OPoT: o.OPoT, Pipeline: o.Pipeline})
 	if err != nil {
 		t.Fatalf("load: %+v", err)
 	}
@@ -348,15 +358,7 @@ func (e *env) doXDP(t *testing.T, name string, frame []byte) {
 		DataOut: make([]byte, len(frame)+256),
 		Context: xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: uint32(e.sr)},
 	}
-	var ret uint32
-	if err := e.ns.Do(func() error {
-		var err error
-		ret, err = e.p.XDPProgram().Run(opts)
-		return err
-	}); err != nil {
-		t.Fatalf("%s: xdp test run: %v", name, err)
-	}
-	out := opts.DataOut
+	ret, out := e.runXDP(t, name, e.p.XDPProgram(), opts)
 	if after, err := e.p.Drops(); err != nil || after != before {
 		t.Errorf("%s: xdp counted drops (%v)", name, err)
 	}
@@ -376,6 +378,36 @@ func (e *env) doXDP(t *testing.T, name string, frame []byte) {
 		t.Errorf("%s: xdp verdict %d\n got %x\nwant %x", name, ret, out, want)
 	}
 }
+
+// runXDP runs twin, or the pipeline (e.stage) in its place, and returns
+// the verdict and the frame out (without the pipeline's metadata, which
+// test runs return in front of it).
+func (e *env) runXDP(t *testing.T, name string, twin *ebpf.Program, opts *ebpf.RunOptions) (uint32, []byte) {
+	t.Helper()
+	prog := twin
+	if e.stage != nil {
+		prog = e.stage
+	}
+	var ret uint32
+	if err := e.ns.Do(func() error {
+		var err error
+		ret, err = prog.Run(opts)
+		return err
+	}); err != nil {
+		t.Fatalf("%s: xdp test run of %s: %v", name, prog, err)
+	}
+	out := opts.DataOut
+	if e.stage != nil {
+		if len(out) < pipeMetaLen {
+			t.Fatalf("%s: pipeline returned %d bytes, less than its metadata", name, len(out))
+		}
+		out = out[pipeMetaLen:]
+	}
+	return ret, out
+}
+
+// pipeMetaLen is sizeof(struct pipe_meta) (lib/pipeline.h).
+const pipeMetaLen = 8
 
 // doXDPNF runs frame, received from the NF on in, through the NF side's
 // XDP twin: a packet the model forwards into SR whose restored
@@ -420,15 +452,7 @@ func (e *env) doXDPNF(t *testing.T, name string, in int, frame []byte, res *Resu
 		DataOut: make([]byte, len(frame)+1024),
 		Context: xdpCtx{DataEnd: uint32(len(frame)), IngressIfindex: uint32(in)},
 	}
-	var ret uint32
-	if err := e.ns.Do(func() error {
-		var err error
-		ret, err = e.p.NFXDPProgram().Run(opts)
-		return err
-	}); err != nil {
-		t.Fatalf("%s: nf xdp test run: %v", name, err)
-	}
-	out := opts.DataOut
+	ret, out := e.runXDP(t, name, e.p.NFXDPProgram(), opts)
 	if after, err := e.p.Drops(); err != nil || after != before {
 		t.Errorf("%s: nf xdp counted drops (%v)", name, err)
 	}
@@ -783,6 +807,80 @@ func icmp6(src, dst netip.Addr, typ uint8) []byte {
 func TestXDP(t *testing.T) {
 	e := newEnv(t)
 	e.xdp = true
+	xdpSteps(t, e)
+}
+
+// TestXDPStage: the proxy's stage of the node's XDP pipeline, reached
+// through the dispatcher, does what the twins do (xdpSteps), on the
+// IFACE-INs and the SR-side interfaces only (elsewhere a packet to a
+// proxy SID goes on to the next stage untouched, as no tc proxy program
+// is attached there), and the pipeline counts what it did.
+func TestXDPStage(t *testing.T) {
+	m, err := pipeline.OpenMaps("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	e := newEnvOpts(t, Options{Pipeline: m.Replacements()})
+	disp, err := pipeline.LoadDispatcher(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { disp.Close() })
+	if err := m.Set(map[pipeline.Stage]*ebpf.Program{pipeline.Proxy: e.p.StageProgram()}); err != nil {
+		t.Fatal(err)
+	}
+	e.xdp, e.stage = true, disp
+
+	// Not an SR-side interface: nothing of the proxy's there.
+	if err := e.p.SetSRSide(nil); err != nil {
+		t.Fatal(err)
+	}
+	f := ether(EtherIPv6, toSID(t, udp6(64, 1), sidAD6, seg5))
+	opts := &ebpf.RunOptions{Data: f, DataOut: make([]byte, len(f)+256), Context: xdpCtx{DataEnd: uint32(len(f)), IngressIfindex: uint32(e.sr)}}
+	before, err := m.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ret, out := e.runXDP(t, "not sr side", nil, opts); ret != xdpPass || !bytes.Equal(out, f) {
+		t.Errorf("not sr side: verdict %d, frame changed %v; want an untouched pass", ret, !bytes.Equal(out, f))
+	}
+	after, err := m.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range after {
+		if want := before[k] + map[bool]uint64{true: 1}[k == "stage/proxy/next"]; v != want {
+			t.Errorf("not sr side: %s %d, want %d", k, v, want)
+		}
+	}
+	if after["stage/proxy/next"] != before["stage/proxy/next"]+1 {
+		t.Errorf("not sr side: stats %v -> %v, want one stage/proxy/next more", before, after)
+	}
+	if got, err := e.p.SRSide(); err != nil || len(got) != 0 {
+		t.Errorf("sr side %v (%v), want none", got, err)
+	}
+
+	if err := e.p.SetSRSide([]int{e.sr}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.p.SRSide(); err != nil || len(got) != 1 || got[0] != e.sr {
+		t.Errorf("sr side %v (%v), want [%d]", got, err, e.sr)
+	}
+	xdpSteps(t, e)
+	stats, err := m.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 packets forwarded back, every SR step forwarded to the NF but
+	// the one without an NF address, and the pass-throughs counted.
+	if stats["stage/proxy/redirect"] < 20 || stats["stage/proxy/pass"] == 0 || stats["stage/proxy/next"] < 2 {
+		t.Errorf("pipeline stats %v: want the proxy stage's redirects, passes and nexts", stats)
+	}
+}
+
+// xdpSteps runs the XDP cases of TestXDP and TestXDPStage.
+func xdpSteps(t *testing.T, e *env) {
 	travel := []netip.Addr{seg5, seg6}
 	noSRH, err := srv6.EncapWith(srv6.EncapOptions{HopLimit: 64, ReducedSRH: true}, outerSrc, []netip.Addr{sidAS6}, udp6(64, 2))
 	if err != nil {

@@ -258,7 +258,7 @@ func throughNF(t *testing.T, sid SID, pinned bool) {
 		t.Fatal(err)
 	}
 	roundTrip(1001)
-	q, err := OpenPinned(pin, nil)
+	q, err := OpenPinned(pin, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

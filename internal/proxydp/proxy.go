@@ -193,6 +193,11 @@ type Options struct {
 	// proxy_opot_hop, cfg_opot); not pinned here. Nil: no transit in the
 	// proxy, and its own OPoT maps shrink to one entry.
 	OPoT map[string]*ebpf.Map
+	// Pipeline are the node's XDP pipeline maps (pipeline.Maps
+	// Replacements) the pipeline stage srchain_proxy_xdp tail-calls
+	// through; not pinned here. Nil: private ones (the stage is then no
+	// node's).
+	Pipeline map[string]*ebpf.Map
 
 	mapsOnly bool // OpenPinnedMaps
 }
@@ -211,7 +216,7 @@ type Proxy struct {
 
 // pinnedMaps are the maps Load pins (configuration, state, counters).
 var pinnedMaps = []string{
-	proxyProgMapProxyCfg, proxyProgMapProxySids, proxyProgMapProxyNf, proxyProgMapProxyAdCache,
+	proxyProgMapProxyCfg, proxyProgMapProxySids, proxyProgMapProxyNf, proxyProgMapProxySrIfs, proxyProgMapProxyAdCache,
 	proxyProgMapProxyFlows, proxyProgMapProxyHslots, proxyProgMapProxyHgen, proxyProgMapProxyStats,
 	proxyProgMapProxyOpot, proxyProgMapProxyOpotQ, proxyProgMapProxyOpotSlots, proxyProgMapDropCounters, proxyProgMapFibCounters,
 }
@@ -248,10 +253,9 @@ func Load(o Options) (*Proxy, error) {
 		keep[proxyProgMapOpotChainCache] = nil // the proxy's own, per CPU
 	}
 	bpfrt.ShrinkUnused(spec, "opot_", keep)
-	copts := ebpf.CollectionOptions{MapReplacements: maps.Clone(o.OPoT)}
-	if copts.MapReplacements == nil {
-		copts.MapReplacements = map[string]*ebpf.Map{}
-	}
+	copts := ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	maps.Copy(copts.MapReplacements, o.OPoT)
+	maps.Copy(copts.MapReplacements, o.Pipeline)
 	var reused []*ebpf.Map
 	defer func() {
 		for _, m := range reused {
@@ -312,12 +316,13 @@ func Load(o Options) (*Proxy, error) {
 
 // OpenPinned loads the programs over the maps pinned at pinPath by an
 // earlier Load (which must exist): the running configuration, caches and
-// counters are this Proxy's. opot is Options.OPoT.
-func OpenPinned(pinPath string, opot map[string]*ebpf.Map) (*Proxy, error) {
+// counters are this Proxy's. opot and pipe are Options.OPoT and
+// Options.Pipeline.
+func OpenPinned(pinPath string, opot, pipe map[string]*ebpf.Map) (*Proxy, error) {
 	if _, err := os.Stat(filepath.Join(pinPath, proxyProgMapProxyCfg)); err != nil {
 		return nil, fmt.Errorf("open pinned proxy: %w", err)
 	}
-	return Load(Options{PinPath: pinPath, OPoT: opot})
+	return Load(Options{PinPath: pinPath, OPoT: opot, Pipeline: pipe})
 }
 
 // OpenPinnedMaps is OpenPinned without the programs (loading them means
@@ -340,6 +345,8 @@ func (p *Proxy) mapByName(name string) *ebpf.Map {
 		return p.objs.ProxySids
 	case proxyProgMapProxyNf:
 		return p.objs.ProxyNf
+	case proxyProgMapProxySrIfs:
+		return p.objs.ProxySrIfs
 	case proxyProgMapProxyAdCache:
 		return p.objs.ProxyAdCache
 	case proxyProgMapProxyFlows:
@@ -612,6 +619,60 @@ func (p *Proxy) Attach(ifindex int, nfSide bool, linkPin string) error {
 	}
 	p.links[key] = l
 	return nil
+}
+
+// StageProgram is srchain_proxy_xdp, the proxy stage of the node's XDP
+// pipeline (internal/pipeline): both sides, on the interfaces SetSIDs
+// (IFACE-INs) and SetSRSide name.
+func (p *Proxy) StageProgram() *ebpf.Program { return p.objs.SrchainProxyXdp }
+
+// SetSRSide makes ifindexes the SR-side interfaces, where the pipeline
+// stage serves packets to a proxy SID (as srchain_proxy_sr, attached
+// there, does at tc), and no others.
+func (p *Proxy) SetSRSide(ifindexes []int) error {
+	want := map[uint32]bool{}
+	for _, i := range ifindexes {
+		if i <= 0 {
+			return fmt.Errorf("set proxy sr side: bad ifindex %d", i)
+		}
+		want[uint32(i)] = true
+	}
+	if len(want) > int(p.objs.ProxySrIfs.MaxEntries()) {
+		return fmt.Errorf("set proxy sr side: %d interfaces, at most %d", len(want), p.objs.ProxySrIfs.MaxEntries())
+	}
+	have, err := p.SRSide()
+	if err != nil {
+		return err
+	}
+	for i := range want {
+		if err := p.objs.ProxySrIfs.Update(i, uint32(1), ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("set proxy sr side: add %d: %w", i, err)
+		}
+	}
+	for _, i := range have {
+		if want[uint32(i)] {
+			continue
+		}
+		if err := p.objs.ProxySrIfs.Delete(uint32(i)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("set proxy sr side: remove %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// SRSide lists the SR-side interfaces (SetSRSide), sorted.
+func (p *Proxy) SRSide() ([]int, error) {
+	var k, v uint32
+	var out []int
+	it := p.objs.ProxySrIfs.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, int(k))
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list proxy sr side: %w", err)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // XDPProgram is srchain_proxy_sr_xdp.

@@ -70,6 +70,12 @@ type proxyProgOpotWindow struct {
 	Blocks [32]uint64
 }
 
+type proxyProgPipeCfg struct {
+	_      structs.HostLayout
+	Gen    uint32
+	Cookie uint32
+}
+
 type proxyProgProxyFibc struct {
 	_       structs.HostLayout
 	Jiffies uint64
@@ -186,6 +192,10 @@ const (
 	proxyProgMapOpotSeqs           = "opot_seqs"
 	proxyProgMapOpotStats          = "opot_stats"
 	proxyProgMapOpotWindows        = "opot_windows"
+	proxyProgMapPipeConfig         = "pipe_config"
+	proxyProgMapPipeProgs0         = "pipe_progs0"
+	proxyProgMapPipeProgs1         = "pipe_progs1"
+	proxyProgMapPipeStats          = "pipe_stats"
 	proxyProgMapProxyAdCache       = "proxy_ad_cache"
 	proxyProgMapProxyCfg           = "proxy_cfg"
 	proxyProgMapProxyFibc          = "proxy_fibc"
@@ -199,12 +209,14 @@ const (
 	proxyProgMapProxyOpotSlots     = "proxy_opot_slots"
 	proxyProgMapProxyScratch       = "proxy_scratch"
 	proxyProgMapProxySids          = "proxy_sids"
+	proxyProgMapProxySrIfs         = "proxy_sr_ifs"
 	proxyProgMapProxyStats         = "proxy_stats"
 	proxyProgMapSidCounters        = "sid_counters"
 	proxyProgProgSrchainProxyNf    = "srchain_proxy_nf"
 	proxyProgProgSrchainProxyNfXdp = "srchain_proxy_nf_xdp"
 	proxyProgProgSrchainProxySr    = "srchain_proxy_sr"
 	proxyProgProgSrchainProxySrXdp = "srchain_proxy_sr_xdp"
+	proxyProgProgSrchainProxyXdp   = "srchain_proxy_xdp"
 	proxyProgVarCfgOpot            = "cfg_opot"
 	proxyProgVarCfgOpotStaleNs     = "cfg_opot_stale_ns"
 )
@@ -255,6 +267,7 @@ type proxyProgProgramSpecs struct {
 	SrchainProxyNfXdp *ebpf.ProgramSpec `ebpf:"srchain_proxy_nf_xdp"`
 	SrchainProxySr    *ebpf.ProgramSpec `ebpf:"srchain_proxy_sr"`
 	SrchainProxySrXdp *ebpf.ProgramSpec `ebpf:"srchain_proxy_sr_xdp"`
+	SrchainProxyXdp   *ebpf.ProgramSpec `ebpf:"srchain_proxy_xdp"`
 }
 
 // proxyProgMapSpecs contains maps before they are loaded into the kernel.
@@ -271,6 +284,10 @@ type proxyProgMapSpecs struct {
 	OpotSeqs         *ebpf.MapSpec `ebpf:"opot_seqs"`
 	OpotStats        *ebpf.MapSpec `ebpf:"opot_stats"`
 	OpotWindows      *ebpf.MapSpec `ebpf:"opot_windows"`
+	PipeConfig       *ebpf.MapSpec `ebpf:"pipe_config"`
+	PipeProgs0       *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1       *ebpf.MapSpec `ebpf:"pipe_progs1"`
+	PipeStats        *ebpf.MapSpec `ebpf:"pipe_stats"`
 	ProxyAdCache     *ebpf.MapSpec `ebpf:"proxy_ad_cache"`
 	ProxyCfg         *ebpf.MapSpec `ebpf:"proxy_cfg"`
 	ProxyFibc        *ebpf.MapSpec `ebpf:"proxy_fibc"`
@@ -284,6 +301,7 @@ type proxyProgMapSpecs struct {
 	ProxyOpotSlots   *ebpf.MapSpec `ebpf:"proxy_opot_slots"`
 	ProxyScratch     *ebpf.MapSpec `ebpf:"proxy_scratch"`
 	ProxySids        *ebpf.MapSpec `ebpf:"proxy_sids"`
+	ProxySrIfs       *ebpf.MapSpec `ebpf:"proxy_sr_ifs"`
 	ProxyStats       *ebpf.MapSpec `ebpf:"proxy_stats"`
 	SidCounters      *ebpf.MapSpec `ebpf:"sid_counters"`
 }
@@ -326,6 +344,10 @@ type proxyProgMaps struct {
 	OpotSeqs         *ebpf.Map `ebpf:"opot_seqs"`
 	OpotStats        *ebpf.Map `ebpf:"opot_stats"`
 	OpotWindows      *ebpf.Map `ebpf:"opot_windows"`
+	PipeConfig       *ebpf.Map `ebpf:"pipe_config"`
+	PipeProgs0       *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1       *ebpf.Map `ebpf:"pipe_progs1"`
+	PipeStats        *ebpf.Map `ebpf:"pipe_stats"`
 	ProxyAdCache     *ebpf.Map `ebpf:"proxy_ad_cache"`
 	ProxyCfg         *ebpf.Map `ebpf:"proxy_cfg"`
 	ProxyFibc        *ebpf.Map `ebpf:"proxy_fibc"`
@@ -339,6 +361,7 @@ type proxyProgMaps struct {
 	ProxyOpotSlots   *ebpf.Map `ebpf:"proxy_opot_slots"`
 	ProxyScratch     *ebpf.Map `ebpf:"proxy_scratch"`
 	ProxySids        *ebpf.Map `ebpf:"proxy_sids"`
+	ProxySrIfs       *ebpf.Map `ebpf:"proxy_sr_ifs"`
 	ProxyStats       *ebpf.Map `ebpf:"proxy_stats"`
 	SidCounters      *ebpf.Map `ebpf:"sid_counters"`
 }
@@ -355,6 +378,10 @@ func (m *proxyProgMaps) Close() error {
 		m.OpotSeqs,
 		m.OpotStats,
 		m.OpotWindows,
+		m.PipeConfig,
+		m.PipeProgs0,
+		m.PipeProgs1,
+		m.PipeStats,
 		m.ProxyAdCache,
 		m.ProxyCfg,
 		m.ProxyFibc,
@@ -368,6 +395,7 @@ func (m *proxyProgMaps) Close() error {
 		m.ProxyOpotSlots,
 		m.ProxyScratch,
 		m.ProxySids,
+		m.ProxySrIfs,
 		m.ProxyStats,
 		m.SidCounters,
 	)
@@ -389,6 +417,7 @@ type proxyProgPrograms struct {
 	SrchainProxyNfXdp *ebpf.Program `ebpf:"srchain_proxy_nf_xdp"`
 	SrchainProxySr    *ebpf.Program `ebpf:"srchain_proxy_sr"`
 	SrchainProxySrXdp *ebpf.Program `ebpf:"srchain_proxy_sr_xdp"`
+	SrchainProxyXdp   *ebpf.Program `ebpf:"srchain_proxy_xdp"`
 }
 
 func (p *proxyProgPrograms) Close() error {
@@ -397,6 +426,7 @@ func (p *proxyProgPrograms) Close() error {
 		p.SrchainProxyNfXdp,
 		p.SrchainProxySr,
 		p.SrchainProxySrXdp,
+		p.SrchainProxyXdp,
 	)
 }
 

@@ -20,14 +20,16 @@ import (
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/proxydp"
 	"github.com/srchain/srchain/internal/state"
 )
 
 // The proxy programs' kernel names (bpf/proxy.c).
 const (
-	SRProgName = "srchain_proxy_sr"
-	NFProgName = "srchain_proxy_nf"
+	SRProgName    = "srchain_proxy_sr"
+	NFProgName    = "srchain_proxy_nf"
+	StageProgName = "srchain_proxy_xdp" // the XDP pipeline's proxy stage
 )
 
 // PinDir is where the driver pins the node's proxy maps and links. All
@@ -93,9 +95,12 @@ func dpSID(ns *netns.NS, p state.Program) (Program, proxydp.SID, []attachment, e
 }
 
 // nodeSIDs is the SID table of the node: every proxy program of node
-// but skip, plus add (when not already there), in program order.
-func nodeSIDs(ns *netns.NS, node state.Node, skip string, add *state.Program) ([]proxydp.SID, int, error) {
+// but skip, plus add (when not already there), in program order; with
+// the SR-side interfaces of them all (sorted) and their flow caches'
+// total size.
+func nodeSIDs(ns *netns.NS, node state.Node, skip string, add *state.Program) ([]proxydp.SID, []int, int, error) {
 	var sids []proxydp.SID
+	var srSide []int
 	flows := 0
 	progs := slices.Clone(node.Programs)
 	if add != nil && !slices.ContainsFunc(progs, func(q state.Program) bool { return q.Kind == Name && q.NF == add.NF }) {
@@ -105,14 +110,20 @@ func nodeSIDs(ns *netns.NS, node state.Node, skip string, add *state.Program) ([
 		if q.Kind != Name || q.NF == skip {
 			continue
 		}
-		prog, sid, _, err := dpSID(ns, q)
+		prog, sid, atts, err := dpSID(ns, q)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		flows += prog.CacheSize
 		sids = append(sids, sid)
+		for _, a := range atts {
+			if !a.nfSide && !slices.Contains(srSide, a.ifindex) {
+				srSide = append(srSide, a.ifindex)
+			}
+		}
 	}
-	return sids, flows, nil
+	slices.Sort(srSide)
+	return sids, srSide, flows, nil
 }
 
 // Apply loads the node's proxy (maps pinned under PinDir) if it is not
@@ -133,7 +144,7 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, err
 	}
-	sids, flows, err := nodeSIDs(ns, node, "", &p)
+	sids, srSide, flows, err := nodeSIDs(ns, node, "", &p)
 	if err != nil {
 		return nil, err
 	}
@@ -145,14 +156,25 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	defer bpfrt.CloseMaps(shared)
+	pdir := pipeline.Dir(kind.PinDir(ns))
+	var pipe map[string]*ebpf.Map
+	if p.XDP {
+		m, err := pipeline.OpenMaps(pdir)
+		if err != nil {
+			return fail(err)
+		}
+		defer m.Close()
+		pipe = m.Replacements()
+	}
 	var dp *proxydp.Proxy
 	if _, err := os.Stat(pin); err == nil {
-		if dp, err = proxydp.OpenPinned(pin, shared); err != nil {
+		if dp, err = proxydp.OpenPinned(pin, shared, pipe); err != nil {
 			return fail(err)
 		}
 	} else {
 		undo.Add(func() error { return removeAll(pin) })
-		if dp, err = proxydp.Load(proxydp.Options{PinPath: pin, FlowCapacity: max(flows, 1), OPoT: shared}); err != nil {
+		undo.Add(func() error { return pipeline.UnpinStage(pdir, pipeline.Proxy) })
+		if dp, err = proxydp.Load(proxydp.Options{PinPath: pin, FlowCapacity: max(flows, 1), OPoT: shared, Pipeline: pipe}); err != nil {
 			return fail(fmt.Errorf("load proxy: %w", err))
 		}
 	}
@@ -232,6 +254,11 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			})
 		}
 	}
+	c, err := applyXDP(dp, pin, pdir, p.XDP, srSide, chains, loaded, &undo)
+	if err != nil {
+		return fail(err)
+	}
+	changed = changed || c
 	if !changed {
 		return nil, nil
 	}
@@ -239,6 +266,75 @@ func (driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return u, nil
 	}
 	return func() error { return nil }, nil
+}
+
+// applyXDP makes the proxy the node's XDP pipeline stage when the node
+// runs it at XDP (xdp; the compiler's choice, docs/pipeline.md): the
+// SR-side interfaces where the stage serves proxy SIDs, and
+// srchain_proxy_xdp pinned for the pipeline driver, which runs after the
+// node's stage drivers and switches the pipeline to it. A pinned stage
+// of another build, or reading other OPoT maps than chains (the links'
+// rule), is pinned again; the stage leaves when the node no longer runs
+// it at XDP (the tc programs do the whole job either way). The undo
+// puts back the SR-side set and unpins a stage this call pinned first
+// (loaded: the whole proxy goes on undo anyway).
+func applyXDP(dp *proxydp.Proxy, pin, pdir string, xdp bool, srSide []int, chains ebpf.MapID, loaded bool, undo *kind.Undo) (bool, error) {
+	changed := false
+	had, err := dp.SRSide()
+	if err != nil {
+		return false, err
+	}
+	if !slices.Equal(had, srSide) {
+		if err := dp.SetSRSide(srSide); err != nil {
+			return false, err
+		}
+		changed = true
+		if !loaded {
+			undo.Add(func() error {
+				d, err := proxydp.OpenPinnedMaps(pin)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				return d.SetSRSide(had)
+			})
+		}
+	}
+	pinned := pipeline.StagePinned(pdir, pipeline.Proxy)
+	switch {
+	case xdp:
+		reads, err := stageChains(pdir)
+		if err != nil {
+			return false, err
+		}
+		if pipeline.StageRuns(pdir, pipeline.Proxy, dp.StageProgram()) && reads == chains {
+			return changed, nil
+		}
+		if err := pipeline.PinStage(pdir, pipeline.Proxy, dp.StageProgram()); err != nil {
+			return false, err
+		}
+		if !pinned && !loaded {
+			undo.Add(func() error { return pipeline.UnpinStage(pdir, pipeline.Proxy) })
+		}
+		return true, nil
+	case pinned:
+		return true, pipeline.UnpinStage(pdir, pipeline.Proxy)
+	}
+	return changed, nil
+}
+
+// stageChains is opotdp.LinkChains of the pinned proxy stage (0: none
+// pinned).
+func stageChains(pdir string) (ebpf.MapID, error) {
+	prog, err := ebpf.LoadPinnedProgram(pipeline.StagePin(pdir, pipeline.Proxy), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("open pinned proxy stage: %w", err)
+	}
+	defer prog.Close()
+	return opotdp.ProgramChains(prog)
 }
 
 // opotInProxy reports whether the node's proxies do an OPoT transit
@@ -425,6 +521,44 @@ func (driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			}
 		}
 	}
+	x, err := checkXDP(ns, node, p, dp, progs, chains, mapsMissing)
+	return append(drift, x...), err
+}
+
+// checkXDP is Check of applyXDP's part.
+func checkXDP(ns *netns.NS, node state.Node, p state.Program, dp, progs *proxydp.Proxy, chains ebpf.MapID, mapsMissing bool) ([]string, error) {
+	pdir := pipeline.Dir(kind.PinDir(ns))
+	if !p.XDP {
+		if pipeline.StagePinned(pdir, pipeline.Proxy) {
+			return []string{fmt.Sprintf("proxy %s: program %s pinned as the xdp pipeline's proxy stage, which the node runs at tc", p.NF, StageProgName)}, nil
+		}
+		return nil, nil
+	}
+	var drift []string
+	_, want, _, err := nodeSIDs(ns, node, "", &p)
+	if err != nil {
+		return nil, err
+	}
+	have, err := dp.SRSide()
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	if !slices.Equal(have, want) {
+		drift = append(drift, fmt.Sprintf("proxy %s: the xdp stage serves proxy SIDs on ifindexes %v, want %v", p.NF, have, want))
+	}
+	if !pipeline.StageRuns(pdir, pipeline.Proxy, progs.StageProgram()) {
+		return append(drift, fmt.Sprintf("proxy %s: program %s not pinned as the xdp pipeline's proxy stage (or an older build's)", p.NF, StageProgName)), nil
+	}
+	reads, err := stageChains(pdir)
+	switch {
+	case err != nil:
+		return drift, err
+	case mapsMissing:
+	case reads != chains && chains != 0:
+		drift = append(drift, fmt.Sprintf("proxy %s: the xdp stage does not read the node's opot maps (the transit in the proxy)", p.NF))
+	case reads != chains:
+		drift = append(drift, fmt.Sprintf("proxy %s: the xdp stage reads opot maps the node's proxies no longer use", p.NF))
+	}
 	return drift, nil
 }
 
@@ -439,12 +573,15 @@ func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 	if _, err := os.Stat(pin); err != nil {
 		return nil
 	}
-	rest, _, err := nodeSIDs(ns, node, p.NF, nil)
+	rest, srSide, _, err := nodeSIDs(ns, node, p.NF, nil)
 	if err != nil {
 		return err
 	}
 	if len(rest) == 0 {
-		return removeAll(pin)
+		// The pipeline driver (removed after the node's stages) drops
+		// the stage from the pipeline; without its pin it is not put
+		// back.
+		return errors.Join(pipeline.UnpinStage(pipeline.Dir(kind.PinDir(ns)), pipeline.Proxy), removeAll(pin))
 	}
 	dp, err := proxydp.OpenPinnedMaps(pin)
 	if err != nil {
@@ -452,6 +589,9 @@ func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 	}
 	defer dp.Close()
 	if err := dp.SetSIDs(rest); err != nil {
+		return fmt.Errorf("proxy %s: %w", p.NF, err)
+	}
+	if err := dp.SetSRSide(srSide); err != nil {
 		return fmt.Errorf("proxy %s: %w", p.NF, err)
 	}
 	// Keep the links some remaining NF needs.

@@ -18,6 +18,8 @@ import (
 	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/pipeline"
+	"github.com/srchain/srchain/internal/proxydp"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -249,5 +251,93 @@ func TestApplyOPoTInProxy(t *testing.T) {
 	}
 	if drift, err := d.Check(ctx, a, with, with.Programs[1]); err != nil || len(drift) != 0 {
 		t.Errorf("check after the undo = %q, %v; want the maps read again", drift, err)
+	}
+}
+
+// TestApplyXDPStage: on a node that runs the proxy at XDP (the
+// compiler's Program.XDP), Apply pins the proxy's pipeline stage for the
+// pipeline driver and names the SR-side interfaces it serves; Check
+// reports a missing stage; Apply at tc takes the stage away; the undo of
+// the apply that pinned it unpins it, and Remove of the last proxy NF
+// does too.
+func TestApplyXDPStage(t *testing.T) {
+	a, sr0 := proxyNS(t, "x")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	raw, err := json.Marshal(Program{
+		SID: netip.MustParsePrefix("fd00:5::a/128"), Behavior: state.EndAM, LegacyNF: "lnf",
+		IfaceOut: "eth0", IfaceIn: "eth0", NFNext6: kindtest.AddrB.Addr(), SRSide: []string{"sr0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := state.Program{Kind: Name, NF: "am", Config: raw}
+	x := tc
+	x.XDP = true
+	node := func(p state.Program) state.Node { return state.Node{Name: "a", Programs: []state.Program{p}} }
+	pdir := pipeline.Dir(kind.PinDir(a))
+	var d driver
+	if undo, err := d.Apply(ctx, a, node(tc), tc); err != nil || undo == nil {
+		t.Fatalf("apply at tc: undo %v, %v", undo != nil, err)
+	}
+	if pipeline.StagePinned(pdir, pipeline.Proxy) {
+		t.Fatal("apply at tc pinned the xdp stage")
+	}
+	if drift, err := d.Check(ctx, a, node(x), x); err != nil || !slices.Contains(drift, "proxy am: program srchain_proxy_xdp not pinned as the xdp pipeline's proxy stage (or an older build's)") {
+		t.Errorf("check at xdp before the apply = %q, %v; want the stage missing", drift, err)
+	}
+	undo, err := d.Apply(ctx, a, node(x), x)
+	if err != nil || undo == nil {
+		t.Fatalf("apply at xdp: undo %v, %v; want a change", undo != nil, err)
+	}
+	stage, err := ebpf.LoadPinnedProgram(pipeline.StagePin(pdir, pipeline.Proxy), nil)
+	if err != nil {
+		t.Fatalf("the stage is not pinned: %v", err)
+	}
+	info, err := stage.Info()
+	stage.Close()
+	if err != nil || info.Name != StageProgName {
+		t.Errorf("pinned stage %q (%v), want %s", info.Name, err, StageProgName)
+	}
+	dp, err := proxydp.OpenPinnedMaps(PinDir(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dp.SRSide()
+	dp.Close()
+	if err != nil || !slices.Equal(got, []int{sr0.Attrs().Index}) {
+		t.Errorf("sr side %v (%v), want [%d] (sr0)", got, err, sr0.Attrs().Index)
+	}
+	if drift, err := d.Check(ctx, a, node(x), x); err != nil || len(drift) != 0 {
+		t.Errorf("check after the apply at xdp = %q, %v", drift, err)
+	}
+	if u, err := d.Apply(ctx, a, node(x), x); err != nil || u != nil {
+		t.Errorf("re-apply at xdp: undo %v, %v; want nothing to do", u != nil, err)
+	}
+	if drift, err := d.Check(ctx, a, node(tc), tc); err != nil || !slices.Equal(drift, []string{"proxy am: program srchain_proxy_xdp pinned as the xdp pipeline's proxy stage, which the node runs at tc"}) {
+		t.Errorf("check at tc with the stage pinned = %q, %v", drift, err)
+	}
+	// The undo of the apply that pinned the stage unpins it.
+	if err := undo(); err != nil {
+		t.Fatal(err)
+	}
+	if pipeline.StagePinned(pdir, pipeline.Proxy) {
+		t.Error("the undo left the stage pinned")
+	}
+	if _, err := d.Apply(ctx, a, node(x), x); err != nil {
+		t.Fatal(err)
+	}
+	// Back to tc: the stage leaves.
+	if u, err := d.Apply(ctx, a, node(tc), tc); err != nil || u == nil || pipeline.StagePinned(pdir, pipeline.Proxy) {
+		t.Errorf("apply at tc after xdp: undo %v, %v, stage pinned %v; want it unpinned, a change", u != nil, err, pipeline.StagePinned(pdir, pipeline.Proxy))
+	}
+	if _, err := d.Apply(ctx, a, node(x), x); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove(ctx, a, node(x), x); err != nil {
+		t.Fatal(err)
+	}
+	if pipeline.StagePinned(pdir, pipeline.Proxy) {
+		t.Error("remove of the last proxy NF left the stage pinned")
 	}
 }
