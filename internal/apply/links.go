@@ -57,16 +57,18 @@ func (a *applier) link(name string) (netlink.Link, error) {
 }
 
 // interfaces sets MTU, brings every interface (and lo) up and turns GRO
-// on where the state asks for it (state.Interface.GRO).
+// on and a veth's transmit checksum offload off where the state asks for
+// it (state.Interface GRO, SoftwareChecksum).
 func (a *applier) interfaces() error {
 	h := a.ns.Netlink()
 	names := []string{"lo"}
 	mtus := map[string]int{}
-	gro := map[string]bool{}
+	gro, swsum := map[string]bool{}, map[string]bool{}
 	for _, i := range a.node.Interfaces {
 		names = append(names, i.Name)
 		mtus[i.Name] = i.MTU
 		gro[i.Name] = i.GRO
+		swsum[i.Name] = i.SoftwareChecksum
 	}
 	for _, name := range names {
 		l, err := a.link(name)
@@ -100,6 +102,19 @@ func (a *applier) interfaces() error {
 				if err := a.change("gro on "+name,
 					func() error { return a.ns.SetGRO(name, true) },
 					func() error { return a.ns.SetGRO(name, false) }); err != nil {
+					return err
+				}
+			}
+		}
+		if swsum[name] && l.Type() == "veth" {
+			on, err := a.ns.TxChecksum(name)
+			if err != nil {
+				return err
+			}
+			if on {
+				if err := a.change("tx checksum offload off "+name,
+					func() error { return a.ns.SetTxChecksum(name, false) },
+					func() error { return a.ns.SetTxChecksum(name, true) }); err != nil {
 					return err
 				}
 			}

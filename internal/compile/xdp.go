@@ -33,7 +33,8 @@ func sidDatapath(node *spec.Node) state.Datapath {
 // runs before a filtering NF of the same node). The pipeline program says
 // which stages run at XDP and why others do not (lab status shows it).
 // The peers of a node with XDP stages get GRO, which XDP_REDIRECT into a
-// veth needs.
+// veth needs, and checksums completed before they send to it
+// (state.Interface.SoftwareChecksum).
 func (c *compiler) xdp() error {
 	for _, n := range c.s.Nodes {
 		if n.Role != spec.RoleRouter || n.Datapath != spec.DatapathXDP {
@@ -54,7 +55,7 @@ func (c *compiler) xdp() error {
 		sn.Programs = append(sn.Programs, state.Program{Kind: state.ProgramPipeline, Interfaces: ifNames(sn), Config: b})
 		if len(cfg.Stages) > 0 {
 			for _, i := range sn.Interfaces {
-				c.setGRO(i.Peer)
+				c.xdpPeer(i.Peer)
 			}
 		}
 	}
@@ -127,8 +128,9 @@ func noIngressStage(p state.Program) bool {
 	return json.Unmarshal(p.Config, &cfg) == nil && len(cfg.Ingress) == 0
 }
 
-// setGRO turns GRO on at endpoint e (a node's interface).
-func (c *compiler) setGRO(e state.Endpoint) {
+// xdpPeer sets up endpoint e (a node's interface) facing an XDP node:
+// GRO on, checksums completed in software.
+func (c *compiler) xdpPeer(e state.Endpoint) {
 	sn := c.nodes[e.Node]
 	if sn == nil {
 		return
@@ -136,6 +138,7 @@ func (c *compiler) setGRO(e state.Endpoint) {
 	for k := range sn.Interfaces {
 		if sn.Interfaces[k].Name == e.Interface {
 			sn.Interfaces[k].GRO = true
+			sn.Interfaces[k].SoftwareChecksum = true
 		}
 	}
 }

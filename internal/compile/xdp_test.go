@@ -11,7 +11,8 @@ import (
 )
 
 // TestXDPPlacement: `datapath: xdp` builds the node's XDP pipeline (the
-// firewall in front of the End) and turns GRO on at the node's peers.
+// firewall in front of the End) and turns GRO on and transmit checksum
+// offload off at the node's peers.
 func TestXDPPlacement(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -37,6 +38,9 @@ func TestXDPPlacement(t *testing.T) {
 				for _, i := range n.Interfaces {
 					if i.GRO {
 						gro[n.Name+"/"+i.Name] = true
+					}
+					if i.SoftwareChecksum != i.GRO {
+						t.Errorf("%s/%s: gro %v, software checksum %v; want both on a peer of r2, none elsewhere", n.Name, i.Name, i.GRO, i.SoftwareChecksum)
 					}
 				}
 				if n.Name != "r2" {

@@ -7,10 +7,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ethtool commands (linux/ethtool.h) for generic receive offload.
+// ethtool commands (linux/ethtool.h): generic receive offload, transmit
+// checksum offload.
 const (
-	ethtoolGGRO = 0x0000002b
-	ethtoolSGRO = 0x0000002c
+	ethtoolGGRO    = 0x0000002b
+	ethtoolSGRO    = 0x0000002c
+	ethtoolGTXCSUM = 0x00000016
+	ethtoolSTXCSUM = 0x00000017
 )
 
 // ethtoolValue is struct ethtool_value.
@@ -65,6 +68,28 @@ func (n *NS) SetGRO(ifname string, on bool) error {
 	}
 	if err := n.ethtool(ifname, &v); err != nil {
 		return fmt.Errorf("set gro: %w", err)
+	}
+	return nil
+}
+
+// TxChecksum reports whether transmit checksum offload is on for ifname.
+func (n *NS) TxChecksum(ifname string) (bool, error) {
+	v := ethtoolValue{cmd: ethtoolGTXCSUM}
+	if err := n.ethtool(ifname, &v); err != nil {
+		return false, fmt.Errorf("read tx checksum offload: %w", err)
+	}
+	return v.data != 0, nil
+}
+
+// SetTxChecksum turns transmit checksum offload on or off for ifname
+// (off also turns off the offloads that depend on it, TSO among them).
+func (n *NS) SetTxChecksum(ifname string, on bool) error {
+	v := ethtoolValue{cmd: ethtoolSTXCSUM}
+	if on {
+		v.data = 1
+	}
+	if err := n.ethtool(ifname, &v); err != nil {
+		return fmt.Errorf("set tx checksum offload: %w", err)
 	}
 	return nil
 }

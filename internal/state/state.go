@@ -96,6 +96,14 @@ type Interface struct {
 	// into this veth with XDP, which the kernel drops silently unless the
 	// receiving end has NAPI (MACHINE-NOTES; GRO gives it NAPI).
 	GRO bool `json:"gro,omitempty"`
+	// SoftwareChecksum turns transmit checksum offload off on a veth
+	// (and so TSO): its peer runs XDP, and a frame a veth's XDP program
+	// redirects leaves the skb's checksum state behind, so a packet whose
+	// checksum was left for the hardware to complete (CHECKSUM_PARTIAL,
+	// what a local sender or GRO makes; nothing completes it on a veth)
+	// would go on with a wrong one. A real NIC completes it on the wire;
+	// the applier leaves other links alone.
+	SoftwareChecksum bool `json:"software_checksum,omitempty"`
 }
 
 // EncapMode is how an SR policy adds its segment list.
