@@ -10,7 +10,8 @@
  *   encap itself). A packet whose SRH holds a valid OPoT TLV passes
  *   untouched: srchain's eBPF ingress wrote it as it encapsulated
  *   (lib/ingress.h ING_EXT_OPOT). Any other packet of the chain has no
- *   proof to carry and is dropped here, counted.
+ *   proof to carry and is dropped here, counted, and so is a GSO packet
+ *   (one proof cannot cover its segments).
  * - srchain_opot_transit, tc ingress on each NF node: if (DA, last SID)
  *   names a chain this node is a transit of, update the TLV in place and
  *   hand the packet on to the End that serves the DA: TC_ACT_UNSPEC runs
@@ -66,7 +67,13 @@ int srchain_opot_headend(struct __sk_buff *skb)
 	idx = ch->idx;
 	slot = ch->slot;
 	off = opot_reserved(&c.p, &si);
-	if (off)
+	if (skb->gso_segs > 1)
+		/* Sent as gso_segs packets that copy one header: one proof
+		 * would reach the verifier gso_segs times, every copy after
+		 * the first a replay (docs/opot.md "GSO").
+		 */
+		r = DROP_OPOT_GSO;
+	else if (off)
 		r = opot_headend(&c.p, off, idx, slot);
 	else if (!opot_find(&c, CTX_TC, &si, &off))
 		return TC_ACT_UNSPEC; /* srchain's eBPF ingress wrote it */

@@ -49,6 +49,7 @@ enum srchain_drop_reason {
 	DROP_PROXY_OPOT_MISS,     /* End.AD/AD.flow with OPoT: a packet from the NF whose OPoT TLV the proxy did not keep */
 	DROP_PROXY_L2_NO_ROUTE,   /* End.AS/AD, Ethernet inner: the restored destination has no resolved route (the stack cannot take the frame) */
 	DROP_FLOW_REPORT_FULL,    /* ingress, pool chain: a new flow's first packet found the report ring full (the flow-setup loop is behind or not running) */
+	DROP_OPOT_GSO,            /* OPoT: a GSO packet would carry one proof for all its segments (headend, SR proxy from its NF; docs/opot.md "GSO") */
 	DROP_MAX,
 };
 

@@ -361,7 +361,13 @@ static __always_inline __u32 ing_headend_ext(struct pctx *c, const int kind, con
 	if (first[0] != sid[0] || first[1] != sid[1])
 		return DROP_OPOT_NO_PROFILE;
 	off = c->p.l3off + sizeof(struct ipv6hdr) + 8 + n * sizeof(struct in6_addr);
-	r = opot_headend(&c->p, off, ch->idx, ch->slot);
+	/* As the tc headend stage: a GSO packet's segments would share one
+	 * proof (docs/opot.md "GSO"). XDP frames are single packets.
+	 */
+	if (kind == CTX_TC && ((struct __sk_buff *)c->ctx)->gso_segs > 1)
+		r = DROP_OPOT_GSO;
+	else
+		r = opot_headend(&c->p, off, ch->idx, ch->slot);
 	if (r) {
 		opot_count(ch->idx, r);
 		return r;

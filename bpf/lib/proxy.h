@@ -2023,6 +2023,12 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 	r = proxy_back_find(c, CTX_TC, idx, s, skb->ingress_ifindex, &b, &stat);
 	if (r)
 		return proxy_drop(idx, stat, r);
+	/* A GSO packet from the NF (it aggregated packets) would leave with
+	 * one packet's proof copied into all its segments (docs/opot.md
+	 * "GSO"); its TLV stays kept until it is stale.
+	 */
+	if (b.tlv && skb->gso_segs > 1)
+		return proxy_drop(idx, PS_DROP, DROP_OPOT_GSO);
 	if (proxy_opot_commit(&b))
 		return proxy_drop(idx, PS_OPOT_MISS, DROP_PROXY_OPOT_MISS);
 	if (beh != PROXY_BEH_AS)

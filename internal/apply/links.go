@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/state"
 )
 
 // readSysctl reads a sysctl inside the namespace (key in dotted form).
@@ -56,26 +58,24 @@ func (a *applier) link(name string) (netlink.Link, error) {
 	return l, nil
 }
 
-// interfaces sets MTU, brings every interface (and lo) up and turns GRO
-// on and a veth's transmit checksum offload off where the state asks for
-// it (state.Interface GRO, SoftwareChecksum).
+// interfaces sets MTU, brings every interface (and lo) up, and sets the
+// offloads the state asks for (state.Interface GRO on or NoGRO off,
+// NoGSO, a veth's SoftwareChecksum).
 func (a *applier) interfaces() error {
 	h := a.ns.Netlink()
 	names := []string{"lo"}
-	mtus := map[string]int{}
-	gro, swsum := map[string]bool{}, map[string]bool{}
+	ifs := map[string]state.Interface{}
 	for _, i := range a.node.Interfaces {
 		names = append(names, i.Name)
-		mtus[i.Name] = i.MTU
-		gro[i.Name] = i.GRO
-		swsum[i.Name] = i.SoftwareChecksum
+		ifs[i.Name] = i
 	}
 	for _, name := range names {
 		l, err := a.link(name)
 		if err != nil {
 			return err
 		}
-		if mtu := mtus[name]; mtu > 0 && l.Attrs().MTU != mtu {
+		want := ifs[name]
+		if mtu := want.MTU; mtu > 0 && l.Attrs().MTU != mtu {
 			old := l.Attrs().MTU
 			if err := a.change(fmt.Sprintf("mtu %s %d", name, mtu),
 				func() error { return wrap(h.LinkSetMTU(l, mtu), "set mtu %d on %s", mtu, name) },
@@ -93,20 +93,41 @@ func (a *applier) interfaces() error {
 		// After up: a veth turns NAPI on when GRO is switched on while it
 		// is up (measured: switched on while down, XDP_REDIRECT into it
 		// still dropped every frame).
-		if gro[name] {
+		if want.GRO || want.NoGRO {
 			on, err := a.ns.GRO(name)
 			if err != nil {
 				return err
 			}
-			if !on {
-				if err := a.change("gro on "+name,
-					func() error { return a.ns.SetGRO(name, true) },
-					func() error { return a.ns.SetGRO(name, false) }); err != nil {
+			if on != want.GRO {
+				if err := a.change(fmt.Sprintf("gro %s %s", onOff(want.GRO), name),
+					func() error { return a.ns.SetGRO(name, want.GRO) },
+					func() error { return a.ns.SetGRO(name, on) }); err != nil {
 					return err
 				}
 			}
 		}
-		if swsum[name] && l.Type() == "veth" {
+		if want.NoGSO {
+			tso, gso, err := a.ns.Segmentation(name)
+			if err != nil {
+				return err
+			}
+			// Only what is on: a feature the device cannot change (TSO
+			// on a veth whose peer runs XDP) refuses even "off".
+			for _, f := range []struct {
+				on  bool
+				set func(string, bool) error
+			}{{tso, a.ns.SetTSO}, {gso, a.ns.SetGSO}} {
+				if !f.on {
+					continue
+				}
+				if err := a.change("segmentation offload off "+name,
+					func() error { return f.set(name, false) },
+					func() error { return f.set(name, true) }); err != nil {
+					return err
+				}
+			}
+		}
+		if want.SoftwareChecksum && l.Type() == "veth" {
 			on, err := a.ns.TxChecksum(name)
 			if err != nil {
 				return err
@@ -232,4 +253,11 @@ func (a *applier) setTunSrc(addr netip.Addr) error {
 		return fmt.Errorf("set tunsrc: %w", err)
 	}
 	return nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

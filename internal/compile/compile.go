@@ -114,6 +114,7 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 	if err := c.xdp(); err != nil {
 		return nil, err
 	}
+	c.opotWirePackets()
 	if err := c.bgp(); err != nil {
 		return nil, err
 	}

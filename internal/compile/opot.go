@@ -407,3 +407,54 @@ func secretIndex(n *state.Node, name string) int {
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// opotWirePackets keeps GSO packets away from the nodes that write a
+// per-packet OPoT proof at tc: a chain's headend (the tc stage behind
+// the kernel's encap, or the eBPF ingress), and an SR proxy that puts
+// the proof it kept back on a packet from its NF. A GSO packet leaves
+// as many packets copying one header, so one proof would reach the
+// verifier once per segment, every copy after the first a replay; those
+// nodes drop GSO packets instead (drop reason opot-gso; docs/opot.md
+// "GSO"). Their peers segment before they send (state.Interface.NoGSO:
+// the host's TCP, a forwarded GRO packet), and the node does not
+// aggregate what it receives (NoGRO, unless an XDP peer needs the
+// interface's GRO for NAPI: then GRO stays on and such packets are
+// dropped, counted).
+func (c *compiler) opotWirePackets() {
+	for _, sn := range c.nodes {
+		headend := false
+		var proofsBack []string // IFACE-INs of proxies carrying proofs
+		for _, p := range sn.Programs {
+			switch p.Kind {
+			case state.ProgramOPoT:
+				var cfg state.OPoTConfig
+				if json.Unmarshal(p.Config, &cfg) == nil &&
+					slices.ContainsFunc(cfg.Chains, func(ch state.OPoTChain) bool { return ch.Role == state.OPoTHeadend }) {
+					headend = true
+				}
+			default:
+				var px struct {
+					IfaceIn string `json:"iface_in"`
+					OPoT    bool   `json:"opot"`
+				}
+				if isProxyNF(sn, p.NF) && json.Unmarshal(p.Config, &px) == nil && px.OPoT {
+					proofsBack = append(proofsBack, px.IfaceIn)
+				}
+			}
+		}
+		for k := range sn.Interfaces {
+			i := &sn.Interfaces[k]
+			if !headend && !slices.Contains(proofsBack, i.Name) {
+				continue
+			}
+			i.NoGRO = !i.GRO
+			if peer := c.nodes[i.Peer.Node]; peer != nil {
+				for j := range peer.Interfaces {
+					if peer.Interfaces[j].Name == i.Peer.Interface {
+						peer.Interfaces[j].NoGSO = true
+					}
+				}
+			}
+		}
+	}
+}

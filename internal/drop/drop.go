@@ -48,6 +48,7 @@ const (
 	ProxyOPoTMiss
 	ProxyL2NoRoute
 	FlowReportFull
+	OPoTGSO
 	Max // number of reasons; not a reason
 )
 
@@ -89,6 +90,7 @@ var names = [...]string{
 	ProxyOPoTMiss:    "proxy-opot-miss",
 	ProxyL2NoRoute:   "proxy-l2-no-route",
 	FlowReportFull:   "flow-report-full",
+	OPoTGSO:          "opot-gso",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

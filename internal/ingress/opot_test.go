@@ -113,6 +113,19 @@ func TestBPFOPoTHeadend(t *testing.T) {
 		}
 	}
 
+	// A GSO packet (segments that would copy one proof): dropped,
+	// counted. gso_size stays 0 in this test run: the kernel's room
+	// adjustment refuses a GSO packet it cannot tell is TCP, and a real
+	// one is; gso_segs is what the program reads.
+	gopts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt)+1024), Context: testutil.SKB{GSOSegs: 2}}
+	var gret uint32
+	if err := ns.Do(func() (err error) { gret, err = in.Program().Run(gopts); return err }); err != nil || gret != tcActShot {
+		t.Fatalf("gso packet: verdict %d (%v), want TC_ACT_SHOT", gret, err)
+	}
+	if ds, err := in.DropCounts(); err != nil || ds[drop.OPoTGSO] != 1 {
+		t.Fatalf("gso packet: drops %v (%v), want one %s", ds.NonZero(), err, drop.OPoTGSO)
+	}
+
 	// A chain without Ext: no TLV.
 	plain := frame(hostMAC, srv6.UDP6(ma("2001:db8:1::1"), ma("2001:db8:6::9"), 4000, 80, []byte("plain")))
 	ret, out := run(t, ns, in.Program(), plain)

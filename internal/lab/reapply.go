@@ -251,12 +251,13 @@ func sameTopology(a, b *state.Network) error {
 	return nil
 }
 
-// wires is ifs without the settings apply changes on a running lab
-// (GRO, turned on for the peers of an XDP node): what the lab built.
+// wires is ifs without the offload settings apply changes on a running
+// lab (for the peers of an XDP node, around an OPoT headend): what the
+// lab built.
 func wires(ifs []state.Interface) []state.Interface {
 	out := slices.Clone(ifs)
 	for i := range out {
-		out[i].GRO = false
+		out[i].GRO, out[i].NoGRO, out[i].NoGSO, out[i].SoftwareChecksum = false, false, false, false
 	}
 	return out
 }

@@ -8,12 +8,16 @@ import (
 )
 
 // ethtool commands (linux/ethtool.h): generic receive offload, transmit
-// checksum offload.
+// checksum offload, TCP and generic segmentation offload.
 const (
 	ethtoolGGRO    = 0x0000002b
 	ethtoolSGRO    = 0x0000002c
 	ethtoolGTXCSUM = 0x00000016
 	ethtoolSTXCSUM = 0x00000017
+	ethtoolGTSO    = 0x0000001e
+	ethtoolSTSO    = 0x0000001f
+	ethtoolGGSO    = 0x00000023
+	ethtoolSGSO    = 0x00000024
 )
 
 // ethtoolValue is struct ethtool_value.
@@ -90,6 +94,43 @@ func (n *NS) SetTxChecksum(ifname string, on bool) error {
 	}
 	if err := n.ethtool(ifname, &v); err != nil {
 		return fmt.Errorf("set tx checksum offload: %w", err)
+	}
+	return nil
+}
+
+// Segmentation reports whether TCP and generic segmentation offload
+// (TSO, GSO) are on for ifname: whether it sends GSO packets as they are.
+func (n *NS) Segmentation(ifname string) (tso, gso bool, err error) {
+	var on [2]bool
+	for k, cmd := range []uint32{ethtoolGTSO, ethtoolGGSO} {
+		v := ethtoolValue{cmd: cmd}
+		if err := n.ethtool(ifname, &v); err != nil {
+			return false, false, fmt.Errorf("read segmentation offload: %w", err)
+		}
+		on[k] = v.data != 0
+	}
+	return on[0], on[1], nil
+}
+
+// SetTSO turns TCP segmentation offload on or off for ifname.
+func (n *NS) SetTSO(ifname string, on bool) error {
+	return n.setFeature(ifname, ethtoolSTSO, "tso", on)
+}
+
+// SetGSO turns generic segmentation offload on or off for ifname. With
+// TSO and GSO off the kernel segments a GSO packet before the device
+// sends it.
+func (n *NS) SetGSO(ifname string, on bool) error {
+	return n.setFeature(ifname, ethtoolSGSO, "gso", on)
+}
+
+func (n *NS) setFeature(ifname string, cmd uint32, name string, on bool) error {
+	v := ethtoolValue{cmd: cmd}
+	if on {
+		v.data = 1
+	}
+	if err := n.ethtool(ifname, &v); err != nil {
+		return fmt.Errorf("set %s: %w", name, err)
 	}
 	return nil
 }

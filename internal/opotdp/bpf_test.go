@@ -236,6 +236,24 @@ func TestChainTestRun(t *testing.T) {
 				}
 			}
 
+			// A GSO packet leaves as many packets copying one header:
+			// one proof would be replayed by every segment after the
+			// first, so the headend drops it, counted.
+			gso := frame(t, travel, 0, reservation()...)
+			gsoBefore := stats(t, nodes[0].objs.OpotStats, id, drop.OPoTGSO)
+			gopts := &ebpf.RunOptions{Data: gso, DataOut: make([]byte, len(gso)+256), Context: testutil.SKB{GSOSegs: 2, GSOSize: 20}}
+			if ret, err := nodes[0].objs.SrchainOpotHeadend.Run(gopts); err != nil || ret != tcActShot {
+				t.Fatalf("headend, gso packet: verdict %d (%v), want drop", ret, err)
+			}
+			if got := stats(t, nodes[0].objs.OpotStats, id, drop.OPoTGSO); got != gsoBefore+1 {
+				t.Fatalf("headend, gso packet: opot-gso %d, want %d", got, gsoBefore+1)
+			}
+			// One segment is a packet like any other.
+			gopts = &ebpf.RunOptions{Data: gso, DataOut: make([]byte, len(gso)+256), Context: testutil.SKB{GSOSegs: 1, GSOSize: 20}}
+			if ret, err := nodes[0].objs.SrchainOpotHeadend.Run(gopts); err != nil || ret != tcActNext {
+				t.Fatalf("headend, gso packet of one segment: verdict %d (%v), want it proven", ret, err)
+			}
+
 			// Transits, in order; a node does nothing for another's DA.
 			pkt := out
 			for j := 1; j < k-1; j++ {

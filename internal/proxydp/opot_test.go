@@ -80,6 +80,26 @@ func TestOPoTCarry(t *testing.T) {
 	e.checkADCache(t, sidADOPoT)
 	e.do(t, step{name: "ad bad tlv nf->sr", in: e.in(sidADOPoT), l3: nfForward(r5.Packet), want: Forward})
 
+	// A GSO packet from the NF (it aggregated packets) would leave with
+	// one packet's proof in all its segments: dropped (opot-gso), its TLV
+	// still kept, so the packet as one segment takes it.
+	r6 := e.do(t, step{name: "ad opot sr->nf, back as gso", l3: toSIDOPoT(t, udp6(64, 88), 0, 0x8888, travel...), want: ToNF})
+	gso := ether(EtherIPv6, nfForward(r6.Packet))
+	before, err := e.p.Drops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := uint32(e.in(sidADOPoT))
+	opts := &ebpf.RunOptions{Data: gso, DataOut: make([]byte, len(gso)+2048), Context: testutil.SKB{IngressIfindex: in, Ifindex: in, GSOSegs: 2}}
+	var ret uint32
+	if err := e.ns.Do(func() (err error) { ret, err = e.p.NFProgram().Run(opts); return err }); err != nil || ret != tcActShot {
+		t.Fatalf("gso packet from the nf: verdict %d (%v), want TC_ACT_SHOT", ret, err)
+	}
+	if after, err := e.p.Drops(); err != nil || after[drop.OPoTGSO] != before[drop.OPoTGSO]+1 {
+		t.Errorf("gso packet from the nf: opot-gso drops %d (was %d, %v), want one more", after[drop.OPoTGSO], before[drop.OPoTGSO], err)
+	}
+	e.do(t, step{name: "ad opot nf->sr, one segment", in: e.in(sidADOPoT), l3: nfForward(r6.Packet), want: Forward})
+
 	// Identical inner packets in flight at once (each with its own TLV):
 	// each comes back with one of their TLVs, every TLV used once.
 	sent := map[string]bool{}
@@ -118,7 +138,7 @@ func TestOPoTCarry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]uint64{
-		"sid/" + sidADOPoT.String() + "/opot-save":   6,
+		"sid/" + sidADOPoT.String() + "/opot-save":   7,
 		"sid/" + sidADOPoT.String() + "/opot-miss":   4,
 		"sid/" + sidADOPoT.String() + "/cache-write": 4, // TLV packets share one header; then none, a bad TLV, TLV packets again
 		"sid/" + sidFlowOP.String() + "/opot-save":   2,

@@ -104,6 +104,13 @@ type Interface struct {
 	// would go on with a wrong one. A real NIC completes it on the wire;
 	// the applier leaves other links alone.
 	SoftwareChecksum bool `json:"software_checksum,omitempty"`
+	// NoGSO turns TSO and GSO off: packets leave segmented, as on a
+	// wire. NoGRO turns GRO off: received packets are not aggregated.
+	// For the interfaces facing (NoGSO) and of (NoGRO) a node that writes
+	// a per-packet OPoT proof at tc, which cannot prove a GSO packet's
+	// segments one by one (docs/opot.md "GSO").
+	NoGSO bool `json:"no_gso,omitempty"`
+	NoGRO bool `json:"no_gro,omitempty"`
 }
 
 // EncapMode is how an SR policy adds its segment list.

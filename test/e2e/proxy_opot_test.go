@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,11 +30,21 @@ import (
 // included); the proxies carried one TLV per packet and missed none; a
 // packet the firewall node sends on its own, which never came from the
 // SR side, is dropped by the proxy (proxy-opot-miss) instead of leaving
-// with another packet's proof.
+// with another packet's proof. The xdp run has the proxy router at
+// `datapath: xdp`: the OPoT stage (mon6's transit) and the proxies (the
+// others') then run in the node's XDP pipeline, OPoT first, and the
+// proxy stage forwards packets at XDP. The tc run then has src send GSO
+// packets into the chain (its segmentation offload back on): the
+// headend drops them (opot-gso), and the verifier sees no replay.
 func TestProxyOPoTLab(t *testing.T) {
 	requireRoot(t)
 	testutil.RequireTool(t, "nft")
-	s, nw := proxyOPoTTestbed(t)
+	t.Run("tc", func(t *testing.T) { proxyOPoTLab(t, false) })
+	t.Run("xdp", func(t *testing.T) { proxyOPoTLab(t, true) })
+}
+
+func proxyOPoTLab(t *testing.T, xdp bool) {
+	s, nw := proxyOPoTTestbed(t, xdp)
 	opts := up(t, nw)
 	open := func(node string) *netns.NS {
 		t.Helper()
@@ -94,9 +105,11 @@ func TestProxyOPoTLab(t *testing.T) {
 		}
 	}
 
-	// 5 s of TCP through the firewall's proxies with the hosts' GSO on:
-	// the proxies carry the proof of every packet, GSO packets of up to
-	// 64 KB included, from both CPUs (checked with the counters below).
+	// 5 s of TCP through the firewall's proxies: the proxies carry the
+	// proof of every packet, from both CPUs (checked with the counters
+	// below). The hosts send wire-sized packets (NoGSO: the headends can
+	// prove no GSO packet), which the routers and the NF may aggregate
+	// and segment again on the way.
 	testutil.RequireTool(t, "iperf3")
 	r, err := bench.Iperf(ctx, src, sink, "10.0.4.2", "5201", 5)
 	if err != nil {
@@ -165,13 +178,72 @@ func TestProxyOPoTLab(t *testing.T) {
 	if ok, drops := verdicts("egress", "web"); ok != webOK || len(drops) != 0 {
 		t.Errorf("chain web after the injection: %d verified (was %d), drops %v", ok, webOK, drops)
 	}
+	if xdp {
+		proxyOPoTXDP(t, ctx, nw, opts)
+		return
+	}
+
+	// src as a sender whose GSO packets reach the headend whole (the
+	// compiler turned its segmentation offload off, NoGSO): the headend
+	// drops them, and no proof reaches the verifier twice. (TCP may still
+	// get the message through: after a timeout it sends one segment per
+	// packet.)
+	if out, err := src.Run(ctx, "ethtool", "-K", "eth0", "tso", "on", "gso", "on"); err != nil {
+		t.Fatalf("ethtool: %v\n%s", err, out)
+	}
+	msg := strings.Repeat("a GSO packet cannot carry one proof per segment ", 400)
+	got, err := anfTCP(src, "10.0.4.2:80", msg)
+	t.Logf("20 KB of TCP from a GSO sender: %d bytes back, %v", len(got), err)
+	_, hd := verdicts("ingress", "web")
+	if ok, drops := verdicts("egress", "web"); hd["opot-gso"] == 0 || len(drops) != 0 {
+		t.Errorf("after GSO packets: headend drops %v, want opot-gso; verifier %d verified, drops %v, want none", hd, ok, drops)
+	}
+}
+
+// proxyOPoTXDP checks that the proxy router ran its stages at XDP,
+// OPoT before the proxy, and that the proxy stage forwarded packets.
+func proxyOPoTXDP(t *testing.T, ctx context.Context, nw *state.Network, opts lab.Options) {
+	t.Helper()
+	sts, err := lab.Status(ctx, nw.Name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if st.Node == "proxy" && !slices.Equal(st.Notes, []string{"xdp pipeline: opot -> proxy"}) {
+			t.Errorf("proxy node notes %q, want the xdp pipeline opot -> proxy", st.Notes)
+		}
+	}
+	pcs, err := lab.Counters(ctx, nw.Name, "proxy", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range pcs {
+		if pc.Program != state.ProgramPipeline {
+			continue
+		}
+		for _, c := range pc.Counters {
+			if c.Name == "stage/proxy/redirect" {
+				t.Logf("the proxy stage redirected %d packets at XDP", c.Value)
+				if c.Value < 20 {
+					t.Errorf("the proxy stage redirected %d packets at XDP, want >= 20", c.Value)
+				}
+				return
+			}
+		}
+	}
+	t.Error("no stage/proxy/redirect counter on the proxy node")
 }
 
 // proxyOPoTTestbed is examples/proxy-testbed.yaml with opot on web,
-// web-back and mon6, and fw-in as End.AD.flow.
-func proxyOPoTTestbed(t *testing.T) (*spec.Spec, *state.Network) {
+// web-back and mon6, and fw-in as End.AD.flow; with xdp the proxy router
+// is `datapath: xdp`.
+func proxyOPoTTestbed(t *testing.T, xdp bool) (*spec.Spec, *state.Network) {
 	t.Helper()
-	return editedExample(t, "proxy-testbed.yaml", "o", [][2]string{
+	tag, router := "o", [2]string{"{name: proxy, role: router,", "{name: proxy, role: router,"}
+	if xdp {
+		tag, router[1] = "ox", "{name: proxy, role: router, datapath: xdp,"
+	}
+	return editedExample(t, "proxy-testbed.yaml", tag, [][2]string{router,
 		{"    nfs: [fw-out]\n", "    nfs: [fw-out]\n    opot: true\n"},
 		{"    nfs: [fw-in]\n", "    nfs: [fw-in]\n    opot: true\n"},
 		{"    nfs: [mon]\n", "    nfs: [mon]\n    opot: true\n"},
