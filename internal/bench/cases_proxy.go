@@ -11,6 +11,7 @@ import (
 
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/proxydp"
 	"github.com/srchain/srchain/internal/srv6"
 )
@@ -170,15 +171,26 @@ var CaseProxyWorkaround = Case{
 	},
 }
 
-// proxyCase is srchain's proxy with behaviour b on SID sid: srchain_proxy_sr
-// on in0 (and its XDP twin with xdp), srchain_proxy_nf on nf0. flows > 1
-// varies the inner source per packet over that many flows.
-func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, xdp bool, flows int) Case {
+// proxyAt is where a proxy case runs the proxy.
+type proxyAt int
+
+const (
+	proxyTC    proxyAt = iota // srchain_proxy_sr on in0, srchain_proxy_nf on nf0
+	proxyTwins                // and their XDP twins attached alone (Proxy.AttachXDP)
+	// and the node's XDP pipeline: the dispatcher on in0 and nf0, the
+	// proxy stage srchain_proxy_xdp behind it, as `datapath: xdp`
+	// deploys it (docs/pipeline.md)
+	proxyPipeline
+)
+
+// proxyCase is srchain's proxy with behaviour b on SID sid, at at. flows
+// > 1 varies the inner source per packet over that many flows.
+func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, at proxyAt, flows int) Case {
 	c := Case{
-		Name: name, Desc: desc, Frame: proxyFrame(sid), XDP: xdp, Flows: flows,
-		Setup: func(ctx context.Context, d *DUT) error { return proxyDUT(ctx, d, b, sid, xdp, flows, nil) },
+		Name: name, Desc: desc, Frame: proxyFrame(sid), XDP: at != proxyTC, Flows: flows,
+		Setup: func(ctx context.Context, d *DUT) error { return proxyDUT(ctx, d, b, sid, at, flows, nil) },
 	}
-	if b == proxydp.BehaviorADFlow && !xdp {
+	if b == proxydp.BehaviorADFlow && at == proxyTC {
 		c.X, c.Series = float64(max(flows, 1)), "end.ad-flow"
 	}
 	return c
@@ -188,7 +200,7 @@ func proxyCase(name, desc string, b proxydp.Behavior, sid uint16, xdp bool, flow
 // transit entry on the SID is marked for the proxy, has the proxy carry
 // each packet's TLV across the NF and do the transit on it (as the
 // drivers set it up: docs/opot.md "Transit in the proxy"); nil: no OPoT.
-func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp bool, flows int, opot map[string]*ebpf.Map) error {
+func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, at proxyAt, flows int, opot map[string]*ebpf.Map) error {
 	nfIdx, err := addNF(ctx, d)
 	if err != nil {
 		return err
@@ -202,8 +214,16 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 	if err := d.IP(ctx, "-6", "route", "add", "blackhole", SID(sid).String()+"/128"); err != nil {
 		return err
 	}
-	// Twice the flows: the LRU cache must hold every flow of the run.
-	p, err := proxydp.Load(proxydp.Options{FlowCapacity: max(proxydp.DefaultFlowCapacity, 2*flows), OPoT: opot})
+	var pipe *pipeline.Maps
+	o := proxydp.Options{FlowCapacity: max(proxydp.DefaultFlowCapacity, 2*flows), OPoT: opot} // twice the flows: the cache holds every flow of the run
+	if at == proxyPipeline {
+		if pipe, err = pipeline.OpenMaps(""); err != nil {
+			return err
+		}
+		d.Defer(pipe.Close)
+		o.Pipeline = pipe.Replacements()
+	}
+	p, err := proxydp.Load(o)
 	if err != nil {
 		return err
 	}
@@ -225,14 +245,42 @@ func proxyDUT(ctx context.Context, d *DUT, b proxydp.Behavior, sid uint16, xdp b
 		if err := p.Attach(nfIdx, true, ""); err != nil {
 			return err
 		}
-		if xdp {
+		switch at {
+		case proxyTwins:
 			if err := p.AttachXDP(in, false, ""); err != nil {
 				return err
 			}
 			return p.AttachXDP(nfIdx, true, "")
+		case proxyPipeline:
+			return proxyPipelineDUT(d, p, pipe, in, nfIdx)
 		}
 		return nil
 	})
+}
+
+// proxyPipelineDUT makes p's stage the XDP pipeline of in (the SR side)
+// and nf (IFACE-IN) behind the dispatcher, as the proxy and pipeline
+// drivers do.
+func proxyPipelineDUT(d *DUT, p *proxydp.Proxy, m *pipeline.Maps, in, nf int) error {
+	if err := p.SetSRSide([]int{in}); err != nil {
+		return err
+	}
+	if err := m.Set(map[pipeline.Stage]*ebpf.Program{pipeline.Proxy: p.StageProgram()}); err != nil {
+		return err
+	}
+	disp, err := pipeline.LoadDispatcher(m)
+	if err != nil {
+		return err
+	}
+	d.Defer(disp.Close)
+	for _, i := range []int{in, nf} {
+		l, err := link.AttachXDP(link.XDPOptions{Program: disp, Interface: i})
+		if err != nil {
+			return fmt.Errorf("attach dispatcher: %w", err)
+		}
+		d.Defer(l.Close)
+	}
+	return nil
 }
 
 // The OPoT cases (issue 11: through the proxy >= 0.9x the proxy alone;
@@ -265,7 +313,7 @@ var (
 		Name: "end.ad-tlv", Desc: "srchain End.AD (tc), frames with an OPoT TLV, no OPoT: the proxy alone",
 		Frame: proxyOPoTFrame(), Flows: proxyOPoTFlows,
 		Setup: func(ctx context.Context, d *DUT) error {
-			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, nil)
+			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, proxyTC, 0, nil)
 		},
 	}
 	CaseProxyADOPoT = Case{
@@ -279,7 +327,7 @@ var (
 			if err := opotdp.SetInEnd(o, ReEncap6); err != nil {
 				return err
 			}
-			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, false, 0, opotdp.EndMapsOf(o))
+			return proxyDUT(ctx, d, proxydp.BehaviorAD, proxyOPoTSID, proxyTC, 0, opotdp.EndMapsOf(o))
 		},
 	}
 )
@@ -303,22 +351,24 @@ var proxyFlowCounts = []int{1, 1000, 100000}
 func proxyCases() []Case {
 	cs := []Case{
 		CasePlain, CaseNFPlain, CaseNFXDPFwd, CaseProxyWorkaround,
-		proxyCase("end.as", "srchain End.AS (tc), 1 segment pushed", proxydp.BehaviorAS, 0x1a1, false, 0),
-		proxyCase("end.ad", "srchain End.AD (tc)", proxydp.BehaviorAD, 0x1a2, false, 0),
-		proxyCase("end.am", "srchain End.AM (tc)", proxydp.BehaviorAM, 0x1a3, false, 0),
+		proxyCase("end.as", "srchain End.AS (tc), 1 segment pushed", proxydp.BehaviorAS, 0x1a1, proxyTC, 0),
+		proxyCase("end.ad", "srchain End.AD (tc)", proxydp.BehaviorAD, 0x1a2, proxyTC, 0),
+		proxyCase("end.am", "srchain End.AM (tc)", proxydp.BehaviorAM, 0x1a3, proxyTC, 0),
 	}
 	for _, n := range proxyFlowCounts {
 		name := "end.ad-flow"
 		if n > 1 {
 			name = fmt.Sprintf("end.ad-flow-%s", flowLabel(n))
 		}
-		cs = append(cs, proxyCase(name, fmt.Sprintf("srchain End.AD.flow (tc), %d flows", n), proxydp.BehaviorADFlow, 0x1a5, false, n))
+		cs = append(cs, proxyCase(name, fmt.Sprintf("srchain End.AD.flow (tc), %d flows", n), proxydp.BehaviorADFlow, 0x1a5, proxyTC, n))
 	}
 	cs = append(cs, CaseNFPlainFlows)
 	return append(cs,
-		proxyCase("end.as-xdp", "srchain End.AS at XDP (both sides)", proxydp.BehaviorAS, 0x1a1, true, 0),
-		proxyCase("end.ad-xdp", "srchain End.AD at XDP (both sides)", proxydp.BehaviorAD, 0x1a2, true, 0),
-		proxyCase("end.am-xdp", "srchain End.AM at XDP (both sides)", proxydp.BehaviorAM, 0x1a3, true, 0),
+		proxyCase("end.as-xdp", "srchain End.AS at XDP (both sides)", proxydp.BehaviorAS, 0x1a1, proxyTwins, 0),
+		proxyCase("end.ad-xdp", "srchain End.AD at XDP (both sides)", proxydp.BehaviorAD, 0x1a2, proxyTwins, 0),
+		proxyCase("end.am-xdp", "srchain End.AM at XDP (both sides)", proxydp.BehaviorAM, 0x1a3, proxyTwins, 0),
+		proxyCase("end.ad-pipe", "srchain End.AD in the node's XDP pipeline (dispatcher + proxy stage, both sides), as datapath: xdp deploys it",
+			proxydp.BehaviorAD, 0x1a2, proxyPipeline, 0),
 		CaseProxyADTLV, CaseProxyADOPoT,
 	)
 }
@@ -334,7 +384,7 @@ func flowLabel(n int) string {
 func init() {
 	Register(&Scenario{
 		Name: "proxy", Baseline: CaseNFPlain.Name, Ceiling: CaseNFXDPFwd.Name, XLabel: "flows",
-		Desc:  "seed 001: round trip through a forwarding NF: plain routing (also by a bare XDP forward, the ceiling), kernel End.DX6 -> NF -> H.Encaps, srchain End.AS/AD/AM/AD.flow at tc and End.AS/AD/AM at XDP",
+		Desc:  "seed 001: round trip through a forwarding NF: plain routing (also by a bare XDP forward, the ceiling), kernel End.DX6 -> NF -> H.Encaps, srchain End.AS/AD/AM/AD.flow at tc, End.AS/AD/AM at XDP, End.AD in the XDP pipeline",
 		Cases: proxyCases(),
 		// Issue 9 (and 11, through the proxy with OPoT).
 		Goals: []Goal{

@@ -98,7 +98,7 @@ func TestProxyScenario(t *testing.T) {
 func TestCaseFlowsOneTemplate(t *testing.T) {
 	o := DefaultOptions()
 	o.Flows, o.IMIX = 5, true
-	c := proxyCase("x", "", 5, 0x1a5, false, 100000)
+	c := proxyCase("x", "", 5, 0x1a5, proxyTC, 100000)
 	fr, err := BuildTemplates(c.Frame, caseProfile(c, o, 0), testEP)
 	if err != nil || len(fr) != len(imixSeq) {
 		t.Fatalf("templates %d, err %v; want %d", len(fr), err, len(imixSeq))

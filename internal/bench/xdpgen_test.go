@@ -27,7 +27,7 @@ func TestGeneratorFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	c := proxyCase("x", "", 5, 0x1a5, false, 3)
+	c := proxyCase("x", "", 5, 0x1a5, proxyTC, 3)
 	fr, err := BuildFrame(c.Frame, 0, 0, testEP)
 	if err != nil {
 		t.Fatal(err)

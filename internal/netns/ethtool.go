@@ -56,60 +56,32 @@ func (n *NS) ethtool(ifname string, v *ethtoolValue) error {
 }
 
 // GRO reports whether generic receive offload is on for ifname.
-func (n *NS) GRO(ifname string) (bool, error) {
-	v := ethtoolValue{cmd: ethtoolGGRO}
-	if err := n.ethtool(ifname, &v); err != nil {
-		return false, fmt.Errorf("read gro: %w", err)
-	}
-	return v.data != 0, nil
-}
+func (n *NS) GRO(ifname string) (bool, error) { return n.feature(ifname, ethtoolGGRO, "gro") }
 
 // SetGRO turns generic receive offload on or off for ifname.
 func (n *NS) SetGRO(ifname string, on bool) error {
-	v := ethtoolValue{cmd: ethtoolSGRO}
-	if on {
-		v.data = 1
-	}
-	if err := n.ethtool(ifname, &v); err != nil {
-		return fmt.Errorf("set gro: %w", err)
-	}
-	return nil
+	return n.setFeature(ifname, ethtoolSGRO, "gro", on)
 }
 
 // TxChecksum reports whether transmit checksum offload is on for ifname.
 func (n *NS) TxChecksum(ifname string) (bool, error) {
-	v := ethtoolValue{cmd: ethtoolGTXCSUM}
-	if err := n.ethtool(ifname, &v); err != nil {
-		return false, fmt.Errorf("read tx checksum offload: %w", err)
-	}
-	return v.data != 0, nil
+	return n.feature(ifname, ethtoolGTXCSUM, "tx checksum offload")
 }
 
 // SetTxChecksum turns transmit checksum offload on or off for ifname
 // (off also turns off the offloads that depend on it, TSO among them).
 func (n *NS) SetTxChecksum(ifname string, on bool) error {
-	v := ethtoolValue{cmd: ethtoolSTXCSUM}
-	if on {
-		v.data = 1
-	}
-	if err := n.ethtool(ifname, &v); err != nil {
-		return fmt.Errorf("set tx checksum offload: %w", err)
-	}
-	return nil
+	return n.setFeature(ifname, ethtoolSTXCSUM, "tx checksum offload", on)
 }
 
 // Segmentation reports whether TCP and generic segmentation offload
 // (TSO, GSO) are on for ifname: whether it sends GSO packets as they are.
 func (n *NS) Segmentation(ifname string) (tso, gso bool, err error) {
-	var on [2]bool
-	for k, cmd := range []uint32{ethtoolGTSO, ethtoolGGSO} {
-		v := ethtoolValue{cmd: cmd}
-		if err := n.ethtool(ifname, &v); err != nil {
-			return false, false, fmt.Errorf("read segmentation offload: %w", err)
-		}
-		on[k] = v.data != 0
+	if tso, err = n.feature(ifname, ethtoolGTSO, "tso"); err != nil {
+		return false, false, err
 	}
-	return on[0], on[1], nil
+	gso, err = n.feature(ifname, ethtoolGGSO, "gso")
+	return tso, gso, err
 }
 
 // SetTSO turns TCP segmentation offload on or off for ifname.
@@ -124,6 +96,16 @@ func (n *NS) SetGSO(ifname string, on bool) error {
 	return n.setFeature(ifname, ethtoolSGSO, "gso", on)
 }
 
+// feature reads one ethtool value (a G* command).
+func (n *NS) feature(ifname string, cmd uint32, name string) (bool, error) {
+	v := ethtoolValue{cmd: cmd}
+	if err := n.ethtool(ifname, &v); err != nil {
+		return false, fmt.Errorf("read %s: %w", name, err)
+	}
+	return v.data != 0, nil
+}
+
+// setFeature writes one ethtool value (an S* command).
 func (n *NS) setFeature(ifname string, cmd uint32, name string, on bool) error {
 	v := ethtoolValue{cmd: cmd}
 	if on {

@@ -32,14 +32,7 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 	a, sr0 := proxyNS(t, "p")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := json.Marshal(Program{
-		SID: netip.MustParsePrefix("fd00:5::a/128"), Behavior: state.EndAM, LegacyNF: "lnf",
-		IfaceOut: "eth0", IfaceIn: "eth0", NFNext6: kindtest.AddrB.Addr(), SRSide: []string{"sr0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := state.Program{Kind: Name, NF: "am", Config: raw}
+	p := amProgram(t)
 	node := state.Node{Name: "a", Programs: []state.Program{p}}
 	var d driver
 	if undo, err := d.Apply(ctx, a, node, p); err != nil || undo == nil {
@@ -128,6 +121,20 @@ func TestApplySwapsOtherBuild(t *testing.T) {
 // proxyNS is a namespace for the driver (pins removed with the test)
 // with an SR-facing interface sr0 besides eth0 (the NF's link); a veth,
 // as this kernel has no dummy links.
+// amProgram is an End.AM proxy NF "am" on proxyNS's node: one-armed
+// on eth0, SR side sr0.
+func amProgram(t *testing.T) state.Program {
+	t.Helper()
+	raw, err := json.Marshal(Program{
+		SID: netip.MustParsePrefix("fd00:5::a/128"), Behavior: state.EndAM, LegacyNF: "lnf",
+		IfaceOut: "eth0", IfaceIn: "eth0", NFNext6: kindtest.AddrB.Addr(), SRSide: []string{"sr0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state.Program{Kind: Name, NF: "am", Config: raw}
+}
+
 func proxyNS(t *testing.T, tag string) (*netns.NS, netlink.Link) {
 	t.Helper()
 	a, _ := kindtest.Pair(t, tag)
@@ -264,14 +271,7 @@ func TestApplyXDPStage(t *testing.T) {
 	a, sr0 := proxyNS(t, "x")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := json.Marshal(Program{
-		SID: netip.MustParsePrefix("fd00:5::a/128"), Behavior: state.EndAM, LegacyNF: "lnf",
-		IfaceOut: "eth0", IfaceIn: "eth0", NFNext6: kindtest.AddrB.Addr(), SRSide: []string{"sr0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := state.Program{Kind: Name, NF: "am", Config: raw}
+	tc := amProgram(t)
 	x := tc
 	x.XDP = true
 	node := func(p state.Program) state.Node { return state.Node{Name: "a", Programs: []state.Program{p}} }
