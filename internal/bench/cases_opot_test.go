@@ -257,13 +257,6 @@ const (
 	tcActUnspec   = 0xffffffff // the next tcx program
 )
 
-// skbCtx is the head of struct __sk_buff up to ifindex, for test runs
-// that must look received on an interface (pkt_type, FIB lookups).
-type skbCtx struct {
-	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
-	IngressIfindex, Ifindex                                                               uint32
-}
-
 // dutEndRun returns a test run of the srchain End attached at the DUT's
 // ingress, as if the frame were received there (addressed to its MAC).
 func dutEndRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
@@ -300,7 +293,7 @@ func dutEndRun(t *testing.T, d *DUT) func([]byte) (uint32, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { prog.Close() })
-	return dutRun(t, d, prog, mac, skbCtx{IngressIfindex: uint32(idx), Ifindex: uint32(idx)})
+	return dutRun(t, d, prog, mac, testutil.SKB{IngressIfindex: uint32(idx), Ifindex: uint32(idx)})
 }
 
 // dutRun returns a test run of prog in the DUT's namespace with context

@@ -11,6 +11,7 @@ import (
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/srv6"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 // TestEndMutations runs randomly corrupted SRv6 packets (seeded, so
@@ -61,7 +62,7 @@ func TestEndMutations(t *testing.T) {
 				return err
 			}
 			out := make([]byte, len(frame)+64)
-			opts := &ebpf.RunOptions{Data: frame, DataOut: out, Context: skbCtx{IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)}}
+			opts := &ebpf.RunOptions{Data: frame, DataOut: out, Context: testutil.SKB{IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)}}
 			ret, err := env.end.Program().Run(opts)
 			if err != nil {
 				return err

@@ -47,13 +47,6 @@ var (
 	hostMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xbb} // the in interface's MAC: frames' destination
 )
 
-// skbCtx is the head of struct __sk_buff up to ifindex: the fields
-// BPF_PROG_TEST_RUN lets a caller set that the End program reads.
-type skbCtx struct {
-	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
-	IngressIfindex, Ifindex                                                               uint32
-}
-
 // xdpCtx is struct xdp_md; test runs may set ingress_ifindex and
 // rx_queue_index.
 type xdpCtx struct {
@@ -178,7 +171,7 @@ func (env *testEnv) runMark(t *testing.T, frame []byte, xdp bool, mark uint32) (
 	opts := &ebpf.RunOptions{
 		Data:    frame,
 		DataOut: out,
-		Context: skbCtx{Mark: mark, IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)},
+		Context: testutil.SKB{Mark: mark, IngressIfindex: uint32(env.in), Ifindex: uint32(env.in)},
 	}
 	prog := env.end.Program()
 	if xdp {

@@ -24,13 +24,6 @@ const (
 	tcActRedirect = 7
 )
 
-// skbCtx is the head of struct __sk_buff up to ifindex (the fields
-// BPF_PROG_TEST_RUN lets a caller set).
-type skbCtx struct {
-	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
-	IngressIfindex, Ifindex                                                               uint32
-}
-
 // xdpCtx is struct xdp_md (test runs may set ingress_ifindex).
 type xdpCtx struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
@@ -118,7 +111,7 @@ func run(t *testing.T, fw *Firewall, l3 []byte) (uint32, []byte, drop.Reason) {
 	}
 	frame := etherFrame(l3)
 	out := make([]byte, len(frame)+64)
-	opts := &ebpf.RunOptions{Data: frame, DataOut: out, Context: skbCtx{IngressIfindex: 1, Ifindex: 1}}
+	opts := &ebpf.RunOptions{Data: frame, DataOut: out, Context: testutil.SKB{IngressIfindex: 1, Ifindex: 1}}
 	prog := fw.Program()
 	if runXDP {
 		prog = fw.XDPProgram()

@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"fmt"
+	"github.com/srchain/srchain/internal/testutil"
 	"os"
 	"strings"
 	"sync"
@@ -53,7 +54,7 @@ func TestUpdateAtomic(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for !stop.Load() {
-			ret, err := fw.Program().Run(&ebpf.RunOptions{Data: frame, Context: skbCtx{IngressIfindex: 1, Ifindex: 1}})
+			ret, err := fw.Program().Run(&ebpf.RunOptions{Data: frame, Context: testutil.SKB{IngressIfindex: 1, Ifindex: 1}})
 			if err != nil {
 				t.Error(err)
 				return

@@ -64,13 +64,6 @@ var (
 	sidADL2   = netip.MustParseAddr("fc00:1::d2") // End.AD, Ethernet inner
 )
 
-// skbCtx is the head of struct __sk_buff up to ifindex (the fields a
-// test run may set).
-type skbCtx struct {
-	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
-	IngressIfindex, Ifindex                                                               uint32
-}
-
 type env struct {
 	ns    *netns.NS
 	p     *Proxy
@@ -215,7 +208,7 @@ func (e *env) run(t *testing.T, prog *ebpf.Program, in int, frame []byte) (uint3
 	opts := &ebpf.RunOptions{
 		Data:    frame,
 		DataOut: make([]byte, len(frame)+2048),
-		Context: skbCtx{IngressIfindex: uint32(in), Ifindex: uint32(in)},
+		Context: testutil.SKB{IngressIfindex: uint32(in), Ifindex: uint32(in)},
 	}
 	var ret uint32
 	err := e.ns.Do(func() error {

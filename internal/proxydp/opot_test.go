@@ -314,7 +314,7 @@ func TestOPoTCarryConcurrent(t *testing.T) {
 					f := ether(EtherIPv6, nfForward(atNF[0][ethLen:]))
 					atNF = atNF[1:]
 					opts := &ebpf.RunOptions{Data: f, DataOut: make([]byte, len(f)+1024),
-						Context: skbCtx{IngressIfindex: uint32(e.in(sidADOPoT)), Ifindex: uint32(e.in(sidADOPoT))}}
+						Context: testutil.SKB{IngressIfindex: uint32(e.in(sidADOPoT)), Ifindex: uint32(e.in(sidADOPoT))}}
 					ret, err := e.p.NFProgram().Run(opts)
 					if err != nil || ret == tcActShot {
 						d, _ := e.p.Drops()
@@ -329,7 +329,7 @@ func TestOPoTCarryConcurrent(t *testing.T) {
 				}
 				for _, f := range frames {
 					opts := &ebpf.RunOptions{Data: f, DataOut: make([]byte, len(f)+1024),
-						Context: skbCtx{IngressIfindex: uint32(e.sr), Ifindex: uint32(e.sr)}}
+						Context: testutil.SKB{IngressIfindex: uint32(e.sr), Ifindex: uint32(e.sr)}}
 					ret, err := e.p.SRProgram().Run(opts)
 					if err != nil || ret != tcActRedirect {
 						return fmt.Errorf("cpu %d: sr side verdict %d (%v)", cpu, ret, err)

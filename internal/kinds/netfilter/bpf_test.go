@@ -18,20 +18,6 @@ import (
 	"github.com/srchain/srchain/internal/testutil"
 )
 
-// skbCtx is the head of struct __sk_buff up to ifindex (what a test run
-// may set).
-type skbCtx struct {
-	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto, Priority uint32
-	IngressIfindex, Ifindex                                                               uint32
-}
-
-// skbOut is a whole struct __sk_buff (192 bytes on Linux 6.x): the
-// kernel refuses a shorter context out (ENOSPC).
-type skbOut struct {
-	skbCtx
-	_ [37]uint32
-}
-
 // tc verdicts.
 const (
 	tcNext = 0xffffffff // TC_ACT_UNSPEC (-1): tcx runs the next program
@@ -128,8 +114,8 @@ func TestBPFIn(t *testing.T) {
 			want := ModelIn(tc.pkt, 16)
 			before, _ := bpfrt.ReadDropCounts(o.DropCounters)
 			out := make([]byte, len(tc.pkt)+64)
-			ctxOut := skbOut{}
-			opts := &ebpf.RunOptions{Data: frame(tc.pkt), DataOut: out, Context: skbCtx{IngressIfindex: 1, Ifindex: 1}, ContextOut: &ctxOut}
+			ctxOut := testutil.SKB{}
+			opts := &ebpf.RunOptions{Data: frame(tc.pkt), DataOut: out, Context: testutil.SKB{IngressIfindex: 1, Ifindex: 1}, ContextOut: &ctxOut}
 			var ret uint32
 			err := ns.Do(func() (err error) { ret, err = o.SrchainAnfIn.Run(opts); return err })
 			if err != nil {
@@ -204,8 +190,8 @@ func TestBPFOut(t *testing.T) {
 	run := func(prog *ebpf.Program, data []byte, mark uint32) (uint32, []byte, uint32, drop.Counts) {
 		t.Helper()
 		out := make([]byte, len(data)+512)
-		ctxOut := skbOut{}
-		opts := &ebpf.RunOptions{Data: data, DataOut: out, Context: skbCtx{Mark: mark, IngressIfindex: 1, Ifindex: 1}, ContextOut: &ctxOut}
+		ctxOut := testutil.SKB{}
+		opts := &ebpf.RunOptions{Data: data, DataOut: out, Context: testutil.SKB{Mark: mark, IngressIfindex: 1, Ifindex: 1}, ContextOut: &ctxOut}
 		var ret uint32
 		if err := ns.Do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
 			t.Fatal(err)
@@ -357,8 +343,8 @@ func TestBPFInsert(t *testing.T) {
 	run := func(prog *ebpf.Program, data []byte, mark uint32) (uint32, []byte, uint32, drop.Counts) {
 		t.Helper()
 		out := make([]byte, len(data)+512)
-		ctxOut := skbOut{}
-		opts := &ebpf.RunOptions{Data: data, DataOut: out, Context: skbCtx{Mark: mark, IngressIfindex: 1, Ifindex: 1}, ContextOut: &ctxOut}
+		ctxOut := testutil.SKB{}
+		opts := &ebpf.RunOptions{Data: data, DataOut: out, Context: testutil.SKB{Mark: mark, IngressIfindex: 1, Ifindex: 1}, ContextOut: &ctxOut}
 		var ret uint32
 		if err := ns.Do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
 			t.Fatal(err)
