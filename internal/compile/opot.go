@@ -448,12 +448,8 @@ func (c *compiler) opotWirePackets() {
 				continue
 			}
 			i.NoGRO = !i.GRO
-			if peer := c.nodes[i.Peer.Node]; peer != nil {
-				for j := range peer.Interfaces {
-					if peer.Interfaces[j].Name == i.Peer.Interface {
-						peer.Interfaces[j].NoGSO = true
-					}
-				}
+			if peer := c.endpoint(i.Peer); peer != nil {
+				peer.NoGSO = true
 			}
 		}
 	}

@@ -131,14 +131,21 @@ func noIngressStage(p state.Program) bool {
 // xdpPeer sets up endpoint e (a node's interface) facing an XDP node:
 // GRO on, checksums completed in software.
 func (c *compiler) xdpPeer(e state.Endpoint) {
+	if i := c.endpoint(e); i != nil {
+		i.GRO, i.SoftwareChecksum = true, true
+	}
+}
+
+// endpoint is the interface e names in the desired state, or nil.
+func (c *compiler) endpoint(e state.Endpoint) *state.Interface {
 	sn := c.nodes[e.Node]
 	if sn == nil {
-		return
+		return nil
 	}
 	for k := range sn.Interfaces {
 		if sn.Interfaces[k].Name == e.Interface {
-			sn.Interfaces[k].GRO = true
-			sn.Interfaces[k].SoftwareChecksum = true
+			return &sn.Interfaces[k]
 		}
 	}
+	return nil
 }
