@@ -109,9 +109,10 @@ int srchain_end_xdp(struct xdp_md *ctx)
 		return to_tc(ctx); /* the kernel's End via tc */
 
 	/* Redirecting: now, and only now, write the packet, the OPoT proof
-	 * first (lib/end_opot.h; a packet handed to tc is tc's to update).
+	 * first (lib/end_opot.h; a packet handed to tc is tc's to update),
+	 * unless the pipeline's OPoT stage did (pipe_done).
 	 */
-	if (cfg_opot)
+	if (cfg_opot && !pipe_done(ctx, PIPE_DONE_OPOT))
 		end_opot_xdp(ctx, &pl.si, !pl.shift);
 	if (end_write(&p, &pl))
 		return xdrop(ctx, counter, len, DROP_PKT_TRUNCATED);

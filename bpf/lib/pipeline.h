@@ -198,6 +198,20 @@ static __always_inline void pipe_mark(struct xdp_md *ctx, __u16 done)
 		m->done |= done;
 }
 
+/* pipe_done reports whether an earlier stage of this packet's run
+ * recorded done (pipe_mark). The End and the SR proxy ask it before an
+ * OPoT transit: when the OPoT driver marks a chain's entry for them
+ * (OPOT_CHAIN_IN_END) while a packet is between the OPoT stage, which
+ * read the entry unmarked, and them, the stage has updated that packet's
+ * proof already (docs/opot.md "Changing sides").
+ */
+static __always_inline int pipe_done(struct xdp_md *ctx, __u16 done)
+{
+	struct pipe_meta *m = pipe_meta_of(ctx);
+
+	return m && (m->done & done);
+}
+
 /* pipe_ret counts the stage's final verdict and returns it. The
  * metadata may leave with a redirected frame: it is harmless there, the
  * next XDP hop's dispatcher writes its own, and a tc firewall only

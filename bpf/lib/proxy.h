@@ -158,6 +158,7 @@
 #include "srv6_encap.h"
 #include "opot_tlv.h"
 #include "opot_dp.h"
+#include "pipeline.h"
 
 #ifndef ICMPV6_TIME_EXCEED
 #define ICMPV6_TIME_EXCEED 3
@@ -864,9 +865,10 @@ static __always_inline __u32 proxy_opot_save(struct pctx *c, const int kind, __u
 	 * End.AD and End.AD.flow are End behaviours; docs/opot.md "Transit
 	 * in the proxy"). The DA is still the proxy SID. Any other chain's
 	 * TLV is kept as it came: a stage in front updated it, or the
-	 * verifier will drop it.
+	 * verifier will drop it. So is one the XDP OPoT stage in front
+	 * updated while the entry was being marked (pipe_done).
 	 */
-	if (cfg_opot) {
+	if (cfg_opot && !(kind == CTX_XDP && pipe_done(c->ctx, PIPE_DONE_OPOT))) {
 		struct opot_chain *ch = opot_chain_of(&c->p, si, OPOT_ROLE_TRANSIT);
 
 		if (ch && (ch->flags & OPOT_CHAIN_IN_END))

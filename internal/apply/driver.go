@@ -91,5 +91,18 @@ func (a *applier) programs() error {
 			a.j.did("program "+p.Kind, undo)
 		}
 	}
+	for _, p := range a.node.Programs {
+		f, ok := a.drivers[p.Kind].(kind.Finisher)
+		if !ok {
+			continue
+		}
+		undo, err := f.Finish(a.ctx, a.ns, a.node, p)
+		if err != nil {
+			return fmt.Errorf("finish program %q: %w", p.Kind, err)
+		}
+		if undo != nil {
+			a.j.did("finish program "+p.Kind, undo)
+		}
+	}
 	return nil
 }

@@ -2,9 +2,12 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/srchain/srchain/internal/opot"
 	"github.com/srchain/srchain/internal/opotdp"
@@ -130,6 +133,20 @@ func TestEndOPoTTransit(t *testing.T) {
 		t.Errorf("xdp: verdict %d\n got %x\nwant %x", gotXDP.ret, gotXDP.out, withTLV(plainXDP.out, want))
 	}
 
+	// In the XDP pipeline, a packet whose proof the OPoT stage in front
+	// updated (PIPE_DONE_OPOT in its metadata: the stage read the entry
+	// before the OPoT driver marked it) is not updated again; with the
+	// metadata of a packet the stage left alone, it is.
+	for _, c := range []struct {
+		done uint16
+		want opot.Meta
+	}{{pipeDoneOPoT, in}, {0, want}} {
+		ret, out := e.runXDPMeta(t, e.frame(t, e.travel, 64, in), c.done)
+		if got, err := opot.ParseTLV(out[tlvAt:]); ret != xdpRedirect || err != nil || got != c.want {
+			t.Errorf("xdp, metadata done %#x: verdict %d, proof %+v (%v); want %+v", c.done, ret, got, err, c.want)
+		}
+	}
+
 	// Hop limit 1: the kernel's End decides (Time Exceeded); tc updates
 	// the proof first, XDP hands the packet to tc untouched.
 	f := e.frame(t, e.travel, 1, in)
@@ -218,4 +235,31 @@ func TestEndOPoTCases(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) { e.check(t, tc, xdp) })
 		}
 	}
+}
+
+// pipeDoneOPoT is PIPE_DONE_OPOT (bpf/lib/pipeline.h).
+const pipeDoneOPoT = 0x2
+
+// runXDPMeta runs the XDP End on frame behind pipeline metadata (struct
+// pipe_meta: cookie, generation, done) as the dispatcher writes it, and
+// returns the frame it gives without the metadata.
+func (e *opotEnv) runXDPMeta(t *testing.T, frame []byte, done uint16) (uint32, []byte) {
+	t.Helper()
+	meta := binary.LittleEndian.AppendUint32(nil, 1)
+	meta = binary.LittleEndian.AppendUint16(meta, 0)
+	meta = binary.LittleEndian.AppendUint16(meta, done)
+	in := append(meta, frame...)
+	opts := &ebpf.RunOptions{
+		Data:    in,
+		DataOut: make([]byte, len(in)+256),
+		Context: xdpCtx{Data: uint32(len(meta)), DataEnd: uint32(len(in)), IngressIfindex: uint32(e.in)},
+	}
+	var ret uint32
+	if err := e.ns.Do(func() (err error) {
+		ret, err = e.end.XDPProgram().Run(opts)
+		return err
+	}); err != nil {
+		t.Fatalf("test run: %v", err)
+	}
+	return ret, opts.DataOut[len(meta) : len(meta)+len(frame)]
 }

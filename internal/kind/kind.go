@@ -80,6 +80,16 @@ type Driver interface {
 	Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]Counter, error)
 }
 
+// Finisher is a Driver with a second step. Finish runs once every
+// program of the node was applied (in the node's program order, after
+// the last Apply), for a change that may only be made once the programs
+// after the driver's own are in place; its undo is journaled like an
+// Apply's. The OPoT driver marks a chain's transit as done by the End
+// there, once the End reads its maps (docs/opot.md "Changing sides").
+type Finisher interface {
+	Finish(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (undo func() error, err error)
+}
+
 // ErrNoInterface: the state names an interface the node does not have.
 var ErrNoInterface = errors.New("no such interface")
 

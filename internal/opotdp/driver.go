@@ -372,11 +372,14 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	// Stages are attached before the entries change and detached after:
-	// an entry leaving a stage for the End (OPOT_CHAIN_IN_END) or coming
-	// back to it always has one of them updating its proofs. With an XDP
-	// stage the tc stages must read this node's pipeline cookie, and
-	// after new maps every stage must read them: attached links are then
-	// swapped for the programs just loaded.
+	// an entry coming back from the End (OPOT_CHAIN_IN_END) to a stage
+	// always has one of them updating its proofs. An entry going into
+	// the End is written unmarked and keeps the stages that did its
+	// transit until Finish marks it, once the End reads these maps
+	// (entering). With an XDP stage the tc stages must read this node's
+	// pipeline cookie, and after new maps every stage must read them:
+	// attached links are then swapped for the programs just loaded.
+	d, held := entering(d, have)
 	swap := p.XDP || o.recreated
 	if err := attachStages(ctx, ns, dir, o, d, idx, swap, &j); err != nil {
 		return fail(err)
@@ -384,16 +387,130 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
 		return fail(err)
 	}
-	if err := detachStale(ns, dir, d, idx, &j); err != nil {
+	if err := detachStale(ns, dir, d, idx, held, &j); err != nil {
 		return fail(err)
 	}
-	if err := syncXDPStage(ns, o, p.XDP, o.recreated, &j); err != nil {
+	if err := syncXDPStage(ns, o, p.XDP, held, o.recreated, &j); err != nil {
 		return fail(err)
 	}
 	switch {
 	case fresh:
 		return func() error { return removePins(dir) }, nil
 	case len(j) > 0:
+		return j.undo, nil
+	}
+	return nil, nil
+}
+
+// entering returns d with the mark taken off the entries that go into
+// the End or an SR proxy on this apply (InEnd, not marked in have), and
+// whether there are any. Marked at once, such an entry would be left by
+// its stage before the program serving its SID reads these maps (that
+// program is applied after this one): its packets would get no transit
+// update and fail at the verifier. Unmarked, the stage goes on updating
+// them and the End, reading the maps, leaves them alone; Finish marks
+// them once every program of the node is in place, and one map write
+// per chain moves its transit.
+func entering(d desired, have map[ChainKey]Chain) (desired, bool) {
+	out := d
+	out.chains = maps.Clone(d.chains)
+	held := false
+	for k, v := range d.chains {
+		if v.Flags&ChainInEnd != 0 && have[k].Flags&ChainInEnd == 0 {
+			v.Flags &^= ChainInEnd
+			out.chains[k] = v
+			held = true
+		}
+	}
+	return out, held
+}
+
+// Finish marks the entries Apply wrote unmarked (entering): the
+// programs serving their SIDs were applied after this one and read the
+// maps now. Then the stages no entry needs any more are detached, the
+// XDP stage unpinned when the node has none. Its undo unmarks them and
+// attaches those stages again.
+func (Driver) Finish(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromProgram(p)
+	if err != nil {
+		return nil, err
+	}
+	dir := PinDir(ns)
+	release, err := bpfrt.LockDir(dir, bpfrt.Exclusive)
+	if err != nil {
+		return nil, fmt.Errorf("opot: %w", err)
+	}
+	defer release()
+	var j journal
+	fail := func(err error) (func() error, error) {
+		if uerr := j.undo(); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("undo: %w", uerr))
+		}
+		return nil, fmt.Errorf("opot: finish: %w", err)
+	}
+	cm, err := ebpf.LoadPinnedMap(dir+"/opot_chains", nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer cm.Close()
+	gm, err := ebpf.LoadPinnedMap(dir+"/opot_chain_gen", nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer gm.Close()
+	have, err := dumpChains(cm)
+	if err != nil {
+		return fail(err)
+	}
+	d, err := want(node, cfg, have)
+	if err != nil {
+		return fail(err)
+	}
+	for _, k := range sortedChainKeys(d.chains) {
+		v := d.chains[k]
+		old, ok := have[k]
+		unmarked := v
+		unmarked.Flags &^= ChainInEnd
+		if !ok || old == v || old != unmarked {
+			continue // not one Apply held back
+		}
+		if len(j) == 0 {
+			// Runs last on undo: the stages' cached lookups see the
+			// entries put back.
+			j = append(j, func() error { return touchPinned(dir) })
+		}
+		if err := cm.Put(&k, &v); err != nil {
+			return fail(fmt.Errorf("mark opot chain: %w", err))
+		}
+		j = append(j, restore(dir, "opot_chains", k, old))
+	}
+	if len(j) > 0 {
+		if err := TouchChains(gm); err != nil {
+			return fail(err)
+		}
+	}
+	idx := map[string]int{}
+	for _, ifs := range d.stages {
+		got, err := kind.Ifindexes(ns, ifs)
+		if err != nil {
+			return fail(err)
+		}
+		for i, n := range ifs {
+			idx[n] = got[i]
+		}
+	}
+	if err := detachStale(ns, dir, d, idx, false, &j); err != nil {
+		return fail(err)
+	}
+	if !p.XDP { // at XDP, Apply pinned the stage already
+		if err := syncXDPStage(ns, nil, false, false, false, &j); err != nil {
+			return fail(err)
+		}
+	}
+	if len(j) > 0 {
 		return j.undo, nil
 	}
 	return nil, nil
@@ -609,10 +726,12 @@ func attachStage(ns *netns.NS, o *objs, stage string, h bpfrt.Hook, pin string) 
 	})
 }
 
-// detachStale detaches the pinned stage links d does not want. The undo
-// attaches them again, with programs loaded afresh from the pins (an
-// entry's proofs must not be left to no one when a later step fails).
-func detachStale(ns *netns.NS, dir string, d desired, idx map[string]int, j *journal) error {
+// detachStale detaches the pinned stage links d does not want (with
+// held, not the transit stage's: entries entering the End still need
+// it). The undo attaches them again, with programs loaded afresh from
+// the pins (an entry's proofs must not be left to no one when a later
+// step fails).
+func detachStale(ns *netns.NS, dir string, d desired, idx map[string]int, held bool, j *journal) error {
 	want := map[string]bool{}
 	for stage, ifs := range d.stages {
 		for _, ifn := range ifs {
@@ -629,6 +748,9 @@ func detachStale(ns *netns.NS, dir string, d desired, idx map[string]int, j *jou
 			continue
 		}
 		stage, h, ok := parseLinkPin(e.Name())
+		if held && stage == stageTransit {
+			continue
+		}
 		if err := bpfrt.DetachPinned(pin); err != nil {
 			return err
 		}
@@ -654,9 +776,10 @@ func detachStale(ns *netns.NS, dir string, d desired, idx map[string]int, j *jou
 
 // syncXDPStage makes the node pipeline's OPoT stage (pinned for the
 // pipeline driver, which runs after this one) follow xdp: the XDP stage
-// program of o, or none. Once pinned it stays (it reads the pinned maps,
-// as the one just loaded would).
-func syncXDPStage(ns *netns.NS, o *objs, xdp, swap bool, j *journal) error {
+// program of o, or none (with held, a pinned one stays until Finish).
+// Once pinned it stays (it reads the pinned maps, as the one just
+// loaded would). o may be nil when xdp is not set.
+func syncXDPStage(ns *netns.NS, o *objs, xdp, held, swap bool, j *journal) error {
 	dir := pipeline.NodeDir(ns)
 	have := pipeline.StagePinned(dir, pipeline.OPoT)
 	switch {
@@ -678,7 +801,7 @@ func syncXDPStage(ns *netns.NS, o *objs, xdp, swap bool, j *journal) error {
 			return fmt.Errorf("pin xdp stage: %w", err)
 		}
 		*j = append(*j, func() error { return pipeline.UnpinStage(dir, pipeline.OPoT) })
-	case !xdp && have:
+	case !xdp && have && !held:
 		if err := pipeline.UnpinStage(dir, pipeline.OPoT); err != nil {
 			return fmt.Errorf("unpin xdp stage: %w", err)
 		}

@@ -192,16 +192,32 @@ func TestDriver(t *testing.T) {
 	if evs, err := d.Events(ctx, a, node, p); err != nil || len(evs) != 0 {
 		t.Errorf("events %v, %v; want none", evs, err)
 	}
-	// Chain b's transit done in the End: its entry gets the flag and the
-	// transit stage goes (the verifier's stays); the undo brings back
-	// both the stage and the unflagged entry, so the chain's proofs are
-	// never left to no one. Only a transit can be in the End.
+	// Chain b's transit done in the End, in two steps (docs/opot.md
+	// "Changing sides"). Apply writes its entry unmarked and keeps the
+	// transit stage: the End, applied after it, does not read the maps
+	// yet. Finish marks it and detaches the stage (the verifier's
+	// stays). Each undo brings back what its step changed, so the
+	// chain's proofs are never left to no one. Only a transit can be in
+	// the End.
 	inEnd := driverNode(t, func(c *state.OPoTConfig) { c.Chains[1].InEnd = true })
 	u, err = d.Apply(ctx, a, inEnd, inEnd.Programs[0])
-	if err != nil || u == nil {
-		t.Fatalf("apply in-end: undo %v, %v", u != nil, err)
+	if err != nil || u != nil {
+		t.Fatalf("apply in-end: undo %v, %v; want nothing changed before Finish", u != nil, err)
 	}
 	bKey := &ChainKey{Last: netip.MustParseAddr("fd00:9::b").As16()}
+	if got := progNames(t, a, false); !slices.Contains(got, "srchain_opot_transit") {
+		t.Errorf("in-end before finish: tcx ingress runs %v, want the transit stage kept", got)
+	}
+	if err := chains.Lookup(bKey, &ch); err != nil || ch.Flags != 0 {
+		t.Errorf("in-end before finish: chain b entry %+v, %v; want no flag yet", ch, err)
+	}
+	if drift, _ := d.Check(ctx, a, inEnd, inEnd.Programs[0]); !slices.Equal(drift, []string{"opot chain b: entry missing or different in opot_chains"}) {
+		t.Errorf("check in-end before finish: %q", drift)
+	}
+	fu, err := d.Finish(ctx, a, inEnd, inEnd.Programs[0])
+	if err != nil || fu == nil {
+		t.Fatalf("finish in-end: undo %v, %v", fu != nil, err)
+	}
 	if got := progNames(t, a, false); slices.Contains(got, "srchain_opot_transit") || !slices.Contains(got, "srchain_opot_verify") {
 		t.Errorf("in-end: tcx ingress runs %v, want the verifier stage alone", got)
 	}
@@ -211,7 +227,14 @@ func TestDriver(t *testing.T) {
 	if drift, err := d.Check(ctx, a, inEnd, inEnd.Programs[0]); err != nil || len(drift) != 0 {
 		t.Errorf("check in-end: %q, %v", drift, err)
 	}
-	if err := u(); err != nil {
+	// Once marked, an Apply keeps the mark and needs no Finish.
+	if u, err := d.Apply(ctx, a, inEnd, inEnd.Programs[0]); err != nil || u != nil {
+		t.Errorf("re-apply in-end: undo %v, %v; want nothing to do", u != nil, err)
+	}
+	if u, err := d.Finish(ctx, a, inEnd, inEnd.Programs[0]); err != nil || u != nil {
+		t.Errorf("re-finish in-end: undo %v, %v; want nothing to do", u != nil, err)
+	}
+	if err := fu(); err != nil {
 		t.Fatal(err)
 	}
 	if got := progNames(t, a, false); !slices.Contains(got, "srchain_opot_transit") {

@@ -508,4 +508,30 @@ func TestOPoTTransitInProxy(t *testing.T) {
 			}
 		}
 	}
+
+	// In the XDP pipeline, a packet whose proof the OPoT stage in front
+	// updated (PIPE_DONE_OPOT in its metadata: the stage read the entry
+	// before the OPoT driver marked it) is carried as it came, not
+	// updated a second time.
+	travel := []netip.Addr{sidADOPoT, seg5, seg6}
+	p := toSIDOPoT(t, udp6(64, 4242), 0, 0x77<<20|0x5a5a, travel...)
+	sent := [opot.TLVLen]byte(tlvOf(t, p))
+	e.m.Hop = nil
+	r := e.m.FromSR(p)
+	in := append([]byte{1, 0, 0, 0, 0, 0, pipeDoneOPoT, 0}, ether(EtherIPv6, p)...) // struct pipe_meta
+	opts := &ebpf.RunOptions{
+		Data:    in,
+		DataOut: make([]byte, len(in)+256),
+		Context: xdpCtx{Data: pipeMetaLen, DataEnd: uint32(len(in)), IngressIfindex: uint32(e.sr)},
+	}
+	if ret, _ := e.runXDP(t, "stage's proof, xdp", e.p.XDPProgram(), opts); ret != xdpRedirect {
+		t.Fatalf("stage's proof, xdp: verdict %d, want a redirect to the NF", ret)
+	}
+	b := e.do(t, step{name: "stage's proof nf->sr", in: e.in(sidADOPoT), l3: nfForward(r.Packet), want: Forward})
+	if got := [opot.TLVLen]byte(tlvOf(t, b.Packet)); got != sent {
+		t.Errorf("stage's proof: left with TLV %x, want it as it came %x", got, sent)
+	}
 }
+
+// pipeDoneOPoT is PIPE_DONE_OPOT (bpf/lib/pipeline.h).
+const pipeDoneOPoT = 0x2

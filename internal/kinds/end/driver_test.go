@@ -23,7 +23,7 @@ import (
 	_ "github.com/srchain/srchain/internal/kinds/end"
 	"github.com/srchain/srchain/internal/kinds/kindtest"
 	"github.com/srchain/srchain/internal/netns"
-	_ "github.com/srchain/srchain/internal/opotdp"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/pipeline"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
@@ -537,6 +537,202 @@ func TestApplyEndOPoT(t *testing.T) {
 		progs, err := apply.IngressPrograms(a, "eth0")
 		if err != nil || !slices.Equal(progs, []string{"srchain_end"}) {
 			t.Errorf("step %d: eth0 tcx ingress runs %v (%v), want srchain_end alone", i, progs, err)
+		}
+	}
+}
+
+// wrapped is a driver whose Apply first calls before (the state of the
+// node at the moment that driver runs).
+type wrapped struct {
+	kind.Driver
+	before func()
+}
+
+func (w wrapped) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	w.before()
+	return w.Driver.Apply(ctx, ns, node, p)
+}
+
+// finishing is a Finisher whose Finish first calls before.
+type finishing struct {
+	kind.Driver
+	before func()
+}
+
+func (f finishing) Finish(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	f.before()
+	return f.Driver.(kind.Finisher).Finish(ctx, ns, node, p)
+}
+
+// TestApplyEndOPoTHitlessXDP: moving a chain's transit from the XDP
+// pipeline's OPoT stage into the XDP End keeps the stage in the pipeline
+// (held) in front of the End that reads the maps until the OPoT driver's
+// Finish marks the entry; the pipeline's Finish then drops the stage.
+// At no point does the active pipeline run an End that does not do the
+// transit without the stage that does.
+func TestApplyEndOPoTHitlessXDP(t *testing.T) {
+	a := pair(t, "ox")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	xdp := func(n state.Node, stages string) state.Node {
+		n.Programs[1].XDP = true
+		return withPipeline(n, stages)
+	}
+	stage := xdp(stageNode(t), `["opot","end"]`)
+	stage.Programs[0].XDP = true
+	inEnd := xdp(opotNode(t, true), `["end"]`)
+	dir := pipeline.NodeDir(a)
+	m, err := pipeline.OpenMaps(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pinned := func(s pipeline.Stage) ebpf.ProgramID {
+		p, err := ebpf.LoadPinnedProgram(pipeline.StagePin(dir, s), nil)
+		if err != nil {
+			return 0
+		}
+		defer p.Close()
+		id, _ := bpfrt.ProgramID(p)
+		return id
+	}
+	active := func() map[pipeline.Stage]ebpf.ProgramID {
+		got, err := m.Active()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if err := apply.Apply(ctx, a, stage); err != nil {
+		t.Fatal(err)
+	}
+	if got := active(); got[pipeline.OPoT] == 0 || got[pipeline.End] == 0 || chainFlags(t, a) != 0 {
+		t.Fatalf("transit at the xdp stage: pipeline %v, flags %#x", got, chainFlags(t, a))
+	}
+	drivers := kind.Drivers()
+	ran := false
+	drivers[state.ProgramOPoT] = finishing{Driver: drivers[state.ProgramOPoT], before: func() {
+		ran = true
+		got := active()
+		if got[pipeline.OPoT] == 0 || got[pipeline.End] != pinned(pipeline.End) || chainFlags(t, a) != 0 {
+			t.Errorf("before the opot finish: pipeline %v (end stage pinned %d), flags %#x; want the held opot stage in front of the new end, no mark",
+				got, pinned(pipeline.End), chainFlags(t, a))
+		}
+	}}
+	if _, err := apply.ApplyWith(ctx, a, inEnd, apply.Options{Drivers: drivers}); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("the opot driver's finish did not run")
+	}
+	if got := active(); len(got) != 1 || got[pipeline.End] != pinned(pipeline.End) || chainFlags(t, a) != opotdp.ChainInEnd || pipeline.StagePinned(dir, pipeline.OPoT) {
+		t.Errorf("after the move: pipeline %v, flags %#x, opot stage pinned %v; want the end alone, marked, unpinned",
+			got, chainFlags(t, a), pipeline.StagePinned(dir, pipeline.OPoT))
+	}
+	if drift, err := apply.CheckPrograms(ctx, a, inEnd); err != nil || len(drift) != 0 {
+		t.Errorf("drift %q, %v", drift, err)
+	}
+}
+
+// withPipeline adds n's pipeline program (last, as the compiler puts it)
+// running stages (a JSON list).
+func withPipeline(n state.Node, stages string) state.Node {
+	n.Programs = append(n.Programs, state.Program{Kind: state.ProgramPipeline, Interfaces: []string{"eth0"},
+		Config: []byte(`{"stages":` + stages + `}`)})
+	return n
+}
+
+// stageNode is opotNode(t, false) with the chain's transit done by the
+// OPoT stage on eth0.
+func stageNode(t *testing.T) state.Node {
+	t.Helper()
+	n := opotNode(t, false)
+	var cfg state.OPoTConfig
+	if err := json.Unmarshal(n.Programs[0].Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Chains[0].InEnd, cfg.Ingress = false, []string{"eth0"}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Programs[0].Config = raw
+	return n
+}
+
+// chainFlags reads the flags of opotNode's chain entry.
+func chainFlags(t *testing.T, a *netns.NS) uint32 {
+	t.Helper()
+	m, err := ebpf.LoadPinnedMap(opotdp.PinDir(a)+"/opot_chains", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var ch opotdp.Chain
+	if err := m.Lookup(&opotdp.ChainKey{Last: ad("fc00:9::c").As16()}, &ch); err != nil {
+		t.Fatal(err)
+	}
+	return ch.Flags
+}
+
+// Moving a chain's transit from the OPoT stage into the End and back is
+// hitless (docs/opot.md "Changing sides"): whenever the End is swapped,
+// the program that stops doing the transit is the one the chain's mark
+// does not name yet. Into the End, the entry is still unmarked and the
+// stage still attached when the End driver runs (the old End does not
+// read the maps), and marked with the stage gone once the apply is done
+// (the OPoT driver's Finish). Out of it, the stage is attached and the
+// entry unmarked before the End that reads the maps goes.
+func TestApplyEndOPoTHitless(t *testing.T) {
+	a := pair(t, "oh")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stage, inEnd := stageNode(t), opotNode(t, true)
+	flags := func() uint32 { return chainFlags(t, a) }
+	ingress := func() []string {
+		t.Helper()
+		progs, err := apply.IngressPrograms(a, "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return progs
+	}
+	withStage := []string{"srchain_opot_transit", "srchain_end"}
+	if err := apply.Apply(ctx, a, stage); err != nil {
+		t.Fatal(err)
+	}
+	if got := ingress(); !slices.Equal(got, withStage) || flags() != 0 {
+		t.Fatalf("transit at the stage: eth0 runs %v, flags %#x", got, flags())
+	}
+	for i, step := range []struct {
+		node      state.Node
+		flags     uint32 // when the End driver runs, and after
+		after     uint32
+		runsAfter []string
+	}{
+		{inEnd, 0, opotdp.ChainInEnd, []string{"srchain_end"}},
+		{stage, 0, 0, withStage},
+	} {
+		drivers := kind.Drivers()
+		ran := false
+		drivers["end"] = wrapped{Driver: drivers["end"], before: func() {
+			ran = true
+			if got := ingress(); !slices.Equal(got, withStage) || flags() != step.flags {
+				t.Errorf("step %d: when the end is applied, eth0 runs %v and the chain's flags are %#x; want %v and %#x",
+					i, got, flags(), withStage, step.flags)
+			}
+		}}
+		if _, err := apply.ApplyWith(ctx, a, step.node, apply.Options{Drivers: drivers}); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if !ran {
+			t.Fatalf("step %d: the end driver did not run", i)
+		}
+		if got := ingress(); !slices.Equal(got, step.runsAfter) || flags() != step.after {
+			t.Errorf("step %d: after the apply eth0 runs %v, flags %#x; want %v, %#x", i, got, flags(), step.runsAfter, step.after)
+		}
+		if drift, err := apply.CheckPrograms(ctx, a, step.node); err != nil || len(drift) != 0 {
+			t.Errorf("step %d: drift %q, %v", i, drift, err)
 		}
 	}
 }
