@@ -384,13 +384,33 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err := attachStages(ctx, ns, dir, o, d, idx, swap, &j); err != nil {
 		return fail(err)
 	}
+	if err := syncXDPStage(ns, o, p.XDP, held, o.recreated, &j); err != nil {
+		return fail(err)
+	}
+	if p.XDP {
+		// At XDP a stage runs once it is in the pipeline, which the
+		// pipeline driver switches only after the End was reloaded:
+		// an entry leaving the End for the stage would get no transit
+		// there until then. So the stage joins the running pipeline
+		// now, in front of the End, before the entries change.
+		pdir := pipeline.NodeDir(ns)
+		stage, err := ebpf.LoadPinnedProgram(pipeline.StagePin(pdir, pipeline.OPoT), nil)
+		if err != nil {
+			return fail(fmt.Errorf("open xdp stage: %w", err))
+		}
+		u, err := pipeline.Join(pdir, pipeline.OPoT, stage)
+		stage.Close()
+		if err != nil {
+			return fail(fmt.Errorf("join xdp pipeline: %w", err))
+		}
+		if u != nil {
+			j = append(j, u)
+		}
+	}
 	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
 		return fail(err)
 	}
 	if err := detachStale(ns, dir, d, idx, held, &j); err != nil {
-		return fail(err)
-	}
-	if err := syncXDPStage(ns, o, p.XDP, held, o.recreated, &j); err != nil {
 		return fail(err)
 	}
 	switch {

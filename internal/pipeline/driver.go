@@ -168,35 +168,13 @@ func apply(ctx context.Context, ns *netns.NS, p state.Program, stages []Stage) (
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	defer closeProgs(want)
-	wantIDs, err := ids(want)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
-	have, err := m.Active()
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
 	var undo kind.Undo
-	if !maps.Equal(have, wantIDs) {
-		old := map[Stage]*ebpf.Program{}
-		for s, id := range have {
-			if p, err := ebpf.NewProgramFromID(id); err == nil {
-				old[s] = p
-			}
-		}
-		if err := m.Set(want); err != nil {
-			closeProgs(old)
-			return nil, fmt.Errorf("pipeline: %w", err)
-		}
-		undo.Add(func() error {
-			defer closeProgs(old)
-			m, err := OpenMaps(dir)
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			return m.Set(old)
-		})
+	switched, err := m.Switch(want)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	if switched != nil {
+		undo.Add(switched)
 	}
 	if len(stages) == 0 {
 		for _, idx := range ifindexes {

@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -255,6 +256,81 @@ func (m *Maps) Set(stages map[Stage]*ebpf.Program) error {
 		}
 	}
 	return nil
+}
+
+// Switch is Set when stages differ from the active ones (nil undo when
+// they do not); the undo makes the stages active before it the pipeline
+// again, holding them open until it runs.
+func (m *Maps) Switch(stages map[Stage]*ebpf.Program) (func() error, error) {
+	have, err := m.Active()
+	if err != nil {
+		return nil, err
+	}
+	want, err := ids(stages)
+	if err != nil {
+		return nil, err
+	}
+	if maps.Equal(have, want) {
+		return nil, nil
+	}
+	old := map[Stage]*ebpf.Program{}
+	for s, id := range have {
+		if p, err := ebpf.NewProgramFromID(id); err == nil {
+			old[s] = p
+		}
+	}
+	if err := m.Set(stages); err != nil {
+		closeProgs(old)
+		return nil, err
+	}
+	dir := m.dir
+	return func() error {
+		defer closeProgs(old)
+		m, err := OpenMaps(dir)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		return m.Set(old)
+	}, nil
+}
+
+// Join puts prog into the node's running pipeline (the maps in dir) as
+// stage s, the other stages as they are, when the pipeline runs any;
+// the pipeline driver's next switch keeps or drops it by its config. A
+// stage's driver joins when its stage must run before that switch: the
+// OPoT driver, before it hands chains' transit from the End to its
+// stage (docs/opot.md "Changing sides").
+func Join(dir string, s Stage, prog *ebpf.Program) (func() error, error) {
+	m, err := OpenMaps(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	have, err := m.Active()
+	if err != nil || len(have) == 0 {
+		return nil, err
+	}
+	want := map[Stage]*ebpf.Program{}
+	defer func() {
+		for st, p := range want {
+			if st != s {
+				p.Close()
+			}
+		}
+	}()
+	for st, id := range have {
+		if st == s {
+			continue
+		}
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			return nil, fmt.Errorf("open pipeline stage %s: %w", st, err)
+		}
+		want[st] = p
+	}
+	want[s] = prog
+	return m.Switch(want)
 }
 
 // Stats reads the per-stage outcome counters, summed over CPUs, as

@@ -458,17 +458,29 @@ func applyEnd(ns *netns.NS, node state.Node, p state.Program) (func() error, err
 		}
 		defer bpfrt.CloseMaps(shared)
 	}
-	// A program reading the OPoT driver's maps is swapped in at every
-	// apply: it holds the maps it was loaded with, and that driver
-	// replaces them when their layout changes. One that reads them while
-	// the node no longer asks for it is swapped too: it would hold the
-	// node's OPoT parameters in the kernel after their pins are gone.
-	swap := cfg.OPoT
-	if !swap {
-		for _, idx := range ifindexes {
-			if id, _ := opotdp.LinkChains(endLinkPin(pin, idx)); id != 0 {
-				swap = true
-			}
+	// A program holds the OPoT maps it was loaded with, and the OPoT
+	// driver replaces them when their layout changes: a link or XDP
+	// stage reading other maps than the node's pinned ones is swapped.
+	// One that reads them while the node no longer asks for it is
+	// swapped too: it would hold the node's OPoT parameters in the
+	// kernel after their pins are gone.
+	var chains ebpf.MapID // the maps the End must read; 0: none
+	if cfg.OPoT {
+		if chains, err = opotdp.PinnedChains(ns); err != nil {
+			return nil, fmt.Errorf("end: %w", err)
+		}
+	}
+	swap := false
+	for _, idx := range ifindexes {
+		if id, _ := opotdp.LinkChains(endLinkPin(pin, idx)); id != chains {
+			swap = true
+		}
+	}
+	if p.XDP {
+		if st, err := ebpf.LoadPinnedProgram(pipeline.StagePin(pipeline.Dir(pin), pipeline.End), nil); err == nil {
+			id, _ := opotdp.ProgramChains(st)
+			st.Close()
+			swap = swap || id != chains
 		}
 	}
 	end, err := datapath.LoadEnd(datapath.EndOptions{PinPath: pin, Pipeline: pipe.Replacements(), OPoT: shared})

@@ -568,8 +568,9 @@ func (f finishing) Finish(ctx context.Context, ns *netns.NS, node state.Node, p 
 // pipeline's OPoT stage into the XDP End keeps the stage in the pipeline
 // (held) in front of the End that reads the maps until the OPoT driver's
 // Finish marks the entry; the pipeline's Finish then drops the stage.
-// At no point does the active pipeline run an End that does not do the
-// transit without the stage that does.
+// Moving it back, the stage joins the running pipeline before the entry
+// is unmarked. At no point does the active pipeline run an End that
+// does not do the transit without the stage that does.
 func TestApplyEndOPoTHitlessXDP(t *testing.T) {
 	a := pair(t, "ox")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -631,6 +632,37 @@ func TestApplyEndOPoTHitlessXDP(t *testing.T) {
 	}
 	if drift, err := apply.CheckPrograms(ctx, a, inEnd); err != nil || len(drift) != 0 {
 		t.Errorf("drift %q, %v", drift, err)
+	}
+	if res, err := apply.ApplyWith(ctx, a, inEnd, apply.Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply in the end: %d changes, %v; want none", res.Changes, err)
+	}
+
+	// Back to the stage: it joins the running pipeline in front of the
+	// End that still reads the maps before the entry loses its mark, so
+	// when the End driver swaps the End, the stage does the transit.
+	drivers = kind.Drivers()
+	ran = false
+	drivers["end"] = wrapped{Driver: drivers["end"], before: func() {
+		ran = true
+		if got := active(); got[pipeline.OPoT] != pinned(pipeline.OPoT) || got[pipeline.OPoT] == 0 || chainFlags(t, a) != 0 {
+			t.Errorf("when the end is applied: pipeline %v (opot stage pinned %d), flags %#x; want the opot stage running, no mark",
+				got, pinned(pipeline.OPoT), chainFlags(t, a))
+		}
+	}}
+	if _, err := apply.ApplyWith(ctx, a, stage, apply.Options{Drivers: drivers}); err != nil {
+		t.Fatal(err)
+	}
+	if !ran {
+		t.Fatal("the end driver did not run")
+	}
+	if got := active(); len(got) != 2 || got[pipeline.OPoT] != pinned(pipeline.OPoT) || got[pipeline.End] != pinned(pipeline.End) {
+		t.Errorf("back at the stage: pipeline %v, want the pinned opot and end stages", got)
+	}
+	if drift, err := apply.CheckPrograms(ctx, a, stage); err != nil || len(drift) != 0 {
+		t.Errorf("drift %q, %v", drift, err)
+	}
+	if res, err := apply.ApplyWith(ctx, a, stage, apply.Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply at the stage: %d changes, %v; want none", res.Changes, err)
 	}
 }
 
