@@ -318,15 +318,9 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("opot: %w", err)
 	}
-	idx := map[string]int{}
-	for _, ifs := range d.stages {
-		got, err := kind.Ifindexes(ns, ifs)
-		if err != nil {
-			return nil, fmt.Errorf("opot: %w", err)
-		}
-		for i, n := range ifs {
-			idx[n] = got[i]
-		}
+	idx, err := stageIfindexes(ns, d)
+	if err != nil {
+		return nil, fmt.Errorf("opot: %w", err)
 	}
 	dir := PinDir(ns)
 	_, statErr := os.Stat(dir + "/opot_chains")
@@ -422,6 +416,21 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	return nil, nil
 }
 
+// stageIfindexes resolves the interfaces of d's stages.
+func stageIfindexes(ns *netns.NS, d desired) (map[string]int, error) {
+	idx := map[string]int{}
+	for _, ifs := range d.stages {
+		got, err := kind.Ifindexes(ns, ifs)
+		if err != nil {
+			return nil, err
+		}
+		for i, n := range ifs {
+			idx[n] = got[i]
+		}
+	}
+	return idx, nil
+}
+
 // entering returns d with the mark taken off the entries that go into
 // the End or an SR proxy on this apply (InEnd, not marked in have), and
 // whether there are any. Marked at once, such an entry would be left by
@@ -512,15 +521,9 @@ func (Driver) Finish(ctx context.Context, ns *netns.NS, node state.Node, p state
 			return fail(err)
 		}
 	}
-	idx := map[string]int{}
-	for _, ifs := range d.stages {
-		got, err := kind.Ifindexes(ns, ifs)
-		if err != nil {
-			return fail(err)
-		}
-		for i, n := range ifs {
-			idx[n] = got[i]
-		}
+	idx, err := stageIfindexes(ns, d)
+	if err != nil {
+		return fail(err)
 	}
 	if err := detachStale(ns, dir, d, idx, false, &j); err != nil {
 		return fail(err)
