@@ -382,23 +382,8 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return fail(err)
 	}
 	if p.XDP {
-		// At XDP a stage runs once it is in the pipeline, which the
-		// pipeline driver switches only after the End was reloaded:
-		// an entry leaving the End for the stage would get no transit
-		// there until then. So the stage joins the running pipeline
-		// now, in front of the End, before the entries change.
-		pdir := pipeline.NodeDir(ns)
-		stage, err := ebpf.LoadPinnedProgram(pipeline.StagePin(pdir, pipeline.OPoT), nil)
-		if err != nil {
-			return fail(fmt.Errorf("open xdp stage: %w", err))
-		}
-		u, err := pipeline.Join(pdir, pipeline.OPoT, stage)
-		stage.Close()
-		if err != nil {
-			return fail(fmt.Errorf("join xdp pipeline: %w", err))
-		}
-		if u != nil {
-			j = append(j, u)
+		if err := joinXDPStage(ns, &j); err != nil {
+			return fail(err)
 		}
 	}
 	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
@@ -828,6 +813,28 @@ func syncXDPStage(ns *netns.NS, o *objs, xdp, held, swap bool, j *journal) error
 		if err := pipeline.UnpinStage(dir, pipeline.OPoT); err != nil {
 			return fmt.Errorf("unpin xdp stage: %w", err)
 		}
+	}
+	return nil
+}
+
+// joinXDPStage puts the pinned XDP stage into the node's running
+// pipeline, in front of the End, before the entries change. At XDP a
+// stage runs once it is in the pipeline, which the pipeline driver
+// switches only after the End was reloaded: an entry leaving the End
+// for the stage would get no transit there until then.
+func joinXDPStage(ns *netns.NS, j *journal) error {
+	dir := pipeline.NodeDir(ns)
+	stage, err := ebpf.LoadPinnedProgram(pipeline.StagePin(dir, pipeline.OPoT), nil)
+	if err != nil {
+		return fmt.Errorf("open xdp stage: %w", err)
+	}
+	defer stage.Close()
+	u, err := pipeline.Join(dir, pipeline.OPoT, stage)
+	if err != nil {
+		return fmt.Errorf("join xdp pipeline: %w", err)
+	}
+	if u != nil {
+		*j = append(*j, u)
 	}
 	return nil
 }

@@ -113,46 +113,14 @@ func dispatcher(dir string, m *Maps) (*ebpf.Program, error) {
 //
 // A held OPoT stage runs too, until Finish (withHeld).
 func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
-	_, stages, err := decode(p)
-	if err != nil {
-		return nil, err
-	}
-	return apply(ctx, ns, p, withHeld(NodeDir(ns), stages))
-}
-
-// Finish switches the pipeline to exactly the config's stages, after
-// every program of the node was applied and finished: without the OPoT
-// stage Apply held, once the OPoT driver's Finish has moved its chains'
-// transit into the End or proxy stage.
-func (Driver) Finish(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
-	_, stages, err := decode(p)
-	if err != nil {
-		return nil, err
-	}
-	return apply(ctx, ns, p, stages)
-}
-
-// withHeld adds the OPoT stage to a pipeline of stages when its program
-// is still pinned though the config no longer names it: the OPoT driver
-// keeps it so while chains whose transit it did move into the End or an
-// SR proxy on this apply, and unpins it in its Finish once their entries
-// are marked for that program (docs/opot.md "Changing sides"). Until
-// then it goes on updating their proofs in front of the new End, which
-// leaves unmarked entries alone. A node leaving XDP altogether (no
-// stages) does not keep the dispatcher for it.
-func withHeld(dir string, stages []Stage) []Stage {
-	if len(stages) == 0 || slices.Contains(stages, OPoT) || !StagePinned(dir, OPoT) {
-		return stages
-	}
-	out := append(slices.Clone(stages), OPoT)
-	slices.Sort(out)
-	return out
-}
-
-func apply(ctx context.Context, ns *netns.NS, p state.Program, stages []Stage) (func() error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	_, stages, err := decode(p)
+	if err != nil {
+		return nil, err
+	}
+	stages = withHeld(NodeDir(ns), stages)
 	ifindexes, err := kind.Ifindexes(ns, p.Interfaces)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
@@ -211,6 +179,53 @@ func apply(ctx context.Context, ns *netns.NS, p state.Program, stages []Stage) (
 		}
 	}
 	return undo.Result(), nil
+}
+
+// Finish switches the pipeline to exactly the config's stages, after
+// every program of the node was applied and finished: without the OPoT
+// stage Apply held, once the OPoT driver's Finish has moved its chains'
+// transit into the End or proxy stage. The dispatcher is Apply's.
+func (Driver) Finish(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, stages, err := decode(p)
+	if err != nil || len(stages) == 0 {
+		return nil, err // no stages: Apply held none
+	}
+	dir := NodeDir(ns)
+	m, err := OpenMaps(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	defer m.Close()
+	want, err := wanted(dir, stages)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	defer closeProgs(want)
+	undo, err := m.Switch(want)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
+	return undo, nil
+}
+
+// withHeld adds the OPoT stage to a pipeline of stages when its program
+// is still pinned though the config no longer names it: the OPoT driver
+// keeps it so while chains whose transit it did move into the End or an
+// SR proxy on this apply, and unpins it in its Finish once their entries
+// are marked for that program (docs/opot.md "Changing sides"). Until
+// then it goes on updating their proofs in front of the new End, which
+// leaves unmarked entries alone. A node leaving XDP altogether (no
+// stages) does not keep the dispatcher for it.
+func withHeld(dir string, stages []Stage) []Stage {
+	if len(stages) == 0 || slices.Contains(stages, OPoT) || !StagePinned(dir, OPoT) {
+		return stages
+	}
+	out := append(slices.Clone(stages), OPoT)
+	slices.Sort(out)
+	return out
 }
 
 // Check reports stages that differ from the config and interfaces whose
