@@ -73,7 +73,9 @@ func counterName(dir string, i int, kind string) string {
 
 // CheckRuleset checks the ruleset's transaction with nft (nft.Check): an
 // *nft.Error names the line of the ruleset nft rejected.
-func CheckRuleset(body string) error { return nft.Check(Transaction(body, nil), nft.Prologue) }
+func CheckRuleset(body string, ifaces ...string) error {
+	return nft.Check(Transaction(body, nil), nft.Prologue, ifaces...)
+}
 
 // load replaces srchain's tables in ns in one nft transaction.
 func load(ctx context.Context, ns *netns.NS, body string, capture []string) error {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/srchain/srchain/internal/netns"
@@ -91,12 +92,49 @@ func ParseError(stderr string, prologue int) *Error {
 // same parser and kernel as apply without touching any real ruleset. It
 // returns an *Error when nft rejects the script and nil when it accepts
 // it or cannot run here (no nft, no namespaces): apply checks again, for
-// real.
-func Check(script string, prologue int) error {
+// real. ifaces are the interfaces the ruleset's node will have: they are
+// made in the namespace first (veths), since nft resolves `iif`/`oif`
+// names when it loads a rule. One script and set of interfaces is
+// checked once per process (validate and compile both ask).
+func Check(script string, prologue int, ifaces ...string) error {
+	key := strings.Join(append([]string{script}, ifaces...), "\x00")
+	checked.Lock()
+	err, ok := checked.m[key]
+	checked.Unlock()
+	if ok {
+		return err
+	}
+	err = check(script, prologue, ifaces)
+	checked.Lock()
+	if checked.m == nil {
+		checked.m = map[string]error{}
+	}
+	checked.m[key] = err
+	checked.Unlock()
+	return err
+}
+
+var checked struct {
+	sync.Mutex
+	m map[string]error
+}
+
+// mkLinks makes each argument an interface (a veth, whose peer is
+// ckN), then runs nft -c on stdin; exit 99: an interface could not be
+// made.
+const mkLinks = `n=0
+for i; do
+	ip link show "$i" >/dev/null 2>&1 && continue
+	n=$((n+1))
+	ip link add "$i" type veth peer name "ck$n" >/dev/null 2>&1 || exit 99
+done
+exec nft -c -f -`
+
+func check(script string, prologue int, ifaces []string) error {
 	if _, err := exec.LookPath("nft"); err != nil {
 		return nil
 	}
-	args := []string{"-n", "nft", "-c", "-f", "-"}
+	args := append([]string{"-n", "sh", "-c", mkLinks, "sh"}, ifaces...)
 	if os.Geteuid() != 0 {
 		args = append([]string{"-r"}, args...)
 	}
@@ -110,7 +148,7 @@ func Check(script string, prologue int) error {
 		return nil
 	}
 	if !strings.Contains(stderr.String(), "Error:") || strings.Contains(stderr.String(), "Operation not permitted") {
-		return nil // could not check here (no namespaces, no privilege)
+		return nil // could not check here (no namespaces, no privilege, no interfaces)
 	}
 	return ParseError(stderr.String(), prologue)
 }

@@ -46,6 +46,9 @@ func Check(data []byte, filename string) (*Spec, error) {
 	if s == nil {
 		return nil, err
 	}
+	if s.truncated {
+		return s, err
+	}
 	decodeErrs := FieldErrors(err)
 	fes := slices.Clone(decodeErrs)
 	for _, e := range FieldErrors(s.Validate()) {
@@ -155,6 +158,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if d.nodes > maxNodes {
 		if d.nodes == maxNodes+1 {
 			d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", maxNodes)
+			d.s.truncated = true
 		}
 		return
 	}
@@ -166,7 +170,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		n = n.Alias
 	}
 	if _, ok := d.s.pos[path]; !ok {
-		d.s.pos[path] = pos{n.Line, n.Column}
+		d.s.pos[path] = pos{n.Line, n.Column, false}
 	}
 	if !d.tagOK(n, path) {
 		return
@@ -366,6 +370,7 @@ func (d *decoder) expand(n *yaml.Node, path string) *yaml.Node {
 			if d.nodes > maxNodes {
 				if d.nodes == maxNodes+1 {
 					d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", maxNodes)
+					d.s.truncated = true
 				}
 				return &yaml.Node{}
 			}
@@ -408,7 +413,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		seen[key] = true
-		d.s.pos[fpath] = pos{k.Line, k.Column}
+		d.s.pos[fpath] = pos{k.Line, k.Column, val.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0}
 		d.value(val, v.Field(idx), fpath)
 	}
 }

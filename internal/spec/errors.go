@@ -67,7 +67,15 @@ func FieldErrors(err error) []*FieldError {
 }
 
 // pos is a 1-based line and column in the YAML file.
-type pos struct{ line, col int }
+type pos struct {
+	line, col int
+	block     bool // a block scalar (| or >): its text starts on the next line
+}
+
+// BlockScalar reports whether the value at path is a block scalar (`|`
+// or `>`), whose content starts on the line after the one ErrorAt gives,
+// so that a line inside it (an nft error's) maps to a line of the file.
+func (s *Spec) BlockScalar(path string) bool { return s.pos[path].block }
 
 // errorf makes a FieldError positioned at path, or at its closest ancestor
 // that the file mentions (a missing field is reported where its parent is).

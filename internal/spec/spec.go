@@ -35,6 +35,10 @@ type Spec struct {
 	File string `yaml:"-"`
 	// pos maps a field path to where it appears in the file.
 	pos map[string]pos `yaml:"-"`
+	// truncated: decoding stopped at the node limit, so everything after
+	// that point is missing and validating the rest would only report
+	// what was never read (Check).
+	truncated bool
 	// files caches ReadFile.
 	files map[string]readResult `yaml:"-"`
 	// paths caches ShortestPaths by root for the topology it was computed

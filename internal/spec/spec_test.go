@@ -237,6 +237,29 @@ func TestAliasBomb(t *testing.T) {
 	if _, err := Check([]byte(src), "bomb.yaml"); err == nil {
 		t.Fatal("accepted")
 	}
+
+	// Inside an NF's config, in a spec that is otherwise valid: the one
+	// error is the size. Decoding stops there, so validating what was
+	// read would report everything after it as missing (here the NF's
+	// name, kind and node).
+	b, err := os.ReadFile("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := "{a: &a [x, x, x, x, x, x, x, x, x]"
+	prev = "a"
+	for i := 0; i < 8; i++ {
+		n := string(rune('b' + i))
+		cfg += ", " + n + ": &" + n + " [" + strings.Repeat("*"+prev+", ", 8) + "*" + prev + "]"
+		prev = n
+	}
+	cfg += "}"
+	text := strings.Replace(string(b), "{name: fw, kind: forward, node: r2}", "{config: "+cfg+", name: fw, kind: forward, node: r2}", 1)
+	_, err = Check([]byte(text), "bomb.yaml")
+	fes := FieldErrors(err)
+	if len(fes) != 1 || !strings.Contains(fes[0].Msg, "document too large") {
+		t.Fatalf("errors %v, want the size alone", err)
+	}
 }
 
 func FuzzParse(f *testing.F) {

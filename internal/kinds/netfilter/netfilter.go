@@ -127,7 +127,7 @@ func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 	case c.Ruleset != "":
 		at := valueNode(node, "ruleset")
 		if err := CheckRuleset(c.Ruleset); err != nil {
-			errs = append(errs, rulesetError(s, path+".ruleset", at, err, false))
+			errs = append(errs, RulesetError(s, path+".ruleset", at, err, false))
 		}
 	default:
 		at := valueNode(node, "ruleset_file")
@@ -135,16 +135,18 @@ func (Kind) Check(s *spec.Spec, nf *spec.NF, path string) []error {
 		if err != nil {
 			errs = append(errs, s.ErrorAt(path+".ruleset_file", at, "ruleset_file: %v", err))
 		} else if err := CheckRuleset(string(b)); err != nil {
-			errs = append(errs, rulesetError(s, path+".ruleset_file", at, err, true))
+			errs = append(errs, RulesetError(s, path+".ruleset_file", at, err, true))
 		}
 	}
 	return errs
 }
 
-// rulesetError places an nft error: for an inline literal block scalar
-// (`ruleset: |`) at the ruleset's own line; for a file, at the
-// ruleset_file key with the file's line in the message.
-func rulesetError(s *spec.Spec, path string, at *yaml.Node, err error, file bool) error {
+// RulesetError places an nft error at path: for an inline block scalar
+// (`ruleset: |`) at the line inside it that nft names; for a file, at
+// path with the file's line in the message. at is the value's node when
+// the caller has it (an NF's config), else the decoder's record of path
+// says (a legacy NF's ruleset, internal/kinds/proxy).
+func RulesetError(s *spec.Spec, path string, at *yaml.Node, err error, file bool) error {
 	var ne *nft.Error
 	if !errors.As(err, &ne) {
 		return s.ErrorAt(path, at, "ruleset: %v", err)
@@ -153,8 +155,12 @@ func rulesetError(s *spec.Spec, path string, at *yaml.Node, err error, file bool
 		return s.ErrorAt(path, at, "ruleset_file line %d: nft: %s", ne.Line, nftMsg(ne.Msg))
 	}
 	fe := s.ErrorAt(path, at, "ruleset line %d: nft: %s", ne.Line, nftMsg(ne.Msg))
-	if at != nil && (at.Style == yaml.LiteralStyle || at.Style == yaml.FoldedStyle) && ne.Line > 0 {
-		fe.Line = at.Line + ne.Line // the block starts on the line after the indicator
+	block := s.BlockScalar(path)
+	if at != nil {
+		block = at.Style == yaml.LiteralStyle || at.Style == yaml.FoldedStyle
+	}
+	if block && fe.Line > 0 && ne.Line > 0 {
+		fe.Line += ne.Line // the block starts on the line after the indicator
 		fe.Col = 0
 	}
 	return fe

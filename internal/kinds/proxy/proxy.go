@@ -30,9 +30,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/srchain/srchain/internal/nft"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,6 +102,8 @@ type Config struct {
 	FromNF      string       `yaml:"from_nf"`
 	CacheSize   *int         `yaml:"cache_size"`
 	IdleTimeout string       `yaml:"idle_timeout"`
+
+	segmentsSet bool // segments given, even if none of them was valid
 }
 
 var knownKeys = []string{"legacy_nf", "behavior", "inner", "segments", "source", "to_nf", "from_nf", "cache_size", "idle_timeout"}
@@ -178,13 +180,31 @@ func decode(s *spec.Spec, nf *spec.NF, path string) (Config, []error) {
 		var err error
 		switch k {
 		case "segments":
-			err = v.Decode(&c.Segments)
+			c.segmentsSet = true
+			if v.Kind != yaml.SequenceNode {
+				err = fmt.Errorf("want a list of IPv6 addresses")
+				break
+			}
+			for i, e := range v.Content {
+				if a, ok := unicast6(e); ok {
+					c.Segments = append(c.Segments, a)
+				} else {
+					errs = append(errs, s.ErrorAt(fmt.Sprintf("%s.segments[%d]", path, i), e, "segment %s is not a unicast IPv6 address", echo(e)))
+				}
+			}
 		case "source":
-			err = v.Decode(&c.Source)
+			if a, ok := unicast6(v); ok {
+				c.Source = a
+			} else {
+				err = fmt.Errorf("source %s is not a unicast IPv6 address", echo(v))
+			}
 		case "cache_size":
-			var n int
-			if err = v.Decode(&n); err == nil {
-				c.CacheSize = &n
+			n, perr := strconv.ParseInt(v.Value, 0, 64)
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || perr != nil {
+				err = fmt.Errorf("expected an integer, got %s", echo(v))
+			} else {
+				size := int(n)
+				c.CacheSize = &size
 			}
 		default:
 			var str string
@@ -212,6 +232,29 @@ func decode(s *spec.Spec, nf *spec.NF, path string) (Config, []error) {
 		}
 	}
 	return c, errs
+}
+
+// unicast6 reads a routable IPv6 unicast address from n, what End.AS
+// pushes as a segment or as the outer source (RFC 8754 segments are
+// global addresses; a link-local one means nothing past the link).
+func unicast6(n *yaml.Node) (netip.Addr, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(n.Value)
+	if err != nil || !a.Is6() || a.Is4In6() || a.Zone() != "" || a.IsMulticast() || a.IsUnspecified() ||
+		a.IsLoopback() || a.IsLinkLocalUnicast() {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// echo names a config value in an error, clipped (spec.Clip).
+func echo(n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode {
+		return "(not a single value)"
+	}
+	return spec.Clip(n.Value)
 }
 
 // resolved is a config checked against the topology.
@@ -271,7 +314,7 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 	}
 	for i := range s.NFs {
 		o := &s.NFs[i]
-		if o.Node == nf.Node && !sharesRouter[o.Kind] {
+		if _, known := kind.Lookup(o.Kind); known && o.Node == nf.Node && !sharesRouter[o.Kind] {
 			errs = append(errs, s.ErrorAt(np+".node", nil, "router %q also runs NF %q of kind %s, whose program would share the tcx hook with the proxy programs and see or hide the proxy's packets depending on the order they were attached; put them on different routers (docs/proxy.md, Limits)", nf.Node, o.Name, o.Kind))
 		}
 	}
@@ -302,12 +345,12 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 	if !isAS && c.Source.IsValid() {
 		bad("source", "source is used by end.as only")
 	}
-	if b != state.EndADFlow && (c.CacheSize != nil || c.IdleTimeout != "") {
-		key := "cache_size"
-		if c.CacheSize == nil {
-			key = "idle_timeout"
+	if ok && b != state.EndADFlow {
+		for key, set := range map[string]bool{"cache_size": c.CacheSize != nil, "idle_timeout": c.IdleTimeout != ""} {
+			if set {
+				bad(key, "%s is a setting of end.ad-flow", key)
+			}
 		}
-		bad(key, "%s is a setting of end.ad-flow", key)
 	}
 	if ok && !NeedsTail(b) && c.Inner != "" {
 		bad("inner", "inner is a setting of end.as, end.ad and end.ad-flow (%s hands the NF the whole IPv6 packet)", c.Behavior)
@@ -402,6 +445,21 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 					errs = append(errs, s.ErrorAt(fmt.Sprintf("%s.nfs[%d]", cp, k+1), nil, "proxy %q follows proxy %q on the same router %q: what comes back from a legacy NF is routed, and a proxy SID routes to a blackhole outside its program; put them on different routers", next.Name, nf.Name, nf.Node))
 				}
 			}
+			if b == state.EndAM || b == state.EndAMNAT {
+				// End.AM hands the NF the whole SR packet: its links carry
+				// the chain's overhead too, as every link on the path does.
+				need := ch.Overhead() + spec.MinInnerPacket
+				for _, h := range []spec.Hop{r.out, r.in} {
+					if h.FromIf == "" {
+						continue
+					}
+					if mtu := s.Links[h.Link].MTU; mtu < need {
+						errs = append(errs, s.ErrorAt(cp, nil, "links[%d] (%s-%s) has mtu %d, but chain %q reaches legacy NF %q through %s with its SR header: it needs %d (%d bytes of SR overhead + a %d-byte inner packet)",
+							h.Link, h.From, h.To, mtu, ch.Name, c.LegacyNF, c.Behavior, need, ch.Overhead(), spec.MinInnerPacket))
+						break
+					}
+				}
+			}
 			if f := ch.Family(); f != 0 {
 				if _, seen := fams[f]; !seen {
 					fams[f] = ch.Name
@@ -467,19 +525,11 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 		if len(c.Segments) > 0 {
 			r.segments = c.Segments
 		}
-		for i, a := range c.Segments {
-			if !a.Is6() || a.Is4In6() || a.Zone() != "" || a.IsMulticast() || a.IsUnspecified() || a.IsLoopback() {
-				errs = append(errs, s.ErrorAt(fmt.Sprintf("%s.segments[%d]", path, i), nil, "segment %s is not a unicast IPv6 address", a))
-			}
-		}
-		if len(r.segments) == 0 && tailFrom == "" {
+		if len(r.segments) == 0 && tailFrom == "" && !c.segmentsSet {
 			bad("", "end.as needs segments (the list it pushes after the NF): no encap chain crosses %q to take them from", nf.Name)
 		}
 		if len(r.segments) > MaxSegments {
 			bad("segments", "end.as pushes at most %d segments, got %d", MaxSegments, len(r.segments))
-		}
-		if c.Source.IsValid() && (!c.Source.Is6() || c.Source.Is4In6()) {
-			bad("source", "source %s is not an IPv6 address", c.Source)
 		}
 	}
 	// One proxy per IFACE-IN: what comes back there is this proxy's.
@@ -556,32 +606,15 @@ func checkRuleset(s *spec.Spec, ln *spec.Node) []error {
 	if strings.TrimSpace(body) == "" {
 		return nil
 	}
-	err := legacynf.CheckRuleset(body)
-	var ne *nft.Error
+	var ifaces []string
+	for _, h := range s.LegacyLinks(ln.Name) {
+		ifaces = append(ifaces, h.FromIf)
+	}
+	err := legacynf.CheckRuleset(body, ifaces...)
 	if err == nil {
 		return nil
 	}
-	if errors.As(err, &ne) {
-		fe := s.ErrorAt(p+"."+key, nil, "%s line %d: nft: %s", key, ne.Line, clip512(ne.Msg))
-		// An inline multi-line ruleset is a block scalar (`ruleset: |`)
-		// whose first line follows the indicator: point at nft's line.
-		if key == "ruleset" && strings.Contains(body, "\n") && fe.Line > 0 && ne.Line > 0 {
-			fe.Line += ne.Line
-			fe.Col = 0
-		}
-		return []error{fe}
-	}
-	return []error{s.ErrorAt(p+"."+key, nil, "%s: %v", key, err)}
-}
-
-// clip512 keeps nft's own message (its advice) but bounds it.
-type clip512 string
-
-func (m clip512) String() string {
-	if len(m) <= 512 {
-		return string(m)
-	}
-	return string(m[:512]) + "..."
+	return []error{netfilter.RulesetError(s, p+"."+key, nil, err, key == "ruleset_file")}
 }
 
 // sharesRouter names the NF kinds that may run on a proxy's router.

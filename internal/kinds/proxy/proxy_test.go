@@ -14,6 +14,7 @@ import (
 	_ "github.com/srchain/srchain/internal/kinds/firewall" // for TestSharedRouter
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 func example(t *testing.T) string {
@@ -49,28 +50,41 @@ func TestCheckErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, old, new string
 		want           []string
+		absent         []string // errors that must not be there (a cascade)
 	}{
-		{"no config", natCfg, "config: {}", []string{"nfs[2].config: behavior is required", "nfs[2].config: legacy_nf is required"}},
-		{"unknown key", natCfg, "config: {legacy_nf: nat, behavior: end.ad, colour: red}", []string{`nfs[2].config."colour": unknown proxy config key "colour"`}},
-		{"bad behaviour", natCfg, "config: {legacy_nf: nat, behavior: end.ax}", []string{`nfs[2].config.behavior: behavior must be one of end.ad, end.ad-flow, end.am, end.am-nat, end.as, got "end.ax"`}},
-		{"unknown node", natCfg, "config: {legacy_nf: nat9, behavior: end.ad}", []string{`nfs[2].config.legacy_nf: unknown node "nat9"`}},
-		{"router as legacy", natCfg, "config: {legacy_nf: egress, behavior: end.ad}", []string{`nfs[2].config.legacy_nf: node "egress" is a router, not a legacy-nf`}},
-		{"segments on ad", natCfg, `config: {legacy_nf: nat, behavior: end.ad, segments: ["fc00:3::9"]}`, []string{"nfs[2].config.segments: segments are pushed by end.as only"}},
-		{"cache on ad", natCfg, "config: {legacy_nf: nat, behavior: end.ad, cache_size: 10}", []string{"nfs[2].config.cache_size: cache_size is a setting of end.ad-flow"}},
-		{"cache size", natCfg, "config: {legacy_nf: nat, behavior: end.ad-flow, cache_size: 0}", []string{"nfs[2].config.cache_size: cache_size must be 1..1048576, got 0"}},
-		{"idle timeout", natCfg, "config: {legacy_nf: nat, behavior: end.ad-flow, idle_timeout: forever}", []string{`nfs[2].config.idle_timeout: idle_timeout "forever": want a duration`}},
-		{"inner on am", "config: {legacy_nf: mon, behavior: end.am}", "config: {legacy_nf: mon, behavior: end.am, inner: ipv6}", []string{"nfs[4].config.inner: inner is a setting of end.as, end.ad and end.ad-flow"}},
-		{"inner mismatch", natCfg, "config: {legacy_nf: nat, behavior: end.ad, inner: ipv6}", []string{`nfs[2].config.inner: inner ipv6, but chain "nat4" carries IPv4`}},
-		{"same iface-in", natCfg, "config: {legacy_nf: fw, behavior: end.ad-flow}", []string{`nfs[2].config: proxy "fw-out" already takes what comes back on eth3 of "proxy"`}},
-		{"sr_aware true", "    sr_aware: false\n    config: {legacy_nf: nat", "    sr_aware: true\n    config: {legacy_nf: nat", []string{"nfs[2].sr_aware: a proxy fronts an SR-unaware NF"}},
-		{"end.x", "    node: proxy\n    sr_aware: false\n    config: {legacy_nf: nat", "    node: proxy\n    behavior: End.X\n    interface: eth1\n    sr_aware: false\n    config: {legacy_nf: nat", []string{"nfs[2].behavior: a proxy's SID behaviour is config.behavior"}},
-		{"args", "    nfs: [nat]\n", "    nfs: [nat]\n    args: {nat: 7}\n", []string{`chains[2].args.nat: proxy "nat" takes no ARGS`}},
-		{"insert mode", "    nfs: [svc]\n", "    nfs: [svc]\n    mode: insert\n    egress_behavior: \"\"\n", []string{`chains[3].nfs[0]: end.as cannot serve insert mode chain "svc6"`}},
-		{"two proxies in a row", "    nfs: [nat]\n", "    nfs: [nat, fw-out]\n", []string{`chains[2].nfs[1]: proxy "fw-out" follows proxy "nat" on the same router "proxy"`}},
-		{"to_nf", "to_nf: eth3, from_nf: eth2", "to_nf: eth9, from_nf: eth2", []string{`nfs[1].config.to_nf: router "proxy" has no link to legacy NF "fw" on interface "eth9"`}},
-		{"ebpf ingress", "  - {name: proxy, role: router, locator: \"fc00:2::/64\"}", "  - {name: proxy, role: router, locator: \"fc00:2::/64\", ingress: ebpf}", []string{`nfs[0].node: router "proxy" has ingress: ebpf`}},
-		{"opot through end.as", "    nfs: [svc]\n", "    nfs: [svc]\n    opot: true\n", []string{`chains[3].opot: chain "svc6" crosses proxy "svc" (end.as), which cannot carry a proof of transit`}},
-		{"legacy ruleset", "          meta l4proto udp counter masquerade\n", "          meta l4proto udp counter masqueradex\n", []string{"proxy.yaml:60:0: nodes[6].legacy_nf.ruleset: ruleset line 3: nft: Error"}},
+		{"no config", natCfg, "config: {}", []string{"nfs[2].config: behavior is required", "nfs[2].config: legacy_nf is required"}, nil},
+		{"unknown key", natCfg, "config: {legacy_nf: nat, behavior: end.ad, colour: red}", []string{`nfs[2].config."colour": unknown proxy config key "colour"`}, nil},
+		{"bad behaviour", natCfg, "config: {legacy_nf: nat, behavior: end.ax}", []string{`nfs[2].config.behavior: behavior must be one of end.ad, end.ad-flow, end.am, end.am-nat, end.as, got "end.ax"`}, nil},
+		{"unknown node", natCfg, "config: {legacy_nf: nat9, behavior: end.ad}", []string{`nfs[2].config.legacy_nf: unknown node "nat9"`}, nil},
+		{"router as legacy", natCfg, "config: {legacy_nf: egress, behavior: end.ad}", []string{`nfs[2].config.legacy_nf: node "egress" is a router, not a legacy-nf`}, nil},
+		{"segments on ad", natCfg, `config: {legacy_nf: nat, behavior: end.ad, segments: ["fc00:3::9"]}`, []string{"nfs[2].config.segments: segments are pushed by end.as only"}, nil},
+		{"cache on ad", natCfg, "config: {legacy_nf: nat, behavior: end.ad, cache_size: 10}", []string{"nfs[2].config.cache_size: cache_size is a setting of end.ad-flow"}, nil},
+		{"cache size", natCfg, "config: {legacy_nf: nat, behavior: end.ad-flow, cache_size: 0}", []string{"nfs[2].config.cache_size: cache_size must be 1..1048576, got 0"}, nil},
+		{"idle timeout", natCfg, "config: {legacy_nf: nat, behavior: end.ad-flow, idle_timeout: forever}", []string{`nfs[2].config.idle_timeout: idle_timeout "forever": want a duration`}, nil},
+		{"inner on am", "config: {legacy_nf: mon, behavior: end.am}", "config: {legacy_nf: mon, behavior: end.am, inner: ipv6}", []string{"nfs[4].config.inner: inner is a setting of end.as, end.ad and end.ad-flow"}, nil},
+		{"inner mismatch", natCfg, "config: {legacy_nf: nat, behavior: end.ad, inner: ipv6}", []string{`nfs[2].config.inner: inner ipv6, but chain "nat4" carries IPv4`}, nil},
+		{"same iface-in", natCfg, "config: {legacy_nf: fw, behavior: end.ad-flow}", []string{`nfs[2].config: proxy "fw-out" already takes what comes back on eth3 of "proxy"`}, nil},
+		{"sr_aware true", "    sr_aware: false\n    config: {legacy_nf: nat", "    sr_aware: true\n    config: {legacy_nf: nat", []string{"nfs[2].sr_aware: a proxy fronts an SR-unaware NF"}, nil},
+		{"end.x", "    node: proxy\n    sr_aware: false\n    config: {legacy_nf: nat", "    node: proxy\n    behavior: End.X\n    interface: eth1\n    sr_aware: false\n    config: {legacy_nf: nat", []string{"nfs[2].behavior: a proxy's SID behaviour is config.behavior"}, nil},
+		{"args", "    nfs: [nat]\n", "    nfs: [nat]\n    args: {nat: 7}\n", []string{`chains[2].args.nat: proxy "nat" takes no ARGS`}, nil},
+		{"insert mode", "    nfs: [svc]\n", "    nfs: [svc]\n    mode: insert\n    egress_behavior: \"\"\n", []string{`chains[3].nfs[0]: end.as cannot serve insert mode chain "svc6"`}, nil},
+		{"two proxies in a row", "    nfs: [nat]\n", "    nfs: [nat, fw-out]\n", []string{`chains[2].nfs[1]: proxy "fw-out" follows proxy "nat" on the same router "proxy"`}, nil},
+		{"to_nf", "to_nf: eth3, from_nf: eth2", "to_nf: eth9, from_nf: eth2", []string{`nfs[1].config.to_nf: router "proxy" has no link to legacy NF "fw" on interface "eth9"`}, nil},
+		{"ebpf ingress", "  - {name: proxy, role: router, locator: \"fc00:2::/64\"}", "  - {name: proxy, role: router, locator: \"fc00:2::/64\", ingress: ebpf}", []string{`nfs[0].node: router "proxy" has ingress: ebpf`}, nil},
+		{"opot through end.as", "    nfs: [svc]\n", "    nfs: [svc]\n    opot: true\n", []string{`chains[3].opot: chain "svc6" crosses proxy "svc" (end.as), which cannot carry a proof of transit`}, nil},
+		{"legacy ruleset", "          meta l4proto udp counter masquerade\n", "          meta l4proto udp counter masqueradex\n", []string{"proxy.yaml:60:0: nodes[6].legacy_nf.ruleset: ruleset line 3: nft: Error"}, nil},
+		{"source multicast", "behavior: end.as}", `behavior: end.as, source: "ff02::1"}`, []string{`nfs[3].config.source: source: bad value: source "ff02::1" is not a unicast IPv6 address`}, nil},
+		{"source unspecified", "behavior: end.as}", `behavior: end.as, source: "::"}`, []string{`nfs[3].config.source: source: bad value: source "::" is not a unicast IPv6 address`}, nil},
+		{"each bad segment", "behavior: end.as}", `behavior: end.as, segments: [not-an-ip, "fc00:3::9", "fe80::1"]}`,
+			[]string{`proxy.yaml:131:59: nfs[3].config.segments[0]: segment "not-an-ip" is not`, `proxy.yaml:131:83: nfs[3].config.segments[2]: segment "fe80::1" is not`},
+			[]string{"segments[1]", "end.as needs segments"}},
+		{"long segment clipped", "behavior: end.as}", "behavior: end.as, segments: [" + strings.Repeat("A", 5000) + "]}", []string{`(5000 bytes) is not a unicast IPv6 address`}, []string{strings.Repeat("A", 200)}},
+		{"cache size not an integer", natCfg, "config: {legacy_nf: nat, behavior: end.ad-flow, cache_size: 4096.9}", []string{`nfs[2].config.cache_size: cache_size: bad value: expected an integer, got "4096.9"`}, nil},
+		{"every ad-flow setting on ad", natCfg, "config: {legacy_nf: nat, behavior: end.ad, cache_size: 10, idle_timeout: 5s}",
+			[]string{"nfs[2].config.cache_size: cache_size is a setting of end.ad-flow", "nfs[2].config.idle_timeout: idle_timeout is a setting of end.ad-flow"}, nil},
+		{"kind typo", "  - name: nat\n    kind: proxy", "  - name: nat\n    kind: proxi", []string{`nfs[2].kind: unknown NF kind "proxi"`}, []string{"also runs NF"}},
+		{"end.am link mtu", "  - mtu: 1600\n    endpoints:\n      - {node: proxy, interface: eth6", "  - mtu: 1280\n    endpoints:\n      - {node: proxy, interface: eth6",
+			[]string{`chain "mon6" reaches legacy NF "mon" through end.am with its SR header: it needs 1360`}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := load(t, edit(t, example(t), tc.old, tc.new))
@@ -82,7 +96,28 @@ func TestCheckErrors(t *testing.T) {
 					t.Errorf("error lacks %q:\n%v", w, err)
 				}
 			}
+			for _, a := range tc.absent {
+				if strings.Contains(err.Error(), a) {
+					t.Errorf("error has %q:\n%v", a, err)
+				}
+			}
 		})
+	}
+}
+
+// TestLegacyRulesetInterfaces: a legacy NF's ruleset may name its own
+// interfaces with iif/oif, which nft resolves when it loads a rule: the
+// check runs where they exist.
+func TestLegacyRulesetInterfaces(t *testing.T) {
+	testutil.RequireTool(t, "nft")
+	testutil.RequireRoot(t)
+	text := edit(t, example(t), `iifname "eth0" ct state new counter accept`, `iif "eth0" ct state new counter accept`)
+	if _, err := load(t, text); err != nil {
+		t.Fatalf("iif of the legacy NF's own interface refused: %v", err)
+	}
+	text = edit(t, example(t), `iifname "eth0" ct state new counter accept`, `iif "eth9" ct state new counter accept`)
+	if _, err := load(t, text); err == nil || !strings.Contains(err.Error(), "Interface does not exist") {
+		t.Fatalf("iif of an interface the NF does not have: %v, want nft's refusal", err)
 	}
 }
 
