@@ -74,6 +74,9 @@ func counterName(dir string, i int, kind string) string {
 // CheckRuleset checks the ruleset's transaction with nft (nft.Check): an
 // *nft.Error names the line of the ruleset nft rejected.
 func CheckRuleset(body string, ifaces ...string) error {
+	if err := nft.Contained(body); err != nil {
+		return err
+	}
 	return nft.Check(Transaction(body, nil), nft.Prologue, ifaces...)
 }
 

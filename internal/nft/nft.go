@@ -42,6 +42,35 @@ func Replace(table, body string) string {
 	return b.String()
 }
 
+// Contained reports a body that would close the table Replace opens for
+// it: a `}` at its top level ends the table, and what follows runs on
+// the whole namespace (`flush ruleset` would empty every table there, not
+// only srchain's). Braces inside strings and comments do not count.
+// An *Error names the line.
+func Contained(body string) error {
+	depth := 0
+	for i, line := range strings.Split(body, "\n") {
+		quoted := false
+	chars:
+		for _, r := range line {
+			switch {
+			case r == '"':
+				quoted = !quoted
+			case quoted:
+			case r == '#':
+				break chars
+			case r == '{':
+				depth++
+			case r == '}':
+				if depth--; depth < 0 {
+					return &Error{Line: i + 1, Msg: "this } would close srchain's table: a ruleset holds the chains, sets and maps of its own table only"}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Prologue is the number of lines Replace writes before the body.
 const Prologue = 4
 

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -36,5 +37,29 @@ func TestReplace(t *testing.T) {
 	}
 	if Digest("a") == Digest("b") {
 		t.Error("digests collide")
+	}
+}
+
+// TestContained: a body may not close the table it is loaded into.
+func TestContained(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		line int // 0: contained
+	}{
+		{"chain in {\n  type filter hook input priority 0; policy accept;\n}\n", 0},
+		{"set s { type ipv6_addr; elements = { ::1 } }\n", 0},
+		{"chain c { counter comment \"a } b\" }\n", 0},
+		{"chain c { # } closes nothing\n}\n", 0},
+		{"}\nflush ruleset\ntable inet srchain_nf {\n", 1},
+		{"chain c {\n}\n}\n", 3},
+	} {
+		err := Contained(tc.body)
+		var ne *Error
+		switch {
+		case tc.line == 0 && err != nil:
+			t.Errorf("%q: %v, want contained", tc.body, err)
+		case tc.line != 0 && (!errors.As(err, &ne) || ne.Line != tc.line):
+			t.Errorf("%q: %v, want an error at line %d", tc.body, err, tc.line)
+		}
 	}
 }

@@ -20,7 +20,12 @@ func Transaction(body string) string { return nft.Replace(Table, body) }
 
 // CheckRuleset checks the ruleset's transaction with nft (nft.Check): an
 // *nft.Error names the line of the ruleset nft rejected.
-func CheckRuleset(body string) error { return nft.Check(Transaction(body), nft.Prologue) }
+func CheckRuleset(body string) error {
+	if err := nft.Contained(body); err != nil {
+		return err
+	}
+	return nft.Check(Transaction(body), nft.Prologue)
+}
 
 // LoadRuleset replaces srchain's table in ns with body in one nft
 // transaction. When nft rejects it the error wraps an *nft.Error and the
