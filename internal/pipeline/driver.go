@@ -131,15 +131,10 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	defer m.Close()
-	want, err := wanted(dir, stages)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
-	}
-	defer closeProgs(want)
 	var undo kind.Undo
-	switched, err := m.Switch(want)
+	switched, err := switchTo(m, dir, stages)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: %w", err)
+		return nil, err
 	}
 	if switched != nil {
 		undo.Add(switched)
@@ -199,6 +194,12 @@ func (Driver) Finish(ctx context.Context, ns *netns.NS, node state.Node, p state
 		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	defer m.Close()
+	return switchTo(m, dir, stages)
+}
+
+// switchTo makes the pinned programs of stages the pipeline of m
+// (Maps.Switch: nil undo when they already are).
+func switchTo(m *Maps, dir string, stages []Stage) (func() error, error) {
 	want, err := wanted(dir, stages)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: %w", err)
