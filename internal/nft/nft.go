@@ -135,8 +135,8 @@ func Check(script string, prologue int, ifaces ...string) error {
 	}
 	err = check(script, prologue, ifaces)
 	checked.Lock()
-	if checked.m == nil {
-		checked.m = map[string]error{}
+	if checked.m == nil || len(checked.m) >= maxChecked {
+		checked.m = map[string]error{} // a long-running controller sees many
 	}
 	checked.m[key] = err
 	checked.Unlock()
@@ -147,6 +147,9 @@ var checked struct {
 	sync.Mutex
 	m map[string]error
 }
+
+// maxChecked bounds the memo of Check: past it, it starts afresh.
+const maxChecked = 1024
 
 // mkLinks makes each argument an interface (a veth, whose peer is
 // ckN), then runs nft -c on stdin; exit 99: an interface could not be
