@@ -461,6 +461,7 @@ var opotGoals = []Goal{
 	{"opot-transit-k7", "srchain-end", 0.95},
 	{"opot-transit+end", "end", 0.95},
 	{"opot-transit-xdp", "pipe-end-xdp", 0.95},
+	{"opot-transit-csid", "srchain-end-csid", 0.95},
 	{"opot-verify+dt6", "dt6", 0.9},
 	{"opot-headend", "h.encaps", 0.9},
 	{"opot-ingress-tc", "h.encaps", 0.9},
@@ -470,13 +471,98 @@ var opotGoals = []Goal{
 func init() {
 	Register(&Scenario{
 		Name: "opot", Baseline: "srchain-end",
-		Desc: "ordered proof of transit: eBPF End doing the transit vs eBPF End (k = 3, 5, 7; and the transit stage in front of it), verify + End.DT6 vs End.DT6, headend + H.Encaps and the eBPF ingress writing the TLV (tc, XDP) vs H.Encaps",
+		Desc: "ordered proof of transit: eBPF End doing the transit vs eBPF End (k = 3, 5, 7; on a NEXT-C-SID shift; and the transit stage in front of it), verify + End.DT6 vs End.DT6, headend + H.Encaps and the eBPF ingress writing the TLV (tc, XDP) vs H.Encaps",
 		Cases: []Case{
 			CaseSrchainEndTLV, CaseOPoTTransit(3), CaseOPoTTransit(5), CaseOPoTTransit(7), CaseOPoTStageEBPFEnd,
 			CaseEndTLV, CaseOPoTTransitKernelEnd, CaseSrchainEndPipeTLV, CaseOPoTTransitXDP,
+			CaseSrchainEndCSID, CaseOPoTTransitCSID,
 			CaseDT6Counter, CaseOPoTVerify,
 			CaseHEncaps, CaseOPoTHeadend, CaseIngressTC, CaseOPoTIngress(false), CaseOPoTIngress(true),
 		},
 		Goals: opotGoals,
 	})
+}
+
+// NEXT-C-SID (seed 003's OPoT^cSID, section V: 8.3% against 7.0%
+// without C-SIDs). The DUT is the first NF of a chain whose SIDs share
+// one container: the frames' DA is the container (block fc00:d::/32,
+// 16-bit C-SIDs 0x100 then 0x200), the SRH holds it as its only segment
+// (SL 0) and the TLV, as compile.CSIDArrivals has it for the chain's
+// first member. The End shifts the DA to fc00:d:200:: (RFC 9800 4.1.1),
+// routed to the sink, and leaves the SRH alone: it describes no SRH, so
+// the transit parses it itself (lib/opot_dp.h opot_in_end).
+var (
+	opotCSIDContainer = netip.MustParseAddr("fc00:d:100:200::")
+	opotCSIDPrefix    = netip.MustParsePrefix("fc00:d:100::/48")
+)
+
+// opotCSIDFrame is the C-SID cases' frame: the container and the TLV of
+// node 1 of a 3-node chain.
+func opotCSIDFrame() FrameSpec {
+	spec := FrameSpec{Encap: []netip.Addr{opotCSIDContainer}}
+	_, m, err := opotTransitMeta(3)
+	if err != nil {
+		return spec // TestOPoTScenario fails on the missing TLV
+	}
+	spec.TLVs = []srv6.TLV{m.SRv6TLV()}
+	return spec
+}
+
+// srchainEndCSID is srchainEndWith for the C-SID frames: the End SID
+// fc00:d:100::/48 with the NEXT-C-SID flavor (block 32, C-SID 16 bits),
+// the kernel's End with the same flavor as its slow path, and the route
+// of the shifted destination to the sink.
+func srchainEndCSID(ctx context.Context, d *DUT, opts datapath.EndOptions) error {
+	if err := d.IPs(ctx,
+		"-6 route add "+opotCSIDPrefix.String()+" encap seg6local action End flavors next-csid lblen 32 nflen 16 dev "+ifDUTIn,
+		"-6 route add fc00:d:200::/48 via "+SinkAddr6.String()+" dev "+ifDUTOut,
+	); err != nil {
+		return err
+	}
+	in, err := d.Index(ifDUTIn)
+	if err != nil {
+		return err
+	}
+	e, err := datapath.LoadEnd(opts)
+	if err != nil {
+		return err
+	}
+	d.Defer(e.Close)
+	if err := e.SetSIDPrefix(opotCSIDPrefix, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+		return err
+	}
+	if err := e.SetNextCSID(opotCSIDPrefix.Addr(), 32, 16); err != nil {
+		return err
+	}
+	return d.NS.Do(func() error { return e.Attach(in) })
+}
+
+// CaseSrchainEndCSID is srchain's eBPF End shifting the C-SID frames'
+// container (TLV carried, no OPoT): the C-SID transit's baseline.
+var CaseSrchainEndCSID = Case{
+	Name: "srchain-end-csid", Desc: "srchain eBPF End (tc), NEXT-C-SID shift, same frames (OPoT TLV, no stage)",
+	Frame: opotCSIDFrame(),
+	Setup: func(ctx context.Context, d *DUT) error { return srchainEndCSID(ctx, d, datapath.EndOptions{}) },
+}
+
+// CaseOPoTTransitCSID is srchain's eBPF End doing the transit as it
+// shifts the container.
+var CaseOPoTTransitCSID = Case{
+	Name: "opot-transit-csid", Desc: "srchain eBPF End (tc) doing the OPoT transit on a NEXT-C-SID shift, chain of 3 nodes",
+	Frame: opotCSIDFrame(),
+	Setup: discardObjs(setupOPoTTransitCSID),
+}
+
+// setupOPoTTransitCSID: node 1 of a 3-node chain, its entry (DA the
+// container, segment 0 the container) marked in-End, and srchain's End
+// with the flavor doing the transit.
+func setupOPoTTransitCSID(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
+	o, err := opotTransitStages(d, 3, nil, opotCSIDContainer, opotCSIDContainer)
+	if err != nil {
+		return nil, err
+	}
+	if err := opotdp.SetInEnd(o, opotCSIDContainer); err != nil {
+		return nil, err
+	}
+	return o, srchainEndCSID(ctx, d, datapath.EndOptions{OPoT: opotdp.EndMapsOf(o)})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -170,6 +171,7 @@ func TestOPoTLine(t *testing.T) {
 		{CaseOPoTIngress(true), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTIngress(ctx, d, true) }},
 		{CaseOPoTTransit(5), func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransit(ctx, d, 5) }},
 		{CaseOPoTTransitXDP, func(ctx context.Context, d *DUT) (*opotdp.Objects, error) { return setupOPoTTransitXDP(ctx, d, true) }},
+		{CaseOPoTTransitCSID, setupOPoTTransitCSID},
 		{CaseOPoTStageEBPFEnd, func(ctx context.Context, d *DUT) (*opotdp.Objects, error) {
 			return setupOPoTTransitWith(ctx, d, 3, true)
 		}},
@@ -234,6 +236,19 @@ func TestOPoTLine(t *testing.T) {
 				}
 				checkTransitRun(t, dutXDPRun(t, d), xdpRedirect, tc.c, 3)
 				checkTransitRun(t, dutEndRun(t, d), tcActRedirect, tc.c, 3)
+			case CaseOPoTTransitCSID.Name:
+				// The End shifted the container (RFC 9800 4.1.1) and
+				// wrote the model's hop into the SRH it left alone.
+				run := dutEndRun(t, d)
+				checkTransitRun(t, run, tcActRedirect, tc.c, 3)
+				fr, err := BuildFrame(tc.c.Frame, 0, 0, testEP)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, out := run(fr)
+				if da := netip.AddrFrom16([16]byte(out[14+24 : 14+40])); da != netip.MustParseAddr("fc00:d:200::") {
+					t.Errorf("destination after the End %s, want fc00:d:200::", da)
+				}
 			case CaseOPoTStageEBPFEnd.Name:
 				stage := func(fr []byte) (uint32, []byte) {
 					out := make([]byte, len(fr)+256)
