@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"net/netip"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -26,15 +25,13 @@ const maxNodes = 200_000
 // Load reads, decodes and validates the spec at path. The error, if any,
 // joins every problem found (FieldError values; see FieldErrors).
 func Load(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	// Only a regular file of at most MaxSpecSize bytes (ReadFile's rules):
+	// "srchain plan /dev/zero" is an error, not a hang. A *fs.PathError,
+	// "read spec /x.yaml: no such file or directory", which callers tell
+	// from an invalid spec.
+	data, err := readLimited(path, MaxSpecSize)
 	if err != nil {
-		// "read spec /x.yaml: no such file or directory", still an
-		// *fs.PathError (callers tell it from an invalid spec).
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, &fs.PathError{Op: "read spec", Path: path, Err: pe.Err}
-		}
-		return nil, fmt.Errorf("read spec %s: %w", path, err)
+		return nil, &fs.PathError{Op: "read spec", Path: path, Err: err}
 	}
 	return Check(data, path)
 }

@@ -13,6 +13,12 @@ import (
 // file is read into memory and inlined into the desired state.
 const MaxFileSize = 1 << 20
 
+// MaxSpecSize bounds a spec file. The largest example is a few KiB and
+// a 10,000-rule firewall inline well under 1 MiB; past this, a file is
+// a mistake (a log, a device, a generator gone wrong), refused before it
+// is read into memory and decoded.
+const MaxSpecSize = 4 << 20
+
 // Errors of ReadFile callers may branch on.
 var (
 	ErrNotRegular = errors.New("not a regular file")
@@ -52,29 +58,39 @@ func (s *Spec) RefPath(name string) string {
 }
 
 func readBounded(path string) ([]byte, error) {
+	data, err := readLimited(path, MaxFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", Clip(path), err)
+	}
+	return data, nil
+}
+
+// readLimited reads path if it is a regular file of at most max bytes.
+// Its errors do not name the file; the caller does.
+func readLimited(path string, max int64) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is
 	// refused below like any other non-regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", Clip(path), unwrapPath(err))
+		return nil, unwrapPath(err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", Clip(path), unwrapPath(err))
+		return nil, unwrapPath(err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: %w", Clip(path), ErrNotRegular)
+		return nil, ErrNotRegular
 	}
-	if st.Size() > MaxFileSize {
-		return nil, fmt.Errorf("read %s: %w (%d bytes, at most %d)", Clip(path), ErrTooLarge, st.Size(), MaxFileSize)
+	if st.Size() > max {
+		return nil, fmt.Errorf("%w (%d bytes, at most %d)", ErrTooLarge, st.Size(), max)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", Clip(path), unwrapPath(err))
+		return nil, unwrapPath(err)
 	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("read %s: %w (more than %d bytes)", Clip(path), ErrTooLarge, MaxFileSize)
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, max)
 	}
 	return data, nil
 }

@@ -1,12 +1,15 @@
 package spec
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -357,6 +360,37 @@ func TestEchoBounded(t *testing.T) {
 	for _, fe := range fes {
 		if n := len(fe.Error()); n > 1024 {
 			t.Errorf("error of %d bytes at %s", n, fe.Path)
+		}
+	}
+}
+
+// Load reads only a regular file of at most MaxSpecSize bytes, and every
+// read problem is a *fs.PathError ("read spec PATH: ..."), which the CLI
+// reports as unreadable, not as an invalid spec.
+func TestLoadReadRules(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("# padding\n"), MaxSpecSize/10+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want error
+	}{
+		{big, ErrTooLarge},
+		{fifo, ErrNotRegular}, // not a wait for a writer
+		{dir, ErrNotRegular},
+		{"/dev/zero", ErrNotRegular}, // not an endless read
+		{filepath.Join(dir, "absent.yaml"), fs.ErrNotExist},
+	} {
+		_, err := Load(tc.path)
+		var pe *fs.PathError
+		if !errors.Is(err, tc.want) || !errors.As(err, &pe) || pe.Op != "read spec" || pe.Path != tc.path {
+			t.Errorf("Load(%s): %v, want a read spec error wrapping %v", tc.path, err, tc.want)
 		}
 	}
 }
