@@ -363,6 +363,13 @@ func resolve(s *spec.Spec, nf *spec.NF, path string) (resolved, []error) {
 				bad("cache_size", "cache_size must be 1..%d, got %d", MaxCacheSize, r.size)
 			}
 		}
+		// A router's End.AD.flow proxies share one flow table, sized
+		// to the sum of their caches (driver.go nodeSIDs): the sum has
+		// the bound of one cache, reported once, at the router's last
+		// End.AD.flow proxy.
+		if sum, last := routerFlows(s, nf.Node); last == nf && sum > MaxCacheSize {
+			bad("cache_size", "the end.ad-flow proxies of router %q cache %d flows together, at most %d (they share one flow table)", nf.Node, sum, MaxCacheSize)
+		}
 		r.timeout = DefaultIdleTimeout
 		if c.IdleTimeout != "" {
 			d, err := time.ParseDuration(c.IdleTimeout)
@@ -615,6 +622,32 @@ func checkRuleset(s *spec.Spec, ln *spec.Node) []error {
 		return nil
 	}
 	return []error{netfilter.RulesetError(s, p+"."+key, nil, err, key == "ruleset_file")}
+}
+
+// routerFlows returns the cache entries the End.AD.flow proxies of
+// router node ask for together (each cache_size clipped to 1..MaxCacheSize,
+// whose own errors are reported at each proxy), and the last of them in
+// spec order.
+func routerFlows(s *spec.Spec, node string) (int, *spec.NF) {
+	sum := 0
+	var last *spec.NF
+	for i := range s.NFs {
+		o := &s.NFs[i]
+		if o.Kind != Name || o.Node != node {
+			continue
+		}
+		c, _ := decode(s, o, "")
+		if b, ok := behaviors[c.Behavior]; !ok || b != state.EndADFlow {
+			continue
+		}
+		size := DefaultCacheSize
+		if c.CacheSize != nil {
+			size = min(max(*c.CacheSize, 1), MaxCacheSize)
+		}
+		sum += size
+		last = o
+	}
+	return sum, last
 }
 
 // sharesRouter names the NF kinds that may run on a proxy's router.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -396,5 +397,22 @@ func TestSharedRouter(t *testing.T) {
 				t.Fatalf("error lacks %q:\n%v", tc.want, err)
 			}
 		})
+	}
+}
+
+// A router's End.AD.flow proxies share one flow table: their caches
+// together have the bound of one, reported once, at the last of them.
+func TestRouterFlowTable(t *testing.T) {
+	text := func(a, b int) string {
+		s := edit(t, example(t), "config: {legacy_nf: fw, behavior: end.ad}", fmt.Sprintf("config: {legacy_nf: fw, behavior: end.ad-flow, cache_size: %d}", a))
+		return edit(t, s, natCfg, fmt.Sprintf("config: {legacy_nf: nat, behavior: end.ad-flow, cache_size: %d}", b))
+	}
+	if _, err := load(t, text(MaxCacheSize-100, 100)); err != nil {
+		t.Fatalf("caches summing to the bound refused: %v", err)
+	}
+	_, err := load(t, text(MaxCacheSize-100, 101))
+	want := fmt.Sprintf(`nfs[2].config.cache_size: the end.ad-flow proxies of router "proxy" cache %d flows together, at most %d`, MaxCacheSize+1, MaxCacheSize)
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "flows together") != 1 {
+		t.Fatalf("caches over the bound: %v, want once %q", err, want)
 	}
 }
