@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -82,6 +83,10 @@ func underAny(path string, errs []*FieldError) bool {
 // address) it returns the partly decoded Spec and every such error.
 func Parse(data []byte, filename string) (*Spec, error) {
 	s := &Spec{File: filename, pos: map[string]pos{}}
+	if fe := notUTF8(data); fe != nil {
+		fe.File = filename
+		return nil, fe
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -105,6 +110,29 @@ func Parse(data []byte, filename string) (*Spec, error) {
 	d.value(root, reflect.ValueOf(s).Elem(), "")
 	s.applyDefaults()
 	return s, errors.Join(d.errs...)
+}
+
+// notUTF8 reports where a UTF-8 document (no UTF-16 byte order mark,
+// which yaml.v3 decodes itself) first breaks the encoding: yaml.v3 says
+// only "invalid leading UTF-8 octet", without a position.
+func notUTF8(data []byte) *FieldError {
+	if utf8.Valid(data) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) {
+		return nil
+	}
+	line, col := 1, 1
+	for len(data) > 0 {
+		r, n := utf8.DecodeRune(data)
+		if r == utf8.RuneError && n <= 1 {
+			return &FieldError{Line: line, Col: col, Msg: fmt.Sprintf("not UTF-8: byte 0x%02x", data[0])}
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		data = data[n:]
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
@@ -183,6 +211,10 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	if isNull(n) {
+		// A bare "opot:" is not false: a switch is said or left out.
+		if t.Kind() == reflect.Bool {
+			d.fail(path, n, "expected true or false, got an empty value")
+		}
 		return // leave the zero value; Validate reports required fields
 	}
 	if reflect.PointerTo(t).Implements(textUnmarshal) {

@@ -394,3 +394,37 @@ func TestLoadReadRules(t *testing.T) {
 		}
 	}
 }
+
+// A switch left empty ("opot:") is an error, not false; "opot: false"
+// and leaving it out are fine.
+func TestEmptyBool(t *testing.T) {
+	b, err := os.ReadFile("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"    opot:\n", "chains[0].opot: expected true or false, got an empty value"},
+		{"    opot: ~\n", "chains[0].opot: expected true or false, got an empty value"},
+		{"    opot: false\n", ""},
+		{"", ""},
+	} {
+		src := strings.Replace(string(b), "    nfs: [fw]\n", "    nfs: [fw]\n"+tc.line, 1)
+		_, err := Check([]byte(src), "t.yaml")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.line, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want %q", tc.line, err, tc.want)
+		}
+	}
+}
+
+// A document that is not UTF-8 is refused at its first bad byte, with
+// line and column (characters).
+func TestNotUTF8(t *testing.T) {
+	_, err := Check([]byte("name: a\n# café\nnodes:\n  - é\xff\n"), "t.yaml")
+	fes := FieldErrors(err)
+	if len(fes) != 1 || fes[0].Line != 4 || fes[0].Col != 6 || fes[0].Msg != "not UTF-8: byte 0xff" {
+		t.Fatalf("got %v (%+v)", err, fes)
+	}
+}
