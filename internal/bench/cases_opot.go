@@ -519,22 +519,12 @@ func srchainEndCSID(ctx context.Context, d *DUT, opts datapath.EndOptions) error
 	); err != nil {
 		return err
 	}
-	in, err := d.Index(ifDUTIn)
-	if err != nil {
-		return err
-	}
-	e, err := datapath.LoadEnd(opts)
-	if err != nil {
-		return err
-	}
-	d.Defer(e.Close)
-	if err := e.SetSIDPrefix(opotCSIDPrefix, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
-		return err
-	}
-	if err := e.SetNextCSID(opotCSIDPrefix.Addr(), 32, 16); err != nil {
-		return err
-	}
-	return d.NS.Do(func() error { return e.Attach(in) })
+	return attachEnd(d, false, opts, func(e *datapath.End) error {
+		if err := e.SetSIDPrefix(opotCSIDPrefix, datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+			return err
+		}
+		return e.SetNextCSID(opotCSIDPrefix.Addr(), 32, 16)
+	})
 }
 
 // CaseSrchainEndCSID is srchain's eBPF End shifting the C-SID frames'

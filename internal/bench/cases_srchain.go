@@ -36,6 +36,15 @@ func srchainEndWith(ctx context.Context, d *DUT, xdp bool, opts datapath.EndOpti
 	if err := CaseEnd.Setup(ctx, d); err != nil {
 		return err
 	}
+	return attachEnd(d, xdp, opts, func(e *datapath.End) error {
+		return e.SetSID(SID(0x100), datapath.BehaviorEnd, 0, netip.Addr{})
+	})
+}
+
+// attachEnd loads srchain's End with opts (closed with the line), gives
+// it its SIDs (set), and attaches it at the DUT's ingress: tc, with xdp
+// also XDP.
+func attachEnd(d *DUT, xdp bool, opts datapath.EndOptions, set func(*datapath.End) error) error {
 	in, err := d.Index(ifDUTIn)
 	if err != nil {
 		return err
@@ -45,7 +54,7 @@ func srchainEndWith(ctx context.Context, d *DUT, xdp bool, opts datapath.EndOpti
 		return err
 	}
 	d.Defer(e.Close)
-	if err := e.SetSID(SID(0x100), datapath.BehaviorEnd, 0, netip.Addr{}); err != nil {
+	if err := set(e); err != nil {
 		return err
 	}
 	return d.NS.Do(func() error {

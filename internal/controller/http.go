@@ -12,12 +12,13 @@ import (
 	"strings"
 
 	"github.com/srchain/srchain/api"
+	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/store"
 )
 
-// maxBody bounds a request body (a whole spec with thousands of chains
-// fits).
-const maxBody = 32 << 20
+// maxBody bounds a request body: a whole spec, the largest object the
+// API takes, as large as a spec file may be.
+const maxBody = spec.MaxSpecSize
 
 // Route is one operation of the API, as registered on the mux and listed
 // in api/openapi.json (a test keeps the two equal).

@@ -13,11 +13,12 @@ import (
 // file is read into memory and inlined into the desired state.
 const MaxFileSize = 1 << 20
 
-// MaxSpecSize bounds a spec file. The largest example is a few KiB and
-// a 10,000-rule firewall inline well under 1 MiB; past this, a file is
-// a mistake (a log, a device, a generator gone wrong), refused before it
-// is read into memory and decoded.
-const MaxSpecSize = 4 << 20
+// MaxSpecSize bounds a spec file and a spec sent to the controller's
+// API (internal/controller maxBody): thousands of chains fit (the
+// 200,000 YAML nodes of maxNodes come first); past it a file is a
+// mistake (a log, a device, a generator gone wrong), refused before it is
+// read into memory and decoded.
+const MaxSpecSize = 32 << 20
 
 // Errors of ReadFile callers may branch on.
 var (
