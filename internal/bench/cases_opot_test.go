@@ -239,13 +239,12 @@ func TestOPoTLine(t *testing.T) {
 			case CaseOPoTTransitCSID.Name:
 				// The End shifted the container (RFC 9800 4.1.1) and
 				// wrote the model's hop into the SRH it left alone.
-				run := dutEndRun(t, d)
-				checkTransitRun(t, run, tcActRedirect, tc.c, 3)
-				fr, err := BuildFrame(tc.c.Frame, 0, 0, testEP)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, out := run(fr)
+				endRun, out := dutEndRun(t, d), []byte(nil)
+				checkTransitRun(t, func(fr []byte) (uint32, []byte) {
+					ret, o := endRun(fr)
+					out = o
+					return ret, o
+				}, tcActRedirect, tc.c, 3)
 				if da := netip.AddrFrom16([16]byte(out[14+24 : 14+40])); da != netip.MustParseAddr("fc00:d:200::") {
 					t.Errorf("destination after the End %s, want fc00:d:200::", da)
 				}
