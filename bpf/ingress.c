@@ -73,30 +73,38 @@ struct ing_dec {
 #define ING_NOT_OURS 0
 #define ING_CHAIN 1
 #define ING_FLOW_MISS 2 /* a pool chain's packet with no flow entry: d->key set */
+#define ING_KERNEL 3 /* left to the kernel's own path, untouched */
 
 /* ing_ip4_ok: what ip_rcv_core and the input route lookup would refuse
  * (bad version, header length, total length or checksum; multicast,
- * broadcast, loopback, zero-net addresses) is not ours to steer.
+ * broadcast, loopback, zero-net addresses) is not ours to steer. Nor is
+ * what the kernel treats in a way the fast path does not copy, which
+ * goes to the kernel's own path untouched (*kernel set):
+ *   - IPv4 options (ip_rcv_options: malformed ones are dropped or
+ *     answered with Parameter Problem, LSRR/SSRR dropped, RR/TS write the
+ *     router's address or a timestamp into the header);
+ *   - fragments, first or not (the kernel's rules see no ports on them:
+ *     fib4_rules_early_flow_dissect stops at a fragment).
  */
-static __always_inline int ing_ip4_ok(const struct pkt *p, __u32 have, __u32 *l3len)
+static __always_inline int ing_ip4_ok(const struct pkt *p, __u32 have, __u32 *l3len, int *kernel)
 {
 	struct iphdr *ip4 = pkt_ptr(p, p->l3off, sizeof(*ip4));
-	__u32 ihl, tot, sum = 0, i;
+	__u32 tot, sum = 0, i;
 	__u8 s0, d0;
 
 	if (!ip4 || ip4->version != 4 || ip4->ihl < 5)
 		return 0;
-	ihl = ip4->ihl * 4;
+	if (ip4->ihl != 5 || (ip4->frag_off & bpf_htons(0x3fff))) {
+		*kernel = 1;
+		return 0;
+	}
 	tot = bpf_ntohs(ip4->tot_len);
-	if (tot < ihl || tot > have)
+	if (tot < sizeof(*ip4) || tot > have)
 		return 0;
 #pragma unroll
-	for (i = 0; i < 15; i++) {
-		__u16 *w;
+	for (i = 0; i < 5; i++) {
+		__u16 *w = pkt_ptr(p, p->l3off + i * 4, 4);
 
-		if (i * 4 >= ihl)
-			break;
-		w = pkt_ptr(p, p->l3off + i * 4, 4);
 		if (!w)
 			return 0;
 		sum += w[0];
@@ -110,38 +118,162 @@ static __always_inline int ing_ip4_ok(const struct pkt *p, __u32 have, __u32 *l3
 	d0 = ((__u8 *)&ip4->daddr)[0];
 	if ((d0 & 0xf0) == 0xe0 || ip4->daddr == 0xffffffff || d0 == 127 || d0 == 0)
 		return 0;
-	if ((s0 & 0xf0) == 0xe0 || ip4->saddr == 0xffffffff || s0 == 127)
+	if ((s0 & 0xf0) == 0xe0 || ip4->saddr == 0xffffffff || s0 == 127 || s0 == 0)
 		return 0;
 	*l3len = tot;
 	return 1;
 }
 
+/* ing_ip6_ext: IPv6 next-header values the fast path does not look
+ * behind: extension headers (RFC 8200 4; the kernel processes a
+ * Hop-by-Hop header in ipv6_rcv, and its rules' flow dissector reads
+ * ports through some headers and not others: fragments, AH) and ESP.
+ */
+static __always_inline int ing_ip6_ext(__u8 nh)
+{
+	switch (nh) {
+	case IPPROTO_HOPOPTS:
+	case IPPROTO_ROUTING:
+	case IPPROTO_FRAGMENT:
+	case 50: /* ESP */
+	case IPPROTO_AH:
+	case IPPROTO_DSTOPTS:
+	case 135: /* Mobility */
+	case 139: /* HIP */
+	case 140: /* Shim6 */
+	case 253: /* experimental (RFC 3692) */
+	case 254:
+		return 1;
+	}
+	return 0;
+}
+
 /* ing_ip6_ok: likewise for IPv6 (ip6_rcv_core): version, payload length
  * (no jumbograms), multicast source, loopback addresses; multicast and
- * link-local destinations never take a chain's route.
+ * link-local destinations never take a chain's route. What the kernel
+ * treats in a way the fast path does not copy goes to the kernel's path
+ * (*kernel set): a payload length of 0 (ipv6_rcv trims the packet to its
+ * header), any extension header (ing_ip6_ext), and sources that
+ * ip6_forward or the route lookup refuse or treat apart (unspecified,
+ * link-local, IPv4-mapped: RFC 4291 2.5.2, 2.5.5.2, 2.5.6).
  */
-static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3len)
+static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3len, int *kernel)
 {
 	struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+	const struct in6_addr *sa, *da;
 	__u32 len;
 
-	if (!ip6 || ip6->version != 6 || ip6->payload_len == 0)
+	if (!ip6 || ip6->version != 6)
 		return 0;
+	sa = &ip6->saddr;
+	da = &ip6->daddr;
+	if (ip6->payload_len == 0 || ing_ip6_ext(ip6->nexthdr)) {
+		*kernel = 1;
+		return 0;
+	}
 	len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
 	if (len > have)
 		return 0;
-	if (ip6->saddr.in6_u.u6_addr8[0] == 0xff || ip6->daddr.in6_u.u6_addr8[0] == 0xff)
+	if (sa->in6_u.u6_addr8[0] == 0xff || da->in6_u.u6_addr8[0] == 0xff)
 		return 0;
-	if (ip6->daddr.in6_u.u6_addr8[0] == 0xfe && (ip6->daddr.in6_u.u6_addr8[1] & 0xc0) == 0x80)
+	if (da->in6_u.u6_addr8[0] == 0xfe && (da->in6_u.u6_addr8[1] & 0xc0) == 0x80)
 		return 0;
-	if ((ip6->daddr.in6_u.u6_addr32[0] | ip6->daddr.in6_u.u6_addr32[1] |
-	     ip6->daddr.in6_u.u6_addr32[2]) == 0 && ip6->daddr.in6_u.u6_addr32[3] == bpf_htonl(1))
+	if ((da->in6_u.u6_addr32[0] | da->in6_u.u6_addr32[1] | da->in6_u.u6_addr32[2]) == 0 &&
+	    da->in6_u.u6_addr32[3] == bpf_htonl(1))
 		return 0;
-	if ((ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |
-	     ip6->saddr.in6_u.u6_addr32[2]) == 0 && ip6->saddr.in6_u.u6_addr32[3] == bpf_htonl(1))
+	if ((sa->in6_u.u6_addr32[0] | sa->in6_u.u6_addr32[1] | sa->in6_u.u6_addr32[2]) == 0 &&
+	    sa->in6_u.u6_addr32[3] == bpf_htonl(1))
 		return 0;
+	if ((sa->in6_u.u6_addr8[0] == 0xfe && (sa->in6_u.u6_addr8[1] & 0xc0) == 0x80) ||
+	    ((sa->in6_u.u6_addr32[0] | sa->in6_u.u6_addr32[1]) == 0 &&
+	     (sa->in6_u.u6_addr32[2] == 0 || sa->in6_u.u6_addr32[2] == bpf_htonl(0xffff))) ||
+	    ((da->in6_u.u6_addr32[0] | da->in6_u.u6_addr32[1]) == 0 &&
+	     (da->in6_u.u6_addr32[2] == 0 || da->in6_u.u6_addr32[2] == bpf_htonl(0xffff)))) {
+		*kernel = 1; /* ::/96 (unspecified, IPv4-compatible), ::ffff:0:0/96, fe80::/10 */
+		return 0;
+	}
 	*l3len = len;
 	return 1;
+}
+
+/* ing_kernel_steers asks the kernel's FIB, its rules included, what the
+ * input route lookup (ip_route_input_noref / ip6_route_input) would do
+ * with the packet, with the same keys (addresses, TOS or flow info,
+ * protocol, ports, input interface, mark). The fast path encapsulates
+ * only when the answer is an lwtunnel route (a chain's seg6 route:
+ * BPF_FIB_LKUP_RET_UNSUPP_LWT) and, for IPv4, the source passes
+ * fib_validate_source: its reverse route (ports swapped, as
+ * __fib_validate_source looks it up) is unicast back through the
+ * interface the packet came in on. Everything else (a local, broadcast
+ * or martian source or destination, a more specific plain route, no
+ * route, forwarding disabled, an asymmetric source) is left to the
+ * kernel, which decides exactly as without the program.
+ */
+static __always_inline int ing_kernel_steers(void *ctx, const struct pkt *p, const struct ing_dec *d,
+					     const struct fw_view *v, __u32 ifindex, __u32 mark)
+{
+	struct bpf_fib_lookup fp = {};
+	__u32 flags = 0, proto, sp, dp;
+	struct iphdr *ip4;
+	__be32 saddr, daddr;
+	__u8 tos;
+	long rc;
+
+	proto = v->val[FW_F_PROTO - FW_NADDR];
+	sp = v->val[FW_F_SPORT - FW_NADDR];
+	dp = v->val[FW_F_DPORT - FW_NADDR];
+	if (proto > 255)
+		proto = 0;
+	if (sp > 65535 || dp > 65535)
+		sp = dp = 0; /* no ports: the flow dissector leaves them 0 */
+	if (mark) {
+		*(__u32 *)fp.smac = mark; /* union member "mark" (6.10+) */
+		flags |= BPF_FIB_LOOKUP_MARK;
+	}
+	fp.ifindex = ifindex;
+	fp.l4_protocol = proto;
+	fp.sport = bpf_htons(sp);
+	fp.dport = bpf_htons(dp);
+	if (d->v6) {
+		struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
+
+		if (!ip6)
+			return 0;
+		fp.family = AF_INET6;
+		fp.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
+		ipv6_addr_copy((struct in6_addr *)fp.ipv6_src, &ip6->saddr);
+		ipv6_addr_copy((struct in6_addr *)fp.ipv6_dst, &ip6->daddr);
+		rc = bpf_fib_lookup(ctx, &fp, sizeof(fp), flags | BPF_FIB_LOOKUP_SKIP_NEIGH);
+		return rc == BPF_FIB_LKUP_RET_UNSUPP_LWT;
+	}
+	ip4 = pkt_ptr(p, p->l3off, sizeof(*ip4));
+	if (!ip4)
+		return 0;
+	saddr = ip4->saddr;
+	daddr = ip4->daddr;
+	tos = ip4->tos;
+	fp.family = AF_INET;
+	fp.tos = tos;
+	fp.ipv4_src = saddr;
+	fp.ipv4_dst = daddr;
+	rc = bpf_fib_lookup(ctx, &fp, sizeof(fp), flags | BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc != BPF_FIB_LKUP_RET_UNSUPP_LWT)
+		return 0;
+	__builtin_memset(&fp, 0, sizeof(fp));
+	if (mark)
+		*(__u32 *)fp.smac = mark;
+	fp.family = AF_INET;
+	fp.tos = tos;
+	fp.ipv4_src = daddr;
+	fp.ipv4_dst = saddr;
+	fp.ifindex = ifindex;
+	fp.l4_protocol = proto;
+	fp.sport = bpf_htons(dp);
+	fp.dport = bpf_htons(sp);
+	rc = bpf_fib_lookup(ctx, &fp, sizeof(fp), flags | BPF_FIB_LOOKUP_SKIP_NEIGH);
+	if (rc == BPF_FIB_LKUP_RET_UNSUPP_LWT)
+		return 1; /* unicast, through an encap route: the kernel has no device to compare */
+	return (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) && fp.ifindex == ifindex;
 }
 
 /* ing_classify fills d for a packet of a chain and returns ING_CHAIN;
@@ -149,8 +281,8 @@ static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3
  * pool chain whose flow has no entry yet (d->key, d->pol the chain's).
  * have: the bytes from the L3 header on.
  */
-static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifindex, __u32 have,
-					struct ing_dec *d)
+static __always_inline int ing_classify(void *ctx, struct pkt *p, __u16 proto, __u32 ifindex, __u32 mark,
+					__u32 have, struct ing_dec *d)
 {
 	struct fw_pkt fp = {};
 	struct fw_config *cfg;
@@ -160,10 +292,12 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 	__u32 reason;
 	int idx;
 
+	int kernel = 0;
+
 	if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6;
 
-		if (!ing_ip6_ok(p, have, &d->l3len))
+		if (!ing_ip6_ok(p, have, &d->l3len, &kernel))
 			goto not_ours;
 		ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
 		if (!ip6)
@@ -172,7 +306,7 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 		d->first = *(__be32 *)ip6;
 		__builtin_memcpy(&d->outer, ip6, sizeof(d->outer));
 	} else {
-		if (!ing_ip4_ok(p, have, &d->l3len))
+		if (!ing_ip4_ok(p, have, &d->l3len, &kernel))
 			goto not_ours;
 		d->v6 = 0;
 		d->first = 0;
@@ -194,8 +328,10 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 		reason = fw_extract6(p, FW_MODE_ADVANCED, vp, &fp);
 	else
 		reason = fw_ip4(p, vp, p->l3off, FW_F_SRC, FW_F_DST, 1);
-	if (reason)
-		goto not_ours; /* malformed: the stack decides */
+	if (reason) {
+		kernel = 1; /* malformed: the stack decides */
+		goto not_ours;
+	}
 	if (fp.sr && fp.si.sl > fp.si.last_entry)
 		fw_srh_absent(vp);
 	vp->addr[FW_F_IIF].in6_u.u6_addr32[0] = bpf_htonl(ifindex);
@@ -218,6 +354,10 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 		ing_outcome(ING_OUT_NO_CHAIN);
 		return ING_NOT_OURS;
 	}
+	if (!ing_kernel_steers(ctx, p, d, vp, ifindex, mark)) {
+		ing_outcome(ING_OUT_KERNEL);
+		return ING_KERNEL;
+	}
 	if (!d->pol->pool)
 		return ING_CHAIN;
 	/* A pool chain: the flow's entry picks the variant. */
@@ -235,6 +375,10 @@ static __always_inline int ing_classify(struct pkt *p, __u16 proto, __u32 ifinde
 	}
 	return ING_CHAIN;
 not_ours:
+	if (kernel) {
+		ing_outcome(ING_OUT_KERNEL);
+		return ING_KERNEL;
+	}
 	ing_outcome(ING_OUT_NOT_OURS);
 	return ING_NOT_OURS;
 }
@@ -338,7 +482,8 @@ int srchain_ingress(struct __sk_buff *skb)
 	if (skb->data_end - skb->data < need && bpf_skb_pull_data(skb, need))
 		return TC_ACT_UNSPEC;
 	ctx_reload(&c, CTX_TC);
-	switch (ing_classify(&c.p, skb->protocol, skb->ingress_ifindex, skb->len - sizeof(struct ethhdr), &d)) {
+	switch (ing_classify(skb, &c.p, skb->protocol, skb->ingress_ifindex, skb->mark,
+			     skb->len - sizeof(struct ethhdr), &d)) {
 	case ING_CHAIN:
 		break;
 	case ING_FLOW_MISS:
@@ -393,7 +538,8 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 	struct ipv6hdr *ip6;
 	struct ethhdr *eth;
 	struct ing_dec d = {};
-	__u32 have, r;
+	__u32 have, r, ifindex = ctx->ingress_ifindex;
+	struct ing_mac *mac;
 	long rc;
 
 	ctx_reload(&c, CTX_XDP);
@@ -402,8 +548,14 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 		return pipe_next(ctx, PIPE_INGRESS);
 	if (eth->h_dest[0] & 1)
 		return pipe_ret(PIPE_INGRESS, XDP_PASS); /* multicast / broadcast frame: tc decides */
+	mac = bpf_map_lookup_elem(&ing_macs, &ifindex);
+	if (!mac || *(__u32 *)mac->addr != *(__u32 *)eth->h_dest ||
+	    *(__u16 *)&mac->addr[4] != *(__u16 *)&eth->h_dest[4]) {
+		ing_outcome(ING_OUT_NOT_OURS); /* another host's frame (or MAC unknown): tc decides */
+		return pipe_ret(PIPE_INGRESS, XDP_PASS);
+	}
 	have = c.p.data_end - c.p.data - c.p.l3off;
-	switch (ing_classify(&c.p, eth->h_proto, ctx->ingress_ifindex, have, &d)) {
+	switch (ing_classify(ctx, &c.p, eth->h_proto, ctx->ingress_ifindex, 0, have, &d)) {
 	case ING_CHAIN:
 		break;
 	case ING_FLOW_MISS:

@@ -157,6 +157,24 @@ struct {
 	__type(value, struct ing_config);
 } ing_config_map SEC(".maps");
 
+/* The MAC address of every interface the XDP program is attached to
+ * (key: ifindex), written by the loader: XDP sees frames before the
+ * stack sets skb->pkt_type, and a unicast frame to another host's MAC
+ * is not the router's to forward (the kernel drops it as
+ * PACKET_OTHERHOST).
+ */
+struct ing_mac {
+	__u8 addr[6];
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct ing_mac);
+} ing_macs SEC(".maps");
+
 /* Packets and IP bytes (of the packet as it arrived) steered into each
  * chain, by tc or XDP (each packet counted once, by whoever encapsulates).
  */
@@ -174,6 +192,7 @@ struct {
 #define ING_OUT_NO_CHAIN 3  /* classified, no chain */
 #define ING_OUT_NOT_OURS 4  /* not looked at: not for this host, multicast, malformed */
 #define ING_OUT_FLOW_SETUP 5 /* a pool chain's packet with no flow entry: reported, consumed */
+#define ING_OUT_KERNEL 6     /* left to the kernel's own path untouched (docs/datapath.md) */
 #define ING_OUT_MAX 8
 
 struct {

@@ -121,18 +121,20 @@ func (c *compiler) chain(i int) error {
 			return fmt.Errorf("%s: %w: chain index %d, at most %d chains", where, ErrUnsupported, i, spec.MaxChains)
 		}
 		table = ChainTableBase + i
-		// An eBPF ingress classifies itself: no ip rule; the chain's
-		// table keeps its policy for plan, status and the probes.
-		if !c.ebpfIngress(ch.Ingress) {
-			if err := c.rules(i, table); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
-			}
+		// An eBPF ingress gets the rules too: a packet its fast path
+		// does not finish exactly as the kernel would (fragments,
+		// options, extension headers, martians) takes the kernel's own
+		// path, which must steer it as the kernel ingress does
+		// (docs/datapath.md "The ingress program").
+		if err := c.rules(i, table); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
 		}
 	}
 	var tlvs []byte
-	if ch.OPoT && !c.ebpfIngress(ch.Ingress) {
+	if ch.OPoT {
 		// The headend stage fills the TLV the route reserves (an eBPF
-		// ingress writes it as it encapsulates).
+		// ingress writes it as it encapsulates; the route serves the
+		// packets it leaves to the kernel).
 		tlvs = opot.Reservation()
 	}
 	for _, dst := range ch.Match.Dst {

@@ -14,7 +14,7 @@ import (
 const ProgramIngress = state.ProgramIngress
 
 // ebpfIngress reports whether node steers its chains with srchain's eBPF
-// ingress (`ingress: ebpf`): its 5-tuple chains then get no ip rule.
+// ingress (`ingress: ebpf`), in front of the kernel's policy routing.
 func (c *compiler) ebpfIngress(node string) bool {
 	n := c.s.Node(node)
 	return n != nil && n.Ingress == spec.IngressEBPF

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -45,17 +47,84 @@ func frame(dst net.HardwareAddr, l3 []byte) []byte {
 	return srv6.Ether(dst, srcMAC, et, l3)
 }
 
-// testNS runs the test's program runs in a fresh namespace: no routes,
-// forwarding off, so every FIB lookup fails and tc hands the rewritten
-// packet to the stack (TC_ACT_OK) and XDP passes it untouched.
-func testNS(t *testing.T) *netns.NS {
+// testNS runs the test's program runs in a fresh namespace holding the
+// kernel's policy for the chains of cfgs (policyFor: what srchain
+// installs beside the program, so the program's FIB check finds each
+// chain's seg6 route), forwarding on, and no route to any segment: the
+// lookup of the first segment fails and tc hands the rewritten packet
+// to the stack (TC_ACT_OK); XDP passes it untouched.
+func testNS(t *testing.T, cfgs ...Config) *netns.NS {
 	t.Helper()
 	ns, err := netns.Create(fmt.Sprintf("srchain-ingt-%d", os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Delete() })
+	for _, cfg := range cfgs {
+		policyFor(t, ns, cfg)
+	}
 	return ns
+}
+
+// policyFor installs the kernel's steering of cfg's chains as the
+// compiler emits it (a 5-tuple chain: an ip rule at 1000 + i into table
+// 1000 + i holding its seg6 routes; a destination chain: seg6 routes in
+// the main table), on lo, where BPF_PROG_TEST_RUN runs tc programs, and
+// a route back to the test's IPv4 sources through lo (the IPv4 source
+// check).
+func policyFor(t *testing.T, ns *netns.NS, cfg Config) {
+	t.Helper()
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := ns.Run(t.Context(), "ip", args...); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	for _, k := range []string{"net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding", "net.ipv6.conf.lo.forwarding"} {
+		if err := ns.Sysctl(k, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ip("link", "set", "lo", "up")
+	ip("-4", "route", "replace", "10.0.0.0/8", "dev", "lo")
+	mode := map[state.EncapMode]string{state.ModeEncap: "encap", state.ModeInsert: "inline"}
+	for i, c := range cfg.Chains {
+		var segs []string
+		for _, a := range c.Segments {
+			segs = append(segs, a.String())
+		}
+		table := "main"
+		fiveTuple := c.Proto != 0 || c.SPort != (state.PortRange{}) || c.DPort != (state.PortRange{}) || len(c.Src) > 0
+		if fiveTuple {
+			table = strconv.Itoa(1000 + i)
+		}
+		for _, dst := range c.Dst {
+			fam := "-6"
+			if dst.Addr().Is4() {
+				fam = "-4"
+			}
+			if fiveTuple {
+				rule := []string{fam, "rule", "add", "priority", table, "to", dst.String()}
+				if c.Proto != 0 {
+					rule = append(rule, "ipproto", strconv.Itoa(int(c.Proto)))
+				}
+				if c.SPort != (state.PortRange{}) {
+					rule = append(rule, "sport", fmt.Sprintf("%d-%d", c.SPort.From, c.SPort.To))
+				}
+				if c.DPort != (state.PortRange{}) {
+					rule = append(rule, "dport", fmt.Sprintf("%d-%d", c.DPort.From, c.DPort.To))
+				}
+				for _, src := range c.Src {
+					ip(append(append([]string{}, rule...), "from", src.String(), "table", table)...)
+				}
+				if len(c.Src) == 0 {
+					ip(append(rule, "table", table)...)
+				}
+			}
+			ip(fam, "route", "replace", dst.String(), "table", table, "encap", "seg6", "mode", mode[c.Mode],
+				"segs", strings.Join(segs, ","), "dev", "lo")
+		}
+	}
 }
 
 func loadTest(t *testing.T, cfg Config, s Settings) *Ingress {
@@ -75,6 +144,10 @@ func loadTest(t *testing.T, cfg Config, s Settings) *Ingress {
 func run(t *testing.T, ns *netns.NS, prog *ebpf.Program, in []byte) (uint32, []byte) {
 	t.Helper()
 	opts := &ebpf.RunOptions{Data: in, DataOut: make([]byte, len(in)+1024)}
+	if prog.Type() == ebpf.SchedCLS {
+		// Arrived on lo (ifindex 1), where policyFor put the policy.
+		opts.Context = testutil.SKB{IngressIfindex: 1, Ifindex: 1}
+	}
 	var ret uint32
 	if err := ns.Do(func() (err error) { ret, err = prog.Run(opts); return err }); err != nil {
 		t.Fatalf("test run: %v", err)
@@ -107,7 +180,7 @@ var (
 // lookup fails here, passes everything untouched to tc.
 func TestBPFClassifyEncap(t *testing.T) {
 	in := loadTest(t, testCfg, testSettings)
-	ns := testNS(t)
+	ns := testNS(t, testCfg)
 	s6, d6 := ma("2001:db8:1::1"), ma("2001:db8:5::9")
 	udp53 := srv6.UDP6(s6, d6, 4000, 53, []byte("query"))
 	udp80 := srv6.UDP6(s6, d6, 4000, 80, []byte("web"))
@@ -185,7 +258,7 @@ func TestBPFClassifyEncap(t *testing.T) {
 // previous one back intact.
 func TestBPFUpdateRevert(t *testing.T) {
 	in := loadTest(t, testCfg, testSettings)
-	ns := testNS(t)
+	ns := testNS(t, testCfg)
 	p := srv6.UDP6(ma("2001:db8:1::1"), ma("2001:db8:5::9"), 4000, 80, nil)
 	f := frame(hostMAC, p)
 	outer := func() netip.Addr {
@@ -228,7 +301,7 @@ func TestBPFUpdateRevert(t *testing.T) {
 // the ingress goes right before it, behind a firewall at the head.
 func TestAttachBeforeEnd(t *testing.T) {
 	in := loadTest(t, testCfg, testSettings)
-	ns := testNS(t)
+	ns := testNS(t, testCfg)
 	if _, err := ns.Run(t.Context(), "ip", "link", "add", "a0", "type", "veth", "peer", "name", "a1"); err != nil {
 		t.Fatal(err)
 	}

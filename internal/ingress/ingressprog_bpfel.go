@@ -130,6 +130,12 @@ type ingressProgIngFlowKey struct {
 	Pad   [3]uint8
 }
 
+type ingressProgIngMac struct {
+	_    structs.HostLayout
+	Addr [6]uint8
+	Pad  uint16
+}
+
 type ingressProgIngPolicy struct {
 	_         structs.HostLayout
 	Chain     uint32
@@ -229,6 +235,7 @@ const (
 	ingressProgMapIngConfigMap       = "ing_config_map"
 	ingressProgMapIngCounters        = "ing_counters"
 	ingressProgMapIngFlows           = "ing_flows"
+	ingressProgMapIngMacs            = "ing_macs"
 	ingressProgMapIngOutcomes        = "ing_outcomes"
 	ingressProgMapIngPolicies        = "ing_policies"
 	ingressProgMapIngReports         = "ing_reports"
@@ -315,6 +322,7 @@ type ingressProgMapSpecs struct {
 	IngConfigMap   *ebpf.MapSpec `ebpf:"ing_config_map"`
 	IngCounters    *ebpf.MapSpec `ebpf:"ing_counters"`
 	IngFlows       *ebpf.MapSpec `ebpf:"ing_flows"`
+	IngMacs        *ebpf.MapSpec `ebpf:"ing_macs"`
 	IngOutcomes    *ebpf.MapSpec `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
 	IngReports     *ebpf.MapSpec `ebpf:"ing_reports"`
@@ -375,6 +383,7 @@ type ingressProgMaps struct {
 	IngConfigMap   *ebpf.Map `ebpf:"ing_config_map"`
 	IngCounters    *ebpf.Map `ebpf:"ing_counters"`
 	IngFlows       *ebpf.Map `ebpf:"ing_flows"`
+	IngMacs        *ebpf.Map `ebpf:"ing_macs"`
 	IngOutcomes    *ebpf.Map `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
 	IngReports     *ebpf.Map `ebpf:"ing_reports"`
@@ -411,6 +420,7 @@ func (m *ingressProgMaps) Close() error {
 		m.IngConfigMap,
 		m.IngCounters,
 		m.IngFlows,
+		m.IngMacs,
 		m.IngOutcomes,
 		m.IngPolicies,
 		m.IngReports,

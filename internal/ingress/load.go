@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -362,6 +363,19 @@ func (in *Ingress) AttachXDP(ifindex int, pin string) (link.Link, error) {
 	if in.objs.SrchainIngressXdp == nil {
 		return nil, fmt.Errorf("attach ingress xdp: loaded without Options.XDP: %w", ErrInvalid)
 	}
+	// XDP runs before the stack sets skb->pkt_type: the program needs
+	// the interface's MAC to leave other hosts' frames alone.
+	iface, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return nil, fmt.Errorf("attach ingress xdp: %w", err)
+	}
+	var mac [8]byte
+	if copy(mac[:6], iface.HardwareAddr) != 6 {
+		return nil, fmt.Errorf("attach ingress xdp: interface %s has no Ethernet address: %w", iface.Name, ErrInvalid)
+	}
+	if err := in.objs.IngMacs.Put(uint32(ifindex), mac); err != nil {
+		return nil, fmt.Errorf("attach ingress xdp: record %s's address: %w", iface.Name, err)
+	}
 	l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex, XDP: true}, in.objs.SrchainIngressXdp, bpfrt.AttachOptions{Pin: pin})
 	if err != nil {
 		return nil, fmt.Errorf("attach ingress xdp: %w", err)
@@ -398,7 +412,7 @@ func readChainCounts(m *ebpf.Map, n int) ([]ChainCount, error) {
 }
 
 // Outcome names of ing_outcomes slots (bpf/lib/ingress.h ING_OUT_*).
-var outcomeNames = []string{"redirect", "stack", "xdp-pass", "no-chain", "not-ours", "flow-setup"}
+var outcomeNames = []string{"redirect", "stack", "xdp-pass", "no-chain", "not-ours", "flow-setup", "kernel"}
 
 // Outcomes reads what happened to the packets the program looked at.
 func (in *Ingress) Outcomes() (map[string]uint64, error) { return readOutcomes(in.objs.IngOutcomes) }

@@ -67,7 +67,7 @@ func TestBPFOPoTHeadend(t *testing.T) {
 	if _, err := in.Update(cfg, testSettings); err != nil {
 		t.Fatal(err)
 	}
-	ns := testNS(t)
+	ns := testNS(t, cfg)
 	f := p.Field()
 	n0, _ := p.Node(0)
 	inner := srv6.UDP6(ma("2001:db8:1::1"), ma("2001:db8:5::9"), 4000, 80, []byte("proof of transit"))
@@ -117,7 +117,7 @@ func TestBPFOPoTHeadend(t *testing.T) {
 	// counted. gso_size stays 0 in this test run: the kernel's room
 	// adjustment refuses a GSO packet it cannot tell is TCP, and a real
 	// one is; gso_segs is what the program reads.
-	gopts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt)+1024), Context: testutil.SKB{GSOSegs: 2}}
+	gopts := &ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt)+1024), Context: testutil.SKB{GSOSegs: 2, IngressIfindex: 1, Ifindex: 1}}
 	var gret uint32
 	if err := ns.Do(func() (err error) { gret, err = in.Program().Run(gopts); return err }); err != nil || gret != tcActShot {
 		t.Fatalf("gso packet: verdict %d (%v), want TC_ACT_SHOT", gret, err)

@@ -29,7 +29,7 @@ func TestBPFPoolFlows(t *testing.T) {
 			Pool: &state.IngressPool{Name: "fw", Pick: state.PickLeastLoaded, NFs: []string{"fw1", "fw2"}, Variants: [][]netip.Addr{segs1, segs2}}},
 	}}
 	in := loadTest(t, cfg, testSettings)
-	ns := testNS(t)
+	ns := testNS(t, cfg)
 	rd, err := ringbuf.NewReader(in.objs.IngReports)
 	if err != nil {
 		t.Fatal(err)
