@@ -335,3 +335,98 @@ func TestAttachBeforeEnd(t *testing.T) {
 		t.Fatalf("tcx ingress order %q, want %q", order, want)
 	}
 }
+
+// TestBPFLeavesToKernel: packets of a chain that the kernel treats in a
+// way the fast path does not copy are left untouched to the kernel's own
+// path (TC_ACT_UNSPEC, XDP_PASS; outcome "kernel"), where the rules and
+// seg6 routes installed beside the program steer them exactly as the
+// kernel ingress does (test/e2e TestIngressDifferential compares the
+// two): IPv4 options and fragments, IPv6 extension headers, payload
+// length 0, unspecified, link-local or IPv4-mapped addresses, martian
+// IPv4 sources (the router's own address, a subnet broadcast), and a
+// destination the kernel routes otherwise (a more specific plain route,
+// a local address).
+func TestBPFLeavesToKernel(t *testing.T) {
+	in := loadTest(t, testCfg, testSettings)
+	ns := testNS(t, testCfg)
+	for _, args := range [][]string{
+		{"-4", "addr", "add", "10.1.0.254/32", "dev", "lo"},
+		{"-4", "addr", "add", "10.2.0.1/24", "dev", "lo"},
+		{"-6", "route", "add", "2001:db8:5:0:1::/80", "dev", "lo"},
+		{"-6", "addr", "add", "2001:db8:5::fe/128", "dev", "lo", "nodad"},
+	} {
+		if out, err := ns.Run(t.Context(), "ip", args...); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	s6, d6 := ma("2001:db8:1::1"), ma("2001:db8:5::9")
+	udp80 := srv6.UDP6(s6, d6, 4000, 80, []byte("web"))
+	v4 := srv6.UDP4(ma("10.1.0.1"), ma("10.5.0.7"), 1, 2, []byte("x"))
+	must := func(p []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ext := func(h ...srv6.ExtHdr) []byte { return must(srv6.WithExtHeaders(udp80, h...)) }
+	zeroLen := slices.Clone(udp80)
+	zeroLen[4], zeroLen[5] = 0, 0
+	// Both the fast path's own check and the encapsulation must be
+	// reachable: the plain packets are encapsulated (tc: TC_ACT_OK).
+	for _, p := range [][]byte{udp80, v4} {
+		if ret, _ := run(t, ns, in.Program(), frame(hostMAC, p)); ret != tcActOK {
+			t.Fatalf("plain packet %x...: ret %d, want TC_ACT_OK", p[:20], int32(ret))
+		}
+	}
+	for _, c := range []struct {
+		name string
+		l3   []byte
+	}{
+		{"ipv4 options (NOP, RR)", must(srv6.WithIPv4Options(v4, []byte{1, 7, 7, 4, 0, 0, 0, 0}))},
+		{"ipv4 first fragment", srv6.IPv4Fragment(v4, 0, true)},
+		{"ipv4 later fragment", srv6.IPv4Fragment(v4, 3, false)},
+		{"ipv4 source: the router's address", srv6.UDP4(ma("10.1.0.254"), ma("10.5.0.7"), 1, 2, nil)},
+		{"ipv4 source: a subnet broadcast", srv6.UDP4(ma("10.2.0.255"), ma("10.5.0.7"), 1, 2, nil)},
+		{"ipv4 source 0.0.0.0", srv6.UDP4(ma("0.0.0.0"), ma("10.5.0.7"), 1, 2, nil)},
+		{"ipv6 atomic fragment", ext(srv6.FragHdr(0, false, 7))},
+		{"ipv6 first fragment", ext(srv6.FragHdr(0, true, 7))},
+		{"ipv6 AH", ext(srv6.AHHdr(0x100, 1))},
+		{"ipv6 hop-by-hop", ext(srv6.OptsHdr(srv6.ExtHopByHop, 0))},
+		{"ipv6 destination options", ext(srv6.OptsHdr(srv6.ExtDestOpts, 1))},
+		{"ipv6 eight destination options", ext(slices.Repeat([]srv6.ExtHdr{srv6.OptsHdr(srv6.ExtDestOpts, 0)}, 8)...)},
+		{"ipv6 SRH, SL > last entry", ext(srv6.RoutingHdr(4, 3, 1, 2))},
+		{"ipv6 payload length 0", zeroLen},
+		{"ipv6 source ::", srv6.UDP6(ma("::"), d6, 4000, 80, nil)},
+		{"ipv6 source link-local", srv6.UDP6(ma("fe80::1"), d6, 4000, 80, nil)},
+		{"ipv6 destination IPv4-mapped", srv6.UDP6(s6, ma("::ffff:10.5.0.7"), 4000, 80, nil)},
+		{"ipv6 more specific plain route", srv6.UDP6(s6, ma("2001:db8:5:0:1::9"), 4000, 80, nil)},
+		{"ipv6 local destination", srv6.UDP6(s6, ma("2001:db8:5::fe"), 4000, 80, nil)},
+		{"insert, source ::", srv6.TCP6(ma("::"), ma("2001:db8:7::3"), 1000, 22, 0x02, nil)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before, err := in.Outcomes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := frame(hostMAC, c.l3)
+			ret, out := run(t, ns, in.Program(), f)
+			if ret != tcActUnspec || !bytes.Equal(out[:len(f)], f) {
+				t.Fatalf("tc: ret %d, want TC_ACT_UNSPEC and the packet untouched", int32(ret))
+			}
+			after, err := in.Outcomes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Left to the kernel on purpose, or not looked at (what the
+			// stack refuses outright): untouched either way.
+			if b, a := before["kernel"]+before["not-ours"], after["kernel"]+after["not-ours"]; a != b+1 {
+				t.Errorf("outcomes kernel + not-ours %d -> %d, want one more", b, a)
+			}
+			ret, out = run(t, ns, in.XDPProgram(), f)
+			if ret != xdpPass || !bytes.Equal(out[:len(f)], f) {
+				t.Fatalf("xdp: ret %d, packet changed", ret)
+			}
+		})
+	}
+}
