@@ -23,8 +23,9 @@ import (
 
 // TestLabIngressEBPF deploys the quickstart with `ingress: ebpf` on r1,
 // and examples/ingress-ebpf.yaml (5-tuple chains, IPv4 and IPv6): every
-// probe is delivered through its chain's NFs, r1 has no ip rule per
-// chain, status is clean, re-apply changes nothing, the per-chain
+// probe is delivered through its chain's NFs, r1 holds the kernel's
+// policy too (an ip rule per 5-tuple chain: the path for what the fast
+// path leaves to the kernel), status is clean, re-apply changes nothing, the per-chain
 // counters count the probes, and a link detached by hand is reported
 // and re-attached.
 func TestLabIngressEBPF(t *testing.T) {
@@ -73,8 +74,14 @@ func labIngress(t *testing.T, s *spec.Spec, net *state.Network) {
 			r1 = n
 		}
 	}
-	if len(r1.Rules) != 0 {
-		t.Errorf("r1 has %d ip rules with ingress: ebpf", len(r1.Rules))
+	fiveTuple := 0
+	for _, c := range s.Chains {
+		if c.Ingress == "r1" && c.Match.HasFiveTuple() {
+			fiveTuple++
+		}
+	}
+	if fiveTuple > 0 && len(r1.Rules) < fiveTuple {
+		t.Errorf("r1 has %d ip rules for %d 5-tuple chains with ingress: ebpf", len(r1.Rules), fiveTuple)
 	}
 	pr, err := lab.NewProber(net.Name, opts)
 	if err != nil {
@@ -113,9 +120,7 @@ func labIngress(t *testing.T, s *spec.Spec, net *state.Network) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	if out, _ := ns.Run(ctx, "ip", "-6", "rule"); strings.Contains(out, "lookup 1000") {
-		t.Errorf("r1 has chain rules:\n%s", out)
-	}
+
 	res, err := apply.ApplyWith(ctx, ns, r1, apply.Options{})
 	if err != nil || res.Changes != 0 {
 		t.Errorf("re-apply r1: %d changes, %v", res.Changes, err)
