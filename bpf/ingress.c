@@ -204,7 +204,8 @@ static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3
  * BPF_FIB_LKUP_RET_UNSUPP_LWT) and, for IPv4, the source passes
  * fib_validate_source: its reverse route (ports swapped, as
  * __fib_validate_source looks it up) is unicast back through the
- * interface the packet came in on. Everything else (a local, broadcast
+ * interface the packet came in on. Everything else (a TCP SYN, whose MSS
+ * the kernel path clamps; a local, broadcast
  * or martian source or destination, a more specific plain route, no
  * route, forwarding disabled, an asymmetric source) is left to the
  * kernel, which decides exactly as without the program.
@@ -224,6 +225,18 @@ static __always_inline int ing_kernel_steers(void *ctx, const struct pkt *p, con
 	dp = v->val[FW_F_DPORT - FW_NADDR];
 	if (proto > 255)
 		proto = 0;
+	if (proto == IPPROTO_TCP) {
+		/* A SYN takes the kernel's path, where srchain's nftables
+		 * table srchain_mss clamps its MSS to what fits the chain
+		 * (internal/mss; docs/datapath.md "MTU and MSS"). The TCP
+		 * header follows the fixed IP header (no options or
+		 * extension headers reach here).
+		 */
+		__u8 *fl = pkt_ptr(p, p->l3off + (d->v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) + 13, 1);
+
+		if (!fl || (*fl & 0x02))
+			return 0;
+	}
 	if (sp > 65535 || dp > 65535)
 		sp = dp = 0; /* no ports: the flow dissector leaves them 0 */
 	if (mark) {

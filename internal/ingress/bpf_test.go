@@ -188,7 +188,7 @@ func TestBPFClassifyEncap(t *testing.T) {
 	udp80[2], udp80[3] = 0xbc, 0xde
 	udp80[7] = 33
 	v4 := srv6.UDP4(ma("10.1.0.1"), ma("10.5.0.7"), 1, 2, []byte("x"))
-	ins := srv6.TCP6(s6, ma("2001:db8:7::3"), 1000, 22, 0x02, nil)
+	ins := srv6.TCP6(s6, ma("2001:db8:7::3"), 1000, 22, 0x10, nil)
 	inherit := srv6.EncapOptions{Inherit: true}
 	mustEncap := func(o srv6.EncapOptions, segs []netip.Addr, inner []byte) []byte {
 		b, err := srv6.EncapWith(o, tunsrc, segs, inner)
@@ -402,7 +402,9 @@ func TestBPFLeavesToKernel(t *testing.T) {
 		{"ipv6 destination IPv4-mapped", srv6.UDP6(s6, ma("::ffff:10.5.0.7"), 4000, 80, nil)},
 		{"ipv6 more specific plain route", srv6.UDP6(s6, ma("2001:db8:5:0:1::9"), 4000, 80, nil)},
 		{"ipv6 local destination", srv6.UDP6(s6, ma("2001:db8:5::fe"), 4000, 80, nil)},
-		{"insert, source ::", srv6.TCP6(ma("::"), ma("2001:db8:7::3"), 1000, 22, 0x02, nil)},
+		{"tcp syn (the kernel path clamps its MSS)", srv6.TCP6(s6, ma("2001:db8:7::3"), 1000, 22, 0x02, nil)},
+		{"tcp syn-ack, ipv4", srv6.TCP4(ma("10.1.0.1"), ma("10.5.0.7"), 80, 1000, 0x12, nil)},
+		{"insert, source ::", srv6.TCP6(ma("::"), ma("2001:db8:7::3"), 1000, 22, 0x10, nil)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before, err := in.Outcomes()
