@@ -61,14 +61,19 @@ type GoodputOptions struct {
 
 // GoodputPoint is one scheme's result.
 type GoodputPoint struct {
-	Scheme   string    `json:"scheme"`
-	MSS      int       `json:"mss"`
-	Encap    int       `json:"encap_bytes"`
-	Gbps     []float64 `json:"gbps"`
-	Retrans  []int     `json:"retransmits"`
-	Summary  Summary   `json:"summary"`
-	Verified uint64    `json:"verified,omitempty"` // OPoT: packets the verifier accepted
-	Drops    uint64    `json:"verifier_drops,omitempty"`
+	Scheme  string    `json:"scheme"`
+	MSS     int       `json:"mss"`
+	Encap   int       `json:"encap_bytes"`
+	Gbps    []float64 `json:"gbps"`
+	Retrans []int     `json:"retransmits"`
+	Summary Summary   `json:"summary"`
+	// The same chain at the hosts' default MSS (no -M), which srchain's
+	// MSS clamp (internal/mss) lowers on the way (issue 34), interleaved
+	// with the clamped-by-hand runs.
+	DefaultGbps    []float64 `json:"default_mss_gbps"`
+	DefaultSummary Summary   `json:"default_mss_summary"`
+	Verified       uint64    `json:"verified,omitempty"` // OPoT: packets the verifier accepted
+	Drops          uint64    `json:"verifier_drops,omitempty"`
 }
 
 // RunGoodput measures every scheme for o.Rounds rounds, one lab per
@@ -139,8 +144,14 @@ func goodputScheme(ctx context.Context, o GoodputOptions, sc GoodputScheme, name
 		}
 		p.Gbps = append(p.Gbps, r.Gbps)
 		p.Retrans = append(p.Retrans, r.Retransmits)
+		d, err := Iperf(ctx, h1, h2, sc.Dst, "5299", int(o.Duration.Seconds()))
+		if err != nil {
+			return p, err
+		}
+		p.DefaultGbps = append(p.DefaultGbps, d.Gbps)
 	}
 	p.Summary, _ = Summarize(p.Gbps)
+	p.DefaultSummary, _ = Summarize(p.DefaultGbps)
 	if sc.OPoT {
 		p.Verified, p.Drops, err = verifierCounts(ctx, name, opts)
 	}
@@ -226,7 +237,7 @@ func verifierCounts(ctx context.Context, name string, opts lab.Options) (ok, dro
 // OPoT-less twin.
 func WriteGoodput(w io.Writer, pts []GoodputPoint) error {
 	var b strings.Builder
-	b.WriteString("| scheme | encap B | TCP MSS | Gbit/s median (min-max) | x srv6 | retransmits (median) | OPoT verified / drops |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scheme | encap B | TCP MSS | Gbit/s median (min-max) | x srv6 | retransmits (median) | default MSS Gbit/s median (min-max) | default / by hand | OPoT verified / drops |\n|---|---|---|---|---|---|---|---|---|\n")
 	base := 0.0
 	for _, p := range pts {
 		if p.Scheme == "srv6" {
@@ -242,8 +253,13 @@ func WriteGoodput(w io.Writer, pts []GoodputPoint) error {
 		if p.Verified > 0 || p.Drops > 0 {
 			v = fmt.Sprintf("%d / %d", p.Verified, p.Drops)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.2f (%.2f-%.2f) | %s | %d | %s |\n", p.Scheme, p.Encap, p.MSS,
-			p.Summary.Median, p.Summary.Min, p.Summary.Max, ratio, medianInt(p.Retrans), v)
+		def := "-"
+		if p.Summary.Median > 0 {
+			def = fmt.Sprintf("%.2f", p.DefaultSummary.Median/p.Summary.Median)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.2f (%.2f-%.2f) | %s | %d | %.2f (%.2f-%.2f) | %s | %s |\n", p.Scheme, p.Encap, p.MSS,
+			p.Summary.Median, p.Summary.Min, p.Summary.Max, ratio, medianInt(p.Retrans),
+			p.DefaultSummary.Median, p.DefaultSummary.Min, p.DefaultSummary.Max, def, v)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
