@@ -242,4 +242,3 @@ func removeRules(ns *netns.NS) error {
 	}
 	return errors.Join(errs...)
 }
-
