@@ -872,6 +872,22 @@ func opotBypass(t *testing.T, l *exampleLab) {
 	if verified == 0 || len(drops) != 0 {
 		t.Fatalf("after the probes: %d verified, drops %v; want > 0 and none", verified, drops)
 	}
+	// `lab status` names the headend stage at r1's tcx egress (issue
+	// 34 6b: it showed an empty "eth0:").
+	sts, err := lab.Status(t.Context(), l.net.Name, l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if st.Node != "r1" {
+			continue
+		}
+		for ifn, names := range st.Programs {
+			if !slices.Contains(names, "egress:srchain_opot_headend") {
+				t.Errorf("lab status: r1 %s runs %v, want egress:srchain_opot_headend among them", ifn, names)
+			}
+		}
+	}
 	r3, r6, h1, h2 := l.node(t, "r3"), l.node(t, "r6"), l.node(t, "h1"), l.node(t, "h2")
 	if out, err := r6.Run(t.Context(), "ip", "-6", "rule", "show", "pref", fmt.Sprint(opotdp.RulePref)); err != nil || !strings.Contains(out, "fwmark 0/0x40000000 blackhole") {
 		t.Fatalf("r6: no egress rule at pref %d: %q, %v", opotdp.RulePref, out, err)
