@@ -1026,7 +1026,7 @@ func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 }
 
 // Counters, per chain the node takes part in: on the verifier
-// "chain/NAME/verified" and "chain/NAME/drop/REASON" (opot-verify,
+// "chain/NAME/verified" and "chain/NAME/drop/REASON" (opot-bypass, opot-verify,
 // opot-replay, opot-stale, opot-no-tlv, opot-no-profile); on the headend
 // "chain/NAME/drop/REASON" for packets it could not give a proof
 // (opot-seq-exhausted, opot-no-profile...); then the node's drop
