@@ -861,12 +861,12 @@ func TestLabOPoTBypass(t *testing.T) {
 			} else {
 				l = deployExample(t, "opot-testbed.yaml", spec.DatapathXDP, "r6")
 			}
-			opotBypass(t, l)
+			opotBypass(t, l, dp == spec.DatapathXDP)
 		})
 	}
 }
 
-func opotBypass(t *testing.T, l *exampleLab) {
+func opotBypass(t *testing.T, l *exampleLab, xdp bool) {
 	l.probeAll(t)
 	verified, drops := l.opotCounters(t)
 	if verified == 0 || len(drops) != 0 {
@@ -958,6 +958,10 @@ func opotBypass(t *testing.T, l *exampleLab) {
 	rh2 := openRing(t, h2, "eth0")
 	evBefore := len(l.opotEvents(t))
 	before := l.opotDrop(t, drop.OPoTBypass)
+	var xdpDrops uint64
+	if xdp {
+		xdpDrops = l.pipelineCounters(t, "r6")["stage/opot/drop"]
+	}
 	for i, s := range shapes {
 		tx3.send(t, s.frame(fmt.Sprintf("bypass-%d %s", i, s.name)))
 	}
@@ -968,6 +972,12 @@ func opotBypass(t *testing.T, l *exampleLab) {
 	if !waitFor(func() bool { return l.opotDrop(t, drop.OPoTBypass) == before+uint64(len(shapes)) }) {
 		v, d := l.opotCounters(t)
 		t.Errorf("drop/opot-bypass %d, want %d (verified %d, drops %v)", l.opotDrop(t, drop.OPoTBypass), before+uint64(len(shapes)), v, d)
+	}
+	if xdp {
+		// Dropped at XDP, by the pipeline's opot stage, not at tc.
+		if got := l.pipelineCounters(t, "r6")["stage/opot/drop"]; got != xdpDrops+uint64(len(shapes)) {
+			t.Errorf("r6 xdp pipeline: stage/opot/drop %d, want %d", got, xdpDrops+uint64(len(shapes)))
+		}
 	}
 	evs := l.opotEvents(t)[evBefore:]
 	n := 0
