@@ -110,21 +110,20 @@ static __always_inline int opot_transit_stage(struct pctx *c, const int kind, co
 }
 
 /* opot_verify_stage checks a packet whose DA is chain ch's egress SID
- * (verifier role; opot_egress_of): its shape (opot_egress_shape), then
- * its proof. It counts the verdict per chain and reports a drop on the
+ * (verifier role; opot_egress_of), whose SRH opot_parse described in si
+ * (parsed: its verdict): its shape (opot_egress_shape), then its proof. It counts the verdict per chain and reports a drop on the
  * ring; DROP_NONE accepts.
  */
-static __always_inline __u32 opot_verify_stage(struct pctx *c, const int kind, const struct opot_chain *ch,
-					       const struct opot_chain_key *last)
+static __always_inline __u32 opot_verify_stage(struct pctx *c, const int kind, const struct srh_info *si, __u32 parsed,
+					       const struct opot_chain *ch, const struct opot_chain_key *last)
 {
 	__u32 r, off = 0, profile = ch->profile, idx = ch->idx, slot = 0;
-	struct srh_info si = {};
 	__u64 seq = 0;
 	__u8 *tlv;
 
-	r = opot_egress_shape(&c->p, &si, ch, last);
+	r = opot_egress_shape(&c->p, si, parsed, ch, last);
 	if (!r)
-		r = opot_find(c, kind, &si, &off);
+		r = opot_find(c, kind, si, &off);
 	if (!r) {
 		tlv = opot_tlv(&c->p, off);
 		if (tlv)
@@ -165,6 +164,7 @@ SEC("tc")
 int srchain_opot_verify(struct __sk_buff *skb)
 {
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
+	struct srh_info si = {};
 	struct opot_chain_key last;
 	struct opot_chain *ch;
 
@@ -177,7 +177,7 @@ int srchain_opot_verify(struct __sk_buff *skb)
 	/* The XDP stage verified it (and drops what fails): a second check
 	 * would call it a replay. It still needs the mark for the route.
 	 */
-	if (!pipe_tc_done(skb, PIPE_DONE_OPOT) && opot_verify_stage(&c, CTX_TC, ch, &last))
+	if (!pipe_tc_done(skb, PIPE_DONE_OPOT) && opot_verify_stage(&c, CTX_TC, &si, opot_parse(&c, &si), ch, &last))
 		return TC_ACT_SHOT;
 	skb->mark |= OPOT_MARK_VERIFIED;
 	return TC_ACT_UNSPEC;
@@ -198,19 +198,24 @@ int srchain_opot_xdp(struct xdp_md *ctx)
 	struct opot_chain_key last;
 	struct opot_chain *ch;
 	struct ethhdr *eth;
+	__u32 parsed;
 
 	ctx_reload(&c, CTX_XDP);
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
 	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6))
 		return pipe_next(ctx, PIPE_OPOT);
+	/* One parse for both roles: inlined twice, the walk doubled what the
+	 * verifier explores.
+	 */
+	parsed = opot_parse(&c, &si);
 	ch = opot_egress_of(&c.p, &last);
 	if (ch) {
-		if (opot_verify_stage(&c, CTX_XDP, ch, &last))
+		if (opot_verify_stage(&c, CTX_XDP, &si, parsed, ch, &last))
 			return pipe_ret(PIPE_OPOT, XDP_DROP);
 		pipe_mark(ctx, PIPE_DONE_OPOT);
 		return pipe_next(ctx, PIPE_OPOT);
 	}
-	if (opot_parse(&c, &si))
+	if (parsed)
 		return pipe_next(ctx, PIPE_OPOT);
 	/* Transit entries only: a verifier's packets are the DA's
 	 * (opot_egress_of above), whatever segment[0] says.

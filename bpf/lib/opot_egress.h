@@ -81,20 +81,21 @@ static __always_inline struct opot_chain *opot_egress_of(const struct pkt *p, st
 }
 
 /* opot_egress_shape checks that a packet to chain ch's egress SID is the
- * chain's last segment as the headend built it: an SRH that validates,
+ * chain's last segment as the headend built it: an SRH that validates
+ * (parsed: what srh_locate + srh_validate returned for si),
  * SL 0 (RFC 8986 4.4 S01: the decapsulating SID is the last), DA equal to
  * the SID as configured (no other ARGS) and segment[0] the chain's
  * egress SID. Anything else is DROP_OPOT_BYPASS: the three shapes of
  * issue 34 (no SRH; SL 0 with segment[0] rewritten; the SID with ARGS
  * bits set) and an SRH with SL > 0, which the kernel would refuse anyway.
  */
-static __always_inline __u32 opot_egress_shape(const struct pkt *p, struct srh_info *si, const struct opot_chain *ch,
-					       const struct opot_chain_key *last)
+static __always_inline __u32 opot_egress_shape(const struct pkt *p, const struct srh_info *si, __u32 parsed,
+					       const struct opot_chain *ch, const struct opot_chain_key *last)
 {
 	__u64 *da, *seg0;
 	const __u64 *sid = (const __u64 *)ch->sid, *l = (const __u64 *)last->last;
 
-	if (srh_locate(p, si) || srh_validate(p, si))
+	if (parsed)
 		return DROP_OPOT_BYPASS;
 	if (si->sl != 0)
 		return DROP_OPOT_BYPASS;
