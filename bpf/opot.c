@@ -19,9 +19,11 @@
  *   or, with none, the stack (the kernel's seg6local End). TC_ACT_OK
  *   would end the tcx chain and skip an eBPF End.
  * - srchain_opot_verify, tc ingress on the chain's egress router: if the
- *   DA is the chain's egress SID, verify; accept -> TC_ACT_UNSPEC, the
- *   kernel's End.DT6/DX4 decapsulates; anything else -> drop, counted per
- *   chain and reason, and an event on the ring.
+ *   DA falls in the chain's egress SID prefix (LOC+FUNCT, any ARGS), check
+ *   the packet's shape and verify; accept -> OPOT_MARK_VERIFIED and
+ *   TC_ACT_UNSPEC, the kernel's End.DT6/DX4 decapsulates; anything else
+ *   -> drop, counted per chain and reason, and an event on the ring
+ *   (lib/opot_egress.h: nothing unproven reaches the decap route).
  *
  * - srchain_opot_xdp, the transit and verify stages as the OPoT stage of
  *   a `datapath: xdp` node's XDP pipeline (lib/pipeline.h), in front of
@@ -36,6 +38,7 @@
 #include "srh.h"
 #include "opot.h"
 #include "opot_dp.h"
+#include "opot_egress.h"
 #include "pipeline.h"
 
 /* opot_parse locates and validates the SRH of an Ethernet + IPv6 packet;
@@ -106,18 +109,21 @@ static __always_inline int opot_transit_stage(struct pctx *c, const int kind, co
 	return 1;
 }
 
-/* opot_verify_stage checks the proof of a packet of chain ch (verifier
- * role), counts the verdict per chain and reports a drop on the ring;
- * DROP_NONE accepts.
+/* opot_verify_stage checks a packet whose DA is chain ch's egress SID
+ * (verifier role; opot_egress_of), whose SRH opot_parse described in si
+ * (parsed: its verdict): its shape (opot_egress_shape), then its proof. It counts the verdict per chain and reports a drop on the
+ * ring; DROP_NONE accepts.
  */
-static __always_inline __u32 opot_verify_stage(struct pctx *c, const int kind, const struct srh_info *si,
-					       const struct opot_chain *ch)
+static __always_inline __u32 opot_verify_stage(struct pctx *c, const int kind, const struct srh_info *si, __u32 parsed,
+					       const struct opot_chain *ch, const struct opot_chain_key *last)
 {
 	__u32 r, off = 0, profile = ch->profile, idx = ch->idx, slot = 0;
 	__u64 seq = 0;
 	__u8 *tlv;
 
-	r = opot_find(c, kind, si, &off);
+	r = opot_egress_shape(&c->p, si, parsed, ch, last);
+	if (!r)
+		r = opot_find(c, kind, si, &off);
 	if (!r) {
 		tlv = opot_tlv(&c->p, off);
 		if (tlv)
@@ -149,21 +155,31 @@ int srchain_opot_transit(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
+/* srchain_opot_verify: every packet whose DA falls in an egress SID
+ * prefix of a chain this node verifies is verified or dropped; an
+ * accepted one carries OPOT_MARK_VERIFIED, without which the driver's
+ * ip rule blackholes it before the decap route (lib/opot_egress.h).
+ */
 SEC("tc")
 int srchain_opot_verify(struct __sk_buff *skb)
 {
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct srh_info si = {};
+	struct opot_chain_key last;
 	struct opot_chain *ch;
 
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_UNSPEC;
 	ctx_reload(&c, CTX_TC);
-	if (opot_parse(&c, &si))
+	ch = opot_egress_of(&c.p, &last);
+	if (!ch)
 		return TC_ACT_UNSPEC;
-	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_VERIFIER);
-	if (!ch || pipe_tc_done(skb, PIPE_DONE_OPOT))
-		return TC_ACT_UNSPEC;
-	if (opot_verify_stage(&c, CTX_TC, &si, ch))
+	/* The XDP stage verified it (and drops what fails): a second check
+	 * would call it a replay. It still needs the mark for the route.
+	 */
+	if (!pipe_tc_done(skb, PIPE_DONE_OPOT) && opot_verify_stage(&c, CTX_TC, &si, opot_parse(&c, &si), ch, &last))
 		return TC_ACT_SHOT;
+	skb->mark |= OPOT_MARK_VERIFIED;
 	return TC_ACT_UNSPEC;
 }
 
@@ -179,23 +195,36 @@ int srchain_opot_xdp(struct xdp_md *ctx)
 {
 	struct pctx c = { .ctx = ctx, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct srh_info si = {};
+	struct opot_chain_key last;
 	struct opot_chain *ch;
 	struct ethhdr *eth;
+	__u32 parsed;
 
 	ctx_reload(&c, CTX_XDP);
 	eth = pkt_ptr(&c.p, 0, sizeof(*eth));
-	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6) || opot_parse(&c, &si))
+	if (!eth || eth->h_proto != bpf_htons(ETH_P_IPV6))
 		return pipe_next(ctx, PIPE_OPOT);
-	ch = opot_chain_of(&c.p, &si, 0);
-	if (!ch || ch->role == OPOT_ROLE_HEADEND || (ch->flags & OPOT_CHAIN_IN_END))
-		return pipe_next(ctx, PIPE_OPOT);
-	if (ch->role == OPOT_ROLE_VERIFIER) {
-		if (opot_verify_stage(&c, CTX_XDP, &si, ch))
+	/* One parse for both roles: inlined twice, the walk doubled what the
+	 * verifier explores.
+	 */
+	parsed = opot_parse(&c, &si);
+	ch = opot_egress_of(&c.p, &last);
+	if (ch) {
+		if (opot_verify_stage(&c, CTX_XDP, &si, parsed, ch, &last))
 			return pipe_ret(PIPE_OPOT, XDP_DROP);
 		pipe_mark(ctx, PIPE_DONE_OPOT);
-	} else if (opot_transit_stage(&c, CTX_XDP, &si, ch)) {
-		pipe_mark(ctx, PIPE_DONE_OPOT);
+		return pipe_next(ctx, PIPE_OPOT);
 	}
+	if (parsed)
+		return pipe_next(ctx, PIPE_OPOT);
+	/* Transit entries only: a verifier's packets are the DA's
+	 * (opot_egress_of above), whatever segment[0] says.
+	 */
+	ch = opot_chain_of(&c.p, &si, OPOT_ROLE_TRANSIT);
+	if (!ch || (ch->flags & OPOT_CHAIN_IN_END))
+		return pipe_next(ctx, PIPE_OPOT);
+	if (opot_transit_stage(&c, CTX_XDP, &si, ch))
+		pipe_mark(ctx, PIPE_DONE_OPOT);
 	return pipe_next(ctx, PIPE_OPOT);
 }
 

@@ -109,10 +109,16 @@ func (c *compiler) opot() error {
 			if proxy {
 				inProxy[m.node] = true
 			}
-			cfg.Chains = append(cfg.Chains, state.OPoTChain{
+			oc := state.OPoTChain{
 				Name: ch.Name, Profile: uint32(i + 1), Role: role, Hop: j, K: len(members), SID: m.sid, Last: last,
 				InEnd: proxy || (transit && endTransit.serves(c.nodes[m.node], m.nf, m.sid)),
-			})
+			}
+			if role == state.OPoTVerifier {
+				// The egress SID's route decapsulates on LOC+FUNCT, any
+				// ARGS: the verifier takes every packet to that prefix.
+				oc.SIDBits = eg.Bits()
+			}
+			cfg.Chains = append(cfg.Chains, oc)
 		}
 		for slot := range OPoTSlots {
 			p, err := opot.GenerateFrom(c.keys, len(members))

@@ -463,3 +463,51 @@ func TestOPoTInProxy(t *testing.T) {
 		}
 	}
 }
+
+// TestOPoTVerifierPrefix: the verifier's entry carries the egress SID
+// route's length (LOC+FUNCT, 112 on the testbed's default format), so
+// the verifier owns every packet the route would decapsulate, any ARGS
+// (docs/opot.md "Egress: nothing decapsulates unproven"); the SID
+// prefix it names is the egress SID's route; no other role has one.
+func TestOPoTVerifierPrefix(t *testing.T) {
+	s := opotTestbed(t)
+	net, err := CompileKeys(s, keyStream(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, n := range net.Nodes {
+		for _, p := range n.Programs {
+			if p.Kind != state.ProgramOPoT {
+				continue
+			}
+			var cfg state.OPoTConfig
+			if err := json.Unmarshal(p.Config, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range cfg.Chains {
+				if ch.Role != state.OPoTVerifier {
+					if ch.SIDBits != 0 {
+						t.Errorf("%s: %s entry with sid_bits %d", n.Name, ch.Role, ch.SIDBits)
+					}
+					continue
+				}
+				seen++
+				pfx, err := ch.SID.Prefix(ch.SIDBits)
+				if err != nil || ch.SIDBits != s.SIDFormat.SIDBits() {
+					t.Fatalf("%s: verifier sid_bits %d (%v), want %d", n.Name, ch.SIDBits, err, s.SIDFormat.SIDBits())
+				}
+				found := false
+				for _, sid := range n.SIDs {
+					found = found || (sid.Chain == ch.Name && sid.SID == pfx)
+				}
+				if !found {
+					t.Errorf("%s: no egress SID route %s of chain %s (SIDs %v)", n.Name, pfx, ch.Name, n.SIDs)
+				}
+			}
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("%d verifier entries, want 1", seen)
+	}
+}

@@ -49,6 +49,7 @@ const (
 	ProxyL2NoRoute
 	FlowReportFull
 	OPoTGSO
+	OPoTBypass
 	Max // number of reasons; not a reason
 )
 
@@ -91,6 +92,7 @@ var names = [...]string{
 	ProxyL2NoRoute:   "proxy-l2-no-route",
 	FlowReportFull:   "flow-report-full",
 	OPoTGSO:          "opot-gso",
+	OPoTBypass:       "opot-bypass",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

@@ -10,7 +10,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -27,7 +31,9 @@ type NodeStatus struct {
 	// Pending is what `apply` would still change (empty: as desired).
 	Pending []string `json:"pending,omitempty"`
 	// Programs maps interface -> program names attached there: the XDP
-	// program first, as "xdp:NAME", then those at tcx ingress.
+	// program first, as "xdp:NAME", then those at tcx ingress, then
+	// those at tcx egress as "egress:NAME" (the OPoT headend stage runs
+	// there, behind the kernel's seg6 encap).
 	// A node is OK only with the program its driver names (srchain_end
 	// for "end") on each of the program's interfaces, and with every SID
 	// the driver serves in its map.
@@ -94,6 +100,11 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 				if x, err := apply.XDPProgram(ns, ifn); err == nil && x != "" {
 					names = append([]string{"xdp:" + x}, names...)
 				}
+				if eg, err := egressPrograms(ns, ifn); err == nil {
+					for _, e := range eg {
+						names = append(names, egressPrefix+e)
+					}
+				}
 				if st.Programs == nil {
 					st.Programs = map[string][]string{}
 				}
@@ -123,7 +134,7 @@ func PrintStatus(w io.Writer, sts []NodeStatus) {
 		slices.Sort(ifs)
 		var progs []string
 		for ifn, names := range s.Programs {
-			progs = append(progs, ifn+":"+strings.Join(names, "+"))
+			progs = append(progs, programsLabel(ifn, names))
 		}
 		slices.Sort(progs)
 		state := "ok"
@@ -137,6 +148,50 @@ func PrintStatus(w io.Writer, sts []NodeStatus) {
 			s.Routes, s.SIDs, orDash(strings.Join(progs, ",")), state)
 	}
 	tw.Flush()
+}
+
+// egressPrefix names a program at tcx egress in NodeStatus.Programs.
+const egressPrefix = "egress:"
+
+// programsLabel is one interface's entry of the PROGRAMS column:
+// "IF:A+B" for the programs at XDP and tcx ingress, the tcx egress ones
+// after them as "IF:A+egress:C" ("IF:egress:C" when only egress runs
+// one, as the OPoT headend stage on an ingress router), and "IF:none"
+// when a program's interface runs nothing.
+func programsLabel(ifn string, names []string) string {
+	if len(names) == 0 {
+		return ifn + ":none"
+	}
+	return ifn + ":" + strings.Join(names, "+")
+}
+
+// egressPrograms names the programs at tcx egress of ifname.
+func egressPrograms(ns *netns.NS, ifname string) ([]string, error) {
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("find interface %s: %w", ifname, err)
+	}
+	var names []string
+	err = ns.Do(func() error {
+		res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXEgress})
+		if err != nil {
+			return fmt.Errorf("query tcx egress of %s: %w", ifname, err)
+		}
+		for _, p := range res.Programs {
+			prog, err := ebpf.NewProgramFromID(p.ID)
+			if err != nil {
+				return fmt.Errorf("open program %d: %w", p.ID, err)
+			}
+			info, err := prog.Info()
+			prog.Close()
+			if err != nil {
+				return fmt.Errorf("read program %d info: %w", p.ID, err)
+			}
+			names = append(names, info.Name)
+		}
+		return nil
+	})
+	return names, err
 }
 
 func orDash(s string) string {

@@ -63,7 +63,7 @@ func servesSIDs(name string) bool {
 func PinDir(ns *netns.NS) string { return kind.PinDir(ns) + "/opot" }
 
 // mapNames are the maps pinned by name under PinDir.
-var mapNames = []string{"opot_chains", "opot_chain_gen", "opot_node_params", "opot_seqs", "opot_windows", "opot_stats", "opot_events", "drop_counters", "sid_counters"}
+var mapNames = []string{"opot_chains", "opot_egress", "opot_chain_gen", "opot_node_params", "opot_seqs", "opot_windows", "opot_stats", "opot_events", "drop_counters", "sid_counters"}
 
 func isLinkPin(name string) bool {
 	for _, st := range []string{stageHeadend, stageTransit, stageVerify} {
@@ -318,6 +318,10 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err != nil {
 		return nil, fmt.Errorf("opot: %w", err)
 	}
+	ew, err := egressWant(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opot: %w", err)
+	}
 	idx, err := stageIfindexes(ns, d)
 	if err != nil {
 		return nil, fmt.Errorf("opot: %w", err)
@@ -336,7 +340,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	var j journal
 	fail := func(err error) (func() error, error) {
 		if fresh {
-			err = errors.Join(err, removePins(dir))
+			err = errors.Join(err, removeRules(ns), removePins(dir))
 		} else if uerr := j.undo(); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("undo: %w", uerr))
 		}
@@ -389,12 +393,20 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if err := syncMaps(dir, &o.Objects, d, &j); err != nil {
 		return fail(err)
 	}
+	// The egress prefixes after their chains, the rules after both: a
+	// rule ahead of the stage that marks would drop legitimate packets.
+	if err := syncEgress(dir, o.OpotEgress, ew, &j); err != nil {
+		return fail(err)
+	}
+	if err := syncRules(ns, ew, &j); err != nil {
+		return fail(err)
+	}
 	if err := detachStale(ns, dir, d, idx, held, &j); err != nil {
 		return fail(err)
 	}
 	switch {
 	case fresh:
-		return func() error { return removePins(dir) }, nil
+		return func() error { return errors.Join(removeRules(ns), removePins(dir)) }, nil
 	case len(j) > 0:
 		return j.undo, nil
 	}
@@ -876,6 +888,10 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	if _, err := want(node, cfg, nil); err != nil {
 		return nil, fmt.Errorf("check opot: %w", err)
 	}
+	ew, err := egressWant(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("check opot: %w", err)
+	}
 	dir := PinDir(ns)
 	cm, err := ebpf.LoadPinnedMap(dir+"/opot_chains", nil)
 	if err != nil {
@@ -916,6 +932,22 @@ func (Driver) Check(ctx context.Context, ns *netns.NS, node state.Node, p state.
 			break
 		}
 	}
+	egress := map[EgressKey]ChainKey{}
+	if em, err := ebpf.LoadPinnedMap(dir+"/opot_egress", nil); err == nil {
+		egress, err = dumpEgress(em)
+		em.Close()
+		if err != nil {
+			return nil, fmt.Errorf("check opot: %w", err)
+		}
+	}
+	if !maps.Equal(egress, ew) {
+		drift = append(drift, "opot_egress does not hold the egress SID prefixes of the chains the node verifies")
+	}
+	rd, err := rulesDrift(ns, ew)
+	if err != nil {
+		return nil, fmt.Errorf("check opot: %w", err)
+	}
+	drift = append(drift, rd...)
 	params, err := dumpParams(pm)
 	if err != nil {
 		return nil, fmt.Errorf("check opot: %w", err)
@@ -987,11 +1019,14 @@ func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 	if err := pipeline.UnpinStage(pipeline.NodeDir(ns), pipeline.OPoT); err != nil {
 		return fmt.Errorf("opot: %w", err)
 	}
+	if err := removeRules(ns); err != nil {
+		return fmt.Errorf("opot: %w", err)
+	}
 	return removePins(PinDir(ns))
 }
 
 // Counters, per chain the node takes part in: on the verifier
-// "chain/NAME/verified" and "chain/NAME/drop/REASON" (opot-verify,
+// "chain/NAME/verified" and "chain/NAME/drop/REASON" (opot-bypass, opot-verify,
 // opot-replay, opot-stale, opot-no-tlv, opot-no-profile); on the headend
 // "chain/NAME/drop/REASON" for packets it could not give a proof
 // (opot-seq-exhausted, opot-no-profile...); then the node's drop

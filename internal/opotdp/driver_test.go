@@ -385,3 +385,91 @@ func TestDriverSwapsOtherBuild(t *testing.T) {
 		t.Errorf("re-apply: undo %v, %v; want nothing to do", u != nil, err)
 	}
 }
+
+// TestDriverEgressRule: on a verifier the driver writes the egress SID
+// prefix (LOC+FUNCT) into opot_egress and installs the rule that
+// blackholes unmarked packets to it; the kernel's input route lookup
+// honours it (a lookup without MarkVerified fails, with it finds the
+// route); a rule deleted by hand is drift that Check names and Apply
+// repairs; the undo of a first Apply and Remove leave no rule.
+func TestDriverEgressRule(t *testing.T) {
+	a, _ := kindtest.Pair(t, "e")
+	t.Cleanup(func() { _ = os.RemoveAll(kind.PinDir(a)) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sid := netip.MustParseAddr("fd00:1::1:0")
+	prefix := netip.MustParsePrefix("fd00:1::1:0/112")
+	node := driverNode(t, func(c *state.OPoTConfig) {
+		c.Chains[2].SID, c.Chains[2].Last, c.Chains[2].SIDBits = sid, sid, 112
+	})
+	p := node.Programs[0]
+	var d Driver
+	undo, err := d.Apply(ctx, a, node, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em, err := ebpf.LoadPinnedMap(PinDir(a)+"/opot_egress", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dumpEgress(em)
+	em.Close()
+	if err != nil || len(got) != 1 || got[egressKeyOf(prefix)] != (ChainKey{Last: sid.As16()}) {
+		t.Fatalf("opot_egress %v (%v), want %s -> chain c", got, err, prefix)
+	}
+	rules, err := egressRules(a)
+	if err != nil || len(rules) != 1 || !rules[prefix] {
+		t.Fatalf("rules %v (%v), want one to %s", rules, err, prefix)
+	}
+	// The input route lookup with and without the verifier's mark
+	// (forwarding on, a route to the prefix as the decap route would be).
+	for _, c := range [][]string{
+		{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"},
+		{"ip", "-6", "addr", "add", "fd00:e::2/64", "dev", "eth0", "nodad"},
+		{"ip", "-6", "route", "add", "fd00:1::1:0/112", "dev", "eth0"},
+	} {
+		if _, err := a.Run(ctx, c[0], c[1:]...); err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+	}
+	lookup := func(mark uint32) error {
+		_, err := a.Run(ctx, "ip", "-6", "route", "get", "fd00:1::1:7", "from", "fd00:e::1", "iif", "eth0", "mark", fmt.Sprintf("%#x", mark))
+		return err
+	}
+	if err := lookup(0); err == nil {
+		t.Errorf("route lookup to the egress SID without the mark succeeded, want the rule's blackhole")
+	}
+	if err := lookup(0x80000000); err == nil {
+		t.Errorf("route lookup with another srchain mark bit succeeded, want the rule's blackhole")
+	}
+	if err := lookup(MarkVerified); err != nil {
+		t.Errorf("route lookup with the mark: %v", err)
+	}
+	if err := a.Netlink().RuleDel(egressRule(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || !slices.ContainsFunc(drift, func(s string) bool { return strings.Contains(s, "opot egress rule missing") }) {
+		t.Fatalf("check without the rule: %v, %v", drift, err)
+	}
+	if _, err := d.Apply(ctx, a, node, p); err != nil {
+		t.Fatal(err)
+	}
+	if drift, err := d.Check(ctx, a, node, p); err != nil || len(drift) != 0 {
+		t.Fatalf("check after repair: %v, %v", drift, err)
+	}
+	if err := undo(); err != nil {
+		t.Fatal(err)
+	}
+	if rules, err := egressRules(a); err != nil || len(rules) != 0 {
+		t.Fatalf("after the undo of the first apply: rules %v (%v)", rules, err)
+	}
+	if _, err := d.Apply(ctx, a, node, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove(ctx, a, node, p); err != nil {
+		t.Fatal(err)
+	}
+	if rules, err := egressRules(a); err != nil || len(rules) != 0 {
+		t.Fatalf("after remove: rules %v (%v)", rules, err)
+	}
+}

@@ -38,6 +38,12 @@ type opotProgOpotChainSlot struct {
 	Ch    opotProgOpotChain
 }
 
+type opotProgOpotEgressKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
 type opotProgOpotParams struct {
 	_      structs.HostLayout
 	Role   uint32
@@ -82,6 +88,7 @@ const (
 	opotProgMapOpotChainCache      = "opot_chain_cache"
 	opotProgMapOpotChainGen        = "opot_chain_gen"
 	opotProgMapOpotChains          = "opot_chains"
+	opotProgMapOpotEgress          = "opot_egress"
 	opotProgMapOpotEvents          = "opot_events"
 	opotProgMapOpotNodeParams      = "opot_node_params"
 	opotProgMapOpotSeqs            = "opot_seqs"
@@ -154,6 +161,7 @@ type opotProgMapSpecs struct {
 	OpotChainCache *ebpf.MapSpec `ebpf:"opot_chain_cache"`
 	OpotChainGen   *ebpf.MapSpec `ebpf:"opot_chain_gen"`
 	OpotChains     *ebpf.MapSpec `ebpf:"opot_chains"`
+	OpotEgress     *ebpf.MapSpec `ebpf:"opot_egress"`
 	OpotEvents     *ebpf.MapSpec `ebpf:"opot_events"`
 	OpotNodeParams *ebpf.MapSpec `ebpf:"opot_node_params"`
 	OpotSeqs       *ebpf.MapSpec `ebpf:"opot_seqs"`
@@ -196,6 +204,7 @@ type opotProgMaps struct {
 	OpotChainCache *ebpf.Map `ebpf:"opot_chain_cache"`
 	OpotChainGen   *ebpf.Map `ebpf:"opot_chain_gen"`
 	OpotChains     *ebpf.Map `ebpf:"opot_chains"`
+	OpotEgress     *ebpf.Map `ebpf:"opot_egress"`
 	OpotEvents     *ebpf.Map `ebpf:"opot_events"`
 	OpotNodeParams *ebpf.Map `ebpf:"opot_node_params"`
 	OpotSeqs       *ebpf.Map `ebpf:"opot_seqs"`
@@ -214,6 +223,7 @@ func (m *opotProgMaps) Close() error {
 		m.OpotChainCache,
 		m.OpotChainGen,
 		m.OpotChains,
+		m.OpotEgress,
 		m.OpotEvents,
 		m.OpotNodeParams,
 		m.OpotSeqs,

@@ -78,6 +78,22 @@ func PutChain(o *Objects, id uint32, slot uint8, n opot.NodeParams, sid, last ne
 		if err := o.OpotWindows.Put(k.Array(), &Window{}); err != nil {
 			return fmt.Errorf("set opot window: %w", err)
 		}
+		// The verifier takes the packets to its SID (the DA): here the
+		// SID alone; PutEgress gives it the route's LOC+FUNCT.
+		if err := PutEgress(o, netip.PrefixFrom(sid, 128), last); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutEgress makes the verifier of the chain ending in last take every
+// packet whose DA falls in p (opot_egress), as the driver does with a
+// verifier entry's EgressPrefix: for tests and benchmarks.
+func PutEgress(o *Objects, p netip.Prefix, last netip.Addr) error {
+	k, v := egressKeyOf(p.Masked()), ChainKey{Last: last.As16()}
+	if err := o.OpotEgress.Put(&k, &v); err != nil {
+		return fmt.Errorf("set opot egress prefix: %w", err)
 	}
 	return nil
 }

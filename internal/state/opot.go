@@ -53,6 +53,11 @@ type OPoTChain struct {
 	SID netip.Addr `json:"sid"`
 	// Last is the chain's egress SID, segment[0] of its SRH.
 	Last netip.Addr `json:"last"`
+	// SIDBits is the prefix length of the egress SID's route, LOC+FUNCT
+	// (spec.SIDFormat.SIDBits; 0: 128), on the verifier: every packet
+	// whose DA falls in SID/SIDBits is the chain's, verified or dropped
+	// (docs/opot.md "Egress: nothing decapsulates unproven").
+	SIDBits int `json:"sid_bits,omitempty"`
 	// Slot is the profile slot the headend starts packets with.
 	Slot uint8 `json:"slot,omitempty"`
 	// InEnd: a transit entry whose SID an srchain End.* program serves

@@ -20,6 +20,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/apply"
@@ -28,6 +29,7 @@ import (
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/opot"
+	"github.com/srchain/srchain/internal/opotdp"
 	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/state"
@@ -830,4 +832,232 @@ func opotConfig(t *testing.T, nw *state.Network, node string) state.OPoTConfig {
 	}
 	t.Fatalf("%s has no opot program", node)
 	return state.OPoTConfig{}
+}
+
+// TestLabOPoTBypass deploys the testbed and sends to r6's egress SID,
+// from r3 (r6's neighbour on the chain), issue 34's three shapes that
+// the kernel's End.DT6 route used to decapsulate and deliver with no
+// counter and no event: the SRH removed (plain IPv6-in-IPv6), SL 0 with
+// segment[0] rewritten (to the destination, or random), and DA =
+// segment[0] = the egress SID with ARGS bits set, plus the SID with
+// ARGS and no SRH. Each carries a legitimate packet's proof and an inner
+// packet to h2 with a marker. At r6 every one is dropped as opot-bypass
+// (the counter moves by the number sent, one event each) and none
+// reaches h2 (captured there until a legitimate packet sent after them
+// arrives); legitimate traffic keeps verifying. Then the defence in
+// depth: with r6's egress prefix taken out of the verifier's map by
+// hand (as if its stage were not there), a shape passes the verifier
+// unmarked and r6's rule blackholes it before the decap route: still
+// not delivered, while the legitimate packet after it, marked by the
+// verifier, is (the kernel honours the tc stage's skb->mark in its input
+// route lookup). Runs with r6 at tc and at XDP (`datapath: xdp`).
+func TestLabOPoTBypass(t *testing.T) {
+	requireRoot(t)
+	for _, dp := range []string{"tc", spec.DatapathXDP} {
+		t.Run(dp, func(t *testing.T) {
+			var l *exampleLab
+			if dp == "tc" {
+				l = deployExample(t, "opot-testbed.yaml", "")
+			} else {
+				l = deployExample(t, "opot-testbed.yaml", spec.DatapathXDP, "r6")
+			}
+			opotBypass(t, l, dp == spec.DatapathXDP)
+		})
+	}
+}
+
+func opotBypass(t *testing.T, l *exampleLab, xdp bool) {
+	l.probeAll(t)
+	verified, drops := l.opotCounters(t)
+	if verified == 0 || len(drops) != 0 {
+		t.Fatalf("after the probes: %d verified, drops %v; want > 0 and none", verified, drops)
+	}
+	// `lab status` names the headend stage at r1's tcx egress (issue
+	// 34 6b: it showed an empty "eth0:").
+	sts, err := lab.Status(t.Context(), l.net.Name, l.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		if st.Node != "r1" {
+			continue
+		}
+		for ifn, names := range st.Programs {
+			if !slices.Contains(names, "egress:srchain_opot_headend") {
+				t.Errorf("lab status: r1 %s runs %v, want egress:srchain_opot_headend among them", ifn, names)
+			}
+		}
+	}
+	r3, r6, h1, h2 := l.node(t, "r3"), l.node(t, "r6"), l.node(t, "h1"), l.node(t, "h2")
+	if out, err := r6.Run(t.Context(), "ip", "-6", "rule", "show", "pref", fmt.Sprint(opotdp.RulePref)); err != nil || !strings.Contains(out, "fwmark 0/0x40000000 blackhole") {
+		t.Fatalf("r6: no egress rule at pref %d: %q, %v", opotdp.RulePref, out, err)
+	}
+	c6 := openRing(t, r6, "eth0")
+	sendUDP(t, h1, netip.MustParseAddr("fc00:8::2"), "opot-bypass-legit")
+	_, _, sid6 := l.chainSIDs(t)
+	atR6 := c6.capture(t, sid6)
+	if _, err := tlvOffset(atR6); err != nil {
+		t.Fatal(err)
+	}
+	// The outer headers: Ethernet, IPv6 and the SRH with its proof.
+	hdr := clone(atR6[:ethLen+40+8*(int(atR6[ethLen+40+1])+1)])
+	tx3 := openRaw(t, r3, "eth1")
+	src, dst := netip.MustParseAddr("fc00:1::1"), netip.MustParseAddr("fc00:8::2")
+	inner := func(marker string) []byte { return srv6.UDP6(src, dst, 1000, 9, []byte(marker)) }
+	// withSRH is the captured outer headers (its SRH and proof) around
+	// inner; noSRH an outer IPv6 header to da straight before inner.
+	withSRH := func(marker string) []byte {
+		in := inner(marker)
+		f := append(clone(hdr), in...)
+		binary.BigEndian.PutUint16(f[ethLen+4:], uint16(len(f)-ethLen-40))
+		return f
+	}
+	noSRH := func(da netip.Addr, marker string) []byte {
+		in := inner(marker)
+		f := clone(hdr[:ethLen+40])
+		f[ethLen+6] = 41 // IPv6 in IPv6
+		binary.BigEndian.PutUint16(f[ethLen+4:], uint16(len(in)))
+		setDA(f, da)
+		return append(f, in...)
+	}
+	seg0 := ethLen + 40 + 8
+	setSeg0 := func(f []byte, a netip.Addr) []byte { b := a.As16(); copy(f[seg0:], b[:]); return f }
+	a16 := sid6.As16()
+	a16[15] |= 7 // ARGS: the SID format's low 16 bits
+	withArgs := netip.AddrFrom16(a16)
+	var random [16]byte
+	rng := mrand.New(mrand.NewPCG(34, 2))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	shapes := []struct {
+		name  string
+		frame func(marker string) []byte
+	}{
+		{"srh removed", func(m string) []byte { return noSRH(sid6, m) }},
+		{"srh removed, args", func(m string) []byte { return noSRH(withArgs, m) }},
+		{"sl 0, segment[0] the destination", func(m string) []byte { return setSeg0(withSRH(m), dst) }},
+		{"sl 0, segment[0] random", func(m string) []byte { return setSeg0(withSRH(m), netip.AddrFrom16(random)) }},
+		{"da = segment[0] = sid with args", func(m string) []byte { f := setSeg0(withSRH(m), withArgs); setDA(f, withArgs); return f }},
+	}
+	delivered := func(ring *ring, legit string) []string {
+		t.Helper()
+		var seen []string
+		for {
+			f := ring.captureUDP(t, 9)
+			p := string(f[ethLen+40+8:])
+			if strings.HasPrefix(p, "bypass-") {
+				seen = append(seen, p)
+			}
+			if p == legit {
+				return seen
+			}
+		}
+	}
+	// 1. The verifier drops them, counted and reported.
+	rh2 := openRing(t, h2, "eth0")
+	evBefore := len(l.opotEvents(t))
+	before := l.opotDrop(t, drop.OPoTBypass)
+	var xdpDrops uint64
+	if xdp {
+		xdpDrops = l.pipelineCounters(t, "r6")["stage/opot/drop"]
+	}
+	for i, s := range shapes {
+		tx3.send(t, s.frame(fmt.Sprintf("bypass-%d %s", i, s.name)))
+	}
+	sendUDP(t, h1, dst, "opot-bypass-after")
+	if seen := delivered(rh2, "opot-bypass-after"); len(seen) != 0 {
+		t.Errorf("delivered to h2: %q", seen)
+	}
+	if !waitFor(func() bool { return l.opotDrop(t, drop.OPoTBypass) == before+uint64(len(shapes)) }) {
+		v, d := l.opotCounters(t)
+		t.Errorf("drop/opot-bypass %d, want %d (verified %d, drops %v)", l.opotDrop(t, drop.OPoTBypass), before+uint64(len(shapes)), v, d)
+	}
+	if xdp {
+		// Dropped at XDP, by the pipeline's opot stage, not at tc.
+		if got := l.pipelineCounters(t, "r6")["stage/opot/drop"]; got != xdpDrops+uint64(len(shapes)) {
+			t.Errorf("r6 xdp pipeline: stage/opot/drop %d, want %d", got, xdpDrops+uint64(len(shapes)))
+		}
+	}
+	evs := l.opotEvents(t)[evBefore:]
+	n := 0
+	for _, e := range evs {
+		if e.Reason == drop.OPoTBypass.String() && e.Node == "r6" && e.Subject == "chain/verified" {
+			n++
+		}
+	}
+	if n != len(shapes) {
+		t.Errorf("events %+v: %d opot-bypass at r6, want %d", evs, n, len(shapes))
+	}
+	v, d := l.opotCounters(t)
+	if v < verified+2 || len(d) != 1 {
+		t.Errorf("after the shapes: %d verified (was %d, 2 sent), drops %v; want opot-bypass alone", v, verified, d)
+	}
+	// 2. Defence in depth: r6's egress prefix out of opot_egress, a
+	// shape reaches the kernel unmarked, the rule drops it.
+	em, err := ebpf.LoadPinnedMap(opotdp.PinDir(r6)+"/opot_egress", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer em.Close()
+	var k opotdp.EgressKey
+	var ck opotdp.ChainKey
+	if err := em.NextKey(nil, &k); err != nil {
+		t.Fatal(err)
+	}
+	if err := em.Lookup(&k, &ck); err != nil {
+		t.Fatal(err)
+	}
+	if err := em.Delete(&k); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			if err := em.Put(&k, &ck); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer restore()
+	before = l.opotDrop(t, drop.OPoTBypass)
+	tx3.send(t, setSeg0(withSRH("bypass-unverified"), dst))
+	restore()
+	sendUDP(t, h1, dst, "opot-bypass-marked")
+	if seen := delivered(rh2, "opot-bypass-marked"); len(seen) != 0 {
+		t.Errorf("without the verifier's entry, delivered to h2: %q (the rule did not drop it)", seen)
+	}
+	if got := l.opotDrop(t, drop.OPoTBypass); got != before {
+		t.Errorf("without the verifier's entry: drop/opot-bypass %d, want %d (the verifier saw it)", got, before)
+	}
+	l.probeAll(t)
+	if v2, d2 := l.opotCounters(t); v2 <= v || len(d2) != 1 {
+		t.Errorf("after the bypass shapes, probes: %d verified (was %d), drops %v", v2, v, d2)
+	}
+}
+
+// captureUDP returns the next IPv6 UDP frame to port in the ring.
+func (r *ring) captureUDP(t *testing.T, port uint16) []byte {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		base := r.cur * ringFrame
+		hdr := (*unix.Tpacket2Hdr)(unsafe.Pointer(&r.mem[base]))
+		status := (*uint32)(unsafe.Pointer(&r.mem[base]))
+		if atomic.LoadUint32(status)&unix.TP_STATUS_USER == 0 {
+			pfd := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(pfd, 100)
+			continue
+		}
+		start := base + int(hdr.Mac)
+		f := clone(r.mem[start : start+int(hdr.Snaplen)])
+		atomic.StoreUint32(status, unix.TP_STATUS_KERNEL)
+		r.cur = (r.cur + 1) % ringCount
+		if len(f) >= ethLen+40+8 && binary.BigEndian.Uint16(f[12:]) == unix.ETH_P_IPV6 && f[ethLen+6] == unix.IPPROTO_UDP && binary.BigEndian.Uint16(f[ethLen+40+2:]) == port {
+			return f
+		}
+	}
+	t.Fatalf("no UDP frame to port %d captured", port)
+	return nil
 }
