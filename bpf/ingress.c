@@ -40,6 +40,9 @@
 #include "fw_classify.h"
 #include "ingress.h"
 #include "pipeline.h"
+#include "icmp6.h"
+#include "icmp4.h"
+#include "fw_ratelimit.h"
 
 /* Headers the classifier reads (advanced mode: the packet's own
  * addresses, protocol and ports behind at most FW_MAX_EXT extension
@@ -66,13 +69,15 @@ struct ing_dec {
 	__u32 l3len; /* the packet's IP length by its header */
 	__be32 first; /* an IPv6 packet's first word (0 for IPv4) */
 	int v6;
-	struct ing_flow_key key; /* a pool chain's flow (ING_FLOW_MISS) */
+	__u32 ifindex; /* where it came in */
+	__u32 mark;
+	__u8 tos; /* an IPv4 packet's */
 };
 
 /* ing_classify's results. */
 #define ING_NOT_OURS 0
 #define ING_CHAIN 1
-#define ING_FLOW_MISS 2 /* a pool chain's packet with no flow entry: d->key set */
+#define ING_FLOW_MISS 2 /* a pool chain's packet with no flow entry: its key in ing_key_scratch */
 #define ING_KERNEL 3 /* left to the kernel's own path, untouched */
 
 /* ing_ip4_ok: what ip_rcv_core and the input route lookup would refuse
@@ -208,16 +213,13 @@ static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3
  * the kernel path clamps; a local, broadcast
  * or martian source or destination, a more specific plain route, no
  * route, forwarding disabled, an asymmetric source) is left to the
- * kernel, which decides exactly as without the program.
+ * kernel, which decides exactly as without the program. A subprogram:
+ * inlined, its branches multiply the verifier's states of the caller.
  */
-static __always_inline int ing_kernel_steers(void *ctx, const struct pkt *p, const struct ing_dec *d,
-					     const struct fw_view *v, __u32 ifindex, __u32 mark)
+static __attribute__((noinline)) int ing_kernel_steers(void *ctx, const struct ing_dec *d, const struct fw_view *v,
+							struct bpf_fib_lookup *f)
 {
-	struct bpf_fib_lookup fp = {};
-	__u32 flags = 0, proto, sp, dp;
-	struct iphdr *ip4;
-	__be32 saddr, daddr;
-	__u8 tos;
+	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, proto, sp, dp;
 	long rc;
 
 	proto = v->val[FW_F_PROTO - FW_NADDR];
@@ -225,83 +227,82 @@ static __always_inline int ing_kernel_steers(void *ctx, const struct pkt *p, con
 	dp = v->val[FW_F_DPORT - FW_NADDR];
 	if (proto > 255)
 		proto = 0;
-	if (proto == IPPROTO_TCP) {
-		/* A SYN takes the kernel's path, where srchain's nftables
-		 * table srchain_mss clamps its MSS to what fits the chain
-		 * (internal/mss; docs/datapath.md "MTU and MSS"). The TCP
-		 * header follows the fixed IP header (no options or
-		 * extension headers reach here).
-		 */
-		__u8 *fl = pkt_ptr(p, p->l3off + (d->v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) + 13, 1);
-
-		if (!fl || (*fl & 0x02))
-			return 0;
-	}
 	if (sp > 65535 || dp > 65535)
 		sp = dp = 0; /* no ports: the flow dissector leaves them 0 */
-	if (mark) {
-		*(__u32 *)fp.smac = mark; /* union member "mark" (6.10+) */
+	__builtin_memset(f, 0, sizeof(*f));
+	if (d->mark) {
+		*(__u32 *)f->smac = d->mark; /* union member "mark" (6.10+) */
 		flags |= BPF_FIB_LOOKUP_MARK;
 	}
-	fp.ifindex = ifindex;
-	fp.l4_protocol = proto;
-	fp.sport = bpf_htons(sp);
-	fp.dport = bpf_htons(dp);
+	f->ifindex = d->ifindex;
+	f->l4_protocol = proto;
+	f->sport = bpf_htons(sp);
+	f->dport = bpf_htons(dp);
 	if (d->v6) {
-		struct ipv6hdr *ip6 = pkt_ptr(p, p->l3off, sizeof(*ip6));
-
-		if (!ip6)
-			return 0;
-		fp.family = AF_INET6;
-		fp.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
-		ipv6_addr_copy((struct in6_addr *)fp.ipv6_src, &ip6->saddr);
-		ipv6_addr_copy((struct in6_addr *)fp.ipv6_dst, &ip6->daddr);
-		rc = bpf_fib_lookup(ctx, &fp, sizeof(fp), flags | BPF_FIB_LOOKUP_SKIP_NEIGH);
+		f->family = AF_INET6;
+		f->flowinfo = d->first & bpf_htonl(0x0fffffff);
+		ipv6_addr_copy((struct in6_addr *)f->ipv6_src, &v->addr[FW_F_SRC]);
+		ipv6_addr_copy((struct in6_addr *)f->ipv6_dst, &v->addr[FW_F_DST]);
+		rc = bpf_fib_lookup(ctx, f, sizeof(*f), flags);
 		return rc == BPF_FIB_LKUP_RET_UNSUPP_LWT;
 	}
-	ip4 = pkt_ptr(p, p->l3off, sizeof(*ip4));
-	if (!ip4)
-		return 0;
-	saddr = ip4->saddr;
-	daddr = ip4->daddr;
-	tos = ip4->tos;
-	fp.family = AF_INET;
-	fp.tos = tos;
-	fp.ipv4_src = saddr;
-	fp.ipv4_dst = daddr;
-	rc = bpf_fib_lookup(ctx, &fp, sizeof(fp), flags | BPF_FIB_LOOKUP_SKIP_NEIGH);
+	/* IPv4 addresses are IPv4-mapped in the view (fw_addr_v4). */
+	f->family = AF_INET;
+	f->tos = d->tos;
+	f->ipv4_src = v->addr[FW_F_SRC].in6_u.u6_addr32[3];
+	f->ipv4_dst = v->addr[FW_F_DST].in6_u.u6_addr32[3];
+	rc = bpf_fib_lookup(ctx, f, sizeof(*f), flags);
 	if (rc != BPF_FIB_LKUP_RET_UNSUPP_LWT)
 		return 0;
-	__builtin_memset(&fp, 0, sizeof(fp));
-	if (mark)
-		*(__u32 *)fp.smac = mark;
-	fp.family = AF_INET;
-	fp.tos = tos;
-	fp.ipv4_src = daddr;
-	fp.ipv4_dst = saddr;
-	fp.ifindex = ifindex;
-	fp.l4_protocol = proto;
-	fp.sport = bpf_htons(dp);
-	fp.dport = bpf_htons(sp);
-	rc = bpf_fib_lookup(ctx, &fp, sizeof(fp), flags | BPF_FIB_LOOKUP_SKIP_NEIGH);
+	__builtin_memset(f, 0, sizeof(*f));
+	if (d->mark)
+		*(__u32 *)f->smac = d->mark;
+	f->family = AF_INET;
+	f->tos = d->tos;
+	f->ipv4_src = v->addr[FW_F_DST].in6_u.u6_addr32[3];
+	f->ipv4_dst = v->addr[FW_F_SRC].in6_u.u6_addr32[3];
+	f->ifindex = d->ifindex;
+	f->l4_protocol = proto;
+	f->sport = bpf_htons(dp);
+	f->dport = bpf_htons(sp);
+	rc = bpf_fib_lookup(ctx, f, sizeof(*f), flags);
 	if (rc == BPF_FIB_LKUP_RET_UNSUPP_LWT)
 		return 1; /* unicast, through an encap route: the kernel has no device to compare */
-	return (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) && fp.ifindex == ifindex;
+	return (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) && f->ifindex == d->ifindex;
+}
+
+/* ing_syn reports a TCP SYN (SYN-ACK too): it takes the kernel's path,
+ * where srchain's nftables table srchain_mss clamps its MSS to what fits
+ * the chain (internal/mss; docs/datapath.md "MTU and MSS"). The TCP
+ * header follows the fixed IP header (no options or extension headers
+ * reach here).
+ */
+static __always_inline int ing_syn(const struct pkt *p, const struct ing_dec *d, const struct fw_view *v)
+{
+	__u8 *fl;
+
+	if (v->val[FW_F_PROTO - FW_NADDR] != IPPROTO_TCP)
+		return 0;
+	fl = pkt_ptr(p, p->l3off + (d->v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) + 13, 1);
+	return !fl || (*fl & 0x02);
 }
 
 /* ing_classify fills d for a packet of a chain and returns ING_CHAIN;
  * ING_NOT_OURS leaves the packet alone; ING_FLOW_MISS is a packet of a
- * pool chain whose flow has no entry yet (d->key, d->pol the chain's).
+ * pool chain whose flow has no entry yet (its key in ing_key_scratch,
+ * d->pol the chain's).
  * have: the bytes from the L3 header on.
  */
 static __always_inline int ing_classify(void *ctx, struct pkt *p, __u16 proto, __u32 ifindex, __u32 mark,
-					__u32 have, struct ing_dec *d)
+					__u32 have, struct ing_dec *d, struct bpf_fib_lookup *fib)
 {
 	struct fw_pkt fp = {};
 	struct fw_config *cfg;
 	struct fw_view *vp;
 	__u32 zero = 0, gen, slot, *genp;
+	struct ing_flow_key *key;
 	struct ing_flow *f;
+	struct iphdr *ip4;
 	__u32 reason;
 	int idx;
 
@@ -323,6 +324,10 @@ static __always_inline int ing_classify(void *ctx, struct pkt *p, __u16 proto, _
 			goto not_ours;
 		d->v6 = 0;
 		d->first = 0;
+		ip4 = pkt_ptr(p, p->l3off, sizeof(*ip4));
+		if (!ip4)
+			goto not_ours;
+		d->tos = ip4->tos;
 	}
 
 	genp = bpf_map_lookup_elem(&fw_gen, &zero);
@@ -367,15 +372,20 @@ static __always_inline int ing_classify(void *ctx, struct pkt *p, __u16 proto, _
 		ing_outcome(ING_OUT_NO_CHAIN);
 		return ING_NOT_OURS;
 	}
-	if (!ing_kernel_steers(ctx, p, d, vp, ifindex, mark)) {
+	d->ifindex = ifindex;
+	d->mark = mark;
+	if (ing_syn(p, d, vp) || !ing_kernel_steers(ctx, d, vp, fib)) {
 		ing_outcome(ING_OUT_KERNEL);
 		return ING_KERNEL;
 	}
 	if (!d->pol->pool)
 		return ING_CHAIN;
 	/* A pool chain: the flow's entry picks the variant. */
-	ing_flow_fill(vp, d->pol->pool, &d->key);
-	f = bpf_map_lookup_elem(&ing_flows, &d->key);
+	key = bpf_map_lookup_elem(&ing_key_scratch, &zero);
+	if (!key)
+		return ING_NOT_OURS;
+	ing_flow_fill(vp, d->pol->pool, key);
+	f = bpf_map_lookup_elem(&ing_flows, key);
 	if (!f || f->variant >= d->pol->nvariants || f->variant >= ING_MAX_VARIANTS ||
 	    d->pol->vbase >= ING_VARIANT_SLOTS)
 		return ING_FLOW_MISS;
@@ -403,7 +413,8 @@ not_ours:
 static __always_inline int ing_report(struct __sk_buff *skb, struct ing_dec *d)
 {
 	struct ing_flow_report *r;
-	__u32 cap = d->l3len;
+	struct ing_flow_key *key;
+	__u32 cap = d->l3len, zero = 0;
 
 	r = bpf_ringbuf_reserve(&ing_reports, sizeof(*r), 0);
 	if (!r) {
@@ -422,7 +433,12 @@ static __always_inline int ing_report(struct __sk_buff *skb, struct ing_dec *d)
 		return TC_ACT_SHOT;
 	}
 	r->ktime = bpf_ktime_get_ns();
-	__builtin_memcpy(&r->key, &d->key, sizeof(r->key));
+	key = bpf_map_lookup_elem(&ing_key_scratch, &zero);
+	if (!key) {
+		bpf_ringbuf_discard(r, 0);
+		return TC_ACT_SHOT;
+	}
+	__builtin_memcpy(&r->key, key, sizeof(r->key));
 	r->chain = d->pol->chain;
 	r->ifindex = skb->ingress_ifindex;
 	r->len = d->l3len;
@@ -476,6 +492,73 @@ static __always_inline __u32 ing_rewrite(struct pctx *c, const int kind, struct 
 	return ing_headend_ext(c, kind, pol);
 }
 
+/* ICMP errors the ingress sends, per CPU per second (RFC 4443 2.4 (f)). */
+#define ING_ICMP_RATE 1000
+
+/* ing_too_big answers a packet whose encapsulation would not fit the
+ * first hop's MTU (mtu, from the FIB) before anything is written. The
+ * kernel's seg6 encap, reached from the input route lookup, sends its
+ * Packet Too Big for the outer packet to the outer source, the router
+ * itself (ip6_forward after seg6_input), so the sender never learns;
+ * RFC 4443 3.2 and RFC 2473 7 ask the tunnel entry point to tell the
+ * original source, with the MTU left for its packets: mtu minus the
+ * chain's overhead. IPv6: Packet Too Big from the tunnel source;
+ * IPv4 with DF: fragmentation needed (RFC 1191) from the router's
+ * address toward the sender. Anything else (IPv4 without DF, which the
+ * kernel drops, an MTU below the IPv6 minimum, no source address) takes
+ * the kernel's path untouched. The packet itself is dropped, counted
+ * (ing-too-big), answered at most ING_ICMP_RATE times a second per CPU.
+ * A subprogram: the error builders' locals would not fit the main
+ * program's stack frame.
+ */
+static __attribute__((noinline)) int ing_too_big(struct __sk_buff *skb, struct pctx *c, const struct ing_dec *d,
+				       struct bpf_fib_lookup *fp)
+{
+	__u32 over = bpf_ntohs(d->outer.payload_len) + sizeof(struct ipv6hdr) - d->l3len;
+	__u32 mtu = fp->tot_len; /* the MTU after FRAG_NEEDED (mtu_result) */
+	struct iphdr *ip4;
+	__u32 room, r;
+	long rc;
+
+	if (mtu <= over)
+		goto kernel;
+	room = mtu - over;
+	if (d->v6) {
+		if (room < 1280)
+			goto kernel;
+		count_drop(DROP_ING_TOO_BIG);
+		if (!fw_icmp_allow(ING_ICMP_RATE))
+			return TC_ACT_SHOT;
+		r = icmp6_err_tc_from(skb, &c->p, 2 /* Packet Too Big */, 0, room, DROP_ING_TOO_BIG, &d->cfg->tunsrc);
+	} else {
+		ip4 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip4));
+		if (!ip4 || !(ip4->frag_off & bpf_htons(0x4000)) || room < 68 || room > 0xffff)
+			goto kernel;
+		__builtin_memset(fp, 0, sizeof(*fp));
+		fp->family = AF_INET;
+		fp->ipv4_dst = ip4->saddr;
+		fp->ifindex = skb->ingress_ifindex;
+		rc = bpf_fib_lookup(skb, fp, sizeof(*fp),
+				    BPF_FIB_LOOKUP_OUTPUT | BPF_FIB_LOOKUP_SRC | BPF_FIB_LOOKUP_SKIP_NEIGH);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS || !fp->ipv4_src)
+			goto kernel;
+		count_drop(DROP_ING_TOO_BIG);
+		if (!fw_icmp_allow(ING_ICMP_RATE))
+			return TC_ACT_SHOT;
+		r = icmp4_frag_needed_tc(skb, &c->p, fp->ipv4_src, room, DROP_ING_TOO_BIG);
+	}
+	if (r) {
+		if (r != DROP_ING_TOO_BIG)
+			count_drop(r);
+		return TC_ACT_SHOT;
+	}
+	ing_outcome(ING_OUT_TOO_BIG);
+	return bpf_redirect(skb->ingress_ifindex, 0);
+kernel:
+	ing_outcome(ING_OUT_KERNEL);
+	return TC_ACT_UNSPEC;
+}
+
 SEC("tc")
 int srchain_ingress(struct __sk_buff *skb)
 {
@@ -496,7 +579,7 @@ int srchain_ingress(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	ctx_reload(&c, CTX_TC);
 	switch (ing_classify(skb, &c.p, skb->protocol, skb->ingress_ifindex, skb->mark,
-			     skb->len - sizeof(struct ethhdr), &d)) {
+			     skb->len - sizeof(struct ethhdr), &d, &params)) {
 	case ING_CHAIN:
 		break;
 	case ING_FLOW_MISS:
@@ -519,6 +602,8 @@ int srchain_ingress(struct __sk_buff *skb)
 		hash = bpf_get_hash_recalc(skb);
 	ing_outer(&d, hash);
 	rc = fib_lookup_ip6_dst(skb, &params, &d.outer, &d.outer.daddr, skb->ingress_ifindex, skb->mark);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && !skb->gso_size)
+		return ing_too_big(skb, &c, &d, &params);
 
 	r = ing_rewrite(&c, CTX_TC, &d);
 	if (r) {
@@ -568,7 +653,7 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 		return pipe_ret(PIPE_INGRESS, XDP_PASS);
 	}
 	have = c.p.data_end - c.p.data - c.p.l3off;
-	switch (ing_classify(ctx, &c.p, eth->h_proto, ctx->ingress_ifindex, 0, have, &d)) {
+	switch (ing_classify(ctx, &c.p, eth->h_proto, ctx->ingress_ifindex, 0, have, &d, &params)) {
 	case ING_CHAIN:
 		break;
 	case ING_FLOW_MISS:

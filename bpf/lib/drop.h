@@ -51,6 +51,7 @@ enum srchain_drop_reason {
 	DROP_FLOW_REPORT_FULL,    /* ingress, pool chain: a new flow's first packet found the report ring full (the flow-setup loop is behind or not running) */
 	DROP_OPOT_GSO,            /* OPoT: a GSO packet would carry one proof for all its segments (headend, SR proxy from its NF; docs/opot.md "GSO") */
 	DROP_OPOT_BYPASS,         /* OPoT: a packet to a chain's egress SID (LOC+FUNCT, any ARGS) that is not the chain's last segment with its proof: no SRH, SL > 0, segment[0] or DA not the SID (lib/opot_egress.h) */
+	DROP_ING_TOO_BIG,         /* eBPF ingress: a packet too big for its chain's path MTU, answered with Packet Too Big / fragmentation needed (RFC 4443 3, RFC 1191) unless rate-limited */
 	DROP_MAX,
 };
 

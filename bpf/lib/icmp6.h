@@ -132,7 +132,8 @@ static __always_inline int icmp6_err_fill(struct pkt *p, const struct icmp6_err_
 	return 0;
 }
 
-/* icmp6_err_tc turns the skb into the error. Returns DROP_NONE (the
+/* icmp6_err_tc_from turns the skb into the error, from address from
+ * (NULL: the invoking destination). Returns DROP_NONE (the
  * caller redirects it out of skb->ingress_ifindex) or the reason to drop
  * the invoking packet with: unsent when the kernel refuses to trim it,
  * DROP_ADJUST_ROOM, DROP_PKT_TRUNCATED.
@@ -141,14 +142,16 @@ static __always_inline int icmp6_err_fill(struct pkt *p, const struct icmp6_err_
  * checksum on transmit would invalidate the ICMPv6 checksum (no helper
  * resets it to CHECKSUM_NONE).
  */
-static __always_inline __u32 icmp6_err_tc(struct __sk_buff *skb, struct pkt *p, __u8 type, __u8 code,
-					  __u32 param, __u32 unsent)
+static __always_inline __u32 icmp6_err_tc_from(struct __sk_buff *skb, struct pkt *p, __u8 type, __u8 code,
+					       __u32 param, __u32 unsent, const struct in6_addr *from)
 {
 	struct icmp6_err_src s;
 	__u32 quote;
 
 	if (icmp6_err_save(p, &s))
 		return DROP_PKT_TRUNCATED;
+	if (from)
+		ipv6_addr_copy(&s.dst, from);
 	quote = skb->len - sizeof(struct ethhdr);
 	if (quote > ICMP6_ERR_QUOTE)
 		quote = ICMP6_ERR_QUOTE;
@@ -168,6 +171,13 @@ static __always_inline __u32 icmp6_err_tc(struct __sk_buff *skb, struct pkt *p, 
 	if (icmp6_err_fill(p, &s, type, code, param, quote))
 		return DROP_PKT_TRUNCATED;
 	return DROP_NONE;
+}
+
+/* icmp6_err_tc is icmp6_err_tc_from from the invoking destination. */
+static __always_inline __u32 icmp6_err_tc(struct __sk_buff *skb, struct pkt *p, __u8 type, __u8 code,
+					  __u32 param, __u32 unsent)
+{
+	return icmp6_err_tc_from(skb, p, type, code, param, unsent, NULL);
 }
 
 /* icmp6_err_xdp turns the frame into the error. Returns DROP_NONE (the

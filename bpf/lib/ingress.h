@@ -89,6 +89,16 @@ struct ing_flow_key {
 	__u8 pad[3];
 };
 
+/* The flow key of the packet being classified (per CPU): kept off the
+ * stack, which the classifier, the FIB lookups and the rewrite share.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ing_flow_key);
+} ing_key_scratch SEC(".maps");
+
 struct ing_flow {
 	__u32 variant;
 	__u32 pad;
@@ -193,6 +203,7 @@ struct {
 #define ING_OUT_NOT_OURS 4  /* not looked at: not for this host, multicast, malformed */
 #define ING_OUT_FLOW_SETUP 5 /* a pool chain's packet with no flow entry: reported, consumed */
 #define ING_OUT_KERNEL 6     /* left to the kernel's own path untouched (docs/datapath.md) */
+#define ING_OUT_TOO_BIG 7    /* too big for the chain: answered with PTB / fragmentation needed */
 #define ING_OUT_MAX 8
 
 struct {

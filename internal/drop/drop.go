@@ -50,6 +50,7 @@ const (
 	FlowReportFull
 	OPoTGSO
 	OPoTBypass
+	IngTooBig
 	Max // number of reasons; not a reason
 )
 
@@ -93,6 +94,7 @@ var names = [...]string{
 	FlowReportFull:   "flow-report-full",
 	OPoTGSO:          "opot-gso",
 	OPoTBypass:       "opot-bypass",
+	IngTooBig:        "ing-too-big",
 }
 
 // String returns the reason's stable name, as used in counters and metrics.

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/datapath"
+	"github.com/srchain/srchain/internal/drop"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/state"
@@ -430,5 +432,84 @@ func TestBPFLeavesToKernel(t *testing.T) {
 				t.Fatalf("xdp: ret %d, packet changed", ret)
 			}
 		})
+	}
+}
+
+// TestBPFTooBig: a packet whose encapsulation would not fit the first
+// hop's MTU is answered to its sender, before anything is written, with
+// the MTU left for its packets (the route's 1400 less the chain's
+// overhead): IPv6 with Packet Too Big from the tunnel source, IPv4 with
+// DF with fragmentation needed from the router's address; both counted
+// as ing-too-big. IPv4 without DF, which the kernel's encap drops, takes
+// the kernel's path untouched.
+func TestBPFTooBig(t *testing.T) {
+	in := loadTest(t, testCfg, testSettings)
+	ns := testNS(t, testCfg)
+	for _, args := range [][]string{
+		{"-6", "route", "add", "fc00:2::/32", "dev", "lo", "mtu", "lock", "1400"},
+		{"-4", "addr", "add", "10.0.0.254/32", "dev", "lo"},
+	} {
+		if out, err := ns.Run(t.Context(), "ip", args...); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	const tcActRedirect = 7
+	s6, s4 := ma("2001:db8:1::1"), ma("10.1.0.1")
+	big6 := srv6.UDP6(s6, ma("2001:db8:5::9"), 4000, 80, make([]byte, 1350)) // web6: 2 segments, 80 bytes of encapsulation
+	big4 := srv6.UDP4(s4, ma("10.5.0.7"), 4000, 80, make([]byte, 1350))      // v4: 3 segments, 96 bytes
+	big4[6] |= 0x40                                                          // DF
+	srv6.SetIPv4Checksum(big4)
+	nodf := srv6.UDP4(s4, ma("10.5.0.7"), 4000, 80, make([]byte, 1350))
+	drops := func() uint64 {
+		t.Helper()
+		ds, err := in.DropCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds[drop.IngTooBig]
+	}
+
+	d0 := drops()
+	ret, out := run(t, ns, in.Program(), frame(hostMAC, big6))
+	if ret != tcActRedirect {
+		t.Fatalf("ipv6: ret %d, want TC_ACT_REDIRECT (the error back out)", int32(ret))
+	}
+	ip6 := out[14:]
+	if ip6[6] != 58 || netip.AddrFrom16([16]byte(ip6[8:24])) != tunsrc || netip.AddrFrom16([16]byte(ip6[24:40])) != s6 {
+		t.Fatalf("ipv6 error header %x", ip6[:40])
+	}
+	plen := int(binary.BigEndian.Uint16(ip6[4:]))
+	icmp := ip6[40 : 40+plen]
+	if icmp[0] != 2 || icmp[1] != 0 || binary.BigEndian.Uint32(icmp[4:]) != 1400-80 {
+		t.Errorf("ipv6: icmp type %d code %d mtu %d, want Packet Too Big, mtu %d", icmp[0], icmp[1], binary.BigEndian.Uint32(icmp[4:]), 1400-80)
+	}
+	if srv6.L4Checksum(tunsrc, s6, 58, icmp) != 0 || !bytes.Equal(icmp[8:], big6[:plen-8]) {
+		t.Errorf("ipv6: bad checksum or quote (%d bytes)", plen-8)
+	}
+	if got := drops(); got != d0+1 {
+		t.Errorf("ing-too-big %d -> %d", d0, got)
+	}
+
+	ret, out = run(t, ns, in.Program(), frame(hostMAC, big4))
+	if ret != tcActRedirect {
+		t.Fatalf("ipv4: ret %d, want TC_ACT_REDIRECT", int32(ret))
+	}
+	ip4 := out[14:]
+	if srv6.Checksum(ip4[:20]) != 0 || ip4[9] != 1 || netip.AddrFrom4([4]byte(ip4[16:20])) != s4 || binary.BigEndian.Uint16(ip4[2:]) != 56 {
+		t.Fatalf("ipv4 error header %x", ip4[:20])
+	}
+	icmp = ip4[20:56]
+	if icmp[0] != 3 || icmp[1] != 4 || binary.BigEndian.Uint16(icmp[6:]) != 1400-96 || srv6.Checksum(icmp) != 0 ||
+		!bytes.Equal(icmp[8:], big4[:28]) {
+		t.Errorf("ipv4: icmp %x, want fragmentation needed, mtu %d, the header and 8 bytes quoted", icmp, 1400-96)
+	}
+	if got := drops(); got != d0+2 {
+		t.Errorf("ing-too-big %d -> %d", d0, got)
+	}
+
+	f := frame(hostMAC, nodf)
+	ret, out = run(t, ns, in.Program(), f)
+	if ret != tcActUnspec || !bytes.Equal(out[:len(f)], f) {
+		t.Fatalf("ipv4 without DF: ret %d, want the packet untouched to the kernel", int32(ret))
 	}
 }

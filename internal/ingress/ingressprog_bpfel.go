@@ -25,6 +25,12 @@ type ingressProgFwBitmap struct {
 	W   [160]uint64
 }
 
+type ingressProgFwBucket struct {
+	_      structs.HostLayout
+	Tokens uint64
+	Last   uint64
+}
+
 type ingressProgFwConfig struct {
 	_        structs.HostLayout
 	Gen      uint32
@@ -227,6 +233,7 @@ const (
 	ingressProgMapFwCfg              = "fw_cfg"
 	ingressProgMapFwFdef             = "fw_fdef"
 	ingressProgMapFwGen              = "fw_gen"
+	ingressProgMapFwIcmpBucket       = "fw_icmp_bucket"
 	ingressProgMapFwIdx              = "fw_idx"
 	ingressProgMapFwLpm              = "fw_lpm"
 	ingressProgMapFwRuleCounters     = "fw_rule_counters"
@@ -235,6 +242,7 @@ const (
 	ingressProgMapIngConfigMap       = "ing_config_map"
 	ingressProgMapIngCounters        = "ing_counters"
 	ingressProgMapIngFlows           = "ing_flows"
+	ingressProgMapIngKeyScratch      = "ing_key_scratch"
 	ingressProgMapIngMacs            = "ing_macs"
 	ingressProgMapIngOutcomes        = "ing_outcomes"
 	ingressProgMapIngPolicies        = "ing_policies"
@@ -314,6 +322,7 @@ type ingressProgMapSpecs struct {
 	FwCfg          *ebpf.MapSpec `ebpf:"fw_cfg"`
 	FwFdef         *ebpf.MapSpec `ebpf:"fw_fdef"`
 	FwGen          *ebpf.MapSpec `ebpf:"fw_gen"`
+	FwIcmpBucket   *ebpf.MapSpec `ebpf:"fw_icmp_bucket"`
 	FwIdx          *ebpf.MapSpec `ebpf:"fw_idx"`
 	FwLpm          *ebpf.MapSpec `ebpf:"fw_lpm"`
 	FwRuleCounters *ebpf.MapSpec `ebpf:"fw_rule_counters"`
@@ -322,6 +331,7 @@ type ingressProgMapSpecs struct {
 	IngConfigMap   *ebpf.MapSpec `ebpf:"ing_config_map"`
 	IngCounters    *ebpf.MapSpec `ebpf:"ing_counters"`
 	IngFlows       *ebpf.MapSpec `ebpf:"ing_flows"`
+	IngKeyScratch  *ebpf.MapSpec `ebpf:"ing_key_scratch"`
 	IngMacs        *ebpf.MapSpec `ebpf:"ing_macs"`
 	IngOutcomes    *ebpf.MapSpec `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
@@ -375,6 +385,7 @@ type ingressProgMaps struct {
 	FwCfg          *ebpf.Map `ebpf:"fw_cfg"`
 	FwFdef         *ebpf.Map `ebpf:"fw_fdef"`
 	FwGen          *ebpf.Map `ebpf:"fw_gen"`
+	FwIcmpBucket   *ebpf.Map `ebpf:"fw_icmp_bucket"`
 	FwIdx          *ebpf.Map `ebpf:"fw_idx"`
 	FwLpm          *ebpf.Map `ebpf:"fw_lpm"`
 	FwRuleCounters *ebpf.Map `ebpf:"fw_rule_counters"`
@@ -383,6 +394,7 @@ type ingressProgMaps struct {
 	IngConfigMap   *ebpf.Map `ebpf:"ing_config_map"`
 	IngCounters    *ebpf.Map `ebpf:"ing_counters"`
 	IngFlows       *ebpf.Map `ebpf:"ing_flows"`
+	IngKeyScratch  *ebpf.Map `ebpf:"ing_key_scratch"`
 	IngMacs        *ebpf.Map `ebpf:"ing_macs"`
 	IngOutcomes    *ebpf.Map `ebpf:"ing_outcomes"`
 	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
@@ -412,6 +424,7 @@ func (m *ingressProgMaps) Close() error {
 		m.FwCfg,
 		m.FwFdef,
 		m.FwGen,
+		m.FwIcmpBucket,
 		m.FwIdx,
 		m.FwLpm,
 		m.FwRuleCounters,
@@ -420,6 +433,7 @@ func (m *ingressProgMaps) Close() error {
 		m.IngConfigMap,
 		m.IngCounters,
 		m.IngFlows,
+		m.IngKeyScratch,
 		m.IngMacs,
 		m.IngOutcomes,
 		m.IngPolicies,

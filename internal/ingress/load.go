@@ -412,7 +412,7 @@ func readChainCounts(m *ebpf.Map, n int) ([]ChainCount, error) {
 }
 
 // Outcome names of ing_outcomes slots (bpf/lib/ingress.h ING_OUT_*).
-var outcomeNames = []string{"redirect", "stack", "xdp-pass", "no-chain", "not-ours", "flow-setup", "kernel"}
+var outcomeNames = []string{"redirect", "stack", "xdp-pass", "no-chain", "not-ours", "flow-setup", "kernel", "too-big"}
 
 // Outcomes reads what happened to the packets the program looked at.
 func (in *Ingress) Outcomes() (map[string]uint64, error) { return readOutcomes(in.objs.IngOutcomes) }
