@@ -211,6 +211,24 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, node state.Node, p state.
 	}
 	// The XDP twin is the node pipeline's ingress stage (its driver runs
 	// after this one), or leaves it: the tc program does the whole job.
+	// It needs the interfaces' MACs (written every time: an address may
+	// have changed; not a change of the program).
+	if p.XDP {
+		err = ns.Do(func() error {
+			for _, idx := range idxs {
+				if err := in.RecordMAC(idx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if fresh {
+				err = errors.Join(err, removeAll())
+			}
+			return nil, fmt.Errorf("ingress: %w", err)
+		}
+	}
 	pdir := pipeline.NodeDir(ns)
 	old := p.XDP && !pipeline.StageRuns(pdir, pipeline.Ingress, in.XDPProgram())
 	repaired = repaired || old
@@ -371,7 +389,7 @@ func (Driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 
 // Counters: per chain "chain/NAME/packets|bytes" (packets the ingress
 // steered into the chain, IP bytes as they arrived), what happened to
-// classified packets ("outcome/redirect|stack|xdp-pass|no-chain|not-ours"),
+// classified packets ("outcome/redirect|stack|xdp-pass|no-chain|not-ours|flow-setup|kernel|too-big"),
 // drop reasons and FIB results.
 func (Driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
 	if err := ctx.Err(); err != nil {

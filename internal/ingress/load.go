@@ -363,24 +363,32 @@ func (in *Ingress) AttachXDP(ifindex int, pin string) (link.Link, error) {
 	if in.objs.SrchainIngressXdp == nil {
 		return nil, fmt.Errorf("attach ingress xdp: loaded without Options.XDP: %w", ErrInvalid)
 	}
-	// XDP runs before the stack sets skb->pkt_type: the program needs
-	// the interface's MAC to leave other hosts' frames alone.
-	iface, err := net.InterfaceByIndex(ifindex)
-	if err != nil {
+	if err := in.RecordMAC(ifindex); err != nil {
 		return nil, fmt.Errorf("attach ingress xdp: %w", err)
-	}
-	var mac [8]byte
-	if copy(mac[:6], iface.HardwareAddr) != 6 {
-		return nil, fmt.Errorf("attach ingress xdp: interface %s has no Ethernet address: %w", iface.Name, ErrInvalid)
-	}
-	if err := in.objs.IngMacs.Put(uint32(ifindex), mac); err != nil {
-		return nil, fmt.Errorf("attach ingress xdp: record %s's address: %w", iface.Name, err)
 	}
 	l, _, err := bpfrt.Attach(bpfrt.Hook{Ifindex: ifindex, XDP: true}, in.objs.SrchainIngressXdp, bpfrt.AttachOptions{Pin: pin})
 	if err != nil {
 		return nil, fmt.Errorf("attach ingress xdp: %w", err)
 	}
 	return l, nil
+}
+
+// RecordMAC writes ifindex's Ethernet address (in the current network
+// namespace) into ing_macs: XDP runs before the stack sets
+// skb->pkt_type, and the program leaves other hosts' frames to tc.
+func (in *Ingress) RecordMAC(ifindex int) error {
+	iface, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return fmt.Errorf("record mac: %w", err)
+	}
+	var mac [8]byte
+	if copy(mac[:6], iface.HardwareAddr) != 6 {
+		return fmt.Errorf("record mac: interface %s has no Ethernet address: %w", iface.Name, ErrInvalid)
+	}
+	if err := in.objs.IngMacs.Put(uint32(ifindex), mac); err != nil {
+		return fmt.Errorf("record mac of %s: %w", iface.Name, err)
+	}
+	return nil
 }
 
 // ChainCount is the traffic one chain received at this ingress.

@@ -138,7 +138,7 @@ func (Driver) Apply(ctx context.Context, ns *netns.NS, _ state.Node, p state.Pro
 		return nil, fmt.Errorf("apply mss clamp: %w", err)
 	}
 	if strings.Contains(prev, nft.Digest(body)) {
-		return func() error { return nil }, nil
+		return nil, nil // as desired: no change
 	}
 	if err := nft.Load(ctx, ns, nft.Replace(Table, body), nft.Prologue); err != nil {
 		return nil, fmt.Errorf("apply mss clamp: %w", err)
