@@ -143,3 +143,41 @@ func ModelOutInsert(stash, pkt []byte) []byte {
 	binary.BigEndian.PutUint16(out[4:], uint16(len(out)-40))
 	return out
 }
+
+// MoreFragments reports whether the inner packet (IPv4 or IPv6, as it
+// reaches srchain_anf_out) is a fragment other than the last of its
+// datagram: IPv4 MF set (RFC 791), or an IPv6 Fragment header with M set
+// (RFC 8200 4.5) behind at most fragScan Hop-by-Hop / Destination
+// Options / Routing headers. Its restore leaves the stash slot live for
+// the next piece; the last piece (or an unfragmented packet) consumes it
+// (docs/netfilter.md "Fragments").
+func MoreFragments(inner []byte) bool {
+	if len(inner) < 20 {
+		return false
+	}
+	if inner[0]>>4 == 4 {
+		return binary.BigEndian.Uint16(inner[6:])&0x2000 != 0
+	}
+	if len(inner) < 40 {
+		return false
+	}
+	nh, off := inner[6], 40
+	for range fragScan {
+		if off+4 > len(inner) {
+			return false
+		}
+		switch nh {
+		case srv6.ProtoFragment:
+			return inner[off+3]&1 != 0
+		case srv6.ProtoHopByHop, srv6.ProtoDestOpts, srv6.ProtoRouting:
+			nh, off = inner[off], off+(int(inner[off+1])+1)*8
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// fragScan is ANF_FRAG_SCAN (bpf/anf.c): extension headers stepped over
+// to find a Fragment header.
+const fragScan = 6
