@@ -283,7 +283,11 @@ func (e *env) do(t *testing.T, st step) Result {
 		for r := range after {
 			d := after[r] - before[r]
 			want := uint64(0)
-			if drop.Reason(r) == res.Reason && res.Verdict == Drop || res.Verdict == ICMP && drop.Reason(r) == drop.ProxyTTL {
+			icmpReason := drop.ProxyTTL // from the NF; End's check on the way in says hop-limit
+			if res.Reason != drop.None {
+				icmpReason = res.Reason
+			}
+			if drop.Reason(r) == res.Reason && res.Verdict == Drop || res.Verdict == ICMP && drop.Reason(r) == icmpReason {
 				want = 1
 			}
 			if d != want {
