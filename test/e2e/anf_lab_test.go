@@ -791,6 +791,58 @@ func anfFragments(t *testing.T, ctx context.Context, nw *state.Network, opts lab
 			t.Logf("%s: %d echo requests left nfv in %d pieces, each with its outer header", tc.name, len(bytesByID), pieces)
 		})
 	}
+	t.Run("no-conntrack", func(t *testing.T) {
+		// A ruleset without ct or NAT: nothing reassembles, each
+		// fragment is its own SR packet with its own slot, restored
+		// from it; the non-last ones leave their slots live (kept).
+		var node state.Node
+		var prog state.Program
+		for _, n := range nw.Nodes {
+			for _, p := range n.Programs {
+				if p.Kind == netfilter.Name {
+					node, prog = n, p
+				}
+			}
+		}
+		cfg, err := netfilter.Decode(prog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ruleset = "chain forward {\n  type filter hook forward priority filter; policy accept;\n  meta mark & 0x80000000 != 0 counter accept\n}\n"
+		plain := prog
+		plain.Config, _ = json.Marshal(cfg)
+		d, _ := kind.DriverFor(netfilter.Name)
+		nfv, err := lab.Open(nw.Name, "nfv", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nfv.Close()
+		if _, err := d.Apply(ctx, nfv, node, plain); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := d.Apply(context.Background(), nfv, node, prog); err != nil {
+				t.Errorf("restore the example's ruleset: %v", err)
+			}
+		}()
+		for _, dst := range []string{"10.0.4.2", "fc00:a4::2"} {
+			stale, kept := counter("drop/anf-stale"), counter("stash/fragments-kept")
+			out, err := src.Run(ctx, "ping", "-c", strconv.Itoa(count), "-s", strconv.Itoa(size), "-i", "0.2", "-W", "3", dst)
+			if err != nil || !strings.Contains(out, fmt.Sprintf("%d received", count)) {
+				t.Errorf("ping -s %d %s through End.AN.NF without conntrack: %v\n%s", size, dst, err, out)
+			}
+			if d := counter("drop/anf-stale") - stale; d != 0 {
+				t.Errorf("%s: drop/anf-stale grew by %d", dst, d)
+			}
+			// Two non-last fragments per datagram, each way.
+			if d := counter("stash/fragments-kept") - kept; d < 2*2*count {
+				t.Errorf("%s: stash/fragments-kept grew by %d, want >= %d (each non-last fragment restored from its own slot)", dst, d, 2*2*count)
+			}
+		}
+		if n := anfNftCounter(t, nfv, "forward", "meta mark"); n < 2*2*3*count {
+			t.Errorf("the conntrack-free ruleset counted %d inner packets, want every fragment (>= %d)", n, 2*2*3*count)
+		}
+	})
 	t.Run("snat", func(t *testing.T) {
 		// A 3000-byte UDP datagram to port 5353: SNAT'd by the ruleset
 		// (conntrack reassembles it first), re-fragmented, restored
