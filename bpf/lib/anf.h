@@ -92,8 +92,12 @@ struct anf_entry {
 	__u32 mark;     /* the SR packet's mark before anf_in */
 	__u32 hlen;     /* bytes in hdr */
 	__u32 insert;   /* 1: insert mode, only the SRH was stripped (below) */
-	__u32 uses;     /* restores from this slot (several: the pieces of one datagram) */
 	__u8 hdr[ANF_HDR_ROOM]; /* outer IPv6 + SRH, End already applied */
+	/* Restores from this slot (several: the pieces of one datagram).
+	 * Last, in what was padding: the value keeps its size (544) and hdr
+	 * its offset, so a stash pinned by an older build stays compatible.
+	 */
+	__u32 uses;
 };
 
 /* Slots of anf_stats (per CPU). */

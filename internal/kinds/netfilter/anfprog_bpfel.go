@@ -21,8 +21,8 @@ type anfProgAnfEntry struct {
 	Mark    uint32
 	Hlen    uint32
 	Insert  uint32
-	Uses    uint32
 	Hdr     [512]uint8
+	Uses    uint32
 }
 
 type anfProgAnfSid struct {
