@@ -216,7 +216,12 @@ int srchain_anf_in(struct __sk_buff *skb)
 	e = bpf_map_lookup_elem(&anf_stash, &slot);
 	if (!e)
 		return drop(DROP_UNSUPPORTED);
-	if (e->live)
+	/* Live and never restored: netfilter dropped or holds its packet.
+	 * Live after restores: a datagram whose last piece did not come
+	 * (netfilter dropped it, or the fragments were not reassembled and
+	 * this slot held a non-last one); not counted as unclaimed.
+	 */
+	if (e->live && !e->uses)
 		anf_count(ANF_STAT_UNCLAIMED);
 	/* Re-bound hlen for the verifier after the compiler's reuse of it. */
 	asm volatile("" : "+r"(hlen));
@@ -234,6 +239,7 @@ int srchain_anf_in(struct __sk_buff *skb)
 	__builtin_memcpy(&e->hdr[24], next, sizeof(*next));
 	e->hlen = hlen;
 	e->insert = insert;
+	e->uses = 0;
 	e->ifindex = skb->ingress_ifindex;
 	e->mark = skb->mark;
 	e->ts = bpf_ktime_get_coarse_ns(); /* jiffy resolution: ample for a 1 s age limit, and cheap */
@@ -359,6 +365,55 @@ static __always_inline int anf_forward(struct __sk_buff *skb, __u32 ifindex, int
 	return drop(DROP_ANF_NO_ROUTE);
 }
 
+#ifndef IPPROTO_FRAGMENT
+#define IPPROTO_FRAGMENT 44
+#endif
+/* More Fragments: bit 13 of IPv4's frag_off (RFC 791), bit 0 of the
+ * IPv6 Fragment header's offset word (RFC 8200 4.5).
+ */
+#define ANF_IP4_MF 0x2000
+#define ANF_IP6_M 0x0001
+/* Extension headers stepped over to find an IPv6 Fragment header: the
+ * kernel's fragmentation puts it behind the unfragmentable part
+ * (Hop-by-Hop, Destination Options, Routing; RFC 8200 4.5).
+ */
+#define ANF_FRAG_SCAN 6
+
+/* anf_more_fragments reports whether the inner packet at off (family nh)
+ * is a fragment that is not the last of its datagram: its restore must
+ * leave the slot live for the pieces that follow (lib/anf.h). Reads with
+ * bpf_skb_load_bytes: the packet need not be linear. Unreadable: 0 (the
+ * slot is consumed, as before).
+ */
+static __always_inline int anf_more_fragments(struct __sk_buff *skb, __u32 off, __u8 nh)
+{
+	__u8 h[4];
+	__u8 next;
+	int i;
+
+	if (nh == IPPROTO_IPIP) {
+		__be16 fo;
+
+		if (bpf_skb_load_bytes(skb, off + offsetof(struct iphdr, frag_off), &fo, sizeof(fo)))
+			return 0;
+		return !!(fo & bpf_htons(ANF_IP4_MF));
+	}
+	if (bpf_skb_load_bytes(skb, off + offsetof(struct ipv6hdr, nexthdr), &next, 1))
+		return 0;
+	off += sizeof(struct ipv6hdr);
+	for (i = 0; i < ANF_FRAG_SCAN; i++) {
+		if (bpf_skb_load_bytes(skb, off, h, sizeof(h)))
+			return 0;
+		if (next == IPPROTO_FRAGMENT)
+			return !!(h[3] & ANF_IP6_M);
+		if (next != IPPROTO_HOPOPTS && next != IPPROTO_DSTOPTS && next != IPPROTO_ROUTING)
+			return 0;
+		next = h[0];
+		off += ((__u32)h[1] + 1) * 8;
+	}
+	return 0;
+}
+
 SEC("tc")
 int srchain_anf_out(struct __sk_buff *skb)
 {
@@ -367,7 +422,7 @@ int srchain_anf_out(struct __sk_buff *skb)
 	struct ipv6hdr *ip6, orig;
 	struct ethhdr *eth;
 	__u32 mark = skb->mark, slot, hlen, inner, ifindex, add, insert;
-	int fallback = 0;
+	int fallback = 0, more;
 	__u8 nh, sl;
 
 	if (!(mark & ANF_MARK_FLAG))
@@ -386,6 +441,8 @@ int srchain_anf_out(struct __sk_buff *skb)
 		nh = IPPROTO_IPV6;
 	else
 		return drop(DROP_UNSUPPORTED);
+	/* Read before the header goes back in (offsets of the inner packet). */
+	more = anf_more_fragments(skb, p.l3off, nh);
 	hlen = e->hlen;
 	asm volatile("" : "+r"(hlen));
 	if (hlen < sizeof(*ip6) + 8 || hlen > ANF_MAX_HDR)
@@ -421,7 +478,15 @@ int srchain_anf_out(struct __sk_buff *skb)
 		return drop(DROP_ADJUST_ROOM);
 	ifindex = e->ifindex;
 	skb->mark = e->mark;
-	e->live = 0;
+	/* Only the last piece of a datagram consumes the slot: the pieces
+	 * the kernel fragmented again after conntrack's reassembly all carry
+	 * this slot (lib/anf.h, docs/netfilter.md "Fragments").
+	 */
+	e->uses += 1;
+	if (more)
+		anf_count(ANF_STAT_FRAG_KEPT);
+	else
+		e->live = 0;
 	anf_count(ANF_STAT_RESTORED);
 
 	p.data = (void *)(long)skb->data;

@@ -44,6 +44,14 @@
  * its slots round robin, so a slot whose packet netfilter dropped is
  * simply overwritten (counted as unclaimed); anf_out refuses entries
  * already consumed or older than cfg_max_age_ns (DROP_ANF_STALE).
+ *
+ * Fragments: conntrack reassembles an inner datagram in PREROUTING (the
+ * result carries one fragment's mark, so one slot) and the forwarding
+ * fragments it again before srcanf0, every piece with that mark. A
+ * restore therefore consumes the slot only with the last piece of a
+ * datagram (IPv4 MF clear, IPv6 Fragment header M clear, or no
+ * fragment at all); an earlier piece leaves it live for the next one
+ * (docs/netfilter.md "Fragments").
  */
 #ifndef SRCHAIN_ANF_H
 #define SRCHAIN_ANF_H
@@ -85,6 +93,11 @@ struct anf_entry {
 	__u32 hlen;     /* bytes in hdr */
 	__u32 insert;   /* 1: insert mode, only the SRH was stripped (below) */
 	__u8 hdr[ANF_HDR_ROOM]; /* outer IPv6 + SRH, End already applied */
+	/* Restores from this slot (several: the pieces of one datagram).
+	 * Last, in what was padding: the value keeps its size (544) and hdr
+	 * its offset, so a stash pinned by an older build stays compatible.
+	 */
+	__u32 uses;
 };
 
 /* Slots of anf_stats (per CPU). */
@@ -93,6 +106,7 @@ struct anf_entry {
 #define ANF_STAT_UNCLAIMED 2 /* slots reused while still live: netfilter dropped (or holds) the packet */
 #define ANF_STAT_TO_KERNEL 3 /* hop limit <= 1: handed to the kernel's End */
 #define ANF_STAT_NEXT 4      /* per-CPU round-robin position (not a counter) */
+#define ANF_STAT_FRAG_KEPT 5 /* restores of a non-last fragment: the slot stays live for the next piece */
 #define ANF_STAT_MAX 8
 
 struct {

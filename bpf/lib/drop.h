@@ -21,7 +21,7 @@ enum srchain_drop_reason {
 	DROP_SRH_SL_OVER_LAST,    /* segments left > last entry (RFC 8754 4.3.1.1) */
 	DROP_SRH_TOO_MANY_SEGS,   /* last entry >= SRCHAIN_MAX_SEGS */
 	DROP_SRH_SL_ZERO,         /* SL = 0 where the behavior needs SL > 0 (RFC 8986 4.1) */
-	DROP_HOP_LIMIT,           /* hop limit exhausted (Go model only: the programs hand it to the stack) */
+	DROP_HOP_LIMIT,           /* hop limit exhausted: End's Go model (End hands it to the stack); SR proxies End.AD/AD.flow/AM on the way in (ICMPv6 Time Exceeded sent, lib/proxy.h) */
 	DROP_RESERVED_10,         /* was fib-fail: a FIB miss goes to the stack (lib/fib.h) */
 	DROP_TLV_BAD,             /* malformed SRH TLV */
 	DROP_FW_RULE,             /* firewall rule verdict DROP/REJECT */

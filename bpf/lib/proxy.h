@@ -209,7 +209,7 @@ _Static_assert((PROXY_HDR_MAX & (PROXY_HDR_MAX - 1)) == 0, "PROXY_HDR_MAX must b
 #define PS_CACHE_WRITE 5  /* AD / AD.flow: header (re)written */
 #define PS_WRONG_INNER 6  /* inner type / family not the SID's */
 #define PS_SL 7           /* SRH missing, malformed or SL = 0 */
-#define PS_TTL 8          /* hop limit / TTL exhausted on the way back */
+#define PS_TTL 8          /* hop limit / TTL exhausted (on the way back; End.AD/AD.flow/AM: also on the way in) */
 #define PS_STACK 9        /* from the NF, rewritten, handed to the stack (FIB) */
 #define PS_CONTROL 10     /* IFACE-IN control traffic passed to the stack */
 #define PS_DROP 11        /* other drops */
@@ -1270,6 +1270,8 @@ static __always_inline int proxy_xdp_nf_fib(struct xdp_md *ctx, __u32 idx, const
  * XDP twin forwards what it can resolve with a FIB lookup of the NF's
  * address before writing anything, and passes the rest to tc).
  */
+__attribute__((noinline)) int proxy_time_exceeded(struct __sk_buff *skb, __u32 idx, __u32 reason);
+
 static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, const struct proxy_sid *s)
 {
 	struct bpf_fib_lookup params;
@@ -1295,6 +1297,25 @@ static __always_inline int proxy_sr(struct pctx *c, const int kind, __u32 idx, c
 	/* End reads SRH[SL - 1]; SL = last entry + 1 is legal (RFC 8986
 	 * 4.1), so SL - 1 <= last entry always holds after srh_validate.
 	 */
+	/* End's hop limit check (RFC 8986 4.1 S05-S07): the dynamic and
+	 * masquerading proxies do End on the outer header (SL - 1, DA =
+	 * SRH[SL]) and the packet goes on with it, so an exhausted hop limit
+	 * ends here with an ICMPv6 Time Exceeded to the source, before
+	 * anything is cached (End.AD would otherwise cache hop limit 1 and
+	 * every packet the NF hands back would die at the next hop). End.AS
+	 * terminates the outer header (like End.DX*, no check) and pushes a
+	 * configured one on the way back. The XDP twin leaves it to tc.
+	 */
+	if (beh != PROXY_BEH_AS) {
+		ip6 = pkt_ptr(&c->p, c->p.l3off, sizeof(*ip6));
+		if (!ip6)
+			return proxy_fail(kind, idx, PS_DROP, DROP_PKT_TRUNCATED);
+		if (ip6->hop_limit <= 1) {
+			if (kind == CTX_XDP)
+				return XDP_PASS;
+			return proxy_time_exceeded(c->ctx, idx, DROP_HOP_LIMIT);
+		}
+	}
 
 	if (beh == PROXY_BEH_AM || beh == PROXY_BEH_AM_NAT) {
 		struct in6_addr *seg0 = srh_segment(&c->p, &si, 0);
@@ -1527,11 +1548,13 @@ static __always_inline int proxy_control_of(const struct pkt *p, __be16 proto, _
 }
 
 /* proxy_time_exceeded turns the IPv6 packet into an ICMPv6 Time
- * Exceeded (hop limit) from the SID address and sends it back to the
- * NF out of IFACE-IN. A global function: icmp6_err_tc's checksum loop
- * is verified once, not at each caller.
+ * Exceeded (hop limit) from the SID address and sends it back out of the
+ * interface it came in on: to the NF (IFACE-IN, reason DROP_PROXY_TTL)
+ * or to the SR source (reason DROP_HOP_LIMIT, End's check on the way
+ * in). A global function: icmp6_err_tc's checksum loop is verified
+ * once, not at each caller.
  */
-__attribute__((noinline)) int proxy_time_exceeded(struct __sk_buff *skb, __u32 idx)
+__attribute__((noinline)) int proxy_time_exceeded(struct __sk_buff *skb, __u32 idx, __u32 reason)
 {
 	struct pctx c = { .ctx = skb, .p = { .l3off = sizeof(struct ethhdr) } };
 	struct proxy_sid *s;
@@ -1547,11 +1570,13 @@ __attribute__((noinline)) int proxy_time_exceeded(struct __sk_buff *skb, __u32 i
 	if (!s)
 		return TC_ACT_SHOT;
 	ctx_reload(&c, CTX_TC);
+	if (reason != DROP_HOP_LIMIT)
+		reason = DROP_PROXY_TTL;
 	proxy_count(idx, PS_TTL);
-	count_drop(DROP_PROXY_TTL);
-	r = icmp6_err_tc(skb, &c.p, ICMPV6_TIME_EXCEED, ICMPV6_EXC_HOPLIMIT, 0, DROP_PROXY_TTL);
+	count_drop(reason);
+	r = icmp6_err_tc(skb, &c.p, ICMPV6_TIME_EXCEED, ICMPV6_EXC_HOPLIMIT, 0, reason);
 	if (r) {
-		if (r != DROP_PROXY_TTL)
+		if (r != reason)
 			count_drop(r);
 		return TC_ACT_SHOT;
 	}
@@ -1683,7 +1708,7 @@ static __always_inline int proxy_am_back(struct pctx *c, __u32 idx, const struct
 	if (!ip6)
 		return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 	if (ip6->hop_limit <= 1)
-		return proxy_time_exceeded(c->ctx, idx);
+		return proxy_time_exceeded(c->ctx, idx, DROP_PROXY_TTL);
 	seg0 = srh_segment(&c->p, &si, 0);
 	seg = srh_segment(&c->p, &si, si.sl - 1);
 	srh = srh_fixed_hdr(&c->p, &si);
@@ -2000,7 +2025,7 @@ static __always_inline int proxy_from_nf(struct pctx *c, __u32 idx, const struct
 		if (sizeof(struct ethhdr) + l3len > skb->len)
 			return proxy_drop(idx, PS_DROP, DROP_PKT_TRUNCATED);
 		if (ip6->hop_limit <= 1)
-			return proxy_time_exceeded(c->ctx, idx);
+			return proxy_time_exceeded(c->ctx, idx, DROP_PROXY_TTL);
 		before = ((__be32 *)ip6)[1];
 		ip6->hop_limit -= 1;
 		skb_csum_replace(skb, &before, &((__be32 *)ip6)[1], sizeof(before));

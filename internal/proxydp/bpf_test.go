@@ -283,7 +283,11 @@ func (e *env) do(t *testing.T, st step) Result {
 		for r := range after {
 			d := after[r] - before[r]
 			want := uint64(0)
-			if drop.Reason(r) == res.Reason && res.Verdict == Drop || res.Verdict == ICMP && drop.Reason(r) == drop.ProxyTTL {
+			icmpReason := drop.ProxyTTL // from the NF; End's check on the way in says hop-limit
+			if res.Reason != drop.None {
+				icmpReason = res.Reason
+			}
+			if drop.Reason(r) == res.Reason && res.Verdict == Drop || res.Verdict == ICMP && drop.Reason(r) == icmpReason {
 				want = 1
 			}
 			if d != want {
@@ -894,6 +898,12 @@ func xdpSteps(t *testing.T, e *env) {
 		{name: "wrong inner", l3: toSID(t, udp4(64, 1), sidAD6, seg5), want: Drop, reason: drop.ProxyWrongInner},
 		{name: "bad type", l3: mutate(toSID(t, udp6(64, 1), sidAM, seg5), func(q []byte) { q[srhOff+2] = 1 }), want: Drop, reason: drop.SRHBadType},
 		{name: "not a sid", l3: toSID(t, udp6(64, 1), seg5), want: Pass},
+		// End's hop limit check: the XDP side passes them to tc, which
+		// sends the Time Exceeded (issue 34 item 5).
+		{name: "ad6 hop limit 1", l3: mutate(toSID(t, udp6(64, 1), sidAD6, seg5), func(q []byte) { q[7] = 1 }), want: ICMP, reason: drop.HopLimit},
+		{name: "flow6 hop limit 0", l3: mutate(toSID(t, udp6(64, 9), sidFlow, seg5), func(q []byte) { q[7] = 0 }), want: ICMP, reason: drop.HopLimit},
+		{name: "am hop limit 1", l3: mutate(toSID(t, udp6(64, 1), sidAM, seg5, seg6), func(q []byte) { q[7] = 1 }), want: ICMP, reason: drop.HopLimit},
+		{name: "as6 hop limit 1 (no check: End.AS terminates the outer header)", l3: mutate(toSID(t, udp6(64, 1), sidAS6, noRoute), func(q []byte) { q[7] = 1 }), want: ToNF},
 	} {
 		e.do(t, st)
 	}

@@ -34,7 +34,7 @@ func TestLoad(t *testing.T) {
 // proxy_opot_slot_put, proxy_opot_slot_find) are verified on their own;
 // their cost shows in the log of the program that calls them.
 var verifierBudget = map[string]int{
-	"srchain_proxy_sr":     85000,
+	"srchain_proxy_sr":     196000, // 163,051: End's hop limit check calls proxy_time_exceeded (~89k, its ICMPv6 checksum loop; issue 34 item 5)
 	"srchain_proxy_nf":     205000,
 	"srchain_proxy_sr_xdp": 95000,
 	"srchain_proxy_nf_xdp": 115000,

@@ -32,7 +32,7 @@ func (v Verdict) String() string {
 // Result is the model's outcome for one packet.
 type Result struct {
 	Verdict Verdict
-	Reason  drop.Reason // Drop
+	Reason  drop.Reason // Drop; ICMP: drop.HopLimit for End's check on the way in (else drop.ProxyTTL is counted)
 	// Packet is the L3 packet out (ToNF, Forward, ICMP). For Forward it
 	// is what the stack gets when the FIB lookup fails; on a FIB success
 	// the program also decrements the outer hop limit and sets the MACs.
@@ -188,6 +188,15 @@ func (m *Model) sr(s SID, pkt []byte) Result {
 	}
 	if s.Behavior != BehaviorAS && srh.SegmentsLeft == 0 {
 		return dropped(drop.SRHSLZero)
+	}
+	// End's hop limit check (RFC 8986 4.1 S05-S07), which the dynamic
+	// and masquerading proxies apply before they cache or forward the
+	// outer header: ICMPv6 Time Exceeded to the source, counted as
+	// hop-limit. End.AS terminates the outer header (as End.DX* do).
+	if s.Behavior != BehaviorAS && pkt[7] <= 1 {
+		r := m.timeExceeded(s, pkt)
+		r.Reason = drop.HopLimit
+		return r
 	}
 	if s.Behavior == BehaviorAM || s.Behavior == BehaviorAMNAT {
 		out := append([]byte(nil), pkt...)
@@ -579,8 +588,9 @@ func (m *Model) amBack(s SID, pkt []byte) Result {
 }
 
 // timeExceeded is the ICMPv6 Time Exceeded (hop limit) the proxy sends
-// back to the NF: from the SID to the invoking source, hop limit 64,
-// quoting as much of the invoking packet as fits 1280 bytes.
+// back where the packet came from (the NF, or the SR source for End's
+// check on the way in): from the SID to the invoking source, hop limit
+// 64, quoting as much of the invoking packet as fits 1280 bytes.
 func (m *Model) timeExceeded(s SID, pkt []byte) Result {
 	quote := pkt[:min(len(pkt), 1280-48)]
 	body := make([]byte, 8, 8+len(quote))

@@ -169,7 +169,8 @@ func FuzzModel(f *testing.F) {
 		if len(r.Packet) > len(p)+HdrMax+1280 {
 			t.Fatalf("%v packet of %d bytes from %d", r.Verdict, len(r.Packet), len(p))
 		}
-		if (r.Verdict == Drop) != (r.Reason != drop.None) {
+		if r.Verdict == Drop && r.Reason == drop.None || r.Verdict != Drop && r.Verdict != ICMP && r.Reason != drop.None ||
+			r.Verdict == ICMP && r.Reason != drop.None && r.Reason != drop.HopLimit {
 			t.Fatalf("verdict %v with reason %v", r.Verdict, r.Reason)
 		}
 	})

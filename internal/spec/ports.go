@@ -43,3 +43,13 @@ func (p PortRange) MarshalText() ([]byte, error) {
 	}
 	return []byte(strconv.Itoa(int(p.From)) + "-" + strconv.Itoa(int(p.To))), nil
 }
+
+// maxRulePort is the highest port an ip rule's sport/dport range may
+// contain: the kernel refuses ranges that include 65535 (EINVAL).
+const maxRulePort = 65534
+
+// rangeText is the range as the spec writes it ("80", "1024-65535").
+func rangeText(p PortRange) string {
+	b, _ := p.MarshalText()
+	return string(b)
+}

@@ -152,6 +152,20 @@ func (v *validator) match(p string, c *Chain) int {
 	default:
 		v.add(p+".proto", "proto must be tcp, udp, icmp or icmpv6, got %q", m.Proto)
 	}
+	// Linux refuses an ip rule whose sport/dport range contains 65535
+	// (fib_rules: FRA_SPORT_RANGE/FRA_DPORT_RANGE, EINVAL; MACHINE-NOTES),
+	// so the kernel ingress could not install the chain. A range N-65535
+	// cannot be written as accepted rules either (a single port 65535 is
+	// refused too), and the eBPF ingress must steer exactly as the kernel
+	// would: refuse it here, for both ingress kinds.
+	for _, pr := range []struct {
+		field string
+		r     PortRange
+	}{{"dport", m.DPort}, {"sport", m.SPort}} {
+		if pr.r.To == maxRulePort+1 {
+			v.add(p+"."+pr.field, "port range %s contains 65535, which Linux refuses in an ip rule (EINVAL): end it at %d", rangeText(pr.r), maxRulePort)
+		}
+	}
 	if m.Proto != ProtoTCP && m.Proto != ProtoUDP {
 		if !m.DPort.IsZero() {
 			v.add(p+".dport", "ports need proto tcp or udp")

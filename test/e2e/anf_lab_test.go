@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,6 +135,10 @@ func TestANFLab(t *testing.T) {
 		if got, err := anfTCP(src, "10.0.4.2:23", "telnet ok"); err != nil || got != "telnet ok" {
 			t.Errorf("telnet under ARG 0x2222 (no remote_access rules): %q, %v", got, err)
 		}
+	})
+
+	t.Run("fragments", func(t *testing.T) {
+		anfFragments(t, ctx, nw, opts, src, egr, sink)
 	})
 
 	t.Run("insert", func(t *testing.T) {
@@ -676,4 +681,206 @@ func anfCounters(t *testing.T, ctx context.Context, nw *state.Network, opts lab.
 	}
 	t.Fatal("no netfilter program in the lab")
 	return nil
+}
+
+// anfFragments sends ping -s 3000 over IPv4 and IPv6 from src through
+// the example's chains to-sink4 / to-sink6 (the ruleset uses conntrack,
+// so nfv reassembles each inner datagram and fragments it again before
+// the restore) and back (to-src4 / to-src6, the same NF): every echo is
+// answered, every piece that reaches the egress carries the chain's
+// outer header (End applied on nfv: DA = the egress SID = segment[SL],
+// SL 0, the NF's SID in the list) and the pieces of each datagram add up
+// to the whole ICMP message, and nfv counts no anf-stale drop (issue 34
+// item 4: the first piece used to consume the slot, the others were
+// dropped as stale and the pings lost 100%); and a 3000-byte UDP
+// datagram through the ruleset's SNAT and back.
+func anfFragments(t *testing.T, ctx context.Context, nw *state.Network, opts lab.Options, src, egr, sink *netns.NS) {
+	testutil.RequireTool(t, "ping")
+	const size, count = 3000, 3
+	counter := func(name string) uint64 {
+		for _, c := range anfCounters(t, ctx, nw, opts) {
+			if c.Name == name {
+				return c.Value
+			}
+		}
+		return 0
+	}
+	var ifindex int
+	if err := egr.Do(func() error {
+		i, err := net.InterfaceByName("eth0")
+		if err == nil {
+			ifindex = i.Index
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nfSID := netip.MustParseAddr("fc00:2::f1:1111")
+	for _, tc := range []struct {
+		name, dst string
+		inner     int
+	}{
+		{"ipv4", "10.0.4.2", 4},
+		{"ipv6", "fc00:a4::2", 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fd, err := endPacketSocket(egr, ifindex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			stale, kept := counter("drop/anf-stale"), counter("stash/fragments-kept")
+			out, err := src.Run(ctx, "ping", "-c", strconv.Itoa(count), "-s", strconv.Itoa(size), "-i", "0.2", "-W", "3", tc.dst)
+			if err != nil || !strings.Contains(out, fmt.Sprintf("%d received", count)) {
+				t.Errorf("ping -s %d %s through End.AN.NF with conntrack: %v\n%s", size, tc.dst, err, out)
+			}
+			// The pieces of the echo requests at the egress (the
+			// replies take the other direction).
+			bytesByID := map[uint32]int{}
+			pieces := 0
+			buf := make([]byte, 9000)
+			for {
+				n, _, err := unix.Recvfrom(fd, buf, 0)
+				if err != nil || n <= 0 {
+					break
+				}
+				p, err := srv6.Decode(buf[:n], true)
+				if err != nil || p.SRH == nil || p.InnerOff < 0 {
+					continue
+				}
+				var id uint32
+				var frag int
+				switch {
+				case tc.inner == 4 && p.Inner4 != nil && p.Inner4.Protocol == srv6.ProtoICMP &&
+					p.Inner4.Src == netip.MustParseAddr("10.0.1.1") && (p.Inner4.Flags&1 != 0 || p.Inner4.FragOff != 0):
+					id = uint32(p.Inner4.ID)
+					frag = int(p.Inner4.TotalLen) - p.Inner4.HeaderLen()
+				case tc.inner == 6 && p.Inner6 != nil && p.Inner6.NextHeader == srv6.ProtoFragment &&
+					p.Inner6.Src == netip.MustParseAddr("fc00:a1::1"):
+					fh := buf[p.InnerOff+srv6.IPv6HeaderLen:]
+					if fh[0] != srv6.ProtoICMPv6 {
+						continue
+					}
+					id = binary.BigEndian.Uint32(fh[4:])
+					frag = int(p.Inner6.PayloadLen) - 8
+				default:
+					continue
+				}
+				pieces++
+				sl := int(p.SRH.SegmentsLeft)
+				if sl != 0 || p.Outer.Dst != p.SRH.Segments[sl] || !slices.Contains(p.SRH.Segments, nfSID) {
+					t.Errorf("piece of datagram %#x at the egress: outer DA %s, SL %d, segments %v; want End applied on nfv (SL 0, DA = segment[0], %s in the list)",
+						id, p.Outer.Dst, sl, p.SRH.Segments, nfSID)
+				}
+				bytesByID[id] += frag
+			}
+			if len(bytesByID) != count {
+				t.Errorf("fragmented echo requests at the egress: %d datagrams (%d pieces), want %d", len(bytesByID), pieces, count)
+			}
+			for id, n := range bytesByID {
+				if n != size+8 {
+					t.Errorf("datagram %#x: its pieces at the egress carry %d bytes, want %d (ICMP header + %d)", id, n, size+8, size)
+				}
+			}
+			if d := counter("drop/anf-stale") - stale; d != 0 {
+				t.Errorf("drop/anf-stale grew by %d during the pings", d)
+			}
+			if counter("stash/fragments-kept") <= kept {
+				t.Errorf("stash/fragments-kept did not grow: the pieces were not re-fragmented behind conntrack")
+			}
+			t.Logf("%s: %d echo requests left nfv in %d pieces, each with its outer header", tc.name, len(bytesByID), pieces)
+		})
+	}
+	t.Run("no-conntrack", func(t *testing.T) {
+		// A ruleset without ct or NAT: nothing reassembles, each
+		// fragment is its own SR packet with its own slot, restored
+		// from it; the non-last ones leave their slots live (kept).
+		var node state.Node
+		var prog state.Program
+		for _, n := range nw.Nodes {
+			for _, p := range n.Programs {
+				if p.Kind == netfilter.Name {
+					node, prog = n, p
+				}
+			}
+		}
+		cfg, err := netfilter.Decode(prog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ruleset = "chain forward {\n  type filter hook forward priority filter; policy accept;\n  meta mark & 0x80000000 != 0 counter accept\n}\n"
+		plain := prog
+		plain.Config, _ = json.Marshal(cfg)
+		d, _ := kind.DriverFor(netfilter.Name)
+		nfv, err := lab.Open(nw.Name, "nfv", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nfv.Close()
+		if _, err := d.Apply(ctx, nfv, node, plain); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := d.Apply(context.Background(), nfv, node, prog); err != nil {
+				t.Errorf("restore the example's ruleset: %v", err)
+			}
+		}()
+		for _, dst := range []string{"10.0.4.2", "fc00:a4::2"} {
+			stale, kept := counter("drop/anf-stale"), counter("stash/fragments-kept")
+			out, err := src.Run(ctx, "ping", "-c", strconv.Itoa(count), "-s", strconv.Itoa(size), "-i", "0.2", "-W", "3", dst)
+			if err != nil || !strings.Contains(out, fmt.Sprintf("%d received", count)) {
+				t.Errorf("ping -s %d %s through End.AN.NF without conntrack: %v\n%s", size, dst, err, out)
+			}
+			if d := counter("drop/anf-stale") - stale; d != 0 {
+				t.Errorf("%s: drop/anf-stale grew by %d", dst, d)
+			}
+			// Two non-last fragments per datagram, each way.
+			if d := counter("stash/fragments-kept") - kept; d < 2*2*count {
+				t.Errorf("%s: stash/fragments-kept grew by %d, want >= %d (each non-last fragment restored from its own slot)", dst, d, 2*2*count)
+			}
+		}
+		if n := anfNftCounter(t, nfv, "forward", "meta mark"); n < 2*2*3*count {
+			t.Errorf("the conntrack-free ruleset counted %d inner packets, want every fragment (>= %d)", n, 2*2*3*count)
+		}
+	})
+	t.Run("snat", func(t *testing.T) {
+		// A 3000-byte UDP datagram to port 5353: SNAT'd by the ruleset
+		// (conntrack reassembles it first), re-fragmented, restored
+		// piece by piece; the echo comes back through the same NF
+		// (un-NAT'd, also fragmented).
+		stale := counter("drop/anf-stale")
+		pc := anfListenUDP(t, sink, "10.0.4.2:5353")
+		seen := make(chan string, 1)
+		go func() {
+			buf := make([]byte, 9000)
+			_ = pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				seen <- err.Error()
+				return
+			}
+			seen <- fmt.Sprintf("%s %d", from.(*net.UDPAddr).IP, n)
+			_, _ = pc.WriteTo(buf[:n], from)
+		}()
+		msg := strings.Repeat("x", size)
+		var c net.Conn
+		if err := src.Do(func() (err error) { c, err = net.Dial("udp", "10.0.4.2:5353"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := <-seen, fmt.Sprintf("10.0.1.99 %d", size); got != want {
+			t.Errorf("sink saw %q, want the SNAT source and the whole datagram %q", got, want)
+		}
+		buf := make([]byte, 9000)
+		if n, err := c.Read(buf); err != nil || n != size {
+			t.Errorf("reply through the chain: %d bytes, %v; want %d", n, err, size)
+		}
+		if d := counter("drop/anf-stale") - stale; d != 0 {
+			t.Errorf("drop/anf-stale grew by %d", d)
+		}
+	})
 }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/bench"
 	"github.com/srchain/srchain/internal/compile"
@@ -21,6 +24,7 @@ import (
 	"github.com/srchain/srchain/internal/legacynf"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/spec"
+	"github.com/srchain/srchain/internal/srv6"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
 )
@@ -225,6 +229,18 @@ func TestProxyLab(t *testing.T) {
 				t.Errorf("counter %s = %d after iperf3", k, v)
 			}
 		}
+	})
+
+	t.Run("hop-limit", func(t *testing.T) {
+		// After iperf3 (which wants no drop counted). An SR packet to
+		// the End.AD SID fw-out with outer hop limit 1 (issue 34 item
+		// 5): End's check (RFC 8986 4.1 S05) answers it with an ICMPv6
+		// Time Exceeded from the SID, counted hop-limit; the firewall
+		// never sees it and the sink never gets it (before, it went to
+		// the NF, its header was cached with hop limit 1, and what the
+		// NF handed back died at the proxy's forwarding, no counter
+		// moving); TCP through the firewall goes on.
+		proxyHopLimit(t, ctx, nw, opts, open("ingress"), px, src, sink)
 	})
 
 	t.Run("repair", func(t *testing.T) {
@@ -532,4 +548,121 @@ func proxyIperf(t *testing.T, ctx context.Context, src, sink *netns.NS, dst, por
 		t.Fatal(err)
 	}
 	return r.Bytes, r.Gbps * 1e9, r.Retransmits
+}
+
+// proxyHopLimit sends, from the ingress router's eth1, the SR packet the
+// ingress would send for a UDP datagram src -> sink (the chain through
+// fw-out, segment list read from the ingress's route) but with outer
+// hop limit 1, and checks the ICMPv6 Time Exceeded that comes back from
+// the SID, the proxy's hop-limit counter, that the datagram reached
+// neither the firewall nor the sink, and that TCP through the firewall
+// still works.
+func proxyHopLimit(t *testing.T, ctx context.Context, nw *state.Network, opts lab.Options, ing, px, src, sink *netns.NS) {
+	const sid = "fc00:2::1:0" // fw-out (End.AD)
+	// Chain web (TCP, fw-out) lives in its policy table.
+	out, err := ing.Run(ctx, "ip", "-4", "route", "show", "table", "all", "10.0.4.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m []string
+	for _, c := range regexp.MustCompile(`segs \d+ \[ ([0-9a-f:. ]+) \]`).FindAllStringSubmatch(out, -1) {
+		if strings.HasPrefix(c[1], sid+" ") {
+			m = c
+		}
+	}
+	if m == nil {
+		t.Fatalf("no ingress route to the sink through %s: %q", sid, out)
+	}
+	var travel []netip.Addr
+	for _, f := range strings.Fields(m[1]) {
+		travel = append(travel, netip.MustParseAddr(f))
+	}
+	macOf := func(ns *netns.NS, ifname string) (net.HardwareAddr, int) {
+		t.Helper()
+		var mac net.HardwareAddr
+		var idx int
+		if err := ns.Do(func() error {
+			i, err := net.InterfaceByName(ifname)
+			if err == nil {
+				mac, idx = i.HardwareAddr, i.Index
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return mac, idx
+	}
+	ingMAC, ingIdx := macOf(ing, "eth1")
+	pxMAC, _ := macOf(px, "eth0")
+	pc := anfListenUDP(t, sink, "10.0.4.2:7077")
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 2000)
+		_ = pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, _, _ := pc.ReadFrom(buf)
+		got <- n
+	}()
+	inner := srv6.UDP4(netip.MustParseAddr("10.0.1.1"), netip.MustParseAddr("10.0.4.2"), 7000, 7077, []byte("hop limit 1"))
+	pkt, err := srv6.EncapWith(srv6.EncapOptions{HopLimit: 1}, netip.MustParseAddr("fc00:a2::1"), travel, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := endPacketSocket(ing, ingIdx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	before := proxyCounters(t, ctx, nw, opts, px)
+	fwNew := nftRuleCounter(t, legacyNS(t, nw, opts, "fw"), "iifname \"eth0\" ct state new")
+	if _, err := unix.Write(fd, srv6.Ether(pxMAC, ingMAC, 0x86dd, pkt)); err != nil {
+		t.Fatal(err)
+	}
+	// The Time Exceeded: from the SID to the outer source, quoting the packet.
+	deadline := time.Now().Add(2 * time.Second)
+	found := false
+	buf := make([]byte, 4000)
+	for !found && time.Now().Before(deadline) {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil || n < 14+48 || buf[12] != 0x86 || buf[13] != 0xdd {
+			continue
+		}
+		ip := buf[14:n]
+		if ip[6] == 58 && ip[40] == 3 && ip[41] == 0 &&
+			netip.AddrFrom16([16]byte(ip[8:24])) == netip.MustParseAddr(sid) &&
+			netip.AddrFrom16([16]byte(ip[24:40])) == netip.MustParseAddr("fc00:a2::1") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no ICMPv6 Time Exceeded from %s to fc00:a2::1 on the ingress's eth1", sid)
+	}
+	if n := <-got; n > 0 {
+		t.Errorf("the sink got the hop limit 1 datagram (%d bytes)", n)
+	}
+	after := proxyCounters(t, ctx, nw, opts, px)
+	if d := after["fw-out/drop/hop-limit"] - before["fw-out/drop/hop-limit"]; d != 1 {
+		t.Errorf("drop/hop-limit grew by %d, want 1 (counters %v)", d, after)
+	}
+	if after["fw-out/sid/to-nf"] != before["fw-out/sid/to-nf"] {
+		t.Errorf("fw-out sent the hop limit 1 packet to the firewall (to-nf %d -> %d)", before["fw-out/sid/to-nf"], after["fw-out/sid/to-nf"])
+	}
+	if n := nftRuleCounter(t, legacyNS(t, nw, opts, "fw"), "iifname \"eth0\" ct state new"); n != fwNew {
+		t.Errorf("the firewall counted %d new connections from inside, want none", n-fwNew)
+	}
+	ln := anfListen(t, sink, "10.0.4.2:81")
+	go anfEcho(ln)
+	if got, err := anfTCP(src, "10.0.4.2:81", "after hop limit 1"); err != nil || got != "after hop limit 1" {
+		t.Errorf("tcp through the firewall afterwards: %q, %v", got, err)
+	}
+}
+
+// legacyNS opens the namespace of a legacy NF node of the lab.
+func legacyNS(t *testing.T, nw *state.Network, opts lab.Options, node string) *netns.NS {
+	t.Helper()
+	ns, err := lab.Open(nw.Name, node, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Close)
+	return ns
 }

@@ -22,7 +22,7 @@ type anfProgAnfEntry struct {
 	Hlen    uint32
 	Insert  uint32
 	Hdr     [512]uint8
-	_       [4]byte
+	Uses    uint32
 }
 
 type anfProgAnfSid struct {

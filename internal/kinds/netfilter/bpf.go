@@ -27,6 +27,9 @@ const (
 	StatRestored  = 1
 	StatUnclaimed = 2
 	StatToKernel  = 3
+	// StatFragKept counts restores of a non-last fragment, which leave
+	// the slot live for the next piece of the datagram (ANF_STAT_FRAG_KEPT).
+	StatFragKept = 5
 )
 
 // Objects are the loaded End.AN.NF programs and maps.

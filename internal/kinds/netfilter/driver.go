@@ -470,7 +470,9 @@ func (driver) Remove(ctx context.Context, ns *netns.NS, node state.Node, p state
 
 // Counters: drop reasons ("drop/REASON"), the stash ("stash/stashed",
 // "stash/restored", "stash/unclaimed": slots reused before their packet
-// came back, i.e. netfilter dropped or still holds it), "to-kernel"
+// came back, i.e. netfilter dropped or still holds it;
+// "stash/fragments-kept": restores of a non-last fragment, the slot kept
+// for the next piece), "to-kernel"
 // (hop limit exhausted), and the SID's packets/bytes.
 func (driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p state.Program) ([]kind.Counter, error) {
 	if err := ctx.Err(); err != nil {
@@ -486,7 +488,7 @@ func (driver) Counters(ctx context.Context, ns *netns.NS, node state.Node, p sta
 	for _, s := range []struct {
 		name string
 		slot uint32
-	}{{"stash/stashed", StatStashed}, {"stash/restored", StatRestored}, {"stash/unclaimed", StatUnclaimed}, {"to-kernel", StatToKernel}} {
+	}{{"stash/stashed", StatStashed}, {"stash/restored", StatRestored}, {"stash/unclaimed", StatUnclaimed}, {"to-kernel", StatToKernel}, {"stash/fragments-kept", StatFragKept}} {
 		v, err := bpfrt.SumPerCPU(stats, s.slot)
 		if err != nil {
 			return nil, fmt.Errorf("read netfilter %s counters: %w", p.NF, err)

@@ -43,6 +43,17 @@ func ModelIn(pkt []byte, argsBits int) In {
 	if len(pkt) < 40 {
 		return In{Reason: drop.PktTruncated}
 	}
+	// The IPv6 header first, as srchain_anf_in checks it: version and a
+	// payload length (0, a jumbogram, is not served), the bytes it
+	// announces present; bytes beyond it are trimmed (ip6_rcv_core).
+	plen := int(binary.BigEndian.Uint16(pkt[4:6]))
+	if pkt[0]>>4 != 6 || plen == 0 {
+		return In{Reason: drop.Unsupported}
+	}
+	if len(pkt) < 40+plen {
+		return In{Reason: drop.PktTruncated}
+	}
+	pkt = pkt[:40+plen]
 	if pkt[6] != srv6.ProtoRouting {
 		return In{Reason: drop.NoSRH} // other extension headers first: dropped too
 	}
@@ -54,6 +65,12 @@ func ModelIn(pkt []byte, argsBits int) In {
 		return In{Reason: drop.SRHSLZero}
 	}
 	hlen := off + (int(pkt[off+1])+1)*8
+	// An HMAC TLV as the kernel finds it (srh_hmac_present: flag H, the
+	// last 40 bytes of the SRH a type-5 TLV of length 38): not served.
+	if srhLen := hlen - off; pkt[off+5]&srv6.SRHFlagHMAC != 0 && srhLen >= 8+(int(pkt[off+4])+1)*16+40 &&
+		pkt[hlen-40] == srv6.TLVHMAC && pkt[hlen-39] == 38 {
+		return In{Reason: drop.Unsupported}
+	}
 	nh := pkt[off]
 	insert := nh != srv6.ProtoIPv4 && nh != srv6.ProtoIPv6
 	if pkt[7] <= 1 {
@@ -94,10 +111,16 @@ func ModelIn(pkt []byte, argsBits int) In {
 	}
 	if nh == srv6.ProtoIPv4 {
 		if r.Inner[8] != 255 {
+			// Incremental update of the header checksum (RFC 1624), as
+			// bpf_l3_csum_replace does: the same as recomputing it for a
+			// well-formed header, and defined for any IHL.
+			old := binary.BigEndian.Uint16(r.Inner[8:10])
 			r.Inner[8]++
-			ihl := int(r.Inner[0]&0x0f) * 4
-			binary.BigEndian.PutUint16(r.Inner[10:], 0)
-			binary.BigEndian.PutUint16(r.Inner[10:], srv6.Checksum(r.Inner[:ihl]))
+			sum := uint32(^binary.BigEndian.Uint16(r.Inner[10:12])) + uint32(^old) + uint32(binary.BigEndian.Uint16(r.Inner[8:10]))
+			for sum>>16 != 0 {
+				sum = sum&0xffff + sum>>16
+			}
+			binary.BigEndian.PutUint16(r.Inner[10:], ^uint16(sum))
 		}
 	} else if r.Inner[7] != 255 {
 		r.Inner[7]++
@@ -143,3 +166,41 @@ func ModelOutInsert(stash, pkt []byte) []byte {
 	binary.BigEndian.PutUint16(out[4:], uint16(len(out)-40))
 	return out
 }
+
+// MoreFragments reports whether the inner packet (IPv4 or IPv6, as it
+// reaches srchain_anf_out) is a fragment other than the last of its
+// datagram: IPv4 MF set (RFC 791), or an IPv6 Fragment header with M set
+// (RFC 8200 4.5) behind at most fragScan Hop-by-Hop / Destination
+// Options / Routing headers. Its restore leaves the stash slot live for
+// the next piece; the last piece (or an unfragmented packet) consumes it
+// (docs/netfilter.md "Fragments").
+func MoreFragments(inner []byte) bool {
+	if len(inner) < 20 {
+		return false
+	}
+	if inner[0]>>4 == 4 {
+		return binary.BigEndian.Uint16(inner[6:])&0x2000 != 0
+	}
+	if len(inner) < 40 {
+		return false
+	}
+	nh, off := inner[6], 40
+	for range fragScan {
+		if off+4 > len(inner) {
+			return false
+		}
+		switch nh {
+		case srv6.ProtoFragment:
+			return inner[off+3]&1 != 0
+		case srv6.ProtoHopByHop, srv6.ProtoDestOpts, srv6.ProtoRouting:
+			nh, off = inner[off], off+(int(inner[off+1])+1)*8
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// fragScan is ANF_FRAG_SCAN (bpf/anf.c): extension headers stepped over
+// to find a Fragment header.
+const fragScan = 6
