@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -132,7 +133,7 @@ func (c *Controller) patchSpec(w http.ResponseWriter, r *http.Request) {
 // readDoc decodes a spec document body; unknown top-level keys and
 // objects without an id are refused.
 func readDoc(w http.ResponseWriter, r *http.Request) (*Doc, bool) {
-	b, err := readBody(w, r)
+	b, err := readJSONObject(w, r)
 	if err != nil {
 		fail(w, r, err)
 		return nil, false
@@ -209,8 +210,10 @@ func (c *Controller) create(kind string) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		w.Header().Set("Location", "/v1/"+kind+"/"+id)
-		c.write(w, r, http.StatusCreated, func(d *Doc) error {
+		// Location only once the write succeeded: the id passed the
+		// spec's validation then, and an error answer never echoes an
+		// unchecked name in a header (issue 38, Low).
+		c.writeAt(w, r, http.StatusCreated, "/v1/"+kind+"/"+url.PathEscape(id), func(d *Doc) error {
 			if d.find(kind, id) >= 0 {
 				return fmt.Errorf("%s/%s: %w", kind, id, ErrExists)
 			}
@@ -252,7 +255,7 @@ func (c *Controller) remove(kind string) http.HandlerFunc {
 // it (a body without a name takes the path's, links excepted: their id
 // may come from their endpoints).
 func readObject(w http.ResponseWriter, r *http.Request, kind, pathName string) (json.RawMessage, string, bool) {
-	b, err := readBody(w, r)
+	b, err := readJSONObject(w, r)
 	if err == nil {
 		b, err = compactObject(b)
 	}
@@ -276,6 +279,11 @@ func readObject(w http.ResponseWriter, r *http.Request, kind, pathName string) (
 // write runs one Update with the request's If-Match and answers its
 // Result.
 func (c *Controller) write(w http.ResponseWriter, r *http.Request, code int, edit func(*Doc) error) {
+	c.writeAt(w, r, code, "", edit)
+}
+
+// writeAt is write that sets Location to loc on success.
+func (c *Controller) writeAt(w http.ResponseWriter, r *http.Request, code int, loc string, edit func(*Doc) error) {
 	ifMatch, err := parseIfMatch(r.Header.Get("If-Match"))
 	if err != nil {
 		fail(w, r, err)
@@ -287,6 +295,9 @@ func (c *Controller) write(w http.ResponseWriter, r *http.Request, code int, edi
 		return
 	}
 	setETag(w, res.Revision)
+	if loc != "" {
+		w.Header().Set("Location", loc)
+	}
 	writeJSON(w, code, res)
 }
 
@@ -309,12 +320,94 @@ func (c *Controller) getStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// errBodyTooLarge: a body over maxBody (413).
+var errBodyTooLarge = errors.New("request body too large")
+
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, tooLarge.Limit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: read body: %v", errBadObject, err)
 	}
 	return b, nil
+}
+
+// readJSONObject reads a body that must be exactly one JSON object
+// (checkJSON).
+func readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJSON(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// checkJSON accepts exactly one JSON object with only whitespace around
+// it and no duplicate key in any object: encoding/json alone takes the
+// first value of `{} x` or `{}{}` and ignores the rest, decodes `null`
+// into an empty spec (a PUT that wiped every node's state, issue 38 item
+// 5), and keeps the last of two equal keys, where spec files refuse them
+// (internal/spec's decoder). Keys are compared decoded, so "a" and
+// "\u0061" are the same key (RFC 8259 section 4 leaves duplicates'
+// meaning open; refusing them is the only reading that cannot differ
+// from a client's). One pass over the tokens: linear in the body.
+func checkJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // numbers are checked, not converted
+	type frame struct {
+		keys    map[string]struct{} // nil for an array
+		wantKey bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if err == io.EOF {
+				err = errors.New("unexpected end of JSON input")
+			}
+			return fmt.Errorf("%w: %v", errBadObject, err)
+		}
+		if len(stack) == 0 && tok != json.Delim('{') {
+			return fmt.Errorf("%w: the body must be a JSON object", errBadObject)
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			if key, ok := tok.(string); ok {
+				if _, dup := stack[n-1].keys[key]; dup {
+					return fmt.Errorf("%w: duplicate key %q (at byte %d)", errBadObject, spec.Clip(key), dec.InputOffset())
+				}
+				stack[n-1].keys[key] = struct{}{}
+				stack[n-1].wantKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]struct{}{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: its object (if any) wants a key next.
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			stack[n-1].wantKey = true
+		}
+		if len(stack) == 0 {
+			break
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the JSON object (at byte %d)", errBadObject, dec.InputOffset())
+	}
+	return nil
 }
 
 // parseIfMatch reads an ETag as setETag writes it ("123"); 0 means none.
@@ -341,8 +434,9 @@ type errorBody struct {
 }
 
 // fail answers err with its status: 400 bad body, 404, 409 (exists or
-// stale If-Match), 413 over etcd's limits, 422 invalid spec with every
-// problem, 500 otherwise.
+// stale If-Match), 413 over the body's or etcd's limits, 422 invalid spec
+// with its problems (capped, see invalid), 503 store unavailable, 500
+// otherwise.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
 	var inv *InvalidError
 	switch {
@@ -354,8 +448,14 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: err.Error()})
 	case errors.Is(err, ErrExists), errors.Is(err, ErrStale):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
-	case errors.Is(err, store.ErrTooLarge):
+	case errors.Is(err, store.ErrTooLarge), errors.Is(err, errBodyTooLarge):
 		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: err.Error()})
+	case errors.Is(err, store.ErrUnavailable):
+		// The store's name and the cause, never the spec: the client can
+		// retry, the operator sees which etcd to look at.
+		slog.Warn("api request: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error()})
 	default:
 		slog.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "internal error (see the controller's log)"})
