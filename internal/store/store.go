@@ -160,7 +160,8 @@ type Store struct {
 	mu    sync.Mutex
 	users map[string]bool
 	// timeout bounds each call (Bound).
-	timeout time.Duration
+	timeout   time.Duration
+	closeOnce sync.Once
 }
 
 // Bound is ctx limited to the store's per-call timeout; Failed tells
@@ -466,8 +467,15 @@ func (s *Store) Err() <-chan error {
 // Client is the etcd client (for watchers and tests).
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
-// Close closes the client and stops the embedded etcd.
+// Close closes the client and stops the embedded etcd; a second Close
+// does nothing (embed.Etcd.Close panics when called twice).
 func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() { err = s.close() })
+	return err
+}
+
+func (s *Store) close() error {
 	err := s.cli.Close()
 	if s.etcd != nil {
 		s.etcd.Close()
