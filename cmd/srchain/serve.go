@@ -174,9 +174,11 @@ func runServe(ctx context.Context, o serveOptions, ready func(addr string)) erro
 	}
 	select {
 	case err := <-done:
+		slog.Error("API server failed", "err", err)
 		return fmt.Errorf("serve: %w", err)
 	case err := <-st.Err():
 		srv.Close()
+		slog.Error("embedded etcd failed", "err", err)
 		return fmt.Errorf("embedded etcd failed: %w", err)
 	case <-ctx.Done():
 	}

@@ -297,6 +297,19 @@ wait:
 	}
 	t.Logf("open files: %d at start, at most %d with %d connections", base, most, len(conns))
 	p.answers(t, "after the idle connections")
+
+	// A header block over the 64 KiB cap is refused (431), not buffered.
+	req, _ := http.NewRequest("GET", p.url+"/v1/chains", nil)
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("X-Big", strings.Repeat("b", 128<<10))
+	resp, err := p.client().HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("128 KiB of headers: %d, want 431", resp.StatusCode)
+	}
 	if !p.alive() {
 		t.Fatal("serve exited")
 	}

@@ -134,3 +134,27 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestEtcdFatalToStderr: etcd's errors go to its log only; its fatal
+// ones (it exits the process after them: a full disk) to stderr as well.
+func TestEtcdFatalToStderr(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "etcd.log")
+	var stderr bytes.Buffer
+	lg, err := etcdLogger(p, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg.Error("listener closed")
+	lg.DPanic("failed to write WAL: no space left on device") // DPanic: logs at fatal severity without exiting
+	lg.Sync()
+	file, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(file), "listener closed") || !strings.Contains(string(file), "no space left") {
+		t.Errorf("etcd log lacks a message:\n%s", file)
+	}
+	if strings.Contains(stderr.String(), "listener closed") || !strings.Contains(stderr.String(), "no space left") {
+		t.Errorf("stderr has %q, want the fatal message only", stderr.String())
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -299,7 +300,7 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	ec.Dir = dir
 	ec.LogLevel = "error"
 	if cfg.LogFile != "" {
-		lg, err := etcdLogger(cfg.LogFile)
+		lg, err := etcdLogger(cfg.LogFile, os.Stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -437,7 +438,7 @@ func (s *Store) ensureNode(ctx context.Context, node string) error {
 // etcd ends the process with os.Exit(1) on a fatal error (a full disk,
 // a corrupt WAL): without the stderr copy that exit left no message
 // anywhere an operator looks first (issue 38, Low).
-func etcdLogger(path string) (*zap.Logger, error) {
+func etcdLogger(path string, stderr io.Writer) (*zap.Logger, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open etcd log: %w", err)
@@ -450,7 +451,7 @@ func etcdLogger(path string) (*zap.Logger, error) {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	core := zapcore.NewTee(
 		zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.ErrorLevel),
-		zapcore.NewCore(enc.Clone(), zapcore.Lock(os.Stderr), zapcore.DPanicLevel),
+		zapcore.NewCore(enc.Clone(), zapcore.Lock(zapcore.AddSync(stderr)), zapcore.DPanicLevel),
 	)
 	return zap.New(core, zap.ErrorOutput(zapcore.AddSync(f))), nil
 }
