@@ -409,3 +409,67 @@ func BenchmarkCheckJSON(b *testing.B) {
 		}
 	}
 }
+
+// checkJSONRef is checkJSON written on json.Decoder.Token: slower, and
+// the reference FuzzCheckJSON compares the byte scanner with.
+func checkJSONRef(b []byte) bool {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	type frame struct {
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if len(stack) == 0 && tok != json.Delim('{') {
+			return false
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			if key, ok := tok.(string); ok {
+				if stack[n-1].keys[key] {
+					return false
+				}
+				stack[n-1].keys[key], stack[n-1].wantKey = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]bool{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			stack[n-1].wantKey = true
+		}
+		if len(stack) == 0 {
+			break
+		}
+	}
+	_, err := dec.Token()
+	return err == io.EOF
+}
+
+// FuzzCheckJSON: the byte scanner agrees with the token walk.
+//
+//	go test ./internal/controller/ -run '^$' -fuzz FuzzCheckJSON -fuzztime 30s
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"a":{"b":[{"c":"\"","c":1}]}}`, `{"\u0061":1,"a":2}`, `{"a\\":1,"a\\":1}`,
+		`{"x":"}{","y":"\\"}`, `{"a":[],"b":{},"c":[{}]}`, `{} `, `{}{}`, `null`, ` {"k":"v"} x`, `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"r":18,"a":19}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := checkJSON([]byte(s)) == nil
+		if want := checkJSONRef([]byte(s)); got != want {
+			t.Errorf("checkJSON(%q) accepts: %v, the token walk: %v", s, got, want)
+		}
+	})
+}
