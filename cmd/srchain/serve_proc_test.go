@@ -364,3 +364,27 @@ func TestServeUnplannedStop(t *testing.T) {
 		}
 	}
 }
+
+// TestPipeCancelsOnlyLabs: SIGPIPE is diverted into the context of the
+// commands that build labs, never of serve or agent.
+func TestPipeCancelsOnlyLabs(t *testing.T) {
+	for args, want := range map[string]bool{
+		"demo": true, "lab up": true, "lab status": true, "serve": false, "agent": false, "apply": false,
+	} {
+		e, _, _ := testEnv(context.Background())
+		root := newRootCmd(e)
+		cmd, _, err := root.Find(strings.Fields(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.SetContext(context.Background())
+		pipeCancels(e, cmd)
+		got := strings.Contains(fmt.Sprint(cmd.Context()), "broken pipe")
+		if e.stopPipe != nil {
+			e.stopPipe()
+		}
+		if got != want {
+			t.Errorf("%s: SIGPIPE cancels its context: %v, want %v", args, got, want)
+		}
+	}
+}

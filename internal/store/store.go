@@ -168,11 +168,15 @@ type Store struct {
 // Bound is ctx limited to the store's per-call timeout; Failed tells
 // its running out from the caller's cancellation.
 func (s *Store) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return s.bound(ctx, 1)
+}
+
+func (s *Store) bound(ctx context.Context, times time.Duration) (context.Context, context.CancelFunc) {
 	t := s.timeout
 	if t <= 0 {
 		t = DefaultTimeout
 	}
-	return context.WithTimeoutCause(ctx, t, errCallTimeout)
+	return context.WithTimeoutCause(ctx, times*t, errCallTimeout)
 }
 
 // Failed marks err, returned by a call made with ctx from Bound, as
@@ -595,7 +599,12 @@ type NodeWrite struct {
 // still base (0: no spec yet); otherwise it returns ErrConflict. It
 // returns the new spec revision.
 func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) {
-	ctx, cancel := s.Bound(ctx)
+	// A commit carries up to MaxRequestBytes (a whole spec at the chain
+	// limit: about 1.5 s on the project's machines): four times the
+	// bound of a read, so that a busy etcd is not reported down. A write
+	// reads first, so a store already down is still found out in one
+	// timeout.
+	ctx, cancel := s.bound(ctx, 4)
 	defer cancel()
 	for node := range w.Put {
 		if err := s.ensureNode(ctx, node); err != nil {
