@@ -31,7 +31,9 @@ func (e *env) rawDo(method, path, body string) (*http.Response, []byte) {
 		e.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+testToken)
-	resp, err := http.DefaultClient.Do(req)
+	// Bounded: a request that hangs (the store down, before) fails
+	// the test instead of hanging it.
+	resp, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
