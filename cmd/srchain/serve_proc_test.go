@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/srchain/srchain/internal/controller"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 var (
@@ -77,7 +78,12 @@ var listenRE = regexp.MustCompile(`msg="controller listening" addr=(\S+)`)
 // extra flags; it is killed at cleanup if still running.
 func startServeProc(t *testing.T, extra ...string) *serveProc {
 	t.Helper()
-	dir := t.TempDir()
+	return startServeProcIn(t, t.TempDir(), extra...)
+}
+
+// startServeProcIn is startServeProc on data directory dir.
+func startServeProcIn(t *testing.T, dir string, extra ...string) *serveProc {
+	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir,
 		"--etcd-listen-client", freeURL(t), "--etcd-listen-peer", freeURL(t)}, extra...)
 	p := &serveProc{cmd: exec.Command(srchainBinary(t), args...), tokenFile: filepath.Join(dir, "token"), done: make(chan struct{})}
@@ -386,5 +392,91 @@ func TestPipeCancelsOnlyLabs(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: SIGPIPE cancels its context: %v, want %v", args, got, want)
 		}
+	}
+}
+
+// tmpfsDir mounts a tmpfs of size bytes in a fresh directory, unmounted
+// at cleanup; fill writes zeros into it until it is full, after checking
+// that it is that tmpfs and nothing else.
+func tmpfsDir(t *testing.T, size int) (dir string, fill func()) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	dir = filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(fmt.Sprintf("srchain-test-%d", os.Getpid()), dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	fill = func() {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil || st.Type != 0x01021994 || st.Blocks*uint64(st.Bsize) > uint64(size)+1<<20 {
+			t.Fatalf("%s is not the test's tmpfs (%v, type %#x): not filling it", dir, err, st.Type)
+		}
+		f, err := os.Create(filepath.Join(dir, "fill"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("fill: %v", err)
+				}
+				return
+			}
+		}
+	}
+	return dir, fill
+}
+
+// TestServeFullDisk: serve on a full disk stops with a non-zero status
+// and the reason on stderr, at start (etcd cannot create its WAL: it
+// panicked with a stack trace) and while running (etcd exits the
+// process itself: rc 1 with the reason in etcd.log only, before).
+func TestServeFullDisk(t *testing.T) {
+	dir, _ := tmpfsDir(t, 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, srchainBinary(t), "serve", "--listen", "127.0.0.1:0", "--data-dir", dir,
+		"--etcd-listen-client", freeURL(t), "--etcd-listen-peer", freeURL(t)).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "no space left on device") ||
+		strings.Contains(string(out), "goroutine ") {
+		t.Errorf("serve on a full disk at start: %v, want exit status 1 and the reason, no stack trace:\n%s", err, out)
+	}
+
+	dir, fill := tmpfsDir(t, 96<<20)
+	p := startServeProcIn(t, dir)
+	if _, stderr, err := runCLI(t, "apply", "-f", "../../examples/quickstart.yaml", "--server", p.url, "--token-file", p.tokenFile); err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr)
+	}
+	fill()
+	var chains []string
+	for i := 0; i < 40 && p.alive(); i++ {
+		for j := range 500 {
+			n := i*500 + j
+			chains = append(chains, fmt.Sprintf(`{"name":"c%d","ingress":"r1","egress":"r3","match":{"dst":["fc00:a4::/64"],"proto":"udp","dport":"%d"},"nfs":["fw"]}`, n, 1000+n%60000))
+		}
+		err := p.client().Do(context.Background(), "PATCH", "/v1/spec", []byte(`{"chains":[`+strings.Join(chains, ",")+`]}`), nil)
+		t.Logf("PATCH of %d chains on a full disk: %v", len(chains), err)
+		if err != nil {
+			break
+		}
+	}
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve still running on a full disk after %d chains", len(chains))
+	}
+	t.Logf("serve's stderr:\n%s", p.log())
+	if code := p.cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(p.log(), "no space left on device") {
+		t.Errorf("serve on a disk that filled up: exit status %d, want non-zero and the reason on stderr:\n%s", code, p.log())
 	}
 }

@@ -349,7 +349,7 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
-	e, err := embed.StartEtcd(ec)
+	e, err := startEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)
 	}
@@ -435,6 +435,21 @@ func (s *Store) ensureNode(ctx context.Context, node string) error {
 	}
 	s.users[node] = true
 	return nil
+}
+
+// startEtcd is embed.StartEtcd with its panics turned into errors: etcd
+// panics while it bootstraps on a full disk ("failed to create WAL: no
+// space left on device"), and serve should then stop with that one line,
+// not a stack trace.
+func startEtcd(ec *embed.Config) (e *embed.Etcd, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// The cause (the error field) went to etcd's log and, at
+			// panic level, to stderr (etcdLogger).
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return embed.StartEtcd(ec)
 }
 
 // etcdLogger is the embedded etcd's logger: errors to path (created
