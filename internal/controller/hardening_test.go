@@ -175,6 +175,7 @@ func TestErrorReportCapped(t *testing.T) {
 	if len(ans) > 64<<10 {
 		t.Errorf("40,000 bad dst: answer of %d bytes", len(ans))
 	}
+	t.Logf("40,000 bad dst (%d byte body): answer %d bytes, %d problems, %d decodes", len(body), len(ans), len(eb.Problems), idDecodes.Load()-decodes)
 
 	name := strings.Repeat("n", 1<<20)
 	body = `{"name":"` + name + `","ingress":"r1","egress":"r3","match":{"dst":[` + bad(300) + `]},"nfs":["fw"]}`
@@ -185,6 +186,7 @@ func TestErrorReportCapped(t *testing.T) {
 	if len(ans) >= 64<<10 {
 		t.Errorf("1 MB name and 300 bad entries: answer of %d bytes, want < 64 KiB", len(ans))
 	}
+	t.Logf("1 MB name, 300 bad entries: %d, answer %d bytes", resp.StatusCode, len(ans))
 	if resp.Header.Get("Location") != "" {
 		t.Errorf("refused POST has Location %.100q", resp.Header.Get("Location"))
 	}
