@@ -69,6 +69,24 @@ var defaultHTTPLimits = httpLimits{
 	maxHeaderBytes: 64 << 10,
 }
 
+// orDefaults is l with its zero fields (callers that build serveOptions
+// themselves) set to defaultHTTPLimits': no limit is ever "none".
+func (l httpLimits) orDefaults() httpLimits {
+	d := defaultHTTPLimits
+	for _, f := range []struct{ v, def *time.Duration }{{&l.readHeader, &d.readHeader}, {&l.read, &d.read}, {&l.write, &d.write}, {&l.idle, &d.idle}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	if l.maxConns <= 0 {
+		l.maxConns = d.maxConns
+	}
+	if l.maxHeaderBytes <= 0 {
+		l.maxHeaderBytes = d.maxHeaderBytes
+	}
+	return l
+}
+
 func newServeCmd(e *env) *cobra.Command {
 	var o serveOptions
 	cmd := &cobra.Command{
@@ -147,7 +165,7 @@ func runServe(ctx context.Context, o serveOptions, ready func(addr string)) erro
 	if tcp, ok := l.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && o.tlsCert == "" {
 		slog.Warn("API reachable beyond loopback without TLS: the bearer token crosses the network in clear; use --tls-cert/--tls-key", "addr", l.Addr())
 	}
-	lim := o.http
+	lim := o.http.orDefaults()
 	if lim.maxConns > 0 {
 		l = netutil.LimitListener(l, lim.maxConns)
 	}
