@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -485,6 +486,11 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, errBodyTooLarge):
 		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: err.Error()})
+	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
+		// The client went away (the store calls end with its request):
+		// nobody to answer, and no error of ours to log.
+		slog.Debug("api request: client gone", "method", r.Method, "path", r.URL.Path)
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "request cancelled"})
 	case errors.Is(err, store.ErrUnavailable):
 		// The store's name and the cause, never the spec: the client can
 		// retry, the operator sees which etcd to look at.
