@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +30,42 @@ type env struct {
 	// Flags shared by several commands.
 	verbose  bool
 	stateDir string // --state-dir of lab and demo ("": lab.DefaultStateDir)
+
+	// stopPipe undoes pipeCancels (nil when it did nothing).
+	stopPipe func()
+}
+
+// stopSignal is the cause main cancels the context with on SIGINT or
+// SIGTERM: a planned stop. Any other end of a long-running command's
+// context is unplanned and gives a non-zero exit status (plannedStop).
+type stopSignal struct{ sig os.Signal }
+
+func (s stopSignal) Error() string { return s.sig.String() + " received" }
+
+// plannedStop reports whether ctx ended the way an operator stops a
+// process: SIGINT/SIGTERM (main), or a plain cancel (tests, callers
+// embedding a command). A deadline, or any other cause, is not.
+func plannedStop(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	var s stopSignal
+	return errors.As(cause, &s) || cause == context.Canceled
+}
+
+// pipeCancels makes SIGPIPE cancel cmd's context, for the commands that
+// build labs (demo, lab): `srchain demo | head` must still tear its lab
+// down when head quits, and Go's default for a write to a closed stdout
+// is to die on the spot. The long-running commands (serve, agent) never
+// get this: with SIGPIPE notified, a write to ANY closed socket raises it
+// (os/signal: "the file descriptor number does not matter"), and one
+// client that hangs up would stop the controller (issue 38, item 1).
+func pipeCancels(e *env, cmd *cobra.Command) {
+	path := cmd.CommandPath()
+	if !strings.HasPrefix(path+" ", "srchain demo ") && !strings.HasPrefix(path+" ", "srchain lab ") {
+		return
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGPIPE)
+	cmd.SetContext(ctx)
+	e.stopPipe = stop
 }
 
 func (e *env) labOpts() lab.Options { return lab.Options{StateDir: e.stateDir} }
@@ -49,6 +89,7 @@ func newRootCmd(e *env) *cobra.Command {
 				level = slog.LevelDebug
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})))
+			pipeCancels(e, cmd)
 		},
 	}
 	root.PersistentFlags().BoolVarP(&e.verbose, "verbose", "v", false, "log debug detail")
@@ -66,6 +107,9 @@ func run(e *env, args []string) int {
 	root := newRootCmd(e)
 	root.SetArgs(args)
 	err := root.ExecuteContext(e.ctx)
+	if e.stopPipe != nil {
+		e.stopPipe()
+	}
 	var code exitCode
 	switch {
 	case err == nil:

@@ -7,29 +7,63 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
-// ErrNoToken: a token file that is empty.
-var ErrNoToken = errors.New("empty token file")
+// Errors of LoadOrCreateToken: a token file that is empty, readable or
+// writable by group or others (or not a regular file: a symlink), or a
+// token too short to resist guessing.
+var (
+	ErrNoToken      = errors.New("empty token file")
+	ErrTokenFile    = errors.New("token file must be a regular file of mode 0600 or narrower, not a symlink")
+	ErrTokenTooWeak = fmt.Errorf("token shorter than %d bytes", MinTokenLen)
+)
+
+// MinTokenLen is the shortest token the controller accepts: 16 bytes
+// (128 bits if random; the generated one has 64 hex digits).
+const MinTokenLen = 16
 
 // LoadOrCreateToken reads the API token from path, creating it (32
-// random bytes, hex, mode 0600) when the file does not exist.
+// random bytes, hex, mode 0600) when the file does not exist. An
+// existing file must be a regular file (a symlink is not followed: it
+// could point the controller at any readable file, /etc/hostname made a
+// token anyone knows), readable by its owner only, holding a token of at
+// least MinTokenLen bytes.
 func LoadOrCreateToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return createToken(path)
 	}
+	if errors.Is(err, syscall.ELOOP) {
+		return "", fmt.Errorf("read token %s: %w (it is a symlink)", path, ErrTokenFile)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("read token %s: %w (it is %v; chmod 600 it)", path, ErrTokenFile, fi.Mode())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		return "", fmt.Errorf("read token: %w", err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", fmt.Errorf("read token %s: %w", path, ErrNoToken)
+	}
+	if len(tok) < MinTokenLen {
+		return "", fmt.Errorf("read token %s: %w (%d bytes)", path, ErrTokenTooWeak, len(tok))
 	}
 	return tok, nil
 }
@@ -67,6 +101,9 @@ func requireToken(token string, next http.Handler) http.Handler {
 		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
 		if !ok || token == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="srchain"`)
+			// The connection ends with the answer: one without the
+			// token must not hold a keep-alive slot (issue 38, item 2).
+			w.Header().Set("Connection", "close")
 			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "missing or wrong bearer token"})
 			return
 		}

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -185,7 +187,7 @@ func build(doc *Doc, specBytes []byte, prev *store.Snapshot) (map[string]stored,
 	}
 	net, err := compile.Compile(s)
 	if err != nil {
-		return nil, nil, &InvalidError{Problems: []Problem{{Message: err.Error()}}}
+		return nil, nil, &InvalidError{Problems: []Problem{{Message: clipText(err.Error())}}}
 	}
 	// Reading the stored states back costs as much as compiling (44 ms
 	// at 10,000 chains): only when there are keys to keep.
@@ -264,37 +266,97 @@ func prevNetwork(snap *store.Snapshot) *state.Network {
 	return net
 }
 
-// invalid turns spec errors into Problems. Line and column are dropped:
-// they point into the controller's JSON document, not the client's.
+// maxProblems caps the problems of one answer; the rest are counted in
+// a last problem. A body of 40,000 bad entries gets an answer of a few
+// kilobytes, not one the size of the body times the problems (issue 38,
+// item 7).
+const maxProblems = 100
+
+// maxMessage caps a problem's message and path in bytes.
+const maxMessage = 512
+
+// invalid turns spec errors into Problems, at most maxProblems and each
+// clipped. Line and column are dropped: they point into the controller's
+// JSON document, not the client's. Each object is decoded at most once
+// for its id (objectIDs), so the work is linear in the body, not in the
+// body times the problems (issue 38, item 6).
 func invalid(doc *Doc, err error) error {
 	fes := spec.FieldErrors(err)
 	if len(fes) == 0 {
-		return &InvalidError{Problems: []Problem{{Message: err.Error()}}}
+		return &InvalidError{Problems: []Problem{{Message: clipText(err.Error())}}}
 	}
-	ps := make([]Problem, len(fes))
-	for i, fe := range fes {
-		ps[i] = Problem{Path: fe.Path, Object: objectOf(doc, fe.Path), Message: fe.Msg}
+	ids := objectIDs{doc: doc}
+	n := min(len(fes), maxProblems)
+	ps := make([]Problem, 0, n+1)
+	for _, fe := range fes[:n] {
+		ps = append(ps, Problem{Path: clipText(fe.Path), Object: ids.of(fe.Path), Message: clipText(fe.Msg)})
+	}
+	if more := len(fes) - n; more > 0 {
+		ps = append(ps, Problem{Message: fmt.Sprintf("and %d more problems", more)})
 	}
 	return &InvalidError{Problems: ps}
 }
 
-// objectOf maps "chains[3].nfs[0]" to "chains/ID" of the fourth chain.
-func objectOf(doc *Doc, path string) string {
+// clipText cuts s to maxMessage bytes (at a rune boundary) and says how
+// long it was.
+func clipText(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
+}
+
+// objectIDs maps field paths to the objects they fall in, decoding each
+// object once.
+type objectIDs struct {
+	doc *Doc
+	ids map[string]map[int]string // kind -> position -> "kind/ID" ("" if none)
+}
+
+// idDecodes counts the objects objectIDs decoded (tests check the work
+// is linear).
+var idDecodes atomic.Int64
+
+// of maps "chains[3].nfs[0]" to "chains/ID" of the fourth chain, the ID
+// clipped as spec.Clip does (unquoted).
+func (o *objectIDs) of(path string) string {
 	kind, rest, ok := strings.Cut(path, "[")
-	if !ok || doc.list(kind) == nil {
+	if !ok || o.doc.list(kind) == nil {
 		return ""
 	}
 	num, _, ok := strings.Cut(rest, "]")
 	i, err := strconv.Atoi(num)
-	if !ok || err != nil || i < 0 || i >= len(*doc.list(kind)) {
+	if !ok || err != nil || i < 0 || i >= len(*o.doc.list(kind)) {
 		return ""
 	}
-	id, err := objectID(kind, (*doc.list(kind))[i])
-	if err != nil {
-		return ""
+	if o.ids == nil {
+		o.ids = map[string]map[int]string{}
 	}
-	return kind + "/" + id
+	if o.ids[kind] == nil {
+		o.ids[kind] = map[int]string{}
+	}
+	if id, ok := o.ids[kind][i]; ok {
+		return id
+	}
+	idDecodes.Add(1)
+	id, err := objectID(kind, (*o.doc.list(kind))[i])
+	obj := ""
+	if err == nil {
+		if len(id) > maxEcho {
+			id = fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(id[:maxEcho], ""), len(id))
+		}
+		obj = kind + "/" + id
+	}
+	o.ids[kind][i] = obj
+	return obj
 }
+
+// maxEcho is how much of an object's id a problem repeats.
+const maxEcho = 64
 
 // diff lists the node states whose bytes changed and the nodes that left.
 // A node that changed at all gets its base written (its generation) and
@@ -392,6 +454,10 @@ type Status struct {
 	// Report is the agent's status document as written
 	// (internal/agent.Status), when it is up.
 	Report json.RawMessage `json:"report,omitempty"`
+	// ReportError says why the agent's status document could not be
+	// read (not JSON: an agent of another version, or a key written by
+	// hand); Report is then left out and InSync is false.
+	ReportError string `json:"report_error,omitempty"`
 }
 
 // Agent states of Status.Agent.
@@ -404,13 +470,15 @@ const (
 // NodeStatus reads node's status: its desired generation, and its agent's
 // report (under the agent's lease) and registration in one read.
 func (c *Controller) NodeStatus(ctx context.Context, node string) (*Status, error) {
-	resp, err := c.st.Client().Txn(ctx).Then(
+	bctx, cancel := c.st.Bound(ctx)
+	defer cancel()
+	resp, err := c.st.Client().Txn(bctx).Then(
 		clientv3.OpGet(store.DesiredKey(node)),
 		clientv3.OpGet(store.StatusKey(node)),
 		clientv3.OpGet(store.AgentKey(node), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("read status of %s: %w", node, err)
+		return nil, store.Failed(bctx, fmt.Errorf("read status of %s: %w", node, err))
 	}
 	desired := resp.Responses[0].GetResponseRange().Kvs
 	if len(desired) != 1 {
@@ -426,10 +494,16 @@ func (c *Controller) NodeStatus(ctx context.Context, node string) (*Status, erro
 			LastError         string   `json:"last_error"`
 			Drift             []string `json:"drift"`
 		}
-		if err := json.Unmarshal(kvs[0].Value, &r); err == nil {
+		// An unreadable report is the agent's problem, told in the
+		// answer (200): not the controller's (it answered 500 because
+		// the raw bytes were embedded as a json.RawMessage).
+		st.Agent = AgentUp
+		if err := json.Unmarshal(kvs[0].Value, &r); err != nil {
+			st.ReportError = clipText("unreadable agent status: " + err.Error())
+		} else {
 			st.AppliedGeneration, st.LastError, st.Drift = r.AppliedGeneration, r.LastError, r.Drift
+			st.Report = kvs[0].Value
 		}
-		st.Agent, st.Report = AgentUp, kvs[0].Value
 		st.InSync = st.AppliedGeneration != nil && *st.AppliedGeneration == st.DesiredGeneration
 	}
 	return st, nil

@@ -60,9 +60,11 @@ func (c *Controller) fast(ctx context.Context, ifMatch int64, edit func(*Doc) er
 	if b == nil || c.fastOff {
 		return nil, errFull
 	}
-	resp, err := c.st.Client().Get(ctx, store.SpecKey, clientv3.WithKeysOnly())
+	bctx, cancel := c.st.Bound(ctx)
+	resp, err := c.st.Client().Get(bctx, store.SpecKey, clientv3.WithKeysOnly())
+	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("read spec revision: %w", err)
+		return nil, store.Failed(bctx, fmt.Errorf("read spec revision: %w", err))
 	}
 	if len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != b.rev {
 		c.last = nil // another writer: read it all again

@@ -233,19 +233,21 @@ func openAPIDoc(t *testing.T) []byte {
 			"last_error":         obj{"type": "string", "description": "The agent's last apply or drift check failure (a failed apply is rolled back)."},
 			"drift":              obj{"type": "array", "items": obj{"type": "string"}, "description": "What the agent's last periodic check found different (re-applied since)."},
 			"report":             obj{"type": "object", "description": "The agent's status document as written (applied and desired generation, applies, changes, last error, drift, times, version)."},
+			"report_error":       obj{"type": "string", "description": "Why the agent's status document could not be read (not JSON); report is then absent and in_sync false."},
 		},
 	}
 
 	errs := obj{
-		"400": answer("Body is not a JSON object, lacks an id or does not match the path.", ref("error")),
-		"401": answer("Missing or wrong bearer token.", ref("error")),
+		"400": answer("Body is not exactly one JSON object (nothing after it, no duplicate key), lacks an id or does not match the path.", ref("error")),
+		"401": answer("Missing or wrong bearer token; the connection is closed.", ref("error")),
+		"503": answer("The store (etcd) did not answer in time (serve --store-timeout) or is unavailable; a write may or may not have been stored.", ref("error")),
 	}
 	writeAnswers := func(okCode, okDesc string) obj {
 		a := obj{
 			okCode: answer(okDesc, ref("writeResult")),
 			"409":  answer("Object exists (POST) or If-Match revision is stale.", ref("error")),
-			"413":  answer("The write exceeds the etcd cluster's limits (request size, operations per transaction); nothing stored.", ref("error")),
-			"422":  answer("The spec would be invalid: every problem with its path; nothing stored.", ref("error")),
+			"413":  answer("The body exceeds 32 MiB, or the write exceeds the etcd cluster's limits (request size, operations per transaction); nothing stored.", ref("error")),
+			"422":  answer("The spec would be invalid: its problems with their paths (the first 100, then a count); nothing stored.", ref("error")),
 		}
 		for k, v := range errs {
 			a[k] = v
@@ -253,7 +255,7 @@ func openAPIDoc(t *testing.T) []byte {
 		return a
 	}
 	readAnswers := func(desc string, schema obj) obj {
-		return obj{"200": answer(desc, schema), "401": errs["401"], "404": answer("No such object.", ref("error"))}
+		return obj{"200": answer(desc, schema), "401": errs["401"], "404": answer("No such object.", ref("error")), "503": errs["503"]}
 	}
 	ifMatch := obj{"name": "If-Match", "in": "header", "required": false,
 		"description": "Spec revision (an ETag this API gave): the write fails with 409 if the spec changed since.",

@@ -165,6 +165,9 @@ type rotateRequest struct {
 func (c *Controller) postRotate(w http.ResponseWriter, r *http.Request) {
 	var req rotateRequest
 	b, err := readBody(w, r)
+	if err == nil && len(bytes.TrimSpace(b)) > 0 {
+		err = checkJSON(b) // one object: `null` or `{}x` are not "rotate all"
+	}
 	if err != nil {
 		fail(w, r, err)
 		return

@@ -29,7 +29,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -40,6 +42,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/srchain/srchain/internal/pki"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -83,7 +89,22 @@ var (
 	// ErrTooLarge: the write exceeds the etcd cluster's request size or
 	// operations per transaction.
 	ErrTooLarge = errors.New("write exceeds etcd's limits (--max-request-bytes, --max-txn-ops)")
+	// ErrUnavailable: etcd did not answer a call within Config.Timeout,
+	// or said it cannot serve (the API answers 503).
+	ErrUnavailable = errors.New("store (etcd) unavailable")
+	// ErrInsecure: the embedded etcd would listen beyond loopback
+	// without mutual TLS, and Config.Insecure does not allow it.
+	ErrInsecure = errors.New("embedded etcd beyond loopback without mutual TLS")
 )
+
+// DefaultTimeout bounds each call to etcd (Config.Timeout): a request to
+// a store that is down gets its 503 in that time, instead of waiting on
+// a gRPC connection that may never come back (issue 38, item 9).
+const DefaultTimeout = 5 * time.Second
+
+// errCallTimeout is the cause of a call's context running out of
+// Config.Timeout, told apart from the caller's own cancellation.
+var errCallTimeout = errors.New("no answer from etcd in time")
 
 // Limits of the embedded etcd: a spec with thousands of chains and its
 // per-node states exceed etcd's defaults (1.5 MiB per request, 128
@@ -121,6 +142,13 @@ type Config struct {
 	// reaches only that node's keys. User picks this client's certificate
 	// (default pki.RootName).
 	PKI, User string
+	// Insecure lets the embedded etcd listen on a non-loopback client
+	// URL without PKI, and on a non-loopback peer URL at all (its peer
+	// side never has TLS). Without it either is refused (ErrInsecure):
+	// anyone who reaches that etcd can write every node's desired state.
+	Insecure bool
+	// Timeout bounds each etcd call (0: DefaultTimeout).
+	Timeout time.Duration
 }
 
 // Store is an open etcd (embedded or external).
@@ -132,6 +160,37 @@ type Store struct {
 	auth  bool
 	mu    sync.Mutex
 	users map[string]bool
+	// timeout bounds each call (Bound).
+	timeout   time.Duration
+	closeOnce sync.Once
+}
+
+// Bound is ctx limited to the store's per-call timeout; Failed tells
+// its running out from the caller's cancellation.
+func (s *Store) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return s.bound(ctx, 1)
+}
+
+func (s *Store) bound(ctx context.Context, times time.Duration) (context.Context, context.CancelFunc) {
+	t := s.timeout
+	if t <= 0 {
+		t = DefaultTimeout
+	}
+	return context.WithTimeoutCause(ctx, times*t, errCallTimeout)
+}
+
+// Failed marks err, returned by a call made with ctx from Bound, as
+// ErrUnavailable when the store's timeout ran out or etcd answered
+// Unavailable; other errors are returned as they are.
+func Failed(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if errors.Is(context.Cause(ctx), errCallTimeout) || status.Code(err) == codes.Unavailable ||
+		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // Open starts the embedded etcd or connects to the external cluster.
@@ -159,9 +218,50 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			cli.Close()
 			return nil, fmt.Errorf("reach etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
 		}
-		return &Store{cli: cli, auth: tc != nil, users: map[string]bool{}}, nil
+		return &Store{cli: cli, auth: tc != nil, users: map[string]bool{}, timeout: cfg.Timeout}, nil
 	}
-	return openEmbedded(ctx, cfg)
+	st, err := openEmbedded(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st.timeout = cfg.Timeout
+	return st, nil
+}
+
+// checkExposure refuses an embedded etcd that anyone on the network could
+// write to (issue 38, item 4): a client URL beyond loopback needs PKI
+// (mutual TLS and per-node users), a peer URL beyond loopback is never
+// protected (a single-member cluster has no peers to talk to). Insecure
+// lets both through with a warning.
+func checkExposure(cfg Config, client, peer *url.URL) error {
+	var open []string
+	if !loopback(client) && cfg.PKI == "" {
+		open = append(open, "client URL "+client.String()+" without --etcd-pki")
+	}
+	if !loopback(peer) {
+		open = append(open, "peer URL "+peer.String()+" (never TLS)")
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	if !cfg.Insecure {
+		return fmt.Errorf("start embedded etcd: %w: %s; anyone reaching it can write every node's desired state: "+
+			"use loopback URLs, --etcd-pki with an https client URL, or --insecure-etcd to accept that", ErrInsecure, strings.Join(open, ", "))
+	}
+	slog.Warn("embedded etcd reachable beyond loopback without authentication (--insecure-etcd): anyone reaching it can write every node's desired state",
+		"exposed", strings.Join(open, ", "))
+	return nil
+}
+
+// loopback reports whether u's host is a loopback address or localhost
+// (0.0.0.0, [::] and names are not: they reach other hosts).
+func loopback(u *url.URL) bool {
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // clientTLS is the client side of cfg.PKI (nil without one): the CA and
@@ -204,7 +304,11 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	ec.Dir = dir
 	ec.LogLevel = "error"
 	if cfg.LogFile != "" {
-		ec.LogOutputs = []string{cfg.LogFile}
+		lg, err := etcdLogger(cfg.LogFile, os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	}
 	ec.MaxRequestBytes, ec.MaxTxnOps = MaxRequestBytes, MaxTxnOps
 	if cfg.MaxRequestBytes > 0 {
@@ -232,6 +336,9 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse etcd peer URL: %w", err)
 	}
+	if err := checkExposure(cfg, cu, pu); err != nil {
+		return nil, err
+	}
 	if cfg.PKI != "" {
 		if cu.Scheme != "https" {
 			return nil, fmt.Errorf("embedded etcd with certificates: client URL %s: want https", client)
@@ -242,7 +349,7 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
-	e, err := embed.StartEtcd(ec)
+	e, err := startEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)
 	}
@@ -330,6 +437,44 @@ func (s *Store) ensureNode(ctx context.Context, node string) error {
 	return nil
 }
 
+// startEtcd is embed.StartEtcd with its panics turned into errors: etcd
+// panics while it bootstraps on a full disk ("failed to create WAL: no
+// space left on device"), and serve should then stop with that one line,
+// not a stack trace.
+func startEtcd(ec *embed.Config) (e *embed.Etcd, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// The cause (the error field) went to etcd's log and, at
+			// panic level, to stderr (etcdLogger).
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return embed.StartEtcd(ec)
+}
+
+// etcdLogger is the embedded etcd's logger: errors to path (created
+// 0600: etcd logs request details), and fatal errors to stderr as well.
+// etcd ends the process with os.Exit(1) on a fatal error (a full disk,
+// a corrupt WAL): without the stderr copy that exit left no message
+// anywhere an operator looks first (issue 38, Low).
+func etcdLogger(path string, stderr io.Writer) (*zap.Logger, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open etcd log: %w", err)
+	}
+	// A log created 0644 by an earlier version is narrowed as well.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open etcd log: %w", err)
+	}
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	core := zapcore.NewTee(
+		zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.ErrorLevel),
+		zapcore.NewCore(enc.Clone(), zapcore.Lock(zapcore.AddSync(stderr)), zapcore.DPanicLevel),
+	)
+	return zap.New(core, zap.ErrorOutput(zapcore.AddSync(f))), nil
+}
+
 // Err reports a fatal error of the embedded etcd (a listener that
 // failed); nil, which never fires, for an external cluster.
 func (s *Store) Err() <-chan error {
@@ -342,8 +487,15 @@ func (s *Store) Err() <-chan error {
 // Client is the etcd client (for watchers and tests).
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
-// Close closes the client and stops the embedded etcd.
+// Close closes the client and stops the embedded etcd; a second Close
+// does nothing (embed.Etcd.Close panics when called twice).
 func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() { err = s.close() })
+	return err
+}
+
+func (s *Store) close() error {
 	err := s.cli.Close()
 	if s.etcd != nil {
 		s.etcd.Close()
@@ -397,13 +549,15 @@ func ParseDesiredKey(key string) (node, chain string, ok bool) {
 
 // Read returns a consistent snapshot (one transaction, one revision).
 func (s *Store) Read(ctx context.Context) (*Snapshot, error) {
+	ctx, cancel := s.Bound(ctx)
+	defer cancel()
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(SpecKey),
 		clientv3.OpGet(NodesPrefix, clientv3.WithPrefix()),
 		clientv3.OpGet(SpecChainsPrefix, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+		return nil, Failed(ctx, fmt.Errorf("read spec: %w", err))
 	}
 	snap := &Snapshot{Desired: map[string]Desired{}}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
@@ -460,9 +614,16 @@ type NodeWrite struct {
 // still base (0: no spec yet); otherwise it returns ErrConflict. It
 // returns the new spec revision.
 func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) {
+	// A commit carries up to MaxRequestBytes (a whole spec at the chain
+	// limit: about 1.5 s on the project's machines): four times the
+	// bound of a read, so that a busy etcd is not reported down. A write
+	// reads first, so a store already down is still found out in one
+	// timeout.
+	ctx, cancel := s.bound(ctx, 4)
+	defer cancel()
 	for node := range w.Put {
 		if err := s.ensureNode(ctx, node); err != nil {
-			return 0, err
+			return 0, Failed(ctx, err)
 		}
 	}
 	ops := []clientv3.Op{clientv3.OpPut(SpecKey, string(w.Spec))}
@@ -494,7 +655,7 @@ func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) 
 		return 0, fmt.Errorf("store spec (%d operations, %d bytes of spec): %w: %v", len(ops), len(w.Spec), ErrTooLarge, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store spec: %w", err)
+		return 0, Failed(ctx, fmt.Errorf("store spec: %w", err))
 	}
 	if !resp.Succeeded {
 		return 0, ErrConflict
@@ -505,12 +666,14 @@ func (s *Store) Commit(ctx context.Context, base int64, w Write) (int64, error) 
 // Node reads one node's desired state and its agent's status (nil when
 // the agent never reported).
 func (s *Store) Node(ctx context.Context, node string) (d Desired, ok bool, status []byte, err error) {
+	ctx, cancel := s.Bound(ctx)
+	defer cancel()
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(DesiredKey(node), clientv3.WithPrefix()),
 		clientv3.OpGet(StatusKey(node)),
 	).Commit()
 	if err != nil {
-		return Desired{}, false, nil, fmt.Errorf("read node %s: %w", node, err)
+		return Desired{}, false, nil, Failed(ctx, fmt.Errorf("read node %s: %w", node, err))
 	}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		n, chain, isDesired := ParseDesiredKey(string(kv.Key))
