@@ -31,6 +31,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/srchain/srchain/internal/mss"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -139,6 +140,8 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		{"routes", a.routes, false},
 		{"sids", a.sids, false},
 		{"rules", a.rules, false},
+		// The TCP MSS clamp of the chains the node is the ingress of.
+		{"mss", a.mss, p != nil && equal(mss.Clamps(*p), mss.Clamps(node))},
 		// Secrets feed the programs (OPoT keys): a rotated key re-applies them.
 		{"programs", a.programs, p != nil && equal(p.Programs, node.Programs) && equal(p.SIDs, node.SIDs) && equal(p.Secrets, node.Secrets)},
 		{"prune", a.prune, false},

@@ -137,12 +137,21 @@ func (c *compiler) chain(i int) error {
 		// packets it leaves to the kernel).
 		tlvs = opot.Reservation()
 	}
+	// TCP at its default MSS must fit the chain (issue 34): the ingress
+	// clamps the SYNs of the chain's flows (internal/mss).
+	mss, tcp, err := MSSFor(c.s, ch)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", where, ErrUnroutable, err)
+	}
+	if !tcp {
+		mss = 0
+	}
 	for _, dst := range ch.Match.Dst {
 		// A policy replaces the plain route to the same prefix (sortNode
 		// drops that route once every chain is compiled: deleting it here
 		// would rescan the node's routes for every chain).
 		ingress.Routes = append(ingress.Routes, state.Route{
-			Table: table, Dst: dst, Dev: dev, Chain: ch.Name,
+			Table: table, Dst: dst, Dev: dev, Chain: ch.Name, MSS: mss,
 			Encap: &state.SREncap{Mode: mode, Segments: slices.Clone(segs), TLVs: slices.Clone(tlvs)},
 		})
 	}

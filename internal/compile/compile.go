@@ -115,9 +115,6 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 		return nil, err
 	}
 	c.opotWirePackets()
-	if err := c.mssClamps(); err != nil {
-		return nil, err
-	}
 	if err := c.bgp(); err != nil {
 		return nil, err
 	}

@@ -1,13 +1,6 @@
 package compile
 
-import (
-	"encoding/json"
-	"fmt"
-	"slices"
-
-	"github.com/srchain/srchain/internal/spec"
-	"github.com/srchain/srchain/internal/state"
-)
+import "github.com/srchain/srchain/internal/spec"
 
 // Fixed header sizes the MSS leaves out (RFC 9293 3.7.1, RFC 6691: the
 // MSS counts the TCP payload only, options are the sender's to subtract).
@@ -44,42 +37,4 @@ func MSSFor(s *spec.Spec, ch *spec.Chain) (int, bool, error) {
 		inner = ipv4Header
 	}
 	return mtu - ch.Overhead() - inner - tcpHeader, true, nil
-}
-
-// mssClamps gives the ingress and the egress router of every chain TCP
-// may take the node's MSS clamp (internal/mss): SYNs of the chain's
-// flows, both ways, leave those routers with an MSS that fits the chain.
-func (c *compiler) mssClamps() error {
-	clamps := map[string][]state.MSSClamp{}
-	for i := range c.s.Chains {
-		ch := &c.s.Chains[i]
-		m, ok, err := MSSFor(c.s, ch)
-		if err != nil {
-			return fmt.Errorf("compile chain %s mss: %w", ch.Name, err)
-		}
-		if !ok {
-			continue
-		}
-		cl := state.MSSClamp{Chain: ch.Name, Dst: slices.Clone(ch.Match.Dst), Src: slices.Clone(ch.Match.Src),
-			SPort: state.PortRange(ch.Match.SPort), DPort: state.PortRange(ch.Match.DPort), MSS: m}
-		for _, n := range []string{ch.Ingress, ch.Egress} {
-			if len(clamps[n]) > 0 && clamps[n][len(clamps[n])-1].Chain == ch.Name {
-				continue // ingress = egress
-			}
-			clamps[n] = append(clamps[n], cl)
-		}
-	}
-	for _, n := range c.s.Nodes {
-		cs := clamps[n.Name]
-		if len(cs) == 0 {
-			continue
-		}
-		b, err := json.Marshal(state.MSSConfig{Clamps: cs})
-		if err != nil {
-			return fmt.Errorf("compile node %s mss: %w", n.Name, err)
-		}
-		sn := c.nodes[n.Name]
-		sn.Programs = append(sn.Programs, state.Program{Kind: state.ProgramMSS, Config: b})
-	}
-	return nil
 }

@@ -9,80 +9,95 @@
 // packet fails the outer MTU check and the Packet Too Big goes to the
 // router itself. TCP then stalls. srchain owns one nftables table per
 // node, srchain_mss, whose prerouting chain (before the route lookup,
-// so before the encap) lowers the MSS option of SYN and SYN-ACK segments
-// of every chain's flows, in both directions, at the chain's ingress and
-// egress routers, to what fits the chain: the segments then fit, end to
-// end, whoever sends them.
+// so before the encap) lowers the MSS option of the SYN and SYN-ACK
+// segments of every chain the node is the ingress of, both ways, to
+// what fits the chain (state.Route.MSS): the segments then fit, end to
+// end, whoever sends them. The eBPF ingress leaves SYNs to this path.
 package mss
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
-	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/nft"
 	"github.com/srchain/srchain/internal/state"
 )
 
-// Program is the node-wide program kind of the clamp (no interfaces).
-const Program = state.ProgramMSS
-
-// Table is the nftables table (family inet) the driver owns.
+// Table is the nftables table (family inet) srchain owns for the clamp.
 const Table = "srchain_mss"
 
-// ErrConfig: a clamp that cannot be written as a rule.
-var ErrConfig = errors.New("bad mss clamp")
+// Clamp lowers to MSS the MSS option of TCP SYNs from Src (invalid:
+// any) to Dst, ports SPort and DPort when set, and of those going the
+// other way.
+type Clamp struct {
+	Chain        string
+	Dst, Src     netip.Prefix
+	SPort, DPort state.PortRange
+	MSS          int
+}
 
-// Config is a node's clamp (state.MSSConfig).
-type Config = state.MSSConfig
-
-// Clamp is one chain's clamp (state.MSSClamp).
-type Clamp = state.MSSClamp
-
-// Body is the table's body for cfg: a prerouting chain at mangle
-// priority, two rules per source x destination pair (forward and
-// reverse), each matching only SYNs whose MSS is larger than the clamp.
-func Body(cfg Config) (string, error) {
-	var b strings.Builder
-	b.WriteString("chain prerouting {\n\ttype filter hook prerouting priority mangle; policy accept;\n")
-	for _, c := range cfg.Clamps {
-		if c.MSS < 536 || c.MSS > 65535 {
-			return "", fmt.Errorf("clamp chain %s: %w: mss %d (want 536..65535)", c.Chain, ErrConfig, c.MSS)
+// Clamps derives a node's clamps from its chains' policy routes (MSS
+// set) and, for a 5-tuple chain, the rules that steer into them: one
+// clamp per rule (source, destination, ports) or, for a destination
+// chain, per route. Sorted, so equal nodes give equal clamps.
+func Clamps(n state.Node) []Clamp {
+	rules := map[string][]state.Rule{}
+	for _, r := range n.Rules {
+		if r.Chain != "" {
+			rules[r.Chain] = append(rules[r.Chain], r)
 		}
-		srcs := c.Src
-		if len(srcs) == 0 {
-			srcs = []netip.Prefix{{}}
+	}
+	var out []Clamp
+	for _, r := range n.Routes {
+		if r.MSS == 0 || r.Encap == nil || r.Chain == "" {
+			continue
 		}
-		for _, dst := range c.Dst {
-			for _, src := range srcs {
-				if src.IsValid() && src.Addr().Is4() != dst.Addr().Is4() {
-					continue
-				}
-				fmt.Fprintf(&b, "\t%s\n", rule(dst, src, c.SPort, c.DPort, c.MSS, c.Chain))
-				fmt.Fprintf(&b, "\t%s\n", rule(src, dst, c.DPort, c.SPort, c.MSS, c.Chain+" reverse"))
+		if r.Table == 0 || len(rules[r.Chain]) == 0 {
+			out = append(out, Clamp{Chain: r.Chain, Dst: r.Dst, MSS: r.MSS})
+			continue
+		}
+		for _, ru := range rules[r.Chain] {
+			if ru.Dst == r.Dst && (ru.IPProto == 0 || ru.IPProto == 6) {
+				out = append(out, Clamp{Chain: r.Chain, Dst: ru.Dst, Src: ru.Src, SPort: ru.SPort, DPort: ru.DPort, MSS: r.MSS})
 			}
 		}
 	}
-	b.WriteString("}\n")
-	return b.String(), nil
+	slices.SortFunc(out, func(a, b Clamp) int {
+		return cmp.Or(cmp.Compare(a.Chain, b.Chain), a.Dst.Addr().Compare(b.Dst.Addr()), cmp.Compare(a.Dst.Bits(), b.Dst.Bits()),
+			a.Src.Addr().Compare(b.Src.Addr()), cmp.Compare(a.Src.Bits(), b.Src.Bits()),
+			cmp.Compare(a.SPort.From, b.SPort.From), cmp.Compare(a.DPort.From, b.DPort.From))
+	})
+	return slices.Compact(out)
 }
 
-// rule is one clamp: TCP from src (invalid: any of dst's family) to dst
-// with the given ports.
-func rule(dst, src netip.Prefix, sport, dport state.PortRange, mss int, comment string) string {
-	fam := "ip6"
-	if (dst.IsValid() && dst.Addr().Is4()) || (!dst.IsValid() && src.Addr().Is4()) {
-		fam = "ip"
+// Body is the table's body for clamps: a prerouting chain at mangle
+// priority, two rules per clamp (forward and reverse), each matching
+// only SYNs whose MSS option is larger than the clamp.
+func Body(clamps []Clamp) string {
+	var b strings.Builder
+	b.WriteString("chain prerouting {\n\ttype filter hook prerouting priority mangle; policy accept;\n")
+	for _, c := range clamps {
+		fmt.Fprintf(&b, "\t%s\n", rule(c.Src, c.Dst, c.SPort, c.DPort, c.MSS, c.Chain))
+		fmt.Fprintf(&b, "\t%s\n", rule(c.Dst, c.Src, c.DPort, c.SPort, c.MSS, c.Chain+" reverse"))
 	}
-	var m []string
-	if !dst.IsValid() {
-		m = append(m, "meta nfproto "+map[string]string{"ip": "ipv4", "ip6": "ipv6"}[fam])
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// rule is one clamp: TCP from src to dst (an invalid prefix: any
+// address of the other's family) with the given ports.
+func rule(src, dst netip.Prefix, sport, dport state.PortRange, mss int, comment string) string {
+	v4 := (dst.IsValid() && dst.Addr().Is4()) || (src.IsValid() && src.Addr().Is4())
+	fam, proto := "ip6", "ipv6"
+	if v4 {
+		fam, proto = "ip", "ipv4"
 	}
+	m := []string{"meta nfproto " + proto}
 	if src.IsValid() {
 		m = append(m, fam+" saddr "+src.Masked().String())
 	}
@@ -109,74 +124,33 @@ func ports(r state.PortRange) string {
 	return fmt.Sprintf("%d-%d", r.From, r.To)
 }
 
-func init() { kind.RegisterDriver(Program, Driver{}) }
-
-// Driver applies a node's clamp: the table srchain_mss replaced in one
-// nft transaction; the undo puts the previous table back.
-type Driver struct{}
-
-func configOf(p state.Program) (Config, error) {
-	var cfg Config
-	if err := json.Unmarshal(p.Config, &cfg); err != nil {
-		return cfg, fmt.Errorf("decode mss config: %w", err)
-	}
-	return cfg, nil
+// Current is the table as it runs in ns ("" when absent).
+func Current(ctx context.Context, ns *netns.NS) (string, error) {
+	return nft.ListTable(ctx, ns, Table)
 }
 
-// Apply implements kind.Driver.
-func (Driver) Apply(ctx context.Context, ns *netns.NS, _ state.Node, p state.Program) (func() error, error) {
-	cfg, err := configOf(p)
-	if err != nil {
-		return nil, err
+// Holds reports whether the listing cur runs clamps (no clamps: no
+// table).
+func Holds(cur string, clamps []Clamp) bool {
+	if len(clamps) == 0 {
+		return cur == ""
 	}
-	body, err := Body(cfg)
-	if err != nil {
-		return nil, err
-	}
-	prev, err := nft.ListTable(ctx, ns, Table)
-	if err != nil {
-		return nil, fmt.Errorf("apply mss clamp: %w", err)
-	}
-	if strings.Contains(prev, nft.Digest(body)) {
-		return nil, nil // as desired: no change
-	}
-	if err := nft.Load(ctx, ns, nft.Replace(Table, body), nft.Prologue); err != nil {
-		return nil, fmt.Errorf("apply mss clamp: %w", err)
-	}
-	return func() error {
-		return nft.Restore(context.Background(), ns, map[string]string{Table: prev}, Table)
-	}, nil
+	return strings.Contains(cur, nft.Digest(Body(clamps)))
 }
 
-// Check implements kind.Driver: the table must hold this config's body.
-func (Driver) Check(ctx context.Context, ns *netns.NS, _ state.Node, p state.Program) ([]string, error) {
-	cfg, err := configOf(p)
-	if err != nil {
-		return nil, err
+// Set makes ns run clamps (none: removes the table), in one nft
+// transaction.
+func Set(ctx context.Context, ns *netns.NS, clamps []Clamp) error {
+	if len(clamps) == 0 {
+		return Restore(ctx, ns, "")
 	}
-	body, err := Body(cfg)
-	if err != nil {
-		return nil, err
+	if err := nft.Load(ctx, ns, nft.Replace(Table, Body(clamps)), nft.Prologue); err != nil {
+		return fmt.Errorf("set mss clamp: %w", err)
 	}
-	cur, err := nft.ListTable(ctx, ns, Table)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case cur == "":
-		return []string{"nft table " + Table + " missing"}, nil
-	case !strings.Contains(cur, nft.Digest(body)):
-		return []string{"nft table " + Table + " differs from the desired clamp"}, nil
-	}
-	return nil, nil
+	return nil
 }
 
-// Remove implements kind.Driver.
-func (Driver) Remove(ctx context.Context, ns *netns.NS, _ state.Node, _ state.Program) error {
-	return nft.Restore(ctx, ns, map[string]string{Table: ""}, Table)
-}
-
-// Counters implements kind.Driver: the clamp counts nothing.
-func (Driver) Counters(context.Context, *netns.NS, state.Node, state.Program) ([]kind.Counter, error) {
-	return nil, nil
+// Restore puts back a listing Current returned ("" deletes the table).
+func Restore(ctx context.Context, ns *netns.NS, listing string) error {
+	return nft.Restore(ctx, ns, map[string]string{Table: listing}, Table)
 }

@@ -142,6 +142,10 @@ type Route struct {
 	Encap *SREncap     `json:"encap,omitempty"`
 	// Chain names the chain this route steers into, for status and trace.
 	Chain string `json:"chain,omitempty"`
+	// MSS, on a chain's policy route at its ingress, is the TCP MSS that
+	// fits the chain (compile.MSSFor): the node clamps the SYNs of the
+	// chain's flows, both ways, to it (internal/mss). 0: no clamp.
+	MSS int `json:"mss,omitempty"`
 }
 
 // PortRange is an inclusive port range; zero means any.

@@ -11,7 +11,6 @@ import (
 	_ "github.com/srchain/srchain/internal/kinds/netfilter" // End.AN.NF, seed 002
 	_ "github.com/srchain/srchain/internal/kinds/proxy"     // SR proxies for legacy NFs, seed 001
 	_ "github.com/srchain/srchain/internal/legacynf"        // legacy NF nodes (role legacy-nf), seed 001
-	_ "github.com/srchain/srchain/internal/mss"             // TCP MSS clamp of the chains (issue 34)
 	_ "github.com/srchain/srchain/internal/opotdp"          // OPoT stages (chains[].opot), seed 003
 	_ "github.com/srchain/srchain/internal/pipeline"        // the per-node XDP pipeline (issue 13)
 )
