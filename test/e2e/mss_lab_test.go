@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,8 +92,33 @@ func TestLabTCPDefaultMSS(t *testing.T) {
 				if r.Bytes < 3e6 {
 					t.Errorf("chain %s: iperf3 moved %.0f bytes in 3 s at the default MSS: TCP stalls", ch.Name, r.Bytes)
 				}
+				if c.tag == "me" {
+					tooBig(t, ctx, h1, dst, 1500-ch.Overhead())
+				}
 			}
 		})
+	}
+}
+
+// tooBig sends one datagram too big for the chain from src, with DF,
+// and requires src's kernel to have learnt the chain's MTU from the
+// eBPF ingress's answer (fragmentation needed, Packet Too Big): the
+// route to dst shows it as its path MTU.
+func tooBig(t *testing.T, ctx context.Context, src *netns.NS, dst string, mtu int) {
+	t.Helper()
+	fam := "-4"
+	if strings.Contains(dst, ":") {
+		fam = "-6"
+	}
+	// 1472 bytes of payload: a 1500-byte IPv4 packet (1492 for IPv6),
+	// larger than the chain's MTU. ping fails: no reply comes back.
+	_, _ = src.Run(ctx, "ping", fam, "-c", "1", "-W", "1", "-M", "do", "-s", "1452", dst)
+	out, err := src.Run(ctx, "ip", fam, "route", "get", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, fmt.Sprintf("mtu %d", mtu)) {
+		t.Errorf("after a too big datagram to %s, the sender's route: %q, want its path MTU %d (the chain's)", dst, out, mtu)
 	}
 }
 
