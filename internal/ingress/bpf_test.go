@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -89,43 +87,8 @@ func policyFor(t *testing.T, ns *netns.NS, cfg Config) {
 	}
 	ip("link", "set", "lo", "up")
 	ip("-4", "route", "replace", "10.0.0.0/8", "dev", "lo")
-	mode := map[state.EncapMode]string{state.ModeEncap: "encap", state.ModeInsert: "inline"}
-	for i, c := range cfg.Chains {
-		var segs []string
-		for _, a := range c.Segments {
-			segs = append(segs, a.String())
-		}
-		table := "main"
-		fiveTuple := c.Proto != 0 || c.SPort != (state.PortRange{}) || c.DPort != (state.PortRange{}) || len(c.Src) > 0
-		if fiveTuple {
-			table = strconv.Itoa(1000 + i)
-		}
-		for _, dst := range c.Dst {
-			fam := "-6"
-			if dst.Addr().Is4() {
-				fam = "-4"
-			}
-			if fiveTuple {
-				rule := []string{fam, "rule", "add", "priority", table, "to", dst.String()}
-				if c.Proto != 0 {
-					rule = append(rule, "ipproto", strconv.Itoa(int(c.Proto)))
-				}
-				if c.SPort != (state.PortRange{}) {
-					rule = append(rule, "sport", fmt.Sprintf("%d-%d", c.SPort.From, c.SPort.To))
-				}
-				if c.DPort != (state.PortRange{}) {
-					rule = append(rule, "dport", fmt.Sprintf("%d-%d", c.DPort.From, c.DPort.To))
-				}
-				for _, src := range c.Src {
-					ip(append(append([]string{}, rule...), "from", src.String(), "table", table)...)
-				}
-				if len(c.Src) == 0 {
-					ip(append(rule, "table", table)...)
-				}
-			}
-			ip(fam, "route", "replace", dst.String(), "table", table, "encap", "seg6", "mode", mode[c.Mode],
-				"segs", strings.Join(segs, ","), "dev", "lo")
-		}
+	for _, args := range KernelPolicy(cfg.Chains, "lo") {
+		ip(args...)
 	}
 }
 

@@ -54,61 +54,6 @@ func ingSegs(s ...string) []netip.Addr {
 	return out
 }
 
-// ingKernelPolicy is the kernel's policy for the chains, as the compiler
-// emits it and internal/apply installs it (encap: travel order; inline:
-// iproute2 adds the slot of the destination itself): a 5-tuple chain i
-// gets rules at priority 1000 + i into table 1000 + i; a destination
-// chain its route in the main table.
-func ingKernelPolicy(dev string) [][]string {
-	mode := map[state.EncapMode]string{state.ModeEncap: "encap", state.ModeInsert: "inline"}
-	var cmds [][]string
-	for i, c := range ingChains {
-		var segs []string
-		for _, a := range c.Segments {
-			segs = append(segs, a.String())
-		}
-		table := "main"
-		fiveTuple := c.Proto != 0 || c.SPort != (state.PortRange{}) || c.DPort != (state.PortRange{}) || len(c.Src) > 0
-		if fiveTuple {
-			table = fmt.Sprint(1000 + i)
-		}
-		for _, dst := range c.Dst {
-			fam := "-6"
-			if dst.Addr().Is4() {
-				fam = "-4"
-			}
-			if fiveTuple {
-				srcs := []string{""}
-				if len(c.Src) > 0 {
-					srcs = nil
-					for _, p := range c.Src {
-						srcs = append(srcs, p.String())
-					}
-				}
-				for _, src := range srcs {
-					rule := []string{fam, "rule", "add", "priority", table, "to", dst.String()}
-					if src != "" {
-						rule = append(rule, "from", src)
-					}
-					if c.Proto != 0 {
-						rule = append(rule, "ipproto", fmt.Sprint(c.Proto))
-					}
-					if c.SPort != (state.PortRange{}) {
-						rule = append(rule, "sport", fmt.Sprintf("%d-%d", c.SPort.From, c.SPort.To))
-					}
-					if c.DPort != (state.PortRange{}) {
-						rule = append(rule, "dport", fmt.Sprintf("%d-%d", c.DPort.From, c.DPort.To))
-					}
-					cmds = append(cmds, append(rule, "table", table))
-				}
-			}
-			cmds = append(cmds, []string{fam, "route", "add", dst.String(), "table", table, "encap", "seg6",
-				"mode", mode[c.Mode], "segs", strings.Join(segs, ","), "dev", dev})
-		}
-	}
-	return cmds
-}
-
 // e's IPv4 side: its address toward the sender (a /16 holding the
 // test's sources; 10.1.255.255 is that subnet's broadcast) and the
 // receiver's address, the next hop of the default route.
@@ -380,7 +325,7 @@ func TestIngressDifferential(t *testing.T) {
 			{"-4", "neigh", "replace", ingRecv4.String(), "lladdr", endMACs.rIf.String(), "dev", dev, "nud", "permanent"},
 			{"-4", "route", "add", "default", "via", ingRecv4.String(), "dev", dev},
 			{"-6", "route", "add", "default", "via", endRecv.String(), "dev", dev},
-		}, ingKernelPolicy(dev)...) {
+		}, ingress.KernelPolicy(ingChains, dev)...) {
 			if out, err := l.e.Run(ctx, "ip", args...); err != nil {
 				t.Fatalf("ip %v: %v %s", args, err, out)
 			}
