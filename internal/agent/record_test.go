@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srchain/srchain/internal/state"
+)
+
+// storedOf is n as a stored state (base only, no parts).
+func storedOf(t *testing.T, n state.Node) storedState {
+	t.Helper()
+	b, err := json.Marshal(state.Network{Version: state.FormatVersion, Name: "t", Nodes: []state.Node{n}, Links: []state.Link{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storedState{Base: b, Parts: map[string]json.RawMessage{}}
+}
+
+// TestRecord: the state file and an intent file left by an apply that
+// did not end read back as the union of their states; the files are
+// written whole (no temporary file left); a missing, empty, truncated or
+// undecodable file is a problem to log, never an error that stops the
+// agent (issue 38: an empty or truncated state file stopped it, rc 1).
+func TestRecord(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r1.json")
+	a := state.Node{Name: "r1", Routes: []state.Route{{Dst: netip.MustParsePrefix("10.0.1.0/24"), Dev: "eth0"}}}
+	b := state.Node{Name: "r1", Routes: []state.Route{{Dst: netip.MustParsePrefix("10.0.2.0/24"), Dev: "eth0"}},
+		Rules: []state.Rule{{Priority: 100, Family: 4, Table: 100}}}
+	if rec := readRecord(path); rec.node != nil || len(rec.problems) != 0 {
+		t.Fatalf("no files: %+v", rec)
+	}
+	da := &desiredState{baseBytes: storedOf(t, a).Base}
+	if err := writeStateFile(path, da); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeIntent(path, []storedState{storedOf(t, b)}); err != nil {
+		t.Fatal(err)
+	}
+	rec := readRecord(path)
+	if len(rec.problems) != 0 || rec.node == nil || len(rec.intent) != 1 {
+		t.Fatalf("state and intent: %+v", rec)
+	}
+	if len(rec.node.Routes) != 2 || len(rec.node.Rules) != 1 {
+		t.Errorf("union: %d routes, %d rules; want 2 and 1", len(rec.node.Routes), len(rec.node.Rules))
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	if err := removeIntent(path); err != nil {
+		t.Fatal(err)
+	}
+	if rec := readRecord(path); len(rec.problems) != 0 || rec.node == nil || len(rec.node.Routes) != 1 || rec.intent != nil {
+		t.Fatalf("state alone: %+v", rec)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string][]byte{
+		"empty":     {},
+		"truncated": good[:len(good)/2],
+		"garbage":   []byte("\x00\x01not json"),
+	} {
+		for _, f := range []string{path, intentPath(path)} {
+			if err := os.WriteFile(path, good, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(intentPath(path))
+			if err := os.WriteFile(f, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rec := readRecord(path)
+			if len(rec.problems) != 1 {
+				t.Errorf("%s %s: problems %v, want one", name, filepath.Base(f), rec.problems)
+			}
+		}
+	}
+}
+
+// TestStateFileUnreadable: an agent whose state file is empty, truncated
+// or not JSON starts anyway, logs it, and reconciles against the node:
+// srchain's routes and rules there that its desired state lacks (which
+// only the lost file named) are removed, and the file is written anew.
+func TestStateFileUnreadable(t *testing.T) {
+	w := newWorld(t)
+	w.put()
+	w.build()
+	path := filepath.Join(w.dir, "agent", "r1.json")
+	w.start("r1")
+	w.inSync("r1")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := w.nss["r1"]
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		write func() error
+	}{
+		{"empty", func() error { return os.WriteFile(path, nil, 0o600) }},
+		{"truncated", func() error { return os.WriteFile(path, good[:len(good)/2], 0o600) }},
+		{"not json", func() error { return os.WriteFile(path, []byte("\x00\x01not json"), 0o600) }},
+	} {
+		w.stop("r1")
+		if err := c.write(); err != nil {
+			t.Fatal(err)
+		}
+		// What the lost file named: a policy route and its rule, as
+		// srchain writes them (proto 83).
+		for _, argv := range [][]string{
+			{"ip", "-4", "route", "add", "blackhole", "10.0.99.0/24", "table", "999", "proto", "83"},
+			{"ip", "-4", "rule", "add", "pref", "30999", "to", "10.0.99.0/24", "table", "999", "proto", "83"},
+		} {
+			if _, err := ns.Run(ctx, argv[0], argv[1:]...); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		since := time.Now()
+		w.start("r1")
+		w.until(c.name+": r1's restarted agent applies its node", func() bool {
+			st, rep := w.status("r1")
+			return rep.Started.After(since) && st.InSync
+		})
+		if _, rep := w.status("r1"); rep.LastError != "" {
+			t.Errorf("%s: %s", c.name, rep.LastError)
+		}
+		if r := w.routes("r1", "-4"); strings.Contains(r, "10.0.99.0") {
+			t.Errorf("%s: srchain's route the lost file named is left:\n%s", c.name, r)
+		}
+		if out, _ := ns.Run(ctx, "ip", "-4", "rule"); strings.Contains(out, "30999") {
+			t.Errorf("%s: srchain's rule the lost file named is left:\n%s", c.name, out)
+		}
+		w.noDrift("r1")
+		if rec := readRecord(path); len(rec.problems) != 0 || rec.node == nil {
+			t.Errorf("%s: state file not written anew: %v", c.name, rec.problems)
+		}
+	}
+}
