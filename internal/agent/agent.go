@@ -247,15 +247,36 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // Run registers the agent (waiting for etcd), then applies every desired
-// state written for its node until ctx ends, which is what it returns. It leaves the lease to expire (a stopped
-// agent and a crashed one look the same: down after the TTL) and what it
-// applied in place.
+// state written for its node until ctx ends, which is what it returns. It
+// leaves the lease to expire (a stopped agent and a crashed one look the
+// same: down after the TTL) and what it applied in place.
+//
+// etcd going away is never fatal: what was applied stays as it is (the
+// node keeps forwarding), every etcd call is retried with a capped,
+// jittered exponential backoff (backoff.go), and once etcd answers again
+// the agent reads its desired state anew and applies what changed
+// meanwhile.
 func (a *Agent) Run(ctx context.Context) error {
 	cli := a.cfg.Client
 	reg, _ := json.Marshal(map[string]any{"version": a.cfg.Version, "started": a.status.Started})
-	if _, err := cli.Put(ctx, store.AgentKey(a.cfg.Node), string(reg)); err != nil {
-		return fmt.Errorf("register agent %s: %w", a.cfg.Node, err)
+	var bo backoff
+	for {
+		pctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+		_, err := cli.Put(pctx, store.AgentKey(a.cfg.Node), string(reg))
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := bo.wait()
+		a.log.Warn("register agent: etcd unreachable, retrying", "err", err, "retry_in", d.Round(time.Millisecond))
+		if !a.wait(ctx, d) {
+			return ctx.Err()
+		}
 	}
+	bo.reset()
 	kaLost, err := a.grant(ctx)
 	if err != nil {
 		a.log.Warn("status lease", "err", err)
@@ -272,12 +293,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			a.log.Warn("read desired state", "err", err)
-			if !a.wait(ctx, time.Second) {
+			d := bo.wait()
+			a.log.Warn("read desired state: etcd unreachable, retrying; the applied state stays", "err", err, "retry_in", d.Round(time.Millisecond))
+			if !a.wait(ctx, d) {
 				return ctx.Err()
 			}
 			continue
 		}
+		bo.reset()
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := cli.Watch(wctx, store.DesiredKey(a.cfg.Node), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 		err = a.watch(ctx, wch, tick.C, &kaLost)
@@ -292,6 +315,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // watch handles watch responses, drift checks and lease loss until the
 // watch fails (compaction, lost leader, closed channel) or ctx ends.
 func (a *Agent) watch(ctx context.Context, wch clientv3.WatchChan, tick <-chan time.Time, kaLost *<-chan struct{}) error {
+	var bo backoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -343,11 +367,14 @@ func (a *Agent) watch(ctx context.Context, wch clientv3.WatchChan, tick <-chan t
 			a.publish()
 			lost, err := a.grant(ctx)
 			if err != nil {
-				a.log.Warn("grant lease", "err", err)
-				if !a.wait(ctx, time.Second) {
+				d := bo.wait()
+				a.log.Warn("grant lease: etcd unreachable, retrying", "err", err, "retry_in", d.Round(time.Millisecond))
+				if !a.wait(ctx, d) {
 					return ctx.Err()
 				}
 				lost = closed()
+			} else {
+				bo.reset()
 			}
 			*kaLost = lost
 		}
