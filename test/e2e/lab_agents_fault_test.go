@@ -113,7 +113,13 @@ func cmdline(pid int) []string {
 func (l *agentLab) kill(p *labProc) {
 	l.t.Helper()
 	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
-		l.t.Fatalf("kill %d: %v", p.pid, err)
+		// Gone already: an unplanned exit (Errorf: it may be called
+		// from a goroutine of the test).
+		l.t.Errorf("kill %d (%s): %v: the process ended before", p.pid, strings.Join(p.args[1:2], ""), err)
+		if p.done != nil {
+			<-p.done
+		}
+		return
 	}
 	l.until(fmt.Sprintf("process %d to end", p.pid), 10*time.Second, func() bool { return !running(p.pid) })
 	if p.done != nil {
