@@ -556,9 +556,12 @@ func (a *Agent) applyPending(ctx context.Context) {
 	gen := p.gen
 	a.status.AppliedGeneration = &gen
 	a.log.Info("applied", "generation", gen, "changes", res.Changes, "decode", a.decodeTook.Round(time.Microsecond), "apply", took.Round(time.Microsecond))
-	var ferr error
+	// Reported before the state file is written (two fsyncs, ~13 ms at
+	// 10,000 chains, off the path from a write to its report): until it
+	// is, the intent record still names what was applied.
+	a.report(ctx, nil)
 	if a.cfg.StateFile != "" {
-		ferr = writeStateFile(a.cfg.StateFile, p.want)
+		ferr := writeStateFile(a.cfg.StateFile, p.want)
 		if ferr == nil {
 			a.intent = nil
 			ferr = removeIntent(a.cfg.StateFile)
@@ -567,8 +570,10 @@ func (a *Agent) applyPending(ctx context.Context) {
 			// one goes with every intent until a state file is written.
 			a.intent = []storedState{p.want.stored(nil)}
 		}
+		if ferr != nil {
+			a.report(ctx, ferr)
+		}
 	}
-	a.report(ctx, ferr)
 }
 
 // recordIntent writes the intent record of applying want (record.go):
