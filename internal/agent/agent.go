@@ -139,6 +139,7 @@ type Agent struct {
 	raw      map[string][]byte // the parts as stored, for the state file
 	badParts map[string]error
 	last     *desiredState // last applied; nil before the first
+	lastGen  int64         // last's generation
 	pending  *pendingState
 	removed  *state.Node // what the records say the node may hold, removed from at the first apply
 	// intent lists the states of applies that did not end, carried in
@@ -479,7 +480,7 @@ func (a *Agent) setPart(chain string, b []byte) {
 // desired handles the node's stored base of generation gen with the parts
 // kept.
 func (a *Agent) desired(ctx context.Context, b []byte, gen int64) {
-	if gen == a.status.DesiredGeneration && a.status.AppliedGeneration != nil && *a.status.AppliedGeneration == gen {
+	if gen == a.status.DesiredGeneration && a.last != nil && a.lastGen == gen {
 		return // seen and applied (a resync re-read it)
 	}
 	t0 := time.Now()
@@ -554,6 +555,7 @@ func (a *Agent) applyPending(ctx context.Context) {
 		a.log.Error("per-flow setup", "err", err)
 	}
 	gen := p.gen
+	a.lastGen = gen
 	a.status.AppliedGeneration = &gen
 	a.log.Info("applied", "generation", gen, "changes", res.Changes, "decode", a.decodeTook.Round(time.Microsecond), "apply", took.Round(time.Microsecond))
 	// Reported before the state file is written (two fsyncs, ~13 ms at
@@ -683,6 +685,7 @@ func (a *Agent) resync(ctx context.Context) {
 		return
 	}
 	if len(drift) == 0 {
+		a.setApplied()
 		a.report(ctx, nil)
 		return
 	}
@@ -694,10 +697,24 @@ func (a *Agent) resync(ctx context.Context) {
 	if err != nil {
 		a.status.ApplyErrors++
 		err = fmt.Errorf("repair drift: %w", err)
+		// The node is not at the last applied generation any more:
+		// reported as applying none (in_sync false) until a check or
+		// repair finds it so again.
+		a.status.AppliedGeneration = nil
 	} else {
 		a.status.Repaired, a.status.RepairedAt = drift, &now
+		a.setApplied()
 	}
 	a.report(ctx, err)
+}
+
+// setApplied reports the last applied generation as applied: the node
+// was found as it says.
+func (a *Agent) setApplied() {
+	if a.last != nil && a.status.DesiredGeneration != 0 {
+		gen := a.lastGen
+		a.status.AppliedGeneration = &gen
+	}
 }
 
 // report sets LastError to err (the last apply's or check's) and what is

@@ -3,15 +3,20 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
+	"github.com/srchain/srchain/internal/store"
 )
 
 // storedOf is n as a stored state (base only, no parts).
@@ -175,5 +180,74 @@ func BenchmarkRecord(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+}
+
+// flakyDriver is a program driver whose program a test can "detach"
+// (Check reports it missing) and whose Apply a test can make fail.
+type flakyDriver struct {
+	apply.DriverFunc
+	detached, broken *atomic.Bool
+}
+
+func (d flakyDriver) Check(context.Context, *netns.NS, state.Node, state.Program) ([]string, error) {
+	if d.detached.Load() {
+		return []string{"program flaky: detached"}, nil
+	}
+	return nil, nil
+}
+
+// TestInSyncFromNode: in_sync says what the node holds. A drift the agent
+// cannot repair (the program detached, its driver failing) turns in_sync
+// false, with the error, until a check finds the node as desired again;
+// before, the agent went on reporting the generation applied.
+func TestInSyncFromNode(t *testing.T) {
+	w := newWorld(t)
+	ns, err := netns.Create(w.prefix + "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.nss["x"] = ns
+	var detached, broken atomic.Bool
+	drv := flakyDriver{DriverFunc: func(*netns.NS, state.Node, state.Program) (func() error, error) {
+		if broken.Load() {
+			return nil, errors.New("flaky driver fails")
+		}
+		return nil, nil
+	}, detached: &detached, broken: &broken}
+	n := state.Node{Name: "x", Role: "router", Interfaces: []state.Interface{}, Programs: []state.Program{{Kind: "flaky"}}}
+	raw, err := json.Marshal(state.Network{Version: state.FormatVersion, Name: "t", Nodes: []state.Node{n}, Links: []state.Link{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.Client().Put(context.Background(), store.DesiredKey("x"), string(raw)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Node: "x", NS: ns, Client: w.st.Client(), TTL: testTTL, Resync: testResync,
+		Drivers: map[string]apply.ProgramDriver{"flaky": drv}, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{agent: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Run(ctx) }()
+	w.agents["x"] = r
+	w.inSync("x")
+
+	detached.Store(true)
+	broken.Store(true)
+	w.until("x reports the drift it cannot repair, not in sync", func() bool {
+		st, _ := w.status("x")
+		return !st.InSync && strings.Contains(st.LastError, "flaky driver fails")
+	})
+	broken.Store(false)
+	w.until("x repairs the drift and is in sync again", func() bool {
+		st, _ := w.status("x")
+		return st.InSync && st.LastError == ""
+	})
+	detached.Store(false)
+	w.until("x in sync after a clean check", func() bool {
+		st, rep := w.status("x")
+		return st.InSync && len(rep.Drift) == 0
 	})
 }
