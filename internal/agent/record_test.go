@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,5 +250,77 @@ func TestInSyncFromNode(t *testing.T) {
 	w.until("x in sync after a clean check", func() bool {
 		st, rep := w.status("x")
 		return st.InSync && len(rep.Drift) == 0
+	})
+}
+
+// countDriver counts the programs it removed, by NF.
+type countDriver struct {
+	apply.DriverFunc
+	removed *sync.Map
+}
+
+func (d countDriver) Remove(_ context.Context, _ *netns.NS, _ state.Node, p state.Program) error {
+	d.removed.Store(p.NF, true)
+	return nil
+}
+
+// TestIntentRemovesPrograms: an apply killed after it attached an NF's
+// program, whose intent record names it, leaves nothing once the agent
+// restarts on a desired state without that NF: the program is removed
+// through its driver, which only the record can tell (programs carry no
+// routing protocol tag).
+func TestIntentRemovesPrograms(t *testing.T) {
+	w := newWorld(t)
+	ns, err := netns.Create(w.prefix + "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.nss["x"] = ns
+	var removed sync.Map
+	drv := countDriver{DriverFunc: func(*netns.NS, state.Node, state.Program) (func() error, error) { return nil, nil }, removed: &removed}
+	path := filepath.Join(w.dir, "agent", "x.json")
+	node := func(progs ...state.Program) []byte {
+		n := state.Node{Name: "x", Role: "router", Interfaces: []state.Interface{}, Programs: progs}
+		raw, err := json.Marshal(state.Network{Version: state.FormatVersion, Name: "t", Nodes: []state.Node{n}, Links: []state.Link{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	if _, err := w.st.Client().Put(context.Background(), store.DesiredKey("x"), string(node())); err != nil {
+		t.Fatal(err)
+	}
+	start := func() {
+		a, err := New(Config{Node: "x", NS: ns, Client: w.st.Client(), TTL: testTTL, Resync: testResync, StateFile: path,
+			Drivers: map[string]apply.ProgramDriver{"count": drv}, Version: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &running{agent: a, cancel: cancel, done: make(chan error, 1)}
+		go func() { r.done <- a.Run(ctx) }()
+		w.agents["x"] = r
+	}
+	start()
+	w.inSync("x")
+	w.until("the state file written", func() bool { return readRecord(path).node != nil })
+	w.stop("x")
+	// What an agent killed in the middle of applying NF nf1 leaves: its
+	// intent record (the program attached, the state file not updated).
+	if err := writeIntent(path, []storedState{{Base: node(state.Program{Kind: "count", NF: "nf1"}), Parts: map[string]json.RawMessage{}}}); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now()
+	start()
+	w.until("x's restarted agent applies its node", func() bool {
+		st, rep := w.status("x")
+		return rep.Started.After(since) && st.InSync
+	})
+	if _, ok := removed.Load("nf1"); !ok {
+		t.Error("the program the intent record named was not removed")
+	}
+	w.until("the intent record gone", func() bool {
+		_, err := os.Stat(intentPath(path))
+		return os.IsNotExist(err)
 	})
 }
