@@ -106,6 +106,11 @@ type Options struct {
 	// rules that node lacks are removed. Nil removes nothing (see the
 	// package comment).
 	Remove *state.Node
+	// Owned removes every route and rule tagged RTProto (srchain's) that
+	// node lacks, whether or not a previous state names it: the node's
+	// srchain part then is node, whatever it held (owned.go). Only for a
+	// whole node: a subset would remove the other chains'.
+	Owned bool
 }
 
 // Apply makes node ns match node. See the package comment.
@@ -126,7 +131,7 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		drivers = registered()
 	}
 	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers, dry: opts.DryRun,
-		prev: newPrevSet(opts.Prev), remove: opts.Remove}
+		prev: newPrevSet(opts.Prev), remove: opts.Remove, owned: opts.Owned}
 	p := opts.Prev
 	stages := []struct {
 		name string
@@ -145,6 +150,7 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		// Secrets feed the programs (OPoT keys): a rotated key re-applies them.
 		{"programs", a.programs, p != nil && equal(p.Programs, node.Programs) && equal(p.SIDs, node.SIDs) && equal(p.Secrets, node.Secrets)},
 		{"prune", a.prune, false},
+		{"owned", a.pruneOwned, false},
 	}
 	defer func() {
 		if a.strict != nil {
@@ -182,6 +188,14 @@ func Check(ctx context.Context, ns *netns.NS, node state.Node) ([]string, error)
 	return res.Pending, err
 }
 
+// CheckOwned is Check that also reports the routes and rules tagged
+// RTProto that node lacks (Options.Owned): an empty list means srchain's
+// part of the node is node, read from the kernel, not from any record.
+func CheckOwned(ctx context.Context, ns *netns.NS, node state.Node) ([]string, error) {
+	res, err := ApplyWith(ctx, ns, node, Options{DryRun: true, Owned: true})
+	return res.Pending, err
+}
+
 type applier struct {
 	ctx     context.Context
 	ns      *netns.NS
@@ -191,6 +205,7 @@ type applier struct {
 	dry     bool
 	prev    *prevSet
 	remove  *state.Node
+	owned   bool
 
 	// What the node's namespace holds, read once per Apply (routes.go).
 	views      map[int]*routeView

@@ -88,9 +88,10 @@ func RouteFor(r state.Route, ifindex func(string) (int, error)) (*netlink.Route,
 		return nil, fmt.Errorf("route without destination: %w", ErrBadState)
 	}
 	nr := &netlink.Route{
-		Family: family(r.Dst.Addr()),
-		Table:  tableID(r.Table),
-		Dst:    ipNet(r.Dst.Masked()),
+		Family:   family(r.Dst.Addr()),
+		Table:    tableID(r.Table),
+		Dst:      ipNet(r.Dst.Masked()),
+		Protocol: RTProto,
 	}
 	if r.Via.IsValid() {
 		nr.Gw = net.IP(r.Via.AsSlice())
@@ -194,10 +195,11 @@ func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*ne
 			return nil, fmt.Errorf("sid %s: behavior %q is not served by a program: %w", s.SID, s.Behavior, ErrBadState)
 		}
 		return &netlink.Route{
-			Family: netlink.FAMILY_V6,
-			Table:  unix.RT_TABLE_MAIN,
-			Dst:    ipNet(s.SID.Masked()),
-			Type:   unix.RTN_BLACKHOLE,
+			Family:   netlink.FAMILY_V6,
+			Table:    unix.RT_TABLE_MAIN,
+			Dst:      ipNet(s.SID.Masked()),
+			Type:     unix.RTN_BLACKHOLE,
+			Protocol: RTProto,
 		}, nil
 	}
 	e := &netlink.SEG6LocalEncap{}
@@ -260,6 +262,7 @@ func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*ne
 		Dst:       ipNet(s.SID.Masked()),
 		LinkIndex: dev,
 		Encap:     e,
+		Protocol:  RTProto,
 	}
 	withFlavor(r, s)
 	return r, nil
@@ -630,6 +633,7 @@ func (a *applier) sids() error {
 // RuleFor builds the netlink form of a policy rule.
 func RuleFor(r state.Rule) (*netlink.Rule, error) {
 	nr := netlink.NewRule()
+	nr.Protocol = RTProto
 	nr.Priority = r.Priority
 	nr.Table = tableID(r.Table)
 	switch r.Family {
@@ -755,9 +759,14 @@ func (a *applier) prune() error {
 		if err != nil {
 			return err
 		}
-		if _, ok := have[sig]; !ok {
+		held, ok := have[sig]
+		if !ok {
 			continue
 		}
+		// The kernel matches a rule's protocol on delete when one is
+		// given: take the one it holds (rules of srchain before RTProto
+		// have none).
+		old.Protocol = held.Protocol
 		if err := a.change("delete rule "+sig,
 			func() error { return wrap(h.RuleDel(old), "delete rule %s", sig) },
 			func() error { return h.RuleAdd(old) }); err != nil {

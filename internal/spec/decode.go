@@ -19,9 +19,25 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// maxNodes bounds the YAML nodes one document may expand to, so that alias
-// chains ("billion laughs") cannot blow up decoding.
-const maxNodes = 200_000
+// minNodes is the least bound on the YAML nodes a document may expand to
+// (nodeLimit): small documents get this many whatever their size, so an
+// alias-using spec of a few kilobytes still decodes.
+const minNodes = 200_000
+
+// bytesPerNode sizes the bound on larger documents: a document may expand
+// to len/bytesPerNode nodes. A chain of the benchmark's shape
+// (internal/controller/bench_test.go benchChain) is ~14 nodes in ~150
+// bytes of JSON or ~130 of YAML, ~10 bytes a node; 4 leaves room for
+// denser specs while alias expansion ("billion laughs") stays bounded by
+// the input: a document never costs more nodes than a quarter of its
+// bytes, and at most MaxSpecSize/4 (8 Mi) nodes in all. A fixed 200,000
+// refused 20,000 chains, the documented maximum, at ~18,170 (issue 38).
+const bytesPerNode = 4
+
+// nodeLimit is the YAML node bound of a document of size bytes.
+func nodeLimit(size int) int {
+	return max(minNodes, min(size, MaxSpecSize)/bytesPerNode)
+}
 
 // Load reads, decodes and validates the spec at path. The error, if any,
 // joins every problem found (FieldError values; see FieldErrors).
@@ -102,7 +118,7 @@ func Parse(data []byte, filename string) (*Spec, error) {
 		}
 		return nil, &FieldError{File: filename, Line: extra.Line, Col: extra.Column, Msg: "more than one YAML document"}
 	}
-	d := decoder{s: s, lines: bytes.Split(data, []byte("\n"))}
+	d := decoder{s: s, lines: bytes.Split(data, []byte("\n")), maxNodes: nodeLimit(len(data))}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
@@ -156,7 +172,9 @@ type decoder struct {
 	s     *Spec
 	errs  []error
 	nodes int
-	lines [][]byte // the source, for tagOK
+	// maxNodes is nodeLimit of the source's size.
+	maxNodes int
+	lines    [][]byte // the source, for tagOK
 	// runes caches the characters of the non-ASCII lines srcAt looked at
 	// (columns count characters); ASCII lines are indexed directly. A JSON
 	// document (the API's) is one line of megabytes: converting it per
@@ -180,9 +198,9 @@ func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
 
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	d.nodes++
-	if d.nodes > maxNodes {
-		if d.nodes == maxNodes+1 {
-			d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", maxNodes)
+	if d.nodes > d.maxNodes {
+		if d.nodes == d.maxNodes+1 {
+			d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", d.maxNodes)
 			d.s.truncated = true
 		}
 		return
@@ -377,7 +395,7 @@ func isASCII(b []byte) bool {
 }
 
 // expand copies n with every alias replaced by a copy of its anchored
-// node, counting the copies against maxNodes (an alias bomb is caught
+// node, counting the copies against d.maxNodes (an alias bomb is caught
 // here as in the rest of the document).
 func (d *decoder) expand(n *yaml.Node, path string) *yaml.Node {
 	for n.Kind == yaml.AliasNode {
@@ -396,9 +414,9 @@ func (d *decoder) expand(n *yaml.Node, path string) *yaml.Node {
 		c.Content = make([]*yaml.Node, 0, len(n.Content))
 		for _, item := range n.Content {
 			d.nodes++
-			if d.nodes > maxNodes {
-				if d.nodes == maxNodes+1 {
-					d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", maxNodes)
+			if d.nodes > d.maxNodes {
+				if d.nodes == d.maxNodes+1 {
+					d.fail(path, n, "document too large (more than %d YAML nodes after aliases)", d.maxNodes)
 					d.s.truncated = true
 				}
 				return &yaml.Node{}

@@ -14,8 +14,8 @@ import (
 const MaxFileSize = 1 << 20
 
 // MaxSpecSize bounds a spec file and a spec sent to the controller's
-// API (internal/controller maxBody): thousands of chains fit (the
-// 200,000 YAML nodes of maxNodes come first); past it a file is a
+// API (internal/controller maxBody): 20,000 chains fit several times
+// over (the YAML node bound, nodeLimit, grows with the size); past it a file is a
 // mistake (a log, a device, a generator gone wrong), refused before it is
 // read into memory and decoded.
 const MaxSpecSize = 32 << 20
