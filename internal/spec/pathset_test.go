@@ -1,0 +1,31 @@
+package spec
+
+import "testing"
+
+// TestPathSetUnder: a validation error is dropped when its field, or a
+// field above it, failed to decode; siblings and fields that only share
+// a name prefix are kept.
+func TestPathSetUnder(t *testing.T) {
+	set := failedPaths([]*FieldError{{Path: "chains[3].match"}, {Path: "nodes[1]"}})
+	for path, want := range map[string]bool{
+		"chains[3].match":        true,
+		"chains[3].match.dst[7]": true,
+		"chains[3].matchx":       false,
+		"chains[3].nfs":          false,
+		"chains[30].match":       false,
+		"nodes[1].name":          true,
+		"nodes[1]":               true,
+		"nodes[10]":              false,
+		"":                       false,
+	} {
+		if got := set.under(path); got != want {
+			t.Errorf("under(%q) = %v, want %v", path, got, want)
+		}
+	}
+	if !failedPaths([]*FieldError{{Path: ""}}).under("anything.at[1].all") {
+		t.Error("a failed document must cover every path")
+	}
+	if failedPaths(nil).under("x") {
+		t.Error("no failed path covers nothing")
+	}
+}
