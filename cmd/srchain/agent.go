@@ -122,5 +122,10 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	if ctx.Err() != nil && !plannedStop(ctx) {
+		// Not SIGINT/SIGTERM: must not look like a clean stop to
+		// systemd's Restart=on-failure (issue 38, item 1).
+		return fmt.Errorf("agent: stopped: %w", context.Cause(ctx))
+	}
 	return nil
 }

@@ -70,9 +70,8 @@ func soakChain(dport int) []byte {
 }
 
 // malformedBodies are writes the API must refuse with a 4xx: syntax
-// errors, wrong types, invalid values, unknown references, a deep nest.
-// (Trailing data and a null spec are helper A's part of issue 38 and
-// left out here.)
+// errors, wrong types, invalid values, unknown references, a deep nest,
+// null, trailing data after the value, duplicate keys (issue 38 item 5).
 var malformedBodies = []string{
 	`{`, `[]`, `"chain"`, `123`, `{"ingress":5}`, `{"ingress":"r1"}`,
 	`{"ingress":"nosuch","egress":"r3","match":{"dst":["fc00:a4::/64"]},"nfs":["fw"]}`,
@@ -83,6 +82,9 @@ var malformedBodies = []string{
 	"\xff\xfe\x00garbage",
 	strings.Repeat("[", 20000) + strings.Repeat("]", 20000),
 	`{"name":"` + strings.Repeat("\u00e9", 3000) + `","ingress":"r1"}`,
+	`null`, `{} x`, `{}{}`, `{},{}`,
+	`{"ingress":"r1","egress":"r3","match":{"dst":["fc00:a4::/64"]},"nfs":["fw"]}` + "\n\n{",
+	`{"ingress":"r1","ingress":"r2","egress":"r3","match":{"dst":["fc00:a4::/64"]},"nfs":["fw"]}`,
 }
 
 // TestSoak: a controller and its agents (`lab up --agents`) under a
