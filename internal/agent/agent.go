@@ -42,6 +42,7 @@ import (
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/metrics"
+	"github.com/srchain/srchain/internal/mss"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/store"
@@ -181,6 +182,19 @@ type desiredState struct {
 func (d *desiredState) Node() state.Node {
 	d.once.Do(func() { d.node = state.Join(d.base, d.parts) })
 	return d.node
+}
+
+// clamps are the whole node's TCP MSS clamps, from every part, without
+// joining them into a node (the clamp table is node-wide; apply is given
+// only the changed chains' parts).
+func (d *desiredState) clamps() []mss.Clamp {
+	routes := slices.Clone(d.base.Routes)
+	rules := slices.Clone(d.base.Rules)
+	for _, p := range d.parts {
+		routes = append(routes, p.Routes...)
+		rules = append(rules, p.Rules...)
+	}
+	return mss.ClampsOf(routes, rules)
 }
 
 // with is the node of d's base and the parts of the chains listed.
@@ -635,6 +649,8 @@ func (a *Agent) applyArgs(want *desiredState) (state.Node, apply.Options) {
 		if noSIDs(last) && noSIDs(want) {
 			old := last.with(changed)
 			opts.Prev, opts.Remove = &old, &old
+			clamps := want.clamps()
+			opts.Clamps = &clamps
 			return want.with(changed), opts
 		}
 	}

@@ -102,6 +102,11 @@ type Options struct {
 	// in place and not read back, so the cost is that of the change
 	// (applying without Prev, as `lab apply NAME` does, repairs drift).
 	Prev *state.Node
+	// Clamps, when set, are the node's TCP MSS clamps (internal/mss) for
+	// an Apply given only part of the node's desired state (the agent's
+	// apply of the chains that changed): the clamp table is node-wide, so
+	// it is derived from every chain, not from the part.
+	Clamps *[]mss.Clamp
 	// Remove is a desired state the node held: its routes, SIDs and
 	// rules that node lacks are removed. Nil removes nothing (see the
 	// package comment).
@@ -131,7 +136,7 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		drivers = registered()
 	}
 	a := &applier{ctx: ctx, ns: ns, node: node, j: &journal{log: log}, drivers: drivers, dry: opts.DryRun,
-		prev: newPrevSet(opts.Prev), remove: opts.Remove, owned: opts.Owned}
+		prev: newPrevSet(opts.Prev), remove: opts.Remove, owned: opts.Owned, clamps: opts.Clamps}
 	p := opts.Prev
 	stages := []struct {
 		name string
@@ -146,7 +151,7 @@ func ApplyWith(ctx context.Context, ns *netns.NS, node state.Node, opts Options)
 		{"sids", a.sids, false},
 		{"rules", a.rules, false},
 		// The TCP MSS clamp of the chains the node is the ingress of.
-		{"mss", a.mss, p != nil && equal(mss.Clamps(*p), mss.Clamps(node))},
+		{"mss", a.mss, opts.Clamps == nil && p != nil && equal(mss.Clamps(*p), mss.Clamps(node))},
 		// Secrets feed the programs (OPoT keys): a rotated key re-applies them.
 		{"programs", a.programs, p != nil && equal(p.Programs, node.Programs) && equal(p.SIDs, node.SIDs) && equal(p.Secrets, node.Secrets)},
 		{"prune", a.prune, false},
@@ -205,6 +210,7 @@ type applier struct {
 	dry     bool
 	prev    *prevSet
 	remove  *state.Node
+	clamps  *[]mss.Clamp // Options.Clamps
 	owned   bool
 
 	// What the node's namespace holds, read once per Apply (routes.go).

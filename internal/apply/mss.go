@@ -12,6 +12,9 @@ import (
 // has no such chain; the undo puts the previous table back.
 func (a *applier) mss() error {
 	want := mss.Clamps(a.node)
+	if a.clamps != nil {
+		want = *a.clamps
+	}
 	cur, err := mss.Current(a.ctx, a.ns)
 	if err != nil {
 		return fmt.Errorf("read mss clamp: %w", err)

@@ -45,15 +45,19 @@ type Clamp struct {
 // set) and, for a 5-tuple chain, the rules that steer into them: one
 // clamp per rule (source, destination, ports) or, for a destination
 // chain, per route. Sorted, so equal nodes give equal clamps.
-func Clamps(n state.Node) []Clamp {
+func Clamps(n state.Node) []Clamp { return ClampsOf(n.Routes, n.Rules) }
+
+// ClampsOf is Clamps of a node's routes and rules (a node joined from
+// parts need not be built for it).
+func ClampsOf(routes []state.Route, ruleList []state.Rule) []Clamp {
 	rules := map[string][]state.Rule{}
-	for _, r := range n.Rules {
+	for _, r := range ruleList {
 		if r.Chain != "" {
 			rules[r.Chain] = append(rules[r.Chain], r)
 		}
 	}
 	var out []Clamp
-	for _, r := range n.Routes {
+	for _, r := range routes {
 		if r.MSS == 0 || r.Encap == nil || r.Chain == "" {
 			continue
 		}
