@@ -71,6 +71,7 @@ struct ing_dec {
 	int v6;
 	__u32 ifindex; /* where it came in */
 	__u32 mark;
+	__u32 tag; /* the chain set's (ing_config.hash), for ing_routes */
 	__u8 tos; /* an IPv4 packet's */
 };
 
@@ -213,13 +214,19 @@ static __always_inline int ing_ip6_ok(const struct pkt *p, __u32 have, __u32 *l3
  * the kernel path clamps; a local, broadcast
  * or martian source or destination, a more specific plain route, no
  * route, forwarding disabled, an asymmetric source) is left to the
- * kernel, which decides exactly as without the program. A subprogram:
- * inlined, its branches multiply the verifier's states of the caller.
+ * kernel, which decides exactly as without the program. The answer is
+ * cached per flow (ing_routes, lib/ingress.h): a FIB lookup walks every
+ * ip rule before the one that matches, one per 5-tuple chain. A
+ * subprogram: inlined, its branches multiply the verifier's states of
+ * the caller.
  */
 static __attribute__((noinline)) int ing_kernel_steers(void *ctx, const struct ing_dec *d, const struct fw_view *v,
 							struct bpf_fib_lookup *f)
 {
-	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, proto, sp, dp;
+	__u32 flags = BPF_FIB_LOOKUP_SKIP_NEIGH, proto, sp, dp, zero = 0, steers;
+	struct ing_route_key *k;
+	struct ing_route *rt, nr = {};
+	__u64 now;
 	long rc;
 
 	proto = v->val[FW_F_PROTO - FW_NADDR];
@@ -229,6 +236,25 @@ static __attribute__((noinline)) int ing_kernel_steers(void *ctx, const struct i
 		proto = 0;
 	if (sp > 65535 || dp > 65535)
 		sp = dp = 0; /* no ports: the flow dissector leaves them 0 */
+	k = bpf_map_lookup_elem(&ing_route_scratch, &zero);
+	if (!k)
+		return 0;
+	__builtin_memset(k, 0, sizeof(*k));
+	ipv6_addr_copy(&k->src, &v->addr[FW_F_SRC]);
+	ipv6_addr_copy(&k->dst, &v->addr[FW_F_DST]);
+	k->ifindex = d->ifindex;
+	k->mark = d->mark;
+	k->sport = sp;
+	k->dport = dp;
+	k->proto = proto;
+	k->v6 = d->v6;
+	k->tos = d->tos;
+	k->flowinfo = d->v6 ? d->first & bpf_htonl(0x0fffffff) : 0;
+	now = bpf_ktime_get_ns();
+	rt = bpf_map_lookup_elem(&ing_routes, k);
+	if (rt && rt->tag == d->tag && now < rt->expires)
+		return rt->steers;
+
 	__builtin_memset(f, 0, sizeof(*f));
 	if (d->mark) {
 		*(__u32 *)f->smac = d->mark; /* union member "mark" (6.10+) */
@@ -240,35 +266,43 @@ static __attribute__((noinline)) int ing_kernel_steers(void *ctx, const struct i
 	f->dport = bpf_htons(dp);
 	if (d->v6) {
 		f->family = AF_INET6;
-		f->flowinfo = d->first & bpf_htonl(0x0fffffff);
-		ipv6_addr_copy((struct in6_addr *)f->ipv6_src, &v->addr[FW_F_SRC]);
-		ipv6_addr_copy((struct in6_addr *)f->ipv6_dst, &v->addr[FW_F_DST]);
+		f->flowinfo = k->flowinfo;
+		ipv6_addr_copy((struct in6_addr *)f->ipv6_src, &k->src);
+		ipv6_addr_copy((struct in6_addr *)f->ipv6_dst, &k->dst);
 		rc = bpf_fib_lookup(ctx, f, sizeof(*f), flags);
-		return rc == BPF_FIB_LKUP_RET_UNSUPP_LWT;
+		steers = rc == BPF_FIB_LKUP_RET_UNSUPP_LWT;
+		goto out;
 	}
 	/* IPv4 addresses are IPv4-mapped in the view (fw_addr_v4). */
 	f->family = AF_INET;
 	f->tos = d->tos;
-	f->ipv4_src = v->addr[FW_F_SRC].in6_u.u6_addr32[3];
-	f->ipv4_dst = v->addr[FW_F_DST].in6_u.u6_addr32[3];
+	f->ipv4_src = k->src.in6_u.u6_addr32[3];
+	f->ipv4_dst = k->dst.in6_u.u6_addr32[3];
 	rc = bpf_fib_lookup(ctx, f, sizeof(*f), flags);
+	steers = 0;
 	if (rc != BPF_FIB_LKUP_RET_UNSUPP_LWT)
-		return 0;
+		goto out;
 	__builtin_memset(f, 0, sizeof(*f));
 	if (d->mark)
 		*(__u32 *)f->smac = d->mark;
 	f->family = AF_INET;
 	f->tos = d->tos;
-	f->ipv4_src = v->addr[FW_F_DST].in6_u.u6_addr32[3];
-	f->ipv4_dst = v->addr[FW_F_SRC].in6_u.u6_addr32[3];
+	f->ipv4_src = k->dst.in6_u.u6_addr32[3];
+	f->ipv4_dst = k->src.in6_u.u6_addr32[3];
 	f->ifindex = d->ifindex;
 	f->l4_protocol = proto;
 	f->sport = bpf_htons(dp);
 	f->dport = bpf_htons(sp);
 	rc = bpf_fib_lookup(ctx, f, sizeof(*f), flags);
-	if (rc == BPF_FIB_LKUP_RET_UNSUPP_LWT)
-		return 1; /* unicast, through an encap route: the kernel has no device to compare */
-	return (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) && f->ifindex == d->ifindex;
+	/* UNSUPP_LWT: unicast, through an encap route (no device to compare). */
+	steers = rc == BPF_FIB_LKUP_RET_UNSUPP_LWT ||
+		 ((rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH) && f->ifindex == d->ifindex);
+out:
+	nr.steers = steers;
+	nr.tag = d->tag;
+	nr.expires = now + ING_ROUTE_TTL_NS;
+	bpf_map_update_elem(&ing_routes, k, &nr, BPF_ANY);
+	return steers;
 }
 
 /* ing_syn reports a TCP SYN (SYN-ACK too): it takes the kernel's path,
@@ -374,6 +408,7 @@ static __always_inline int ing_classify(void *ctx, struct pkt *p, __u16 proto, _
 	}
 	d->ifindex = ifindex;
 	d->mark = mark;
+	d->tag = *(__u32 *)d->cfg->hash;
 	if (ing_syn(p, d, vp) || !ing_kernel_steers(ctx, d, vp, fib)) {
 		ing_outcome(ING_OUT_KERNEL);
 		return ING_KERNEL;

@@ -152,6 +152,53 @@ static __always_inline void ing_flow_touch(struct ing_flow *f)
 		f->last = now;
 }
 
+/* The kernel's routing decision for a flow (ing_kernel_steers in
+ * ingress.c), cached so that the fast path pays one hash lookup, not a
+ * FIB lookup through every ip rule of the node (5-tuple chains add one
+ * rule each): per input interface, mark, addresses, protocol, ports and
+ * TOS, for ING_ROUTE_TTL_NS and the chain set it was made with (the
+ * first word of ing_config.hash). A route the operator changes is
+ * honoured within that time.
+ */
+#define ING_ROUTE_TTL_NS 1000000000ULL
+#define ING_MAX_ROUTES 65536
+
+struct ing_route_key {
+	struct in6_addr src; /* IPv4: the address in the last word */
+	struct in6_addr dst;
+	__u32 ifindex;
+	__u32 mark;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 tos;   /* IPv4 TOS */
+	__u8 v6;
+	__u8 pad;
+	__be32 flowinfo; /* IPv6 traffic class + flow label */
+	__u32 pad2;
+};
+
+struct ing_route {
+	__u32 steers; /* 1: the kernel sends it into a chain's seg6 route */
+	__u32 tag;    /* ing_config.hash's first word when made */
+	__u64 expires;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ING_MAX_ROUTES);
+	__type(key, struct ing_route_key);
+	__type(value, struct ing_route);
+} ing_routes SEC(".maps");
+
+/* The key being built (per CPU): off the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ing_route_key);
+} ing_route_scratch SEC(".maps");
+
 /* Node-wide settings, written by the loader. */
 struct ing_config {
 	struct in6_addr tunsrc; /* outer source (ip sr tunsrc) */

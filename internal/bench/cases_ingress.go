@@ -93,6 +93,21 @@ func srchainIngressWith(d *DUT, chains []state.IngressChain, xdp bool, opotMaps 
 	if err != nil {
 		return err
 	}
+	// The kernel's policy beside the program, as the compiler emits it
+	// for `ingress: ebpf`: the path for what the fast path leaves to the
+	// kernel, and what its routing check finds (docs/datapath.md).
+	batch := map[string]*strings.Builder{"-4": {}, "-6": {}}
+	for _, args := range ingress.KernelPolicy(chains, ifDUTOut) {
+		fmt.Fprintln(batch[args[0]], strings.Join(args[1:], " "))
+	}
+	for _, fam := range []string{"-6", "-4"} {
+		if batch[fam].Len() == 0 {
+			continue
+		}
+		if err := d.stdin(context.Background(), batch[fam].String(), "ip", fam, "-batch", "-"); err != nil {
+			return err
+		}
+	}
 	cfg := ingress.Config{Chains: chains}
 	ing, err := ingress.Load(ingress.Options{XDP: xdp, Capacity: ingress.CapacityFor(len(chains)), OPoT: opotMaps})
 	if err != nil {

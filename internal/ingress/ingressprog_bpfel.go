@@ -161,6 +161,41 @@ type ingressProgIngPolicy struct {
 	}
 }
 
+type ingressProgIngRoute struct {
+	_       structs.HostLayout
+	Steers  uint32
+	Tag     uint32
+	Expires uint64
+}
+
+type ingressProgIngRouteKey struct {
+	_   structs.HostLayout
+	Src struct {
+		_    structs.HostLayout
+		In6U struct {
+			_       structs.HostLayout
+			U6Addr8 [16]uint8
+		}
+	}
+	Dst struct {
+		_    structs.HostLayout
+		In6U struct {
+			_       structs.HostLayout
+			U6Addr8 [16]uint8
+		}
+	}
+	Ifindex  uint32
+	Mark     uint32
+	Sport    uint16
+	Dport    uint16
+	Proto    uint8
+	Tos      uint8
+	V6       uint8
+	Pad      uint8
+	Flowinfo uint32
+	Pad2     uint32
+}
+
 type ingressProgOpotChain struct {
 	_       structs.HostLayout
 	Profile uint32
@@ -247,6 +282,8 @@ const (
 	ingressProgMapIngOutcomes        = "ing_outcomes"
 	ingressProgMapIngPolicies        = "ing_policies"
 	ingressProgMapIngReports         = "ing_reports"
+	ingressProgMapIngRouteScratch    = "ing_route_scratch"
+	ingressProgMapIngRoutes          = "ing_routes"
 	ingressProgMapIngVariants        = "ing_variants"
 	ingressProgMapOpotChainCache     = "opot_chain_cache"
 	ingressProgMapOpotChainGen       = "opot_chain_gen"
@@ -315,41 +352,43 @@ type ingressProgProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ingressProgMapSpecs struct {
-	DropCounters   *ebpf.MapSpec `ebpf:"drop_counters"`
-	FibCounters    *ebpf.MapSpec `ebpf:"fib_counters"`
-	FwArgs         *ebpf.MapSpec `ebpf:"fw_args"`
-	FwBitmaps      *ebpf.MapSpec `ebpf:"fw_bitmaps"`
-	FwCfg          *ebpf.MapSpec `ebpf:"fw_cfg"`
-	FwFdef         *ebpf.MapSpec `ebpf:"fw_fdef"`
-	FwGen          *ebpf.MapSpec `ebpf:"fw_gen"`
-	FwIcmpBucket   *ebpf.MapSpec `ebpf:"fw_icmp_bucket"`
-	FwIdx          *ebpf.MapSpec `ebpf:"fw_idx"`
-	FwLpm          *ebpf.MapSpec `ebpf:"fw_lpm"`
-	FwRuleCounters *ebpf.MapSpec `ebpf:"fw_rule_counters"`
-	FwRules        *ebpf.MapSpec `ebpf:"fw_rules"`
-	FwScratch      *ebpf.MapSpec `ebpf:"fw_scratch"`
-	IngConfigMap   *ebpf.MapSpec `ebpf:"ing_config_map"`
-	IngCounters    *ebpf.MapSpec `ebpf:"ing_counters"`
-	IngFlows       *ebpf.MapSpec `ebpf:"ing_flows"`
-	IngKeyScratch  *ebpf.MapSpec `ebpf:"ing_key_scratch"`
-	IngMacs        *ebpf.MapSpec `ebpf:"ing_macs"`
-	IngOutcomes    *ebpf.MapSpec `ebpf:"ing_outcomes"`
-	IngPolicies    *ebpf.MapSpec `ebpf:"ing_policies"`
-	IngReports     *ebpf.MapSpec `ebpf:"ing_reports"`
-	IngVariants    *ebpf.MapSpec `ebpf:"ing_variants"`
-	OpotChainCache *ebpf.MapSpec `ebpf:"opot_chain_cache"`
-	OpotChainGen   *ebpf.MapSpec `ebpf:"opot_chain_gen"`
-	OpotChains     *ebpf.MapSpec `ebpf:"opot_chains"`
-	OpotEvents     *ebpf.MapSpec `ebpf:"opot_events"`
-	OpotNodeParams *ebpf.MapSpec `ebpf:"opot_node_params"`
-	OpotSeqs       *ebpf.MapSpec `ebpf:"opot_seqs"`
-	OpotStats      *ebpf.MapSpec `ebpf:"opot_stats"`
-	OpotWindows    *ebpf.MapSpec `ebpf:"opot_windows"`
-	PipeConfig     *ebpf.MapSpec `ebpf:"pipe_config"`
-	PipeProgs0     *ebpf.MapSpec `ebpf:"pipe_progs0"`
-	PipeProgs1     *ebpf.MapSpec `ebpf:"pipe_progs1"`
-	PipeStats      *ebpf.MapSpec `ebpf:"pipe_stats"`
-	SidCounters    *ebpf.MapSpec `ebpf:"sid_counters"`
+	DropCounters    *ebpf.MapSpec `ebpf:"drop_counters"`
+	FibCounters     *ebpf.MapSpec `ebpf:"fib_counters"`
+	FwArgs          *ebpf.MapSpec `ebpf:"fw_args"`
+	FwBitmaps       *ebpf.MapSpec `ebpf:"fw_bitmaps"`
+	FwCfg           *ebpf.MapSpec `ebpf:"fw_cfg"`
+	FwFdef          *ebpf.MapSpec `ebpf:"fw_fdef"`
+	FwGen           *ebpf.MapSpec `ebpf:"fw_gen"`
+	FwIcmpBucket    *ebpf.MapSpec `ebpf:"fw_icmp_bucket"`
+	FwIdx           *ebpf.MapSpec `ebpf:"fw_idx"`
+	FwLpm           *ebpf.MapSpec `ebpf:"fw_lpm"`
+	FwRuleCounters  *ebpf.MapSpec `ebpf:"fw_rule_counters"`
+	FwRules         *ebpf.MapSpec `ebpf:"fw_rules"`
+	FwScratch       *ebpf.MapSpec `ebpf:"fw_scratch"`
+	IngConfigMap    *ebpf.MapSpec `ebpf:"ing_config_map"`
+	IngCounters     *ebpf.MapSpec `ebpf:"ing_counters"`
+	IngFlows        *ebpf.MapSpec `ebpf:"ing_flows"`
+	IngKeyScratch   *ebpf.MapSpec `ebpf:"ing_key_scratch"`
+	IngMacs         *ebpf.MapSpec `ebpf:"ing_macs"`
+	IngOutcomes     *ebpf.MapSpec `ebpf:"ing_outcomes"`
+	IngPolicies     *ebpf.MapSpec `ebpf:"ing_policies"`
+	IngReports      *ebpf.MapSpec `ebpf:"ing_reports"`
+	IngRouteScratch *ebpf.MapSpec `ebpf:"ing_route_scratch"`
+	IngRoutes       *ebpf.MapSpec `ebpf:"ing_routes"`
+	IngVariants     *ebpf.MapSpec `ebpf:"ing_variants"`
+	OpotChainCache  *ebpf.MapSpec `ebpf:"opot_chain_cache"`
+	OpotChainGen    *ebpf.MapSpec `ebpf:"opot_chain_gen"`
+	OpotChains      *ebpf.MapSpec `ebpf:"opot_chains"`
+	OpotEvents      *ebpf.MapSpec `ebpf:"opot_events"`
+	OpotNodeParams  *ebpf.MapSpec `ebpf:"opot_node_params"`
+	OpotSeqs        *ebpf.MapSpec `ebpf:"opot_seqs"`
+	OpotStats       *ebpf.MapSpec `ebpf:"opot_stats"`
+	OpotWindows     *ebpf.MapSpec `ebpf:"opot_windows"`
+	PipeConfig      *ebpf.MapSpec `ebpf:"pipe_config"`
+	PipeProgs0      *ebpf.MapSpec `ebpf:"pipe_progs0"`
+	PipeProgs1      *ebpf.MapSpec `ebpf:"pipe_progs1"`
+	PipeStats       *ebpf.MapSpec `ebpf:"pipe_stats"`
+	SidCounters     *ebpf.MapSpec `ebpf:"sid_counters"`
 }
 
 // ingressProgVariableSpecs contains global variables before they are loaded into the kernel.
@@ -378,41 +417,43 @@ func (o *ingressProgObjects) Close() error {
 //
 // It can be passed to loadIngressProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ingressProgMaps struct {
-	DropCounters   *ebpf.Map `ebpf:"drop_counters"`
-	FibCounters    *ebpf.Map `ebpf:"fib_counters"`
-	FwArgs         *ebpf.Map `ebpf:"fw_args"`
-	FwBitmaps      *ebpf.Map `ebpf:"fw_bitmaps"`
-	FwCfg          *ebpf.Map `ebpf:"fw_cfg"`
-	FwFdef         *ebpf.Map `ebpf:"fw_fdef"`
-	FwGen          *ebpf.Map `ebpf:"fw_gen"`
-	FwIcmpBucket   *ebpf.Map `ebpf:"fw_icmp_bucket"`
-	FwIdx          *ebpf.Map `ebpf:"fw_idx"`
-	FwLpm          *ebpf.Map `ebpf:"fw_lpm"`
-	FwRuleCounters *ebpf.Map `ebpf:"fw_rule_counters"`
-	FwRules        *ebpf.Map `ebpf:"fw_rules"`
-	FwScratch      *ebpf.Map `ebpf:"fw_scratch"`
-	IngConfigMap   *ebpf.Map `ebpf:"ing_config_map"`
-	IngCounters    *ebpf.Map `ebpf:"ing_counters"`
-	IngFlows       *ebpf.Map `ebpf:"ing_flows"`
-	IngKeyScratch  *ebpf.Map `ebpf:"ing_key_scratch"`
-	IngMacs        *ebpf.Map `ebpf:"ing_macs"`
-	IngOutcomes    *ebpf.Map `ebpf:"ing_outcomes"`
-	IngPolicies    *ebpf.Map `ebpf:"ing_policies"`
-	IngReports     *ebpf.Map `ebpf:"ing_reports"`
-	IngVariants    *ebpf.Map `ebpf:"ing_variants"`
-	OpotChainCache *ebpf.Map `ebpf:"opot_chain_cache"`
-	OpotChainGen   *ebpf.Map `ebpf:"opot_chain_gen"`
-	OpotChains     *ebpf.Map `ebpf:"opot_chains"`
-	OpotEvents     *ebpf.Map `ebpf:"opot_events"`
-	OpotNodeParams *ebpf.Map `ebpf:"opot_node_params"`
-	OpotSeqs       *ebpf.Map `ebpf:"opot_seqs"`
-	OpotStats      *ebpf.Map `ebpf:"opot_stats"`
-	OpotWindows    *ebpf.Map `ebpf:"opot_windows"`
-	PipeConfig     *ebpf.Map `ebpf:"pipe_config"`
-	PipeProgs0     *ebpf.Map `ebpf:"pipe_progs0"`
-	PipeProgs1     *ebpf.Map `ebpf:"pipe_progs1"`
-	PipeStats      *ebpf.Map `ebpf:"pipe_stats"`
-	SidCounters    *ebpf.Map `ebpf:"sid_counters"`
+	DropCounters    *ebpf.Map `ebpf:"drop_counters"`
+	FibCounters     *ebpf.Map `ebpf:"fib_counters"`
+	FwArgs          *ebpf.Map `ebpf:"fw_args"`
+	FwBitmaps       *ebpf.Map `ebpf:"fw_bitmaps"`
+	FwCfg           *ebpf.Map `ebpf:"fw_cfg"`
+	FwFdef          *ebpf.Map `ebpf:"fw_fdef"`
+	FwGen           *ebpf.Map `ebpf:"fw_gen"`
+	FwIcmpBucket    *ebpf.Map `ebpf:"fw_icmp_bucket"`
+	FwIdx           *ebpf.Map `ebpf:"fw_idx"`
+	FwLpm           *ebpf.Map `ebpf:"fw_lpm"`
+	FwRuleCounters  *ebpf.Map `ebpf:"fw_rule_counters"`
+	FwRules         *ebpf.Map `ebpf:"fw_rules"`
+	FwScratch       *ebpf.Map `ebpf:"fw_scratch"`
+	IngConfigMap    *ebpf.Map `ebpf:"ing_config_map"`
+	IngCounters     *ebpf.Map `ebpf:"ing_counters"`
+	IngFlows        *ebpf.Map `ebpf:"ing_flows"`
+	IngKeyScratch   *ebpf.Map `ebpf:"ing_key_scratch"`
+	IngMacs         *ebpf.Map `ebpf:"ing_macs"`
+	IngOutcomes     *ebpf.Map `ebpf:"ing_outcomes"`
+	IngPolicies     *ebpf.Map `ebpf:"ing_policies"`
+	IngReports      *ebpf.Map `ebpf:"ing_reports"`
+	IngRouteScratch *ebpf.Map `ebpf:"ing_route_scratch"`
+	IngRoutes       *ebpf.Map `ebpf:"ing_routes"`
+	IngVariants     *ebpf.Map `ebpf:"ing_variants"`
+	OpotChainCache  *ebpf.Map `ebpf:"opot_chain_cache"`
+	OpotChainGen    *ebpf.Map `ebpf:"opot_chain_gen"`
+	OpotChains      *ebpf.Map `ebpf:"opot_chains"`
+	OpotEvents      *ebpf.Map `ebpf:"opot_events"`
+	OpotNodeParams  *ebpf.Map `ebpf:"opot_node_params"`
+	OpotSeqs        *ebpf.Map `ebpf:"opot_seqs"`
+	OpotStats       *ebpf.Map `ebpf:"opot_stats"`
+	OpotWindows     *ebpf.Map `ebpf:"opot_windows"`
+	PipeConfig      *ebpf.Map `ebpf:"pipe_config"`
+	PipeProgs0      *ebpf.Map `ebpf:"pipe_progs0"`
+	PipeProgs1      *ebpf.Map `ebpf:"pipe_progs1"`
+	PipeStats       *ebpf.Map `ebpf:"pipe_stats"`
+	SidCounters     *ebpf.Map `ebpf:"sid_counters"`
 }
 
 func (m *ingressProgMaps) Close() error {
@@ -438,6 +479,8 @@ func (m *ingressProgMaps) Close() error {
 		m.IngOutcomes,
 		m.IngPolicies,
 		m.IngReports,
+		m.IngRouteScratch,
+		m.IngRoutes,
 		m.IngVariants,
 		m.OpotChainCache,
 		m.OpotChainGen,
