@@ -671,7 +671,7 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 	struct ipv6hdr *ip6;
 	struct ethhdr *eth;
 	struct ing_dec d = {};
-	__u32 have, r, ifindex = ctx->ingress_ifindex;
+	__u32 have, r, ifindex = ctx->ingress_ifindex, slot;
 	struct ing_mac *mac;
 	long rc;
 
@@ -681,8 +681,9 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 		return pipe_next(ctx, PIPE_INGRESS);
 	if (eth->h_dest[0] & 1)
 		return pipe_ret(PIPE_INGRESS, XDP_PASS); /* multicast / broadcast frame: tc decides */
-	mac = bpf_map_lookup_elem(&ing_macs, &ifindex);
-	if (!mac || *(__u32 *)mac->addr != *(__u32 *)eth->h_dest ||
+	slot = ifindex & (ING_MAC_SLOTS - 1);
+	mac = bpf_map_lookup_elem(&ing_macs, &slot);
+	if (!mac || mac->ifindex != ifindex || *(__u32 *)mac->addr != *(__u32 *)eth->h_dest ||
 	    *(__u16 *)&mac->addr[4] != *(__u16 *)&eth->h_dest[4]) {
 		ing_outcome(ING_OUT_NOT_OURS); /* another host's frame (or MAC unknown): tc decides */
 		return pipe_ret(PIPE_INGRESS, XDP_PASS);

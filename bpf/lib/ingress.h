@@ -214,20 +214,25 @@ struct {
 	__type(value, struct ing_config);
 } ing_config_map SEC(".maps");
 
-/* The MAC address of every interface the XDP program is attached to
- * (key: ifindex), written by the loader: XDP sees frames before the
- * stack sets skb->pkt_type, and a unicast frame to another host's MAC
- * is not the router's to forward (the kernel drops it as
- * PACKET_OTHERHOST).
+/* The MAC address of every interface the XDP program is attached to,
+ * written by the loader: XDP sees frames before the stack sets
+ * skb->pkt_type, and a unicast frame to another host's MAC is not the
+ * router's to forward (the kernel drops it as PACKET_OTHERHOST). An
+ * array (the verifier inlines its lookup) indexed by ifindex modulo
+ * ING_MAC_SLOTS; the entry names its ifindex, so a collision only sends
+ * frames the slow way (to tc).
  */
+#define ING_MAC_SLOTS 4096
+
 struct ing_mac {
 	__u8 addr[6];
 	__u16 pad;
+	__u32 ifindex;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ING_MAC_SLOTS);
 	__type(key, __u32);
 	__type(value, struct ing_mac);
 } ing_macs SEC(".maps");

@@ -137,9 +137,10 @@ type ingressProgIngFlowKey struct {
 }
 
 type ingressProgIngMac struct {
-	_    structs.HostLayout
-	Addr [6]uint8
-	Pad  uint16
+	_       structs.HostLayout
+	Addr    [6]uint8
+	Pad     uint16
+	Ifindex uint32
 }
 
 type ingressProgIngPolicy struct {

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -373,6 +374,9 @@ func (in *Ingress) AttachXDP(ifindex int, pin string) (link.Link, error) {
 	return l, nil
 }
 
+// macSlots is ING_MAC_SLOTS (bpf/lib/ingress.h).
+const macSlots = 4096
+
 // RecordMAC writes ifindex's Ethernet address (in the current network
 // namespace) into ing_macs: XDP runs before the stack sets
 // skb->pkt_type, and the program leaves other hosts' frames to tc.
@@ -381,11 +385,14 @@ func (in *Ingress) RecordMAC(ifindex int) error {
 	if err != nil {
 		return fmt.Errorf("record mac: %w", err)
 	}
-	var mac [8]byte
+	// struct ing_mac: the address, 2 bytes of padding, the ifindex the
+	// slot holds (slots are ifindex modulo macSlots).
+	var mac [12]byte
 	if copy(mac[:6], iface.HardwareAddr) != 6 {
 		return fmt.Errorf("record mac: interface %s has no Ethernet address: %w", iface.Name, ErrInvalid)
 	}
-	if err := in.objs.IngMacs.Put(uint32(ifindex), mac); err != nil {
+	binary.NativeEndian.PutUint32(mac[8:], uint32(ifindex))
+	if err := in.objs.IngMacs.Put(uint32(ifindex)%macSlots, mac); err != nil {
 		return fmt.Errorf("record mac of %s: %w", iface.Name, err)
 	}
 	return nil
