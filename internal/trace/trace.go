@@ -70,6 +70,9 @@ type Event struct {
 	Nested []Layer
 	// Err is a decode error (the frame is kept, with what could be read).
 	Err error
+	// Frame is the captured bytes (at most SnapLen, from the Ethernet
+	// header on; Len is the length on the wire), for pcap files.
+	Frame []byte
 	// Inferred marks an event no capture saw, deduced from the frames
 	// of the neighbours (a node whose XDP program forwards frames past
 	// every packet socket; internal/lab throughXDP).
@@ -271,7 +274,7 @@ func (c *Capture) read(node string, r *ring, names map[int]string) {
 			continue // loopback or an interface made after Start
 		}
 		ev := Decode(f.data)
-		ev.Node, ev.Interface, ev.Len, ev.Time = node, ifname, f.wireLen, f.ts
+		ev.Node, ev.Interface, ev.Len, ev.Time, ev.Frame = node, ifname, f.wireLen, f.ts, f.data
 		ev.Dir = In
 		if f.pkttype == unix.PACKET_OUTGOING {
 			ev.Dir = Out

@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/srchain/srchain/internal/lab"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/testutil"
 )
 
 // TestLabCLIMessages: `lab status` says "no labs", `lab exec` passes CMD's
@@ -48,6 +51,33 @@ func TestLabCLIMessages(t *testing.T) {
 		if err != nil || !strings.Contains(out, "10.0.1.1/24") {
 			t.Errorf("lab exec %s h1 %s: %v\n%s%s", name, strings.Join(args, " "), err, out, errOut)
 		}
+	}
+	// lab trace -w: a pcapng file tcpdump reads, with the frames every
+	// node saw (a ping from h1 through the chain while it runs).
+	pcap := filepath.Join(dir, "trace.pcapng")
+	done := make(chan error, 1)
+	go func() {
+		_, errOut, err := cli("lab", "trace", "--state-dir", dir, "--duration", "3s", "-w", pcap, name)
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, errOut)
+		}
+		done <- err
+	}()
+	time.Sleep(time.Second) // the rings open
+	if out, errOut, err := cli("lab", "exec", "--state-dir", dir, name, "h1", "ping", "-c", "2", "-i", "0.2", "10.0.4.2"); err != nil {
+		t.Errorf("ping through the chain: %v\n%s%s", err, out, errOut)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("lab trace -w: %v", err)
+	}
+	testutil.RequireTool(t, "tcpdump")
+	dump, err := exec.CommandContext(ctx, "tcpdump", "-nn", "-r", pcap).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tcpdump -r %s: %v\n%s", pcap, err, dump)
+	}
+	// Each echo is seen by 5 nodes, in and out: well over 2 frames.
+	if n := strings.Count(string(dump), "ICMP echo request"); n < 8 {
+		t.Errorf("the pcapng file holds %d echo requests, want the 2 pings seen on every hop:\n%s", n, dump)
 	}
 	if out, errOut, err := cli("lab", "down", "--state-dir", dir, name); err != nil || !strings.Contains(out, "down") {
 		t.Errorf("lab down: %v\n%s%s", err, out, errOut)
