@@ -149,6 +149,8 @@ func TestDebPackage(t *testing.T) {
 	}
 	checkConfigsLoad(t, root, bin)
 	checkUnits(t, root)
+	checkMaintainerScripts(t, ctrl)
+	t.Run("dpkg", func(t *testing.T) { checkDpkgLifecycle(t, deb) })
 	if d := time.Since(start); d > 60*time.Second {
 		t.Logf("took %v: over the 60 s budget (a cold Go build cache? the -trimpath static build compiles everything once)", d)
 	}
@@ -344,4 +346,77 @@ func parseUnit(text string) (map[string]map[string][]string, error) {
 		}
 	}
 	return u, nil
+}
+
+// checkMaintainerScripts: the scripts parse as POSIX sh (dpkg runs them
+// with /bin/sh) and are executable.
+func checkMaintainerScripts(t *testing.T, ctrl string) {
+	t.Helper()
+	for _, name := range []string{"postinst", "prerm", "postrm"} {
+		p := filepath.Join(ctrl, name)
+		st, err := os.Stat(p)
+		if err != nil || st.Mode()&0o111 == 0 {
+			t.Errorf("%s: missing or not executable: %v", name, err)
+			continue
+		}
+		if out, err := exec.Command("sh", "-n", p).CombinedOutput(); err != nil {
+			t.Errorf("sh -n %s: %v %s", name, err, out)
+		}
+	}
+}
+
+// checkDpkgLifecycle installs the package with dpkg into an empty root
+// (--root, scripts run chrootless, which the scripts honour through
+// DPKG_ROOT by leaving the host's systemd alone), then does what an
+// operator does: edits a conffile, reinstalls (the edit stays, with no
+// prompt), removes (binary gone, conffiles kept), purges (conffiles gone).
+func checkDpkgLifecycle(t *testing.T, deb string) {
+	dpkg := testutil.RequireTool(t, "dpkg")
+	root := t.TempDir()
+	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "var/lib/dpkg/status"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// --force-depends: the empty root has no iproute2.
+	base := []string{"--root=" + root, "--force-script-chrootless", "--force-not-root", "--force-depends", "--log=/dev/null"}
+	dp := func(args ...string) string {
+		return run(t, root, dpkg, append(append([]string{}, base...), args...)...)
+	}
+	exists := func(p string) bool { _, err := os.Stat(filepath.Join(root, p)); return err == nil }
+
+	dp("-i", deb)
+	if st := dp("-s", "srchain"); !strings.Contains(st, "Status: install ok installed") {
+		t.Fatalf("dpkg -s after install: %q", st)
+	}
+	if !exists("usr/bin/srchain") || !exists("etc/srchain/agent.yaml") || !exists("lib/systemd/system/srchain-agent.service") {
+		t.Fatal("install left files out")
+	}
+	agentConf := filepath.Join(root, "etc/srchain/agent.yaml")
+	shipped, err := os.ReadFile(agentConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := append(append([]byte{}, shipped...), "node: r9\n"...)
+	if err := os.WriteFile(agentConf, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dp("-i", deb) // an upgrade to the same version
+	if b, _ := os.ReadFile(agentConf); !bytes.Equal(b, edited) {
+		t.Errorf("reinstall changed the operator's agent.yaml: %q", b)
+	}
+	dp("-r", "srchain")
+	if exists("usr/bin/srchain") || exists("lib/systemd/system/srchain-agent.service") {
+		t.Error("remove left the binary or a unit")
+	}
+	if b, _ := os.ReadFile(agentConf); !bytes.Equal(b, edited) {
+		t.Errorf("remove lost the operator's agent.yaml: %q", b)
+	}
+	dp("-P", "srchain")
+	if exists("etc/srchain/agent.yaml") || exists("etc/srchain/serve.yaml") {
+		t.Error("purge left the conffiles")
+	}
 }
