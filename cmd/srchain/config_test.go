@@ -257,3 +257,18 @@ func configDefault(def, typ string) string {
 	}
 	return def
 }
+
+// FuzzApplyConfig: no input panics, and every error names the file (an
+// operator must know which file to fix).
+func FuzzApplyConfig(f *testing.F) {
+	for _, s := range []string{"", "node: r1\n", "etcd-endpoints: [a, b]\nlease-ttl: 1s\n", "a: &x 1\nb: *x\n",
+		"node: [r1\n", "- 1\n", "node: {a: 1}\n", "? [a]\n: 1\n", "node: !!binary aGk=\n", "<<: {node: r1}\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		cmd, _ := configProbe()
+		if err := applyConfig(cmd.Flags(), "/etc/srchain/f.yaml", []byte(data)); err != nil && !strings.Contains(err.Error(), "/etc/srchain/f.yaml") {
+			t.Errorf("error %q does not name the file", err)
+		}
+	})
+}
