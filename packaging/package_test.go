@@ -3,9 +3,11 @@ package packaging
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +152,7 @@ func TestDebPackage(t *testing.T) {
 	checkConfigsLoad(t, root, bin)
 	checkUnits(t, root)
 	checkMaintainerScripts(t, ctrl)
+	checkDocs(t, root)
 	t.Run("dpkg", func(t *testing.T) { checkDpkgLifecycle(t, deb) })
 	if d := time.Since(start); d > 60*time.Second {
 		t.Logf("took %v: over the 60 s budget (a cold Go build cache? the -trimpath static build compiles everything once)", d)
@@ -418,5 +421,39 @@ func checkDpkgLifecycle(t *testing.T, deb string) {
 	dp("-P", "srchain")
 	if exists("etc/srchain/agent.yaml") || exists("etc/srchain/serve.yaml") {
 		t.Error("purge left the conffiles")
+	}
+}
+
+// checkDocs: the man pages are gzip'd roff of the installed version, and
+// the bash completion is valid bash that defines its completion function.
+func checkDocs(t *testing.T, root string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root, "usr/share/man/man1/srchain-agent.1.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("srchain-agent.1.gz: %v", err)
+	}
+	page, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("srchain-agent.1.gz: %v", err)
+	}
+	for _, want := range []string{`.TH "SRCHAIN" "1"`, `\fB--node\fP`, `\fB--config\fP`, `\fB--log-format\fP`} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("srchain-agent.1 lacks %q", want)
+		}
+	}
+	comp := filepath.Join(root, "usr/share/bash-completion/completions/srchain")
+	if out, err := exec.Command("bash", "-n", comp).CombinedOutput(); err != nil {
+		t.Errorf("bash -n %s: %v %s", comp, err, out)
+	}
+	if b, _ := os.ReadFile(comp); !bytes.Contains(b, []byte("complete -o default -F __start_srchain srchain")) {
+		t.Errorf("bash completion does not register for srchain")
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "usr/share/zsh/vendor-completions/_srchain")); !bytes.HasPrefix(b, []byte("#compdef srchain")) {
+		t.Errorf("zsh completion lacks #compdef srchain")
 	}
 }

@@ -21,6 +21,11 @@ func versionString() string {
 	}
 	rev, dirty := "", ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
+		// `go install github.com/srchain/srchain/cmd/srchain@v1.2.0`
+		// stamps no VCS settings but the module's version.
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			rev = v
+		}
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
