@@ -457,3 +457,25 @@ func checkDocs(t *testing.T, root string) {
 		t.Errorf("zsh completion lacks #compdef srchain")
 	}
 }
+
+// TestDistBinary: `make dist`'s binary (scripts/deb.sh --bin-only) is the
+// static one with the git describe version, VERSION=... overriding it.
+func TestDistBinary(t *testing.T) {
+	testutil.RequireTool(t, "git")
+	testutil.RequireTool(t, "go")
+	out := t.TempDir()
+	cmd := exec.Command("bash", "scripts/deb.sh", "--bin-only", out)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append(os.Environ(), "VERSION=v9.8.7-6-gabcdef0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("deb.sh --bin-only: %v %s", err, b)
+	}
+	bin := filepath.Join(out, "srchain")
+	checkStatic(t, bin)
+	if got := run(t, out, bin, "--version"); got != "srchain v9.8.7-6-gabcdef0\n" {
+		t.Errorf("--version: %q", got)
+	}
+	if names, _ := filepath.Glob(filepath.Join(out, "*")); len(names) != 1 {
+		t.Errorf("--bin-only wrote %v", names)
+	}
+}
