@@ -272,3 +272,19 @@ func FuzzApplyConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestConfigDevNull: `--config /dev/null` (what lab agents get) reads no
+// keys and no default file.
+func TestConfigDevNull(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent.yaml"), []byte("node: bad/name\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, _, _ := testEnv(context.Background())
+	e.configDir = dir
+	root := newRootCmd(e)
+	root.SetArgs([]string{"agent", "--config", os.DevNull})
+	if err := root.ExecuteContext(e.ctx); err == nil || !strings.Contains(err.Error(), `"node" not set`) {
+		t.Errorf("agent --config /dev/null with DIR/agent.yaml present: %v", err)
+	}
+}
