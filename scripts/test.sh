@@ -14,7 +14,7 @@ ensure_bpffs
 echo "== go $(go env GOVERSION)"
 go mod download
 echo "== gofmt"
-unformatted=$(gofmt -l cmd internal test)
+unformatted=$(gofmt -l cmd internal test packaging)
 if [ -n "$unformatted" ]; then
 	echo "gofmt would change:" >&2
 	echo "$unformatted" >&2

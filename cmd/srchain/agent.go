@@ -16,6 +16,7 @@ import (
 
 	"github.com/srchain/srchain/internal/agent"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/slogzap"
 	"github.com/srchain/srchain/internal/store"
 )
 
@@ -83,6 +84,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		MaxCallRecvMsgSize: store.MaxRequestBytes,
 		Context:            ctx,
 		TLS:                tc,
+		Logger:             slogzap.New("etcd-client"), // --log-format
 	})
 	if err != nil {
 		return fmt.Errorf("agent: connect etcd %s: %w", strings.Join(o.etcdEndpoints, ","), err)

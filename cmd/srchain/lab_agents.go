@@ -74,7 +74,10 @@ func startAgents(ctx context.Context, out io.Writer, rec *lab.Record, net *state
 			return fmt.Errorf("start agents: %w", err)
 		}
 		defer lf.Close()
-		cmd := exec.Command(self, args...)
+		// An empty --config: a lab's serve and agents must not pick up
+		// the host's /etc/srchain/{serve,agent}.yaml (a router that runs
+		// the packaged units may build labs too).
+		cmd := exec.Command(self, append(args, "--config", os.DevNull)...)
 		cmd.Stdout, cmd.Stderr = lf, lf
 		// A session of its own: the process outlives this command and
 		// no terminal signal reaches it; lab down stops it by PID.

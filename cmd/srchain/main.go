@@ -23,7 +23,7 @@ func main() {
 		// second ^C must not cut a lab's teardown short.
 		cancel(stopSignal{<-sigs})
 	}()
-	e := &env{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	e := &env{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, configDir: DefaultConfigDir}
 	code := run(e, os.Args[1:])
 	cancel(nil)
 	os.Exit(code)

@@ -31,6 +31,11 @@ type env struct {
 	verbose  bool
 	stateDir string // --state-dir of lab and demo ("": lab.DefaultStateDir)
 
+	// --log-format, --log-level, --config; configDir holds the commands'
+	// default config files (main: DefaultConfigDir; tests: "", none).
+	logFormat, logLevel   string
+	configFile, configDir string
+
 	// stopPipe undoes pipeCancels (nil when it did nothing).
 	stopPipe func()
 }
@@ -83,19 +88,31 @@ func newRootCmd(e *env) *cobra.Command {
 		Short:         "SRv6 service function chaining for stock Linux",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(cmd *cobra.Command, args []string) {
-			level := slog.LevelInfo
-			if e.verbose {
-				level = slog.LevelDebug
+		Version:       versionString(),
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			// The config file first: it may set the log flags.
+			if err := e.loadConfig(cmd); err != nil {
+				return err
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})))
+			logger, err := newLogger(e.stderr, e.logFormat, e.logLevel, e.verbose)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(logger)
 			pipeCancels(e, cmd)
+			return nil
 		},
 	}
-	root.PersistentFlags().BoolVarP(&e.verbose, "verbose", "v", false, "log debug detail")
+	root.SetVersionTemplate("srchain {{.Version}}\n")
+	pf := root.PersistentFlags()
+	pf.BoolVarP(&e.verbose, "verbose", "v", false, "log debug detail (same as --log-level debug)")
+	pf.StringVar(&e.logFormat, "log-format", "text", "log format on stderr: text or json")
+	pf.StringVar(&e.logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
+	pf.StringVar(&e.configFile, "config", "", "read flag values from this YAML file, keys = long flag names; command-line flags win (agent, serve: default "+DefaultConfigDir+"/COMMAND.yaml if it exists)")
 	root.AddCommand(newLabCmd(e), newCertsCmd(), newDemoCmd(e), newPlanCmd(e), newValidateCmd(e), newSchemaCmd(e),
 		newFirewallCmd(e), newBenchCmd(e), newVersionCmd(e), newServeCmd(e), newApplyCmd(e), newGetCmd(e), newDeleteCmd(e), newRotateCmd(e),
 		newAgentCmd(e))
+	root.AddCommand(newGenManCmd()) // hidden: scripts/deb.sh's man pages
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)

@@ -48,6 +48,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/srchain/srchain/internal/pki"
+	"github.com/srchain/srchain/internal/slogzap"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 )
@@ -207,6 +208,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			MaxCallRecvMsgSize: MaxRequestBytes,
 			Context:            ctx,
 			TLS:                tc,
+			Logger:             slogzap.New("etcd-client"), // --log-format
 		})
 		if err != nil {
 			return nil, fmt.Errorf("connect etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
@@ -377,7 +379,7 @@ func openEmbedded(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, TLS: tc, Context: ctx,
-		MaxCallSendMsgSize: MaxRequestBytes, MaxCallRecvMsgSize: MaxRequestBytes})
+		MaxCallSendMsgSize: MaxRequestBytes, MaxCallRecvMsgSize: MaxRequestBytes, Logger: slogzap.New("etcd-client")})
 	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("connect embedded etcd: %w", err)
