@@ -66,6 +66,9 @@ func Check(data []byte, filename string) (*Spec, error) {
 	decodeErrs := FieldErrors(err)
 	fes := slices.Clone(decodeErrs)
 	failed := failedPaths(decodeErrs)
+	for path := range s.tainted {
+		failed[path] = true
+	}
 	for _, e := range FieldErrors(s.Validate()) {
 		if !failed.under(e.Path) {
 			fes = append(fes, e)
@@ -121,7 +124,7 @@ func (set pathSet) under(path string) bool {
 // returns a nil Spec; on field errors (unknown key, wrong type, bad
 // address) it returns the partly decoded Spec and every such error.
 func Parse(data []byte, filename string) (*Spec, error) {
-	s := &Spec{File: filename, pos: map[string]pos{}}
+	s := &Spec{File: filename, pos: map[string]pos{}, tainted: map[string]bool{}}
 	if fe := notUTF8(data); fe != nil {
 		fe.File = filename
 		return nil, fe
@@ -475,7 +478,17 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		}
 		idx, ok := fields[key]
 		if !ok {
-			d.fail(fpath, k, "unknown field %q", key)
+			if near := nearest(key, fields); near != "" {
+				d.fail(fpath, k, "unknown field %q (did you mean %q?)", key, near)
+			} else {
+				d.fail(fpath, k, "unknown field %q", key)
+			}
+			// What the key was meant to set is missing: the object's
+			// own checks (a required name...) would only echo it. (Not
+			// the document's: its sections are checked apart.)
+			if path != "" {
+				d.s.tainted[path] = true
+			}
 			continue
 		}
 		if seen[key] {
@@ -486,6 +499,47 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		d.s.pos[fpath] = pos{k.Line, k.Column, val.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0}
 		d.value(val, v.Field(idx), fpath)
 	}
+}
+
+// nearest is the field name closest to key by edit distance, when it
+// is close enough to be a typo (at most 2 edits, and at most half of
+// key's letters), or a prefix of key or key of it ("nod" for "nodes");
+// "" otherwise. Ties go to the name that sorts first.
+func nearest[V any](key string, fields map[string]V) string {
+	best, bestD := "", 3
+	for name := range fields {
+		dist := editDistance(key, name)
+		if len(key) >= 3 && (strings.HasPrefix(name, key) || strings.HasPrefix(key, name)) {
+			dist = min(dist, 1)
+		} else if dist > 2 || dist*2 > len(key) {
+			continue
+		}
+		if dist < bestD || dist == bestD && name < best {
+			best, bestD = name, dist
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // yamlFields maps yaml tag names to struct field indexes.

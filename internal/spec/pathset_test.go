@@ -29,3 +29,23 @@ func TestPathSetUnder(t *testing.T) {
 		t.Error("no failed path covers nothing")
 	}
 }
+
+// TestNearest: a misspelt key is matched to the field meant when it is
+// a typo (one or two edits, a prefix), and to nothing otherwise.
+func TestNearest(t *testing.T) {
+	fields := map[string]int{"name": 0, "nodes": 1, "nfs": 2, "locator": 3, "role": 4, "links": 5}
+	for key, want := range map[string]string{
+		"nod":     "nodes",
+		"nf":      "nfs",
+		"locater": "locator",
+		"rol":     "role",
+		"nmae":    "name",
+		"colour":  "",
+		"x":       "",
+		"linx":    "links",
+	} {
+		if got := nearest(key, fields); got != want {
+			t.Errorf("nearest(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
