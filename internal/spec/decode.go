@@ -478,16 +478,18 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		}
 		idx, ok := fields[key]
 		if !ok {
-			if near := nearest(key, fields); near != "" {
-				d.fail(fpath, k, "unknown field %q (did you mean %q?)", key, near)
-			} else {
+			near := nearest(key, fields)
+			if near == "" {
 				d.fail(fpath, k, "unknown field %q", key)
+				continue
 			}
-			// What the key was meant to set is missing: the object's
-			// own checks (a required name...) would only echo it. (Not
-			// the document's: its sections are checked apart.)
+			d.fail(fpath, k, "unknown field %q (did you mean %q?)", key, near)
+			// The field meant is missing because of the typo: what its
+			// own checks say (required, at least one...) only echoes it.
 			if path != "" {
-				d.s.tainted[path] = true
+				d.s.tainted[path+"."+near] = true
+			} else {
+				d.s.tainted[near] = true
 			}
 			continue
 		}

@@ -35,8 +35,9 @@ type Spec struct {
 	File string `yaml:"-"`
 	// pos maps a field path to where it appears in the file.
 	pos map[string]pos `yaml:"-"`
-	// tainted are the objects (paths) that had an unknown key: their
-	// validation errors would only echo it (Check drops them).
+	// tainted are the fields an unknown key was a typo of (the field it
+	// is nearest to): their validation errors would only echo the typo
+	// (Check drops them).
 	tainted map[string]bool `yaml:"-"`
 	// truncated: decoding stopped at the node limit, so everything after
 	// that point is missing and validating the rest would only report
