@@ -264,7 +264,7 @@ func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*ne
 		Encap:     e,
 		Protocol:  RTProto,
 	}
-	withFlavor(r, s)
+	withExtras(r, s)
 	return r, nil
 }
 
@@ -304,9 +304,9 @@ func encapSig(e netlink.Encap) string {
 		return b.String()
 	case *tlvEncap:
 		return encapSig(e.readBack())
-	case *csidEncap:
+	case *localEncap:
 		// Read-back routes carry no flavor (the library drops it):
-		// csidFlavors compares flavors itself.
+		// sidExtras compares flavors and counters itself.
 		return encapSig(&e.SEG6LocalEncap)
 	default:
 		return fmt.Sprintf("type=%d", e.Type())
@@ -627,7 +627,7 @@ func (a *applier) sids() error {
 			return err
 		}
 	}
-	return a.csidFlavors()
+	return a.sidExtras()
 }
 
 // RuleFor builds the netlink form of a policy rule.

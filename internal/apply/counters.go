@@ -1,0 +1,202 @@
+package apply
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
+)
+
+// seg6local counter attributes (include/uapi/linux/seg6_local.h, Linux
+// >= 5.14), which vishvananda/netlink v1.3.1 does not know.
+const (
+	seg6LocalCounters   = 10 // SEG6_LOCAL_COUNTERS, nested
+	seg6LocalCntPackets = 2  // SEG6_LOCAL_CNT_PACKETS, u64
+	seg6LocalCntBytes   = 3  // SEG6_LOCAL_CNT_BYTES, u64
+	seg6LocalCntErrors  = 4  // SEG6_LOCAL_CNT_ERRORS, u64
+	// SEG6_LOCAL_CNT_PAD (1) aligns the u64s on architectures that need
+	// it; the decoder skips it like any attribute it does not know.
+)
+
+// encodeCounters is the SEG6_LOCAL_COUNTERS attribute that asks the
+// kernel to count a seg6local behaviour (`ip route ... count`). The
+// kernel (seg6_local.c, parse_nla_counters) wants packets, bytes and
+// errors all present, and ignores their values; iproute2 sends them as 0
+// in a nest with NLA_F_NESTED set, and so does this.
+func encodeCounters() []byte {
+	a := nl.NewRtAttr(unix.NLA_F_NESTED|seg6LocalCounters, nil)
+	a.AddRtAttr(seg6LocalCntPackets, nl.Uint64Attr(0))
+	a.AddRtAttr(seg6LocalCntBytes, nl.Uint64Attr(0))
+	a.AddRtAttr(seg6LocalCntErrors, nl.Uint64Attr(0))
+	return a.Serialize()
+}
+
+// KernelSIDCount is what the kernel counted for one seg6local SID
+// (seg6_local.c, seg6_local_input): Packets and Bytes the behaviour
+// processed successfully (Bytes are IP bytes, as the eBPF SIDs count
+// them), Errors the packets it dropped.
+type KernelSIDCount struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+	Errors  uint64 `json:"errors"`
+}
+
+// parseCounters reads SEG6_LOCAL_COUNTERS out of a seg6local encap's
+// attributes; ok is false when the route does not count.
+func parseCounters(b []byte) (c KernelSIDCount, ok bool) {
+	attrs, err := nl.ParseRouteAttr(b)
+	if err != nil {
+		return KernelSIDCount{}, false
+	}
+	for _, at := range attrs {
+		if at.Attr.Type&^unix.NLA_F_NESTED != seg6LocalCounters {
+			continue
+		}
+		sub, err := nl.ParseRouteAttr(at.Value)
+		if err != nil {
+			return KernelSIDCount{}, false
+		}
+		for _, s := range sub {
+			if len(s.Value) < 8 {
+				continue
+			}
+			v := binary.NativeEndian.Uint64(s.Value)
+			switch s.Attr.Type {
+			case seg6LocalCntPackets:
+				c.Packets = v
+			case seg6LocalCntBytes:
+				c.Bytes = v
+			case seg6LocalCntErrors:
+				c.Errors = v
+			}
+		}
+		return c, true
+	}
+	return KernelSIDCount{}, false
+}
+
+// seg6LocalRoute is one IPv6 seg6local route as the kernel dumps it.
+type seg6LocalRoute struct {
+	Table int
+	Dst   netip.Prefix
+	// Encap is the RTA_ENCAP payload: the seg6local attributes.
+	Encap []byte
+}
+
+// dumpSeg6Local dumps the IPv6 routes of every table of ns and keeps the
+// seg6local ones, attributes undecoded: one netlink dump from a socket
+// opened inside the namespace.
+func dumpSeg6Local(ns *netns.NS) ([]seg6LocalRoute, error) {
+	var msgs [][]byte
+	err := ns.Do(func() error {
+		req := nl.NewNetlinkRequest(unix.RTM_GETROUTE, unix.NLM_F_DUMP)
+		req.AddData(&nl.RtMsg{RtMsg: unix.RtMsg{Family: unix.AF_INET6}})
+		var err error
+		msgs, err = req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWROUTE)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dump ipv6 routes: %w", err)
+	}
+	var out []seg6LocalRoute
+	for _, m := range msgs {
+		r, ok, err := parseSeg6LocalRoute(m)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// parseSeg6LocalRoute decodes one RTM_NEWROUTE message; ok is false for
+// a route that is not seg6local.
+func parseSeg6LocalRoute(m []byte) (seg6LocalRoute, bool, error) {
+	if len(m) < unix.SizeofRtMsg {
+		return seg6LocalRoute{}, false, nil
+	}
+	rt := nl.DeserializeRtMsg(m)
+	attrs, err := nl.ParseRouteAttr(m[unix.SizeofRtMsg:])
+	if err != nil {
+		return seg6LocalRoute{}, false, fmt.Errorf("parse route: %w", err)
+	}
+	r := seg6LocalRoute{Table: int(rt.Table), Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0)}
+	local := false
+	for _, at := range attrs {
+		switch at.Attr.Type {
+		case unix.RTA_TABLE:
+			if len(at.Value) >= 4 {
+				r.Table = int(binary.NativeEndian.Uint32(at.Value))
+			}
+		case unix.RTA_DST:
+			if a, ok := netip.AddrFromSlice(at.Value); ok && int(rt.Dst_len) <= a.BitLen() {
+				r.Dst = netip.PrefixFrom(a, int(rt.Dst_len))
+			}
+		case unix.RTA_ENCAP_TYPE:
+			local = len(at.Value) >= 2 && binary.NativeEndian.Uint16(at.Value) == nl.LWTUNNEL_ENCAP_SEG6_LOCAL
+		case unix.RTA_ENCAP:
+			r.Encap = slices.Clone(at.Value)
+		}
+	}
+	return r, local && r.Encap != nil, nil
+}
+
+// KernelSIDCounter is one kernel SID's counters.
+type KernelSIDCounter struct {
+	SID netip.Prefix `json:"sid"`
+	KernelSIDCount
+}
+
+// KernelSIDCounters reads the kernel's counters of node's seg6local SIDs
+// in ns (`ip -s -6 route show`), in node.SIDs order, from one route dump.
+// A SID whose route is missing or does not count (installed without
+// `count`, or a kernel older than 5.14) is left out. An eBPF SID's route
+// counts only what its End program handed the kernel (the slow path); a
+// proxy SID has no seg6local route. Nothing is read when node has no
+// seg6local SID.
+func KernelSIDCounters(ns *netns.NS, node state.Node) ([]KernelSIDCounter, error) {
+	if !HasKernelSIDs(node) {
+		return nil, nil
+	}
+	routes, err := dumpSeg6Local(ns)
+	if err != nil {
+		return nil, fmt.Errorf("read kernel sid counters: %w", err)
+	}
+	byDst := map[netip.Prefix]KernelSIDCount{}
+	for _, r := range routes {
+		if r.Table != unix.RT_TABLE_MAIN {
+			continue
+		}
+		if c, ok := parseCounters(r.Encap); ok {
+			byDst[r.Dst] = c
+		}
+	}
+	var out []KernelSIDCounter
+	for _, s := range node.SIDs {
+		if s.Datapath == state.ProgramDatapath {
+			continue
+		}
+		if c, ok := byDst[s.SID.Masked()]; ok {
+			out = append(out, KernelSIDCounter{SID: s.SID, KernelSIDCount: c})
+		}
+	}
+	return out, nil
+}
+
+// HasKernelSIDs reports whether node has a SID with a seg6local route.
+func HasKernelSIDs(node state.Node) bool {
+	for _, s := range node.SIDs {
+		if s.Datapath != state.ProgramDatapath {
+			return true
+		}
+	}
+	return false
+}
