@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -23,6 +24,29 @@ const (
 	// SEG6_LOCAL_CNT_PAD (1) aligns the u64s on architectures that need
 	// it; the decoder skips it like any attribute it does not know.
 )
+
+// countersSupported reports whether the running kernel keeps seg6local
+// counters (Linux >= 5.14). An older kernel parses seg6local attributes
+// liberally and ignores SEG6_LOCAL_COUNTERS: the route would be installed
+// without counting, read back without the attribute, and replaced by
+// every apply. A release srchain cannot read counts as supported.
+var countersSupported = sync.OnceValue(func() bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return true
+	}
+	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 14)
+})
+
+// kernelAtLeast reports whether release ("6.18.0-1-amd64") is at least
+// major.minor; true when it does not start with two numbers.
+func kernelAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return true
+	}
+	return ma > major || (ma == major && mi >= minor)
+}
 
 // encodeCounters is the SEG6_LOCAL_COUNTERS attribute that asks the
 // kernel to count a seg6local behaviour (`ip route ... count`). The

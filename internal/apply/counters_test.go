@@ -186,3 +186,16 @@ func TestApplySIDCount(t *testing.T) {
 		t.Errorf("incremental re-apply = %d changes, %v; want 0", res.Changes, err)
 	}
 }
+
+func TestKernelAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		release string
+		want    bool
+	}{
+		{"6.18.0-1-amd64", true}, {"5.14.0", true}, {"5.13.19-generic", false}, {"4.19.0", false}, {"5.15", true}, {"weird", true},
+	} {
+		if got := kernelAtLeast(c.release, 5, 14); got != c.want {
+			t.Errorf("kernelAtLeast(%q, 5, 14) = %v, want %v", c.release, got, c.want)
+		}
+	}
+}

@@ -68,13 +68,14 @@ func (e *localEncap) Equal(x netlink.Encap) bool {
 
 // withExtras gives route r (built by SIDRoute) the SID's flavor, if any,
 // and the kernel's per-SID counters (`count`): every kernel SID is
-// counted, as every eBPF SID is (docs/metrics.md).
+// counted, as every eBPF SID is (docs/metrics.md), where the kernel can
+// (countersSupported).
 func withExtras(r *netlink.Route, s state.LocalSID) {
 	e, ok := r.Encap.(*netlink.SEG6LocalEncap)
 	if !ok {
 		return
 	}
-	r.Encap = &localEncap{SEG6LocalEncap: *e, flavor: s.NextCSID, count: true}
+	r.Encap = &localEncap{SEG6LocalEncap: *e, flavor: s.NextCSID, count: countersSupported()}
 }
 
 // localExtras is what the library's decoder drops from a seg6local route
