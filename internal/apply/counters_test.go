@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/state"
 )
 
 // TestParseCounters: the decoder reads packets, bytes and errors out of a
@@ -197,5 +200,57 @@ func TestKernelAtLeast(t *testing.T) {
 		if got := kernelAtLeast(c.release, 5, 14); got != c.want {
 			t.Errorf("kernelAtLeast(%q, 5, 14) = %v, want %v", c.release, got, c.want)
 		}
+	}
+}
+
+// TestKernelSIDCountersLookups: the per-SID lookups and the dump read the
+// same counters; a SID without a route is left out; a policy rule that
+// sends the lookup of a SID to another table makes KernelSIDCounters fall
+// back to the dump, which still finds the SID's own route in main.
+func TestKernelSIDCountersLookups(t *testing.T) {
+	a, _ := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := richNode()
+	if _, err := ApplyWith(ctx, a, node, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var sids []netip.Prefix
+	for _, s := range node.SIDs {
+		sids = append(sids, s.SID.Masked())
+	}
+	looked, ok, err := lookupSIDRoutes(a, sids)
+	if err != nil || !ok {
+		t.Fatalf("lookupSIDRoutes = %v, %v", ok, err)
+	}
+	dumped, err := dumpMainSIDRoutes(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sid := range sids {
+		if !bytes.Equal(looked[sid], dumped[sid]) || counterAttr(t, looked[sid]) == nil {
+			t.Errorf("%s: lookup %x, dump %x", sid, looked[sid], dumped[sid])
+		}
+	}
+	gone := append([]state.LocalSID(nil), node.SIDs...)
+	gone = append(gone, state.LocalSID{SID: p("fc00:5::e/128"), Behavior: state.End, Datapath: state.Kernel})
+	cs, err := KernelSIDCounters(a, state.Node{SIDs: gone})
+	if err != nil || len(cs) != len(node.SIDs) {
+		t.Errorf("KernelSIDCounters with a SID without a route = %d SIDs, %v; want %d", len(cs), err, len(node.SIDs))
+	}
+	for _, args := range [][]string{
+		{"ip", "-6", "route", "add", "fc00:1::/64", "dev", "lo", "table", "77"},
+		{"ip", "-6", "rule", "add", "pref", "10", "to", "fc00:1::/64", "table", "77"},
+	} {
+		if _, err := a.Run(ctx, args[0], args[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := lookupSIDRoutes(a, sids); ok || err != nil {
+		t.Errorf("lookupSIDRoutes with a rule to table 77 = %v, %v; want false (dump)", ok, err)
+	}
+	cs, err = KernelSIDCounters(a, node)
+	if err != nil || len(cs) != len(node.SIDs) {
+		t.Errorf("KernelSIDCounters through the dump = %d SIDs, %v; want %d", len(cs), err, len(node.SIDs))
 	}
 }
