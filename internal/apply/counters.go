@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -178,6 +179,18 @@ func parseSeg6LocalRoute(m []byte) (seg6LocalRoute, bool, error) {
 type KernelSIDCounter struct {
 	SID netip.Prefix `json:"sid"`
 	KernelSIDCount
+}
+
+// Counters names c's counters as the eBPF End program names its SIDs'
+// (kind.Counter, `srchain lab counters`): sid/ADDR/packets,
+// sid/ADDR/bytes, and sid/ADDR/errors.
+func (c KernelSIDCounter) Counters() []kind.Counter {
+	name := "sid/" + c.SID.Addr().String() + "/"
+	return []kind.Counter{
+		{Name: name + "packets", Value: c.Packets},
+		{Name: name + "bytes", Value: c.Bytes},
+		{Name: name + "errors", Value: c.Errors},
+	}
 }
 
 // KernelSIDCounters reads the kernel's counters of node's seg6local SIDs

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -252,5 +253,17 @@ func TestKernelSIDCountersLookups(t *testing.T) {
 	cs, err = KernelSIDCounters(a, node)
 	if err != nil || len(cs) != len(node.SIDs) {
 		t.Errorf("KernelSIDCounters through the dump = %d SIDs, %v; want %d", len(cs), err, len(node.SIDs))
+	}
+}
+
+// TestKernelSIDCounterNames: the names are the eBPF End's, by SID address.
+func TestKernelSIDCounterNames(t *testing.T) {
+	c := KernelSIDCounter{SID: p("fc00:2::1:0/112"), KernelSIDCount: KernelSIDCount{Packets: 1, Bytes: 2, Errors: 3}}
+	var got []string
+	for _, k := range c.Counters() {
+		got = append(got, fmt.Sprintf("%s=%d", k.Name, k.Value))
+	}
+	if want := "sid/fc00:2::1:0/packets=1 sid/fc00:2::1:0/bytes=2 sid/fc00:2::1:0/errors=3"; strings.Join(got, " ") != want {
+		t.Errorf("Counters() = %s, want %s", strings.Join(got, " "), want)
 	}
 }

@@ -89,8 +89,9 @@ const KernelSIDs = "seg6local"
 
 // kernelSIDCounters reads the kernel's counters of n's seg6local SIDs,
 // one entry per SID (so each carries the NF it fronts), named as the
-// eBPF End program names its SIDs' counters: sid/ADDR/packets,
-// sid/ADDR/bytes, and sid/ADDR/errors (packets the behaviour dropped).
+// eBPF End program names its SIDs' counters
+// (apply.KernelSIDCounter.Counters; errors: packets the behaviour
+// dropped).
 // An eBPF SID's route counts only the packets its program handed the
 // kernel (the slow path, docs/datapath.md).
 func kernelSIDCounters(ns *netns.NS, n state.Node) []ProgramCounters {
@@ -104,12 +105,7 @@ func kernelSIDCounters(ns *netns.NS, n state.Node) []ProgramCounters {
 	}
 	var out []ProgramCounters
 	for _, c := range cs {
-		name := "sid/" + c.SID.Addr().String() + "/"
-		out = append(out, ProgramCounters{Node: n.Name, Program: KernelSIDs, NF: nf[c.SID], Counters: []kind.Counter{
-			{Name: name + "packets", Value: c.Packets},
-			{Name: name + "bytes", Value: c.Bytes},
-			{Name: name + "errors", Value: c.Errors},
-		}})
+		out = append(out, ProgramCounters{Node: n.Name, Program: KernelSIDs, NF: nf[c.SID], Counters: c.Counters()})
 	}
 	return out
 }
