@@ -207,7 +207,8 @@ func TestKernelAtLeast(t *testing.T) {
 // TestKernelSIDCountersLookups: the per-SID lookups and the dump read the
 // same counters; a SID without a route is left out; a policy rule that
 // sends the lookup of a SID to another table makes KernelSIDCounters fall
-// back to the dump, which still finds the SID's own route in main.
+// back to the dump, which still finds the SID's own route in main, and
+// so does a blackhole rule (the lookup fails).
 func TestKernelSIDCountersLookups(t *testing.T) {
 	a, _ := pair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -253,6 +254,26 @@ func TestKernelSIDCountersLookups(t *testing.T) {
 	cs, err = KernelSIDCounters(a, node)
 	if err != nil || len(cs) != len(node.SIDs) {
 		t.Errorf("KernelSIDCounters through the dump = %d SIDs, %v; want %d", len(cs), err, len(node.SIDs))
+	}
+	// The OPoT verifier's rule: unmarked packets to its SID are
+	// blackholed, and the lookup answers EINVAL.
+	for _, args := range [][]string{
+		{"ip", "-6", "rule", "del", "pref", "10"},
+		{"ip", "-6", "rule", "add", "pref", "800", "to", "fc00:1::e/128", "fwmark", "0/0x40000000", "blackhole"},
+	} {
+		if _, err := a.Run(ctx, args[0], args[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := lookupSIDRoutes(a, sids); ok || err != nil {
+		t.Errorf("lookupSIDRoutes with a blackhole rule = %v, %v; want false (dump)", ok, err)
+	}
+	cs, err = KernelSIDCounters(a, node)
+	if err != nil || len(cs) != len(node.SIDs) {
+		t.Errorf("KernelSIDCounters past a blackhole rule = %d SIDs, %v; want %d", len(cs), err, len(node.SIDs))
+	}
+	if res, err := ApplyWith(ctx, a, node, Options{}); err != nil || res.Changes != 0 {
+		t.Errorf("re-apply past a blackhole rule = %d changes, %v; want 0", res.Changes, err)
 	}
 }
 

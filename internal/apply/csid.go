@@ -3,6 +3,7 @@ package apply
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -85,25 +86,6 @@ type localExtras struct {
 	count  bool
 }
 
-// seg6Extras reads the NEXT-C-SID flavor and whether the kernel counts
-// (SEG6_LOCAL_COUNTERS), of every IPv6 seg6local route in the
-// namespace, by destination prefix and table: the library decodes
-// seg6local routes without them, so the applier asks the kernel itself
-// (one dump per Apply, only when a SID needs the answer).
-func (a *applier) seg6Extras() (map[routeKey]localExtras, error) {
-	routes, err := dumpSeg6Local(a.ns)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[routeKey]localExtras, len(routes))
-	for _, r := range routes {
-		nr := netlink.Route{Table: r.Table, Dst: ipNet(r.Dst)}
-		_, counted := parseCounters(r.Encap)
-		out[keyOf(&nr, netlink.FAMILY_V6)] = localExtras{flavor: parseFlavor(r.Encap), count: counted}
-	}
-	return out, nil
-}
-
 // parseFlavor reads the NEXT-C-SID flavor out of a seg6local encap's
 // attributes (zero when absent or another flavor).
 func parseFlavor(b []byte) state.CSIDFlavor {
@@ -142,13 +124,21 @@ func parseFlavor(b []byte) state.CSIDFlavor {
 // route diff (encapSig) cannot see either in what it reads back, so a
 // route that lost its flavor, had another, or was installed without
 // `count` (by an srchain before counters, or by hand) is replaced here,
-// once. SIDs the previous state held as they are now were checked by the
-// apply that installed them; flavored ones are checked every time, as
-// before counters.
-func (a *applier) sidExtras() error {
-	var have map[routeKey]localExtras
-	for _, s := range a.node.SIDs {
-		if s.Datapath == state.ProgramDatapath || (a.prev.hasSID(s) && s.NextCSID == (state.CSIDFlavor{})) {
+// once. found marks the SIDs whose route ensureRoute found in place (nil:
+// none): a route it just wrote has both, and a SID the previous state
+// held as it is now was checked by the apply that wrote it. Flavored SIDs
+// are checked every time, as before counters. The routes are read as
+// KernelSIDCounters reads them (per-SID lookups, or one dump).
+func (a *applier) sidExtras(found []bool) error {
+	type sidRoute struct {
+		s    state.LocalSID
+		nr   *netlink.Route
+		want *localEncap
+	}
+	var todo []sidRoute
+	var prefixes []netip.Prefix
+	for i, s := range a.node.SIDs {
+		if s.Datapath == state.ProgramDatapath || (s.NextCSID == (state.CSIDFlavor{}) && (found == nil || !found[i])) {
 			continue
 		}
 		dev, err := a.sidDev()
@@ -163,36 +153,46 @@ func (a *applier) sidExtras() error {
 		if !ok {
 			continue
 		}
-		if have == nil {
-			if have, err = a.seg6Extras(); err != nil {
-				return err
-			}
-		}
-		k := keyOf(nr, nr.Family)
-		got, ok := have[k]
-		if !ok && a.dry {
+		todo = append(todo, sidRoute{s, nr, want})
+		prefixes = append(prefixes, s.SID.Masked())
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	have, ok, err := lookupSIDRoutes(a.ns, prefixes)
+	if err == nil && !ok {
+		have, err = dumpMainSIDRoutes(a.ns)
+	}
+	if err != nil {
+		return fmt.Errorf("read sid routes: %w", err)
+	}
+	h := a.ns.Netlink()
+	for _, t := range todo {
+		enc, present := have[t.s.SID.Masked()]
+		if !present && a.dry {
 			// A dry run did not add the route it reported missing.
 			continue
 		}
-		if got == (localExtras{flavor: want.flavor, count: want.count}) {
+		_, counted := parseCounters(enc)
+		got := localExtras{flavor: parseFlavor(enc), count: counted}
+		if got == (localExtras{flavor: t.want.flavor, count: t.want.count}) {
 			continue
 		}
-		h := a.ns.Netlink()
-		what := fmt.Sprintf("sid %s %s", s.SID, s.Behavior)
-		if got.flavor != want.flavor {
+		what := fmt.Sprintf("sid %s %s", t.s.SID, t.s.Behavior)
+		if got.flavor != t.want.flavor {
 			what += " flavor next-csid"
 		}
-		if got.count != want.count {
+		if got.count != t.want.count {
 			what += " count"
 		}
+		nr := t.nr
 		prev := *nr
-		prev.Encap = &localEncap{SEG6LocalEncap: want.SEG6LocalEncap, flavor: got.flavor, count: got.count}
+		prev.Encap = &localEncap{SEG6LocalEncap: t.want.SEG6LocalEncap, flavor: got.flavor, count: got.count}
 		if err := a.change("replace "+what,
 			func() error { return wrap(h.RouteReplace(nr), "replace %s", what) },
 			func() error { return h.RouteReplace(&prev) }); err != nil {
 			return err
 		}
-		have[k] = localExtras{flavor: want.flavor, count: want.count}
 	}
 	return nil
 }
