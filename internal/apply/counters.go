@@ -30,7 +30,7 @@ const (
 // counters (Linux >= 5.14). An older kernel parses seg6local attributes
 // liberally and ignores SEG6_LOCAL_COUNTERS: the route would be installed
 // without counting, read back without the attribute, and replaced by
-// every apply. A release srchain cannot read counts as supported.
+// every apply. A release string that does not parse counts as supported.
 var countersSupported = sync.OnceValue(func() bool {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
