@@ -19,9 +19,10 @@ import (
 // `srchain lab counters` shows it: N probes per chain move the packet
 // counter of r2's NF SID by at least 2N (both chains cross it) and those
 // of r3's decapsulating SIDs (End.DX4 for web4, End.DT6 for web6) by at
-// least N each, with no errors; the library and the CLI agree; and a
+// least N each, with no errors; the library and the CLI agree; a
 // re-apply of every node still changes nothing (the library reads the
-// routes back without their counters).
+// routes back without their counters); and a SID route an older srchain
+// installed without `count` is replaced once.
 func TestLabCountersKernelSIDs(t *testing.T) {
 	requireRoot(t)
 	if srchainBin == "" {
@@ -156,6 +157,38 @@ func TestLabCountersKernelSIDs(t *testing.T) {
 		ns.Close()
 		if err != nil || res.Changes != 0 {
 			t.Errorf("re-apply %s: %d changes, %v; want 0, nil", node.Name, res.Changes, err)
+		}
+	}
+
+	// Upgrade: r3's End.DT6 route as an srchain before counters (and
+	// before RTProto) wrote it. The next apply replaces it once, with
+	// `count`; the one after changes nothing.
+	for _, node := range net.Nodes {
+		if node.Name != "r3" {
+			continue
+		}
+		ns, err := lab.Open(net.Name, node.Name, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Close()
+		for _, s := range node.SIDs {
+			if s.Behavior != state.EndDT6 {
+				continue
+			}
+			if _, err := ns.Run(ctx, "ip", "-6", "route", "replace", s.SID.String(), "encap", "seg6local", "action", "End.DT6",
+				"table", "254", "dev", node.Interfaces[0].Name); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []int{1, 0} {
+				res, err := apply.ApplyWith(ctx, ns, node, apply.Options{})
+				if err != nil || res.Changes != want {
+					t.Errorf("apply %d of r3 after an old End.DT6 route: %d changes, %v; want %d", i+1, res.Changes, err, want)
+				}
+			}
+			if out, err := ns.Run(ctx, "ip", "-s", "-6", "route", "show", s.SID.String()); err != nil || !strings.Contains(out, "packets 0 bytes 0 errors 0") || !strings.Contains(out, "proto 83") {
+				t.Errorf("r3's End.DT6 route after the upgrade = %q, %v; want counters from zero, proto 83", out, err)
+			}
 		}
 	}
 }
