@@ -13,11 +13,13 @@ func newLabCountersCmd(e *env) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "counters NAME|FILE [NODE]",
-		Short: "Print the counters of a lab's eBPF programs (per SID, per rule, drops by reason)",
+		Short: "Print the counters of a lab's eBPF programs and kernel SIDs (per SID, per rule, drops by reason)",
 		Long: "counters reads, for every srchain program of the lab's nodes (or of NODE),\n" +
 			"the counters its driver keeps: End per-SID packets and bytes, FIB outcomes and\n" +
 			"drops by reason; firewall per-rule packets and bytes and drops by reason.\n" +
-			"It reads the pins from the host, which `lab exec` cannot see.",
+			"It reads the pins from the host, which `lab exec` cannot see.\n" +
+			"Kernel (seg6local) SIDs are shown as program seg6local: the kernel's own\n" +
+			"per-SID packets, bytes and errors (`count`, Linux >= 5.14).",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := labName(args[0])

@@ -26,7 +26,8 @@ import (
 // r2's agent, whose NF fw is an eBPF End SID, and a query for the SID's
 // packet counter returns exactly the echo requests sent through the chain
 // (issue 12: "a query for a per-SID counter returns the traffic sent").
-// The replies are not steered, so only requests cross the SID.
+// The replies are not steered, so only requests cross the SID. r3's
+// kernel End.DX4 SID counts them too (srchain_kernel_sid_packets_total).
 func TestMetricsPrometheus(t *testing.T) {
 	prom := testutil.RequireTool(t, "prometheus")
 	w := newWorld(t)
@@ -56,6 +57,21 @@ func TestMetricsPrometheus(t *testing.T) {
 	series := fmt.Sprintf(`%s{nf="fw",node="r2",sid="%s"}`, metrics.NameSIDPackets, sid)
 	t0 := time.Now()
 	before := scrape(t, metricsURL, series)
+	// r3 is on the kernel datapath: its End.DX4 SID (web4's
+	// decapsulation) counts in the kernel (seg6local `count`), exported
+	// as srchain_kernel_sid_packets_total.
+	var dx4 string
+	for _, s := range w.agents["r3"].agent.Snapshot().Node.SIDs {
+		if s.Behavior == state.EndDX4 {
+			dx4 = s.SID.Addr().String()
+		}
+	}
+	if dx4 == "" {
+		t.Fatal("r3's applied state has no End.DX4 SID")
+	}
+	r3URL := serveMetrics(t, w.agents["r3"].agent)
+	kseries := fmt.Sprintf(`%s{nf="",node="r3",sid="%s"}`, metrics.NameKernelSIDPackets, dx4)
+	kbefore := scrape(t, r3URL, kseries)
 	// A number for docs/metrics.md, not an assertion.
 	t.Logf("one scrape of r2's /metrics: %v", time.Since(t0))
 	out, err := w.nss["h1"].Run(context.Background(), "ping", "-c", "50", "-i", "0.01", "-W", "1", "10.0.4.2")
@@ -65,6 +81,9 @@ func TestMetricsPrometheus(t *testing.T) {
 	sent, recv, err := pingSummary(out)
 	if err != nil || sent != 50 || recv != sent {
 		t.Fatalf("ping: %d sent, %d received (%v)", sent, recv, err)
+	}
+	if got := scrape(t, r3URL, kseries); got < kbefore+uint64(sent) {
+		t.Errorf("%s = %d after %d echo requests, was %d", kseries, got, sent, kbefore)
 	}
 	want := before + uint64(sent)
 	var got uint64

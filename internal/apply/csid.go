@@ -22,94 +22,68 @@ const (
 	seg6LocalFlvOpNextCSID  = 4  // SEG6_LOCAL_FLV_OP_NEXT_CSID (bit number)
 )
 
-// csidEncap is a seg6local encap with the NEXT-C-SID flavor (RFC 9800
-// section 4.1): the library's encap plus the nested SEG6_LOCAL_FLAVORS
-// attribute, which the kernel parses strictly (NLA_F_NESTED set).
-type csidEncap struct {
+// localEncap is a seg6local encap with the attributes the library cannot
+// encode: the NEXT-C-SID flavor (RFC 9800 section 4.1, the nested
+// SEG6_LOCAL_FLAVORS attribute, which the kernel parses strictly:
+// NLA_F_NESTED set) and the behaviour's counters (SEG6_LOCAL_COUNTERS,
+// counters.go).
+type localEncap struct {
 	netlink.SEG6LocalEncap
 	flavor state.CSIDFlavor
+	count  bool
 }
 
-func (e *csidEncap) Encode() ([]byte, error) {
+func (e *localEncap) Encode() ([]byte, error) {
 	b, err := e.SEG6LocalEncap.Encode()
 	if err != nil {
 		return nil, err
 	}
-	flv := nl.NewRtAttr(unix.NLA_F_NESTED|seg6LocalFlavors, nil)
-	flv.AddRtAttr(seg6LocalFlvOperation, nl.Uint32Attr(1<<seg6LocalFlvOpNextCSID))
-	flv.AddRtAttr(seg6LocalFlvLCBlockBits, []byte{uint8(e.flavor.BlockBits)})
-	flv.AddRtAttr(seg6LocalFlvLCNodeFn, []byte{uint8(e.flavor.NodeFunctionBits)})
-	return append(b, flv.Serialize()...), nil
+	if e.flavor != (state.CSIDFlavor{}) {
+		flv := nl.NewRtAttr(unix.NLA_F_NESTED|seg6LocalFlavors, nil)
+		flv.AddRtAttr(seg6LocalFlvOperation, nl.Uint32Attr(1<<seg6LocalFlvOpNextCSID))
+		flv.AddRtAttr(seg6LocalFlvLCBlockBits, []byte{uint8(e.flavor.BlockBits)})
+		flv.AddRtAttr(seg6LocalFlvLCNodeFn, []byte{uint8(e.flavor.NodeFunctionBits)})
+		b = append(b, flv.Serialize()...)
+	}
+	if e.count {
+		b = append(b, encodeCounters()...)
+	}
+	return b, nil
 }
 
-func (e *csidEncap) String() string {
-	return fmt.Sprintf("%s flavors next-csid lblen %d nflen %d", e.SEG6LocalEncap.String(), e.flavor.BlockBits, e.flavor.NodeFunctionBits)
+func (e *localEncap) String() string {
+	s := e.SEG6LocalEncap.String()
+	if e.flavor != (state.CSIDFlavor{}) {
+		s += fmt.Sprintf(" flavors next-csid lblen %d nflen %d", e.flavor.BlockBits, e.flavor.NodeFunctionBits)
+	}
+	if e.count {
+		s += " count"
+	}
+	return s
 }
 
-func (e *csidEncap) Equal(x netlink.Encap) bool {
-	o, ok := x.(*csidEncap)
-	return ok && o.flavor == e.flavor && e.SEG6LocalEncap.Equal(&o.SEG6LocalEncap)
+func (e *localEncap) Equal(x netlink.Encap) bool {
+	o, ok := x.(*localEncap)
+	return ok && o.flavor == e.flavor && o.count == e.count && e.SEG6LocalEncap.Equal(&o.SEG6LocalEncap)
 }
 
-// withFlavor gives route r (built by SIDRoute) the SID's flavor, if any.
-func withFlavor(r *netlink.Route, s state.LocalSID) {
+// withExtras gives route r (built by SIDRoute) the SID's flavor, if any,
+// and the kernel's per-SID counters (`count`): every kernel SID is
+// counted, as every eBPF SID is (docs/metrics.md), where the kernel can
+// (countersSupported).
+func withExtras(r *netlink.Route, s state.LocalSID) {
 	e, ok := r.Encap.(*netlink.SEG6LocalEncap)
-	if !ok || s.NextCSID == (state.CSIDFlavor{}) {
+	if !ok {
 		return
 	}
-	r.Encap = &csidEncap{SEG6LocalEncap: *e, flavor: s.NextCSID}
+	r.Encap = &localEncap{SEG6LocalEncap: *e, flavor: s.NextCSID, count: countersSupported()}
 }
 
-// seg6Flavors reads the NEXT-C-SID flavor of every IPv6 seg6local route
-// in the namespace, by destination prefix and table: the library decodes
-// seg6local routes without their flavors, so the applier asks the kernel
-// itself (one dump, only on nodes with flavored SIDs).
-func (a *applier) seg6Flavors() (map[routeKey]state.CSIDFlavor, error) {
-	out := map[routeKey]state.CSIDFlavor{}
-	var msgs [][]byte
-	err := a.ns.Do(func() error {
-		req := nl.NewNetlinkRequest(unix.RTM_GETROUTE, unix.NLM_F_DUMP)
-		msg := &nl.RtMsg{RtMsg: unix.RtMsg{Family: unix.AF_INET6}}
-		req.AddData(msg)
-		var err error
-		msgs, err = req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWROUTE)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dump ipv6 routes: %w", err)
-	}
-	for _, m := range msgs {
-		if len(m) < unix.SizeofRtMsg {
-			continue
-		}
-		rt := nl.DeserializeRtMsg(m)
-		attrs, err := nl.ParseRouteAttr(m[unix.SizeofRtMsg:])
-		if err != nil {
-			return nil, fmt.Errorf("parse route: %w", err)
-		}
-		table := int(rt.Table)
-		dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-		var flv state.CSIDFlavor
-		for _, at := range attrs {
-			switch at.Attr.Type {
-			case unix.RTA_TABLE:
-				if len(at.Value) >= 4 {
-					table = int(binary.NativeEndian.Uint32(at.Value))
-				}
-			case unix.RTA_DST:
-				if a, ok := netip.AddrFromSlice(at.Value); ok {
-					dst = netip.PrefixFrom(a, int(rt.Dst_len))
-				}
-			case unix.RTA_ENCAP:
-				flv = parseFlavor(at.Value)
-			}
-		}
-		if flv != (state.CSIDFlavor{}) {
-			r := netlink.Route{Table: table, Dst: ipNet(dst)}
-			out[keyOf(&r, netlink.FAMILY_V6)] = flv
-		}
-	}
-	return out, nil
+// localExtras is what the library's decoder drops from a seg6local route
+// read back from the kernel.
+type localExtras struct {
+	flavor state.CSIDFlavor
+	count  bool
 }
 
 // parseFlavor reads the NEXT-C-SID flavor out of a seg6local encap's
@@ -146,20 +120,26 @@ func parseFlavor(b []byte) state.CSIDFlavor {
 	return state.CSIDFlavor{}
 }
 
-// csidFlavors makes the flavored SID routes carry their flavor: the
-// route diff (encapSig) cannot see flavors in what it reads back, so a
-// route that lost its flavor, or had another, is replaced here.
-func (a *applier) csidFlavors() error {
-	var have map[routeKey]state.CSIDFlavor
-	for _, s := range a.node.SIDs {
-		if s.NextCSID == (state.CSIDFlavor{}) {
+// sidExtras makes the SID routes carry their flavor and counters: the
+// route diff (encapSig) cannot see either in what it reads back, so a
+// route that lost its flavor, had another, or was installed without
+// `count` (by an srchain before counters, or by hand) is replaced here,
+// once. found marks the SIDs whose route ensureRoute found in place (nil:
+// none): a route it just wrote has both, and a SID the previous state
+// held as it is now was checked by the apply that wrote it. Flavored SIDs
+// are checked every time, as before counters. The routes are read as
+// KernelSIDCounters reads them (per-SID lookups, or one dump).
+func (a *applier) sidExtras(found []bool) error {
+	type sidRoute struct {
+		s    state.LocalSID
+		nr   *netlink.Route
+		want *localEncap
+	}
+	var todo []sidRoute
+	var prefixes []netip.Prefix
+	for i, s := range a.node.SIDs {
+		if s.Datapath == state.ProgramDatapath || (s.NextCSID == (state.CSIDFlavor{}) && (found == nil || !found[i])) {
 			continue
-		}
-		if have == nil {
-			var err error
-			if have, err = a.seg6Flavors(); err != nil {
-				return err
-			}
 		}
 		dev, err := a.sidDev()
 		if err != nil {
@@ -169,17 +149,48 @@ func (a *applier) csidFlavors() error {
 		if err != nil {
 			return err
 		}
-		k := keyOf(nr, nr.Family)
-		if have[k] == s.NextCSID {
+		want, ok := nr.Encap.(*localEncap)
+		if !ok {
 			continue
 		}
-		h := a.ns.Netlink()
-		what := fmt.Sprintf("sid %s %s flavor next-csid", s.SID, s.Behavior)
-		plain := *nr
-		plain.Encap = &nr.Encap.(*csidEncap).SEG6LocalEncap
+		todo = append(todo, sidRoute{s, nr, want})
+		prefixes = append(prefixes, s.SID.Masked())
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	have, ok, err := lookupSIDRoutes(a.ns, prefixes)
+	if err == nil && !ok {
+		have, err = dumpMainSIDRoutes(a.ns)
+	}
+	if err != nil {
+		return fmt.Errorf("read sid routes: %w", err)
+	}
+	h := a.ns.Netlink()
+	for _, t := range todo {
+		enc, present := have[t.s.SID.Masked()]
+		if !present && a.dry {
+			// A dry run did not add the route it reported missing.
+			continue
+		}
+		_, counted := parseCounters(enc)
+		got := localExtras{flavor: parseFlavor(enc), count: counted}
+		if got == (localExtras{flavor: t.want.flavor, count: t.want.count}) {
+			continue
+		}
+		what := fmt.Sprintf("sid %s %s", t.s.SID, t.s.Behavior)
+		if got.flavor != t.want.flavor {
+			what += " flavor next-csid"
+		}
+		if got.count != t.want.count {
+			what += " count"
+		}
+		nr := t.nr
+		prev := *nr
+		prev.Encap = &localEncap{SEG6LocalEncap: t.want.SEG6LocalEncap, flavor: got.flavor, count: got.count}
 		if err := a.change("replace "+what,
 			func() error { return wrap(h.RouteReplace(nr), "replace %s", what) },
-			func() error { return h.RouteReplace(&plain) }); err != nil {
+			func() error { return h.RouteReplace(&prev) }); err != nil {
 			return err
 		}
 	}

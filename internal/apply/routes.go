@@ -264,7 +264,7 @@ func SIDRoute(s state.LocalSID, dev int, ifindex func(string) (int, error)) (*ne
 		Encap:     e,
 		Protocol:  RTProto,
 	}
-	withFlavor(r, s)
+	withExtras(r, s)
 	return r, nil
 }
 
@@ -304,9 +304,9 @@ func encapSig(e netlink.Encap) string {
 		return b.String()
 	case *tlvEncap:
 		return encapSig(e.readBack())
-	case *csidEncap:
+	case *localEncap:
 		// Read-back routes carry no flavor (the library drops it):
-		// csidFlavors compares flavors itself.
+		// sidExtras compares flavors and counters itself.
 		return encapSig(&e.SEG6LocalEncap)
 	default:
 		return fmt.Sprintf("type=%d", e.Type())
@@ -602,7 +602,10 @@ func localAddr(node state.Node, addr netip.Addr) bool {
 }
 
 func (a *applier) sids() error {
-	for _, s := range a.node.SIDs {
+	// Which SIDs ensureRoute found in place: only their routes may lack
+	// what the diff cannot see (sidExtras).
+	var found []bool
+	for i, s := range a.node.SIDs {
 		if s.Behavior == state.EndDX6 && localAddr(a.node, s.NH6) {
 			// The kernel accepts this route and then drops every packet
 			// silently (MACHINE-NOTES); refuse it loudly instead.
@@ -623,11 +626,18 @@ func (a *applier) sids() error {
 		if err != nil {
 			return err
 		}
+		changes := len(a.j.steps)
 		if err := a.ensureRoute(fmt.Sprintf("sid %s %s", s.SID, s.Behavior), nr); err != nil {
 			return err
 		}
+		if len(a.j.steps) == changes {
+			if found == nil {
+				found = make([]bool, len(a.node.SIDs))
+			}
+			found[i] = true
+		}
 	}
-	return a.csidFlavors()
+	return a.sidExtras(found)
 }
 
 // RuleFor builds the netlink form of a policy rule.

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/kind"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/state"
 )
 
 // ProgramCounters are the counters of one program of one node, as its
@@ -43,13 +47,16 @@ func Counters(ctx context.Context, lab, node string, opts Options) ([]ProgramCou
 			continue
 		}
 		found = true
-		if len(n.Programs) == 0 {
+		if len(n.Programs) == 0 && !apply.HasKernelSIDs(n) {
 			continue
 		}
 		ns, err := openNode(rec, n.Name)
 		if err != nil {
 			for _, p := range n.Programs {
 				out = append(out, ProgramCounters{Node: n.Name, Program: p.Kind, NF: p.NF, Interfaces: p.Interfaces, Error: "namespace missing"})
+			}
+			if apply.HasKernelSIDs(n) {
+				out = append(out, ProgramCounters{Node: n.Name, Program: KernelSIDs, Error: "namespace missing"})
 			}
 			continue
 		}
@@ -66,6 +73,7 @@ func Counters(ctx context.Context, lab, node string, opts Options) ([]ProgramCou
 			}
 			out = append(out, pc)
 		}
+		out = append(out, kernelSIDCounters(ns, n)...)
 		ns.Close()
 	}
 	if !found {
@@ -74,13 +82,44 @@ func Counters(ctx context.Context, lab, node string, opts Options) ([]ProgramCou
 	return out, nil
 }
 
+// KernelSIDs is the Program of the counters the kernel keeps for a node's
+// seg6local SIDs (`count`, Linux >= 5.14): not a program, the kernel's
+// own datapath.
+const KernelSIDs = "seg6local"
+
+// kernelSIDCounters reads the kernel's counters of n's seg6local SIDs,
+// one entry per SID (so each carries the NF it fronts), named as the
+// eBPF End program names its SIDs' counters
+// (apply.KernelSIDCounter.Counters; errors: packets the behaviour
+// dropped).
+// An eBPF SID's route counts only the packets its program handed the
+// kernel (the slow path, docs/datapath.md).
+func kernelSIDCounters(ns *netns.NS, n state.Node) []ProgramCounters {
+	cs, err := apply.KernelSIDCounters(ns, n)
+	if err != nil {
+		return []ProgramCounters{{Node: n.Name, Program: KernelSIDs, Error: err.Error()}}
+	}
+	nf := map[netip.Prefix]string{}
+	for _, s := range n.SIDs {
+		nf[s.SID] = s.NF
+	}
+	var out []ProgramCounters
+	for _, c := range cs {
+		out = append(out, ProgramCounters{Node: n.Name, Program: KernelSIDs, NF: nf[c.SID], Counters: c.Counters()})
+	}
+	return out
+}
+
 // PrintCounters writes one line per counter, zero counters included (a
 // SID that saw nothing is worth seeing).
 func PrintCounters(w io.Writer, pcs []ProgramCounters) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tPROGRAM\tNF\tCOUNTER\tVALUE")
 	for _, pc := range pcs {
-		prog := pc.Program + " (" + strings.Join(pc.Interfaces, ",") + ")"
+		prog := pc.Program
+		if len(pc.Interfaces) > 0 {
+			prog += " (" + strings.Join(pc.Interfaces, ",") + ")"
+		}
 		if pc.Error != "" {
 			fmt.Fprintf(tw, "%s\t%s\t%s\tERROR: %s\t-\n", pc.Node, prog, orDash(pc.NF), pc.Error)
 			continue

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
@@ -59,6 +60,9 @@ type Config struct {
 	Timeout time.Duration
 	// Logger says why a read failed (slog.Default when nil).
 	Logger *slog.Logger
+	// KernelSIDs reads the kernel's counters of the node's seg6local
+	// SIDs (apply.KernelSIDCounters when nil; tests replace it).
+	KernelSIDs func(*netns.NS, state.Node) ([]apply.KernelSIDCounter, error)
 }
 
 // DefaultTimeout of one collection.
@@ -68,6 +72,9 @@ const DefaultTimeout = 5 * time.Second
 const (
 	NameSIDPackets        = "srchain_sid_packets_total"
 	NameSIDBytes          = "srchain_sid_bytes_total"
+	NameKernelSIDPackets  = "srchain_kernel_sid_packets_total"
+	NameKernelSIDBytes    = "srchain_kernel_sid_bytes_total"
+	NameKernelSIDErrors   = "srchain_kernel_sid_errors_total"
 	NameRulePackets       = "srchain_firewall_rule_packets_total"
 	NameRuleBytes         = "srchain_firewall_rule_bytes_total"
 	NameDrops             = "srchain_drops_total"
@@ -92,6 +99,7 @@ type Collector struct {
 	sidPackets, sidBytes, rulePackets, ruleBytes, drops, fib, counter *prometheus.Desc
 	up, desired, applied, applyErrors, drift, collectionErrors        *prometheus.Desc
 	flowSetups, flowSetupSeconds                                      *prometheus.Desc
+	kernelSIDPackets, kernelSIDBytes, kernelSIDErrors                 *prometheus.Desc
 }
 
 // New returns the collector of cfg.Node.
@@ -105,6 +113,14 @@ func New(cfg Config) *Collector {
 	if cfg.Snapshot == nil {
 		cfg.Snapshot = func() Snapshot { return Snapshot{} }
 	}
+	if cfg.KernelSIDs == nil {
+		cfg.KernelSIDs = func(ns *netns.NS, n state.Node) ([]apply.KernelSIDCounter, error) {
+			if ns == nil {
+				return nil, nil // no namespace to read (tests)
+			}
+			return apply.KernelSIDCounters(ns, n)
+		}
+	}
 	// The node label is constant: one collector serves one node.
 	node := prometheus.Labels{"node": cfg.Node}
 	var names []string
@@ -113,20 +129,27 @@ func New(cfg Config) *Collector {
 		return prometheus.NewDesc(name, help, labels, node)
 	}
 	c := &Collector{
-		cfg:         cfg,
-		sidPackets:  d(NameSIDPackets, "Packets served by an eBPF SID.", "sid", "nf"),
-		sidBytes:    d(NameSIDBytes, "Bytes served by an eBPF SID.", "sid", "nf"),
-		rulePackets: d(NameRulePackets, "Packets that matched a firewall rule (rule=\"policy\": the chain policy).", "nf", "rule"),
-		ruleBytes:   d(NameRuleBytes, "Bytes that matched a firewall rule (rule=\"policy\": the chain policy).", "nf", "rule"),
-		drops:       d(NameDrops, "Packets a program dropped, by reason (internal/drop).", "program", "nf", "reason"),
-		fib:         d(NameFIB, "FIB lookup outcomes of a program (bpf/lib/fib.h).", "program", "nf", "outcome"),
-		counter:     d(NameCounter, "Any other counter a program's driver reports, by its name.", "program", "nf", "counter"),
-		up:          d(NameAgentUp, "1 when the agent holds its status lease (the controller sees it up)."),
-		desired:     d(NameDesiredGeneration, "Newest desired-state generation the agent saw (0: none)."),
-		applied:     d(NameAppliedGeneration, "Desired-state generation last applied in full (absent before the first)."),
-		applyErrors: d(NameApplyErrors, "Failed applies and drift repairs since the agent started."),
-		drift:       d(NameDrift, "Differences from the applied state the last drift check found."),
-		flowSetups:  d(NameFlowSetups, "New flows of a chain with an NF pool placed on an instance by the per-flow setup loop.", "chain", "nf"),
+		cfg:        cfg,
+		sidPackets: d(NameSIDPackets, "Packets served by an eBPF SID.", "sid", "nf"),
+		sidBytes:   d(NameSIDBytes, "Bytes served by an eBPF SID.", "sid", "nf"),
+		// Separate families, not a label of the eBPF ones: an eBPF SID
+		// has a seg6local route too, which counts only the packets its
+		// program handed the kernel, and a sum over both would count
+		// the program's packets once more (docs/metrics.md).
+		kernelSIDPackets: d(NameKernelSIDPackets, "Packets the kernel's seg6local behaviour of a SID processed (ip route ... count).", "sid", "nf"),
+		kernelSIDBytes:   d(NameKernelSIDBytes, "Bytes of those packets.", "sid", "nf"),
+		kernelSIDErrors:  d(NameKernelSIDErrors, "Packets the kernel's seg6local behaviour of a SID dropped.", "sid", "nf"),
+		rulePackets:      d(NameRulePackets, "Packets that matched a firewall rule (rule=\"policy\": the chain policy).", "nf", "rule"),
+		ruleBytes:        d(NameRuleBytes, "Bytes that matched a firewall rule (rule=\"policy\": the chain policy).", "nf", "rule"),
+		drops:            d(NameDrops, "Packets a program dropped, by reason (internal/drop).", "program", "nf", "reason"),
+		fib:              d(NameFIB, "FIB lookup outcomes of a program (bpf/lib/fib.h).", "program", "nf", "outcome"),
+		counter:          d(NameCounter, "Any other counter a program's driver reports, by its name.", "program", "nf", "counter"),
+		up:               d(NameAgentUp, "1 when the agent holds its status lease (the controller sees it up)."),
+		desired:          d(NameDesiredGeneration, "Newest desired-state generation the agent saw (0: none)."),
+		applied:          d(NameAppliedGeneration, "Desired-state generation last applied in full (absent before the first)."),
+		applyErrors:      d(NameApplyErrors, "Failed applies and drift repairs since the agent started."),
+		drift:            d(NameDrift, "Differences from the applied state the last drift check found."),
+		flowSetups:       d(NameFlowSetups, "New flows of a chain with an NF pool placed on an instance by the per-flow setup loop.", "chain", "nf"),
 		flowSetupSeconds: d(NameFlowSetupSeconds,
 			"Per-flow setup time: a new flow's first packet from the eBPF ingress to its departure toward the first NF."),
 		collectionErrors: d(NameCollectionErrors,
@@ -145,7 +168,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *Collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{c.sidPackets, c.sidBytes, c.rulePackets, c.ruleBytes, c.drops, c.fib, c.counter,
-		c.up, c.desired, c.applied, c.applyErrors, c.drift, c.collectionErrors, c.flowSetups, c.flowSetupSeconds}
+		c.up, c.desired, c.applied, c.applyErrors, c.drift, c.collectionErrors, c.flowSetups, c.flowSetupSeconds,
+		c.kernelSIDPackets, c.kernelSIDBytes, c.kernelSIDErrors}
 }
 
 // Names lists every metric name the collector may emit (the dashboard
@@ -173,6 +197,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.drift, float64(snap.Drift))
 	if snap.Node != nil {
 		c.collectPrograms(ch, *snap.Node)
+		c.collectKernelSIDs(ch, *snap.Node)
 	}
 	if f := snap.Flows; f != nil {
 		for k, v := range f.Setups {
@@ -225,6 +250,35 @@ func (c *Collector) collectPrograms(ch chan<- prometheus.Metric, node state.Node
 		for _, k := range counters {
 			c.emitCounter(emit, p, sidNF, k)
 		}
+	}
+}
+
+// collectKernelSIDs emits the kernel's counters of node's seg6local
+// SIDs, read from one route dump of the node's namespace.
+func (c *Collector) collectKernelSIDs(ch chan<- prometheus.Metric, node state.Node) {
+	if !apply.HasKernelSIDs(node) {
+		return
+	}
+	cs, err := c.cfg.KernelSIDs(c.cfg.NS, node)
+	if err != nil {
+		c.errors.Add(1)
+		c.cfg.Logger.Warn("metrics: read kernel sid counters", "err", err)
+		return
+	}
+	sidNF := sidNFs(node)
+	seen := map[string]bool{}
+	for _, k := range cs {
+		sid := k.SID.Addr().String()
+		if seen[sid] {
+			// Two SIDs with one address (different lengths): the
+			// series would repeat and fail the scrape.
+			c.errors.Add(1)
+			continue
+		}
+		seen[sid] = true
+		ch <- prometheus.MustNewConstMetric(c.kernelSIDPackets, prometheus.CounterValue, float64(k.Packets), sid, sidNF[sid])
+		ch <- prometheus.MustNewConstMetric(c.kernelSIDBytes, prometheus.CounterValue, float64(k.Bytes), sid, sidNF[sid])
+		ch <- prometheus.MustNewConstMetric(c.kernelSIDErrors, prometheus.CounterValue, float64(k.Errors), sid, sidNF[sid])
 	}
 }
 

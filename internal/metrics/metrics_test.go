@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/kind"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
@@ -226,7 +227,7 @@ srchain_sid_packets_total{nf="",node="r2",sid="fc00:9::1"} 1
 func TestNames(t *testing.T) {
 	c := New(Config{Node: "x"})
 	names := c.Names()
-	if len(names) != 15 || names[0] != NameSIDPackets || names[len(names)-1] != NameCollectionErrors {
+	if len(names) != 18 || names[0] != NameSIDPackets || names[len(names)-1] != NameCollectionErrors {
 		t.Errorf("Names() = %v", names)
 	}
 }
@@ -261,6 +262,64 @@ srchain_flow_setup_seconds_sum{node="r1"} 0.0023
 srchain_flow_setup_seconds_count{node="r1"} 2
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), NameFlowSetups, NameFlowSetupSeconds); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKernelSIDMetrics: the kernel's counters of the node's seg6local
+// SIDs are exported per SID with the NF it fronts, in families of their
+// own; a failed read counts one collection error and the program
+// counters are still exported.
+func TestKernelSIDMetrics(t *testing.T) {
+	var fail error
+	read := func(_ *netns.NS, n state.Node) ([]apply.KernelSIDCounter, error) {
+		if fail != nil {
+			return nil, fail
+		}
+		return []apply.KernelSIDCounter{
+			{SID: n.SIDs[0].SID, KernelSIDCount: apply.KernelSIDCount{Packets: 10, Bytes: 1040, Errors: 1}},
+			{SID: n.SIDs[1].SID, KernelSIDCount: apply.KernelSIDCount{}},
+		}, nil
+	}
+	node := testNode()
+	node.SIDs[0].Datapath = state.Kernel
+	c := New(Config{Node: "r2", Drivers: map[string]kind.Driver{"end": &fakeDriver{}, "firewall": &fakeDriver{}},
+		KernelSIDs: read, Snapshot: func() Snapshot { return Snapshot{Node: node} }})
+	const want = `
+# HELP srchain_collection_errors_total Reads that failed while collecting these metrics since start (counted in the scrape that failed).
+# TYPE srchain_collection_errors_total counter
+srchain_collection_errors_total{node="r2"} 0
+# HELP srchain_kernel_sid_bytes_total Bytes of those packets.
+# TYPE srchain_kernel_sid_bytes_total counter
+srchain_kernel_sid_bytes_total{nf="",node="r2",sid="fc00:2::2"} 0
+srchain_kernel_sid_bytes_total{nf="fw",node="r2",sid="fc00:2::1:0"} 1040
+# HELP srchain_kernel_sid_errors_total Packets the kernel's seg6local behaviour of a SID dropped.
+# TYPE srchain_kernel_sid_errors_total counter
+srchain_kernel_sid_errors_total{nf="",node="r2",sid="fc00:2::2"} 0
+srchain_kernel_sid_errors_total{nf="fw",node="r2",sid="fc00:2::1:0"} 1
+# HELP srchain_kernel_sid_packets_total Packets the kernel's seg6local behaviour of a SID processed (ip route ... count).
+# TYPE srchain_kernel_sid_packets_total counter
+srchain_kernel_sid_packets_total{nf="",node="r2",sid="fc00:2::2"} 0
+srchain_kernel_sid_packets_total{nf="fw",node="r2",sid="fc00:2::1:0"} 10
+`
+	names := []string{NameCollectionErrors, NameKernelSIDPackets, NameKernelSIDBytes, NameKernelSIDErrors}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	fail = errors.New("dump failed")
+	const failed = `
+# HELP srchain_collection_errors_total Reads that failed while collecting these metrics since start (counted in the scrape that failed).
+# TYPE srchain_collection_errors_total counter
+srchain_collection_errors_total{node="r2"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(failed), names...); err != nil {
+		t.Fatal(err)
+	}
+	// A node whose SIDs are all served by programs (SR proxies) has no
+	// seg6local route to read.
+	node.SIDs = []state.LocalSID{{SID: node.SIDs[0].SID, Datapath: state.ProgramDatapath}}
+	fail = nil
+	if err := testutil.CollectAndCompare(c, strings.NewReader(failed), names...); err != nil {
 		t.Fatal(err)
 	}
 }
