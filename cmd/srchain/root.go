@@ -95,7 +95,7 @@ func newRootCmd(e *env) *cobra.Command {
 	root.PersistentFlags().BoolVarP(&e.verbose, "verbose", "v", false, "log debug detail")
 	root.AddCommand(newLabCmd(e), newCertsCmd(), newDemoCmd(e), newPlanCmd(e), newValidateCmd(e), newSchemaCmd(e),
 		newFirewallCmd(e), newBenchCmd(e), newVersionCmd(e), newServeCmd(e), newApplyCmd(e), newGetCmd(e), newDeleteCmd(e), newRotateCmd(e),
-		newAgentCmd(e))
+		newAgentCmd(e), newNodeCmd(e))
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
