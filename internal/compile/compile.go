@@ -187,14 +187,34 @@ func (c *compiler) sysctls(n spec.Node) {
 	}
 }
 
-// tunsrc is the router's first IPv6 interface address (interfaces by
-// name): routed everywhere by the link-prefix routes, and never inside a
-// locator, so it cannot collide with a SID.
+// tunsrc is the router's tunnel_source when the spec gives one, else its
+// first IPv6 interface address (interfaces by name): routed everywhere by
+// the link-prefix routes, and never inside a locator, so it cannot collide
+// with a SID. A tunnel_source that is not an interface address goes on lo
+// as a /128 (on a host that has it there already, apply adds nothing) and
+// is routed to the router like a link subnet, so that ICMP errors about
+// encapsulated packets (RFC 8754 section 5.4) reach it.
 func (c *compiler) tunsrc(n spec.Node) {
 	if n.Role != spec.RoleRouter {
 		return
 	}
 	sn := c.nodes[n.Name]
+	if t := n.TunnelSource; t.IsValid() {
+		sn.TunSrc = t
+		for _, i := range sn.Interfaces {
+			for _, p := range i.Addrs {
+				if p.Addr() == t {
+					return
+				}
+			}
+		}
+		p := netip.PrefixFrom(t, 128)
+		sn.Loopback = append(sn.Loopback, p)
+		if !slices.Contains(c.owners[p], n.Name) {
+			c.owners[p] = append(c.owners[p], n.Name)
+		}
+		return
+	}
 	ifs := slices.Clone(sn.Interfaces)
 	slices.SortFunc(ifs, func(a, b state.Interface) int { return cmp.Compare(a.Name, b.Name) })
 	for _, i := range ifs {
