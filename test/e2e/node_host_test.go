@@ -1,0 +1,411 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/testutil"
+)
+
+// nodeHostSpec is examples/quickstart.yaml for hosts an operator built:
+// each router has a tunnel source on lo that the operator configured.
+const nodeHostSpec = `name: %s
+sid_format: {locator_bits: 64, function_bits: 48, args_bits: 16}
+nodes:
+  - {name: h1, role: host}
+  - {name: r1, role: router, locator: "fc00:1::/64", tunnel_source: "fc00:ff::1"}
+  - {name: r2, role: router, locator: "fc00:2::/64", tunnel_source: "fc00:ff::2"}
+  - {name: r3, role: router, locator: "fc00:3::/64", tunnel_source: "fc00:ff::3"}
+  - {name: h2, role: host}
+links:
+  - endpoints:
+      - {node: h1, interface: eth0, addresses: ["fc00:a1::1/64", "10.0.1.1/24"]}
+      - {node: r1, interface: eth0, addresses: ["fc00:a1::2/64", "10.0.1.2/24"]}
+  - endpoints:
+      - {node: r1, interface: eth1, addresses: ["fc00:a2::1/64", "10.0.2.1/24"]}
+      - {node: r2, interface: eth0, addresses: ["fc00:a2::2/64", "10.0.2.2/24"]}
+  - endpoints:
+      - {node: r2, interface: eth1, addresses: ["fc00:a3::1/64", "10.0.3.1/24"]}
+      - {node: r3, interface: eth0, addresses: ["fc00:a3::2/64", "10.0.3.2/24"]}
+  - endpoints:
+      - {node: r3, interface: eth1, addresses: ["fc00:a4::1/64", "10.0.4.1/24"]}
+      - {node: h2, interface: eth0, addresses: ["fc00:a4::2/64", "10.0.4.2/24"]}
+nfs:
+  - {name: fw, kind: forward, node: r2}
+chains:
+  - {name: web4, ingress: r1, egress: r3, match: {dst: ["10.0.4.0/24"]}, nfs: [fw]}
+  - {name: web6, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"]}, nfs: [fw]}
+`
+
+// nodeHost is the operator's machine set: five namespaces built with
+// plain ip commands, as hosts srchain did not create.
+type nodeHost struct {
+	t      *testing.T
+	prefix string
+}
+
+func (h *nodeHost) ns(node string) string { return h.prefix + node }
+
+// sh runs a command in node's namespace and fails the test on error.
+func (h *nodeHost) sh(node string, args ...string) string {
+	h.t.Helper()
+	out, err := h.try(node, args...)
+	if err != nil {
+		h.t.Fatalf("%s: %s: %v\n%s", node, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (h *nodeHost) try(node string, args ...string) (string, error) {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", h.ns(node)}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String() + stderr.String(), err
+}
+
+// build makes the namespaces, links and addresses an operator would have
+// configured, and the operator's own state on each router.
+func (h *nodeHost) build() {
+	t := h.t
+	nodes := []string{"h1", "r1", "r2", "r3", "h2"}
+	for _, n := range nodes {
+		name := h.ns(n)
+		t.Cleanup(func() {
+			if err := netns.Delete(name); err != nil {
+				t.Errorf("remove %s: %v", name, err)
+			}
+		})
+		if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+			t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+		}
+		h.sh(n, "ip", "link", "set", "lo", "up")
+	}
+	type end struct{ node, ifname, v6, v4 string }
+	links := [][2]end{
+		{{"h1", "eth0", "fc00:a1::1/64", "10.0.1.1/24"}, {"r1", "eth0", "fc00:a1::2/64", "10.0.1.2/24"}},
+		{{"r1", "eth1", "fc00:a2::1/64", "10.0.2.1/24"}, {"r2", "eth0", "fc00:a2::2/64", "10.0.2.2/24"}},
+		{{"r2", "eth1", "fc00:a3::1/64", "10.0.3.1/24"}, {"r3", "eth0", "fc00:a3::2/64", "10.0.3.2/24"}},
+		{{"r3", "eth1", "fc00:a4::1/64", "10.0.4.1/24"}, {"h2", "eth0", "fc00:a4::2/64", "10.0.4.2/24"}},
+	}
+	for _, l := range links {
+		a, b := l[0], l[1]
+		if out, err := exec.Command("ip", "link", "add", "name", a.ifname, "netns", h.ns(a.node), "type", "veth",
+			"peer", "name", b.ifname, "netns", h.ns(b.node)).CombinedOutput(); err != nil {
+			t.Fatalf("veth %s/%s-%s/%s: %v: %s", a.node, a.ifname, b.node, b.ifname, err, out)
+		}
+		for _, e := range []end{a, b} {
+			h.sh(e.node, "ip", "addr", "add", e.v6, "dev", e.ifname, "nodad")
+			h.sh(e.node, "ip", "addr", "add", e.v4, "dev", e.ifname)
+		}
+	}
+	for _, l := range links {
+		for _, e := range l {
+			h.sh(e.node, "ip", "link", "set", e.ifname, "up")
+		}
+	}
+	// Hosts configured long ago have finished duplicate address
+	// detection on their link-local addresses (RFC 4862 section 5.4);
+	// until then the kernel changes their flags and local routes by itself.
+	for _, n := range nodes {
+		deadline := time.Now().Add(20 * time.Second)
+		for strings.Contains(h.sh(n, "ip", "-j", "addr"), "tentative") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: addresses still tentative", n)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// The hosts are plain hosts: default routes to their router.
+	h.sh("h1", "ip", "route", "add", "default", "via", "10.0.1.2")
+	h.sh("h1", "ip", "-6", "route", "add", "default", "via", "fc00:a1::2")
+	h.sh("h2", "ip", "route", "add", "default", "via", "10.0.4.1")
+	h.sh("h2", "ip", "-6", "route", "add", "default", "via", "fc00:a4::1")
+	for i, r := range []string{"r1", "r2", "r3"} {
+		// The tunnel source the spec names, on lo.
+		h.sh(r, "ip", "addr", "add", fmt.Sprintf("fc00:ff::%d/128", i+1), "dev", "lo")
+		// Operator state srchain must leave alone: routes in main and
+		// in another table (one to a chain's destination), a rule, an
+		// nft table with a counter rule, a clsact qdisc with a filter,
+		// sysctls (one that srchain changes and must restore).
+		h.sh(r, "ip", "route", "add", "blackhole", "192.0.2.0/24")
+		h.sh(r, "ip", "-6", "route", "add", "blackhole", "2001:db8:99::/48")
+		h.sh(r, "ip", "route", "add", "198.51.100.0/24", "dev", "eth0", "table", "100")
+		h.sh(r, "ip", "-6", "route", "add", "fc00:a4::/64", "dev", "eth0", "table", "100")
+		h.sh(r, "ip", "rule", "add", "pref", "1000", "from", "198.51.100.0/24", "table", "100")
+		h.sh(r, "ip", "-6", "rule", "add", "pref", "1000", "from", "2001:db8:1::/64", "table", "100")
+		h.sh(r, "nft", "add table inet operator; add chain inet operator opchain { type filter hook forward priority 0; }; add rule inet operator opchain ip saddr 203.0.113.7 counter")
+		h.sh(r, "tc", "qdisc", "add", "dev", "eth0", "clsact")
+		h.sh(r, "tc", "filter", "add", "dev", "eth0", "ingress", "prio", "10", "protocol", "all", "u32", "match", "u32", "0", "0", "classid", "1:1")
+		h.sh(r, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=2")
+		h.sh(r, "sysctl", "-qw", "net.ipv6.conf.eth1.hop_limit=33")
+	}
+}
+
+// nodeHostSysctls are the sysctls the dumps compare: those srchain sets
+// on a router, the forwarding switches' side effects, the operator's.
+var nodeHostSysctls = func() []string {
+	var keys []string
+	for _, dev := range []string{"all", "default", "lo", "eth0", "eth1"} {
+		for _, k := range []string{"forwarding", "accept_dad", "seg6_enabled", "hop_limit"} {
+			keys = append(keys, "net.ipv6.conf."+dev+"."+k)
+		}
+		keys = append(keys, "net.ipv4.conf."+dev+".forwarding")
+	}
+	return append(keys, "net.ipv4.ip_forward")
+}()
+
+// dump is a router's state, one text per source.
+type hostDump map[string]string
+
+func (h *nodeHost) dump(node string) hostDump {
+	h.t.Helper()
+	d := hostDump{
+		"route4": h.sh(node, "ip", "-d", "-j", "route", "show", "table", "all"),
+		"route6": h.sh(node, "ip", "-6", "-d", "-j", "route", "show", "table", "all"),
+		"rule4":  h.sh(node, "ip", "-j", "rule"),
+		"rule6":  h.sh(node, "ip", "-6", "-j", "rule"),
+		"addr":   h.sh(node, "ip", "-d", "-j", "addr"),
+		"nft":    h.sh(node, "nft", "-j", "list", "ruleset"),
+		"qdisc":  h.sh(node, "tc", "-j", "qdisc", "show"),
+		"filter": h.sh(node, "tc", "-j", "filter", "show", "dev", "eth0", "ingress"),
+		"tunsrc": h.sh(node, "ip", "sr", "tunsrc", "show"),
+	}
+	var b strings.Builder
+	for _, k := range nodeHostSysctls {
+		fmt.Fprintf(&b, "%s=%s", k, h.sh(node, "sysctl", "-n", k))
+	}
+	d["sysctl"] = b.String()
+	return d
+}
+
+// operator is the part of a dump that is not srchain's: routes and rules
+// without srchain's protocol, the anycast routes the kernel adds while
+// forwarding is on (RFC 4291 section 2.6.1, a consequence of the
+// forwarding sysctl srchain owns), nft tables not named srchain_*; and
+// the sysctls, tunsrc and addresses only outside what srchain set.
+func operator(t *testing.T, d hostDump) hostDump {
+	t.Helper()
+	out := hostDump{}
+	for _, k := range []string{"route4", "route6", "rule4", "rule6"} {
+		var items []map[string]any
+		if err := json.Unmarshal([]byte(d[k]), &items); err != nil {
+			t.Fatalf("decode %s: %v", k, err)
+		}
+		items = slices.DeleteFunc(items, func(m map[string]any) bool {
+			return fmt.Sprint(m["protocol"]) == fmt.Sprint(apply.RTProto) || m["type"] == "anycast"
+		})
+		b, _ := json.Marshal(items)
+		out[k] = string(b)
+	}
+	var nft struct {
+		Nftables []map[string]map[string]any `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(d["nft"]), &nft); err != nil {
+		t.Fatalf("decode nft: %v", err)
+	}
+	nft.Nftables = slices.DeleteFunc(nft.Nftables, func(e map[string]map[string]any) bool {
+		for kind, o := range e {
+			name := fmt.Sprint(o["table"])
+			if kind == "table" {
+				name = fmt.Sprint(o["name"])
+			}
+			if strings.HasPrefix(name, "srchain_") {
+				return true
+			}
+		}
+		return false
+	})
+	b, _ := json.Marshal(nft)
+	out["nft"] = string(b)
+	out["qdisc"], out["filter"], out["addr"] = d["qdisc"], d["filter"], d["addr"]
+	// The operator's own sysctls (srchain sets none of these).
+	for _, line := range strings.Split(d["sysctl"], "\n") {
+		if strings.HasPrefix(line, "net.ipv6.conf.eth1.hop_limit=") || strings.HasPrefix(line, "net.ipv6.conf.lo.hop_limit=") {
+			out["sysctl"] += line + "\n"
+		}
+	}
+	return out
+}
+
+func diffDumps(t *testing.T, what string, a, b hostDump) {
+	t.Helper()
+	for k := range a {
+		if a[k] != b[k] {
+			t.Errorf("%s: %s differs:\nbefore: %s\nafter:  %s", what, k, a[k], b[k])
+		}
+	}
+}
+
+// srchain runs the CLI inside node's namespace, as an operator would.
+func (h *nodeHost) srchain(node string, args ...string) string {
+	h.t.Helper()
+	return h.sh(node, append([]string{srchainBin}, args...)...)
+}
+
+// TestNodeHostApply: `srchain node apply` on routers built with plain ip
+// commands (no lab) steers the quickstart chains through the NF with the
+// operator's loopback tunnel source, leaves every piece of operator state
+// as it was, changes nothing when re-run, and `node reset` leaves each
+// router byte-identical to before srchain ran (sysctls and tunsrc it
+// changed restored), with no srchain pin left.
+func TestNodeHostApply(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"ip", "nft", "tc", "ping", "sysctl"} {
+		testutil.RequireTool(t, tool)
+	}
+	if srchainBin == "" {
+		t.Fatal("the srchain binary was not built (see TestMain)")
+	}
+	h := &nodeHost{t: t, prefix: labName("nh") + "-"}
+	h.prefix = "src-" + h.prefix
+	h.build()
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "hosts.yaml")
+	if err := os.WriteFile(specPath, []byte(fmt.Sprintf(nodeHostSpec, "hosts")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := filepath.Join(dir, "state")
+	routers := []string{"r1", "r2", "r3"}
+
+	// Before srchain: the chain's destinations are unreachable.
+	if out, err := h.try("h1", "ping", "-c", "1", "-W", "1", "10.0.4.2"); err == nil {
+		t.Fatalf("h1 reaches h2 before srchain ran:\n%s", out)
+	}
+	before := map[string]hostDump{}
+	for _, r := range routers {
+		before[r] = h.dump(r)
+	}
+	for _, r := range routers {
+		out := h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir, "--dry-run")
+		if !strings.Contains(out, "record sysctl net.ipv6.conf.eth0.accept_dad=2") {
+			t.Errorf("%s dry run does not say it records the old accept_dad:\n%s", r, out)
+		}
+		if after := h.dump(r); after["route6"] != before[r]["route6"] || after["sysctl"] != before[r]["sysctl"] {
+			t.Errorf("%s: the dry run changed the node", r)
+		}
+		out = h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir)
+		if strings.Contains(out, " 0 changes") {
+			t.Errorf("%s: first apply made no change: %s", r, out)
+		}
+	}
+
+	// Probes: delivered, and through the NF on r2 from r1's tunnel source.
+	r2, err := netns.Open(h.ns("r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	seen := nodeCapture(t, r2, "eth0", func() {
+		h.sh("h1", "ping", "-c", "2", "-W", "2", "10.0.4.2")
+		h.sh("h1", "ping", "-6", "-c", "2", "-W", "2", "fc00:a4::2")
+	})
+	sid := netip.MustParseAddr("fc00:2::1:0")
+	src := netip.MustParseAddr("fc00:ff::1")
+	for _, inner := range []uint8{unix.IPPROTO_IPIP, unix.IPPROTO_IPV6} {
+		if seen[srhKey{src, sid, inner}] < 2 {
+			t.Errorf("r2/eth0 saw %d packets from %s with the NF SID %s in their SRH and inner protocol %d, want >= 2 (all: %v)",
+				seen[srhKey{src, sid, inner}], src, sid, inner, seen)
+		}
+	}
+
+	for _, r := range routers {
+		diffDumps(t, r+" operator state after apply", operator(t, before[r]), operator(t, h.dump(r)))
+		if out := h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir); !strings.Contains(out, " 0 changes") {
+			t.Errorf("%s: re-apply: %s, want 0 changes", r, out)
+		}
+		h.srchain(r, "node", "status", specPath, "--node", r, "--state-dir", stateDir)
+	}
+	// Drift is reported and exits non-zero.
+	h.sh("r2", "ip", "-6", "route", "del", "fc00:2::1:0/112")
+	if out, err := h.try("r2", srchainBin, "node", "status", specPath, "--node", "r2", "--state-dir", stateDir); err == nil || !strings.Contains(out, "fc00:2::1:0") {
+		t.Errorf("status after deleting r2's SID: err %v, want non-zero exit naming the SID:\n%s", err, out)
+	}
+
+	for _, r := range routers {
+		h.srchain(r, "node", "reset", "--node", r, "--state-dir", stateDir)
+		diffDumps(t, r+" after reset", before[r], h.dump(r))
+		if _, err := os.Stat(filepath.Join(apply.PinRoot, h.ns(r))); !os.IsNotExist(err) {
+			t.Errorf("%s: srchain pins left: %v", r, err)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(stateDir, "node")); len(ents) != 3-slices.Index(routers, r)-1 {
+			t.Errorf("after reset of %s, records %v remain", r, ents)
+		}
+	}
+	if out, err := h.try("h1", "ping", "-c", "1", "-W", "1", "10.0.4.2"); err == nil {
+		t.Errorf("h1 still reaches h2 after reset:\n%s", out)
+	}
+}
+
+// srhKey is what identifies a steered packet: outer source, a segment of
+// its SRH, the inner protocol.
+type srhKey struct {
+	src, seg netip.Addr
+	inner    uint8
+}
+
+// nodeCapture counts the SRv6 packets arriving on ifname of ns while send
+// runs, by outer source, each SRH segment and the SRH's next header. It
+// reads a socket opened before send, until the socket has been quiet for
+// a while after send returned.
+func nodeCapture(t *testing.T, ns *netns.NS, ifname string, send func()) map[srhKey]int {
+	t.Helper()
+	l, err := ns.Netlink().LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	if err := ns.Do(func() error {
+		var err error
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(endHtons(unix.ETH_P_IPV6)))
+		if err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: endHtons(unix.ETH_P_IPV6), Ifindex: l.Attrs().Index})
+	}); err != nil {
+		t.Fatalf("capture on %s: %v", ifname, err)
+	}
+	defer unix.Close(fd)
+	tv := unix.Timeval{Sec: 1}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	send()
+	seen := map[srhKey]int{}
+	buf := make([]byte, 65536)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			break // quiet for a second: everything sent has arrived
+		}
+		p := buf[:n]
+		// IPv6 header (40) then a routing header type 4 (RFC 8754).
+		if len(p) < 48 || p[6] != unix.IPPROTO_ROUTING || p[42] != 4 {
+			continue
+		}
+		src, _ := netip.AddrFromSlice(p[8:24])
+		srh := p[40:]
+		hdrLen := (int(srh[1]) + 1) * 8
+		if len(srh) < hdrLen {
+			continue
+		}
+		for i := 0; 8+16*(i+1) <= hdrLen && i <= int(srh[4]); i++ {
+			seg, _ := netip.AddrFromSlice(srh[8+16*i : 8+16*(i+1)])
+			seen[srhKey{src, seg, srh[0]}]++
+		}
+	}
+	return seen
+}
