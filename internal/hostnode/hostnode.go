@@ -39,6 +39,9 @@ var (
 	ErrNoRecord = errors.New("no record of an applied node")
 	// ErrBadName: a node name that cannot name a record file.
 	ErrBadName = errors.New("bad node name")
+	// ErrConflict: the desired state would replace a route srchain did
+	// not write (the operator's, a routing daemon's).
+	ErrConflict = errors.New("route is not srchain's")
 )
 
 // DefaultStateDir is where records are kept unless told otherwise.
@@ -236,6 +239,13 @@ func Apply(ctx context.Context, ns *netns.NS, node state.Node, opts Options) (Re
 	before, notes, err := observe(ctx, ns, node, rec.Before)
 	if err != nil {
 		return Result{}, err
+	}
+	conflicts, err := Conflicts(ns, node)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(conflicts) > 0 {
+		return Result{Pending: conflicts}, fmt.Errorf("%s: %w", strings.Join(conflicts, "; "), ErrConflict)
 	}
 	aopts := apply.Options{Drivers: opts.Drivers, Logger: opts.log(), DryRun: opts.DryRun, Owned: true}
 	if rec.State.Name != "" {
@@ -462,4 +472,68 @@ func readTunSrc(ctx context.Context, ns *netns.NS) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("parse tunsrc: %w", err)
 	}
 	return a, nil
+}
+
+// Conflicts lists the routes of the namespace that applying node would
+// replace and that srchain did not write (their protocol is not
+// apply.RTProto): the kernel holds one route per table, destination and
+// metric, so srchain's would take the operator's place, and reset, which
+// removes srchain's, could not give it back. Apply refuses them instead,
+// as a routing daemon does not overwrite static routes it did not make.
+func Conflicts(ns *netns.NS, node state.Node) ([]string, error) {
+	h := ns.Netlink()
+	ifindex := func(name string) (int, error) {
+		if name == "" {
+			return 0, nil
+		}
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return 0, nil // Apply reports the missing interface
+		}
+		return l.Attrs().Index, nil
+	}
+	var want []*netlink.Route
+	for _, r := range node.Routes {
+		nr, err := apply.RouteFor(r, ifindex)
+		if err != nil {
+			return nil, err
+		}
+		want = append(want, nr)
+	}
+	for _, sid := range node.SIDs {
+		nr, err := apply.SIDRoute(sid, 0, ifindex)
+		if err != nil {
+			return nil, err
+		}
+		want = append(want, nr)
+	}
+	type key struct {
+		fam, table int
+	}
+	byTable := map[key]map[string][]netlink.Route{}
+	var out []string
+	for _, w := range want {
+		k := key{w.Family, w.Table}
+		have, ok := byTable[k]
+		if !ok {
+			rs, err := h.RouteListFiltered(w.Family, &netlink.Route{Table: w.Table}, netlink.RT_FILTER_TABLE)
+			if err != nil {
+				return nil, fmt.Errorf("list routes of table %d: %w", w.Table, err)
+			}
+			have = map[string][]netlink.Route{}
+			for _, r := range rs {
+				if r.Dst != nil {
+					have[r.Dst.String()] = append(have[r.Dst.String()], r)
+				}
+			}
+			byTable[k] = have
+		}
+		for _, r := range have[w.Dst.String()] {
+			if r.Protocol != apply.RTProto {
+				out = append(out, fmt.Sprintf("conflict: route %s table %d proto %d is not srchain's (remove it, or keep its prefix out of the spec)",
+					w.Dst, w.Table, int(r.Protocol)))
+			}
+		}
+	}
+	return out, nil
 }

@@ -348,6 +348,20 @@ func TestNodeHostApply(t *testing.T) {
 	if out, err := h.try("h1", "ping", "-c", "1", "-W", "1", "10.0.4.2"); err == nil {
 		t.Errorf("h1 still reaches h2 after reset:\n%s", out)
 	}
+
+	// An operator's route to a chain's destination in the table srchain
+	// would write: apply refuses and changes nothing (reset could not
+	// give the route back once srchain's had replaced it).
+	h.sh("r1", "ip", "-6", "route", "add", "fc00:a4::/64", "via", "fc00:a2::2")
+	held := h.dump("r1")
+	out, err := h.try("r1", srchainBin, "node", "apply", specPath, "--node", "r1", "--state-dir", stateDir)
+	if err == nil || !strings.Contains(out, "fc00:a4::/64") || !strings.Contains(out, "not srchain's") {
+		t.Errorf("apply over the operator's route to fc00:a4::/64: err %v, want a refusal naming it:\n%s", err, out)
+	}
+	diffDumps(t, "r1 after a refused apply", held, h.dump("r1"))
+	if ents, _ := os.ReadDir(filepath.Join(stateDir, "node")); len(ents) != 0 {
+		t.Errorf("a refused apply left records %v", ents)
+	}
 }
 
 // srhKey is what identifies a steered packet: outer source, a segment of
