@@ -81,6 +81,9 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 	for _, n := range s.Nodes {
 		c.sysctls(n)
 		c.tunsrc(n)
+		if n.InterfacesManaged != nil && !*n.InterfacesManaged {
+			c.nodes[n.Name].InterfacesUnmanaged = true
+		}
 	}
 	for _, n := range s.Nodes {
 		switch n.Role {

@@ -55,3 +55,23 @@ func TestTunnelSource(t *testing.T) {
 		}
 	}
 }
+
+// TestInterfacesManaged: interfaces_managed: false reaches the node's
+// state; nodes that do not say so stay managed.
+func TestInterfacesManaged(t *testing.T) {
+	s, err := spec.Load("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := false
+	s.Nodes[1].InterfacesManaged = &f
+	net, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range net.Nodes {
+		if want := n.Name == s.Nodes[1].Name; n.InterfacesUnmanaged != want {
+			t.Errorf("%s: unmanaged %v, want %v", n.Name, n.InterfacesUnmanaged, want)
+		}
+	}
+}

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
+	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/testutil"
@@ -120,5 +124,74 @@ func TestResetRestores(t *testing.T) {
 	}
 	if _, err := Reset(ctx, ns, "r1", Options{StateDir: dir}); !errors.Is(err, ErrNoRecord) {
 		t.Errorf("second reset: %v, want ErrNoRecord", err)
+	}
+}
+
+// TestUnmanagedInterfaces: with interfaces the operator's
+// (InterfacesUnmanaged), an MTU, link state or address that differs is
+// reported by the dry run and refused by Apply, which leaves the
+// namespace as it was (the sysctls it set first rolled back).
+func TestUnmanagedInterfaces(t *testing.T) {
+	testutil.RequireRoot(t)
+	name := fmt.Sprintf("src-srct-u%d", os.Getpid())
+	ns, err := netns.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Delete(); err != nil {
+			t.Error(err)
+		}
+	})
+	h := ns.Netlink()
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0", MTU: 1400}, PeerName: "eth9"}); err != nil {
+		t.Fatal(err)
+	}
+	node := state.Node{
+		Name:                "r1",
+		InterfacesUnmanaged: true,
+		Sysctls:             []state.Sysctl{{Key: "net.ipv6.conf.all.forwarding", Value: "1"}},
+		Interfaces:          []state.Interface{{Name: "eth0", MTU: 1500, Addrs: []netip.Prefix{netip.MustParsePrefix("fc00:a1::2/64")}}},
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	res, err := Apply(ctx, ns, node, Options{StateDir: dir, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mismatches int
+	for _, p := range res.Pending {
+		if strings.HasPrefix(p, "mismatch (not managed): ") {
+			mismatches++
+		}
+	}
+	if mismatches != 3 { // mtu, up, address
+		t.Errorf("dry run: %d mismatches, want 3: %q", mismatches, res.Pending)
+	}
+	if _, err := Apply(ctx, ns, node, Options{StateDir: dir}); !errors.Is(err, apply.ErrUnmanaged) {
+		t.Fatalf("apply over a differing unmanaged interface: %v, want ErrUnmanaged", err)
+	}
+	l, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Attrs().MTU != 1400 || l.Attrs().Flags&net.FlagUp != 0 {
+		t.Errorf("eth0 changed: mtu %d flags %v", l.Attrs().MTU, l.Attrs().Flags)
+	}
+	if v, _ := readSysctl(ns, "net.ipv6.conf.all.forwarding"); v != "0" {
+		t.Errorf("forwarding %s after a refused apply, want 0", v)
+	}
+	// Once the operator configured them as the spec says, apply goes on.
+	if err := h.LinkSetMTU(l, 1500); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipNet(netip.MustParsePrefix("fc00:a1::2/64")), Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, ns, node, Options{StateDir: dir}); err != nil {
+		t.Errorf("apply over matching unmanaged interfaces: %v", err)
 	}
 }

@@ -21,14 +21,15 @@ import (
 )
 
 // nodeHostSpec is examples/quickstart.yaml for hosts an operator built:
-// each router has a tunnel source on lo that the operator configured.
+// each router has a tunnel source on lo that the operator configured, and
+// its interfaces are the operator's (srchain checks them, writes nothing).
 const nodeHostSpec = `name: %s
 sid_format: {locator_bits: 64, function_bits: 48, args_bits: 16}
 nodes:
   - {name: h1, role: host}
-  - {name: r1, role: router, locator: "fc00:1::/64", tunnel_source: "fc00:ff::1"}
-  - {name: r2, role: router, locator: "fc00:2::/64", tunnel_source: "fc00:ff::2"}
-  - {name: r3, role: router, locator: "fc00:3::/64", tunnel_source: "fc00:ff::3"}
+  - {name: r1, role: router, locator: "fc00:1::/64", tunnel_source: "fc00:ff::1", interfaces_managed: false}
+  - {name: r2, role: router, locator: "fc00:2::/64", tunnel_source: "fc00:ff::2", interfaces_managed: false}
+  - {name: r3, role: router, locator: "fc00:3::/64", tunnel_source: "fc00:ff::3", interfaces_managed: false}
   - {name: h2, role: host}
 links:
   - endpoints:
