@@ -50,6 +50,9 @@ func newNodeCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := hostMounts(cmd.Name()); err != nil {
+				return err
+			}
 			ns, err := hostnode.Open()
 			if err != nil {
 				return err
@@ -80,6 +83,9 @@ func newNodeCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := specNode(cmd, args[0], o.node)
 			if err != nil {
+				return err
+			}
+			if err := hostMounts(cmd.Name()); err != nil {
 				return err
 			}
 			ns, err := hostnode.Open()
@@ -114,6 +120,9 @@ func newNodeCmd(e *env) *cobra.Command {
 		Short: "Remove what `node apply` added to this host and restore what it changed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := hostMounts(cmd.Name()); err != nil {
+				return err
+			}
 			ns, err := hostnode.Open()
 			if err != nil {
 				return err

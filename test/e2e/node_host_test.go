@@ -28,7 +28,7 @@ sid_format: {locator_bits: 64, function_bits: 48, args_bits: 16}
 nodes:
   - {name: h1, role: host}
   - {name: r1, role: router, locator: "fc00:1::/64", tunnel_source: "fc00:ff::1", interfaces_managed: false}
-  - {name: r2, role: router, locator: "fc00:2::/64", tunnel_source: "fc00:ff::2", interfaces_managed: false}
+  - {name: r2, role: router, locator: "fc00:2::/64", datapath: ebpf, tunnel_source: "fc00:ff::2", interfaces_managed: false}
   - {name: r3, role: router, locator: "fc00:3::/64", tunnel_source: "fc00:ff::3", interfaces_managed: false}
   - {name: h2, role: host}
 links:
@@ -258,8 +258,9 @@ func (h *nodeHost) srchain(node string, args ...string) string {
 }
 
 // TestNodeHostApply: `srchain node apply` on routers built with plain ip
-// commands (no lab) steers the quickstart chains through the NF with the
-// operator's loopback tunnel source, leaves every piece of operator state
+// commands (no lab) steers the quickstart chains through the NF (r2 on the
+// eBPF datapath: its End program is pinned in the host's bpffs although
+// `ip netns exec` hides it) with the operator's loopback tunnel source, leaves every piece of operator state
 // as it was, changes nothing when re-run, and `node reset` leaves each
 // router byte-identical to before srchain ran (sysctls and tunsrc it
 // changed restored), with no srchain pin left.
@@ -323,6 +324,25 @@ func TestNodeHostApply(t *testing.T) {
 		}
 	}
 
+	// r2's End program is pinned under the host's bpffs, though `ip
+	// netns exec` hid it from the command (cmd/srchain hostMounts).
+	if _, err := os.Stat(filepath.Join(apply.PinRoot, h.ns("r2"))); err != nil {
+		t.Errorf("r2's End program is not pinned: %v", err)
+	}
+	tcx := func() []string {
+		var names []string
+		for _, ifn := range []string{"eth0", "eth1"} {
+			p, err := apply.IngressPrograms(r2, ifn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, p...)
+		}
+		return names
+	}
+	if len(tcx()) == 0 {
+		t.Error("r2 has no program at tcx ingress")
+	}
 	for _, r := range routers {
 		diffDumps(t, r+" operator state after apply", operator(t, before[r]), operator(t, h.dump(r)))
 		if out := h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir); !strings.Contains(out, " 0 changes") {
@@ -348,6 +368,9 @@ func TestNodeHostApply(t *testing.T) {
 	}
 	if out, err := h.try("h1", "ping", "-c", "1", "-W", "1", "10.0.4.2"); err == nil {
 		t.Errorf("h1 still reaches h2 after reset:\n%s", out)
+	}
+	if p := tcx(); len(p) != 0 {
+		t.Errorf("r2 keeps programs at tcx ingress after reset: %v", p)
 	}
 
 	// An operator's route to a chain's destination in the table srchain
@@ -385,11 +408,14 @@ func nodeCapture(t *testing.T, ns *netns.NS, ifname string, send func()) map[srh
 	var fd int
 	if err := ns.Do(func() error {
 		var err error
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(endHtons(unix.ETH_P_IPV6)))
+		// ETH_P_ALL: a tap, which sees a packet before tc ingress (an
+		// eBPF End there redirects it; a socket bound to ETH_P_IPV6
+		// would see only what reaches the IPv6 stack).
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(endHtons(unix.ETH_P_ALL)))
 		if err != nil {
 			return err
 		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: endHtons(unix.ETH_P_IPV6), Ifindex: l.Attrs().Index})
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: endHtons(unix.ETH_P_ALL), Ifindex: l.Attrs().Index})
 	}); err != nil {
 		t.Fatalf("capture on %s: %v", ifname, err)
 	}
@@ -402,9 +428,12 @@ func nodeCapture(t *testing.T, ns *netns.NS, ifname string, send func()) map[srh
 	seen := map[srhKey]int{}
 	buf := make([]byte, 65536)
 	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+		n, from, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {
 			break // quiet for a second: everything sent has arrived
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype == unix.PACKET_OUTGOING || ll.Protocol != endHtons(unix.ETH_P_IPV6) {
+			continue
 		}
 		p := buf[:n]
 		// IPv6 header (40) then a routing header type 4 (RFC 8754).
