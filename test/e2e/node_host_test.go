@@ -343,6 +343,36 @@ func TestNodeHostApply(t *testing.T) {
 	if len(tcx()) == 0 {
 		t.Error("r2 has no program at tcx ingress")
 	}
+	// node status reads r2's End counters from the pins: the probes
+	// served by the eBPF fast path are counted on the NF's SID.
+	var st struct {
+		Drift    []string `json:"drift"`
+		Counters []struct {
+			Program  string `json:"program"`
+			Error    string `json:"error"`
+			Counters []struct {
+				Name  string `json:"name"`
+				Value uint64 `json:"value"`
+			} `json:"counters"`
+		} `json:"counters"`
+	}
+	if err := json.Unmarshal([]byte(h.srchain("r2", "node", "status", specPath, "--node", "r2", "--state-dir", stateDir, "--json")), &st); err != nil {
+		t.Fatalf("decode node status: %v", err)
+	}
+	var sidPackets uint64
+	for _, pc := range st.Counters {
+		if pc.Error != "" {
+			t.Errorf("r2 %s counters: %s", pc.Program, pc.Error)
+		}
+		for _, c := range pc.Counters {
+			if c.Name == "sid/fc00:2::1:0/packets" {
+				sidPackets += c.Value
+			}
+		}
+	}
+	if len(st.Drift) != 0 || sidPackets == 0 {
+		t.Errorf("r2 status: drift %v, %d packets on sid fc00:2::1:0; want none and > 0 (%+v)", st.Drift, sidPackets, st.Counters)
+	}
 	for _, r := range routers {
 		diffDumps(t, r+" operator state after apply", operator(t, before[r]), operator(t, h.dump(r)))
 		if out := h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir); !strings.Contains(out, " 0 changes") {
