@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/apply"
+	"github.com/srchain/srchain/internal/flock"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
@@ -230,6 +231,11 @@ func Apply(ctx context.Context, ns *netns.NS, node state.Node, opts Options) (Re
 		return Result{}, err
 	}
 	path := RecordPath(opts.StateDir, node.Name, ns.Name)
+	unlock, err := lock(path)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
 	rec, err := LoadRecord(path)
 	if errors.Is(err, ErrNoRecord) {
 		rec = &Record{Version: RecordVersion, Node: node.Name, Netns: ns.Name}
@@ -536,4 +542,19 @@ func Conflicts(ns *netns.NS, node state.Node) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// lock serializes the applies and resets of one state directory (a
+// timer's apply and an operator's reset must not interleave their reads
+// and writes of the node and its record).
+func lock(record string) (func(), error) {
+	dir := filepath.Dir(record)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	unlock, err := flock.Exclusive(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return unlock, nil
 }

@@ -36,6 +36,11 @@ func Reset(ctx context.Context, ns *netns.NS, node string, opts Options) ([]stri
 		return nil, err
 	}
 	path := RecordPath(opts.StateDir, node, ns.Name)
+	unlock, err := lock(path)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	rec, recErr := LoadRecord(path)
 	if recErr != nil && !errors.Is(recErr, ErrNoRecord) {
 		return nil, recErr
