@@ -73,5 +73,19 @@ func TestInterfacesManaged(t *testing.T) {
 		if want := n.Name == s.Nodes[1].Name; n.InterfacesUnmanaged != want {
 			t.Errorf("%s: unmanaged %v, want %v", n.Name, n.InterfacesUnmanaged, want)
 		}
+		if n.Name != s.Nodes[1].Name {
+			continue
+		}
+		// Only what SRv6 needs on the operator's host: no accept_dad, no
+		// "default" that would change interfaces outside the spec.
+		var keys []string
+		for _, sc := range n.Sysctls {
+			keys = append(keys, sc.Key)
+		}
+		want := []string{"net.ipv6.conf.all.forwarding", "net.ipv4.ip_forward", "net.ipv6.conf.all.seg6_enabled",
+			"net.ipv6.conf.eth0.seg6_enabled", "net.ipv6.conf.eth1.seg6_enabled"}
+		if !slices.Equal(keys, want) {
+			t.Errorf("%s sysctls %v, want %v", n.Name, keys, want)
+		}
 	}
 }

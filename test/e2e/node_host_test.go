@@ -151,8 +151,11 @@ func (h *nodeHost) build() {
 		h.sh(r, "nft", "add table inet operator; add chain inet operator opchain { type filter hook forward priority 0; }; add rule inet operator opchain ip saddr 203.0.113.7 counter")
 		h.sh(r, "tc", "qdisc", "add", "dev", "eth0", "clsact")
 		h.sh(r, "tc", "filter", "add", "dev", "eth0", "ingress", "prio", "10", "protocol", "all", "u32", "match", "u32", "0", "0", "classid", "1:1")
+		// Non-default sysctls srchain does not set; the kernel rewrites
+		// the last when srchain sets net.ipv4.ip_forward.
 		h.sh(r, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=2")
 		h.sh(r, "sysctl", "-qw", "net.ipv6.conf.eth1.hop_limit=33")
+		h.sh(r, "sysctl", "-qw", "net.ipv4.conf.eth1.forwarding=1")
 	}
 }
 
@@ -235,8 +238,11 @@ func operator(t *testing.T, d hostDump) hostDump {
 	out["qdisc"], out["filter"], out["addr"] = d["qdisc"], d["filter"], d["addr"]
 	// The operator's own sysctls (srchain sets none of these).
 	for _, line := range strings.Split(d["sysctl"], "\n") {
-		if strings.HasPrefix(line, "net.ipv6.conf.eth1.hop_limit=") || strings.HasPrefix(line, "net.ipv6.conf.lo.hop_limit=") {
-			out["sysctl"] += line + "\n"
+		for _, k := range []string{"net.ipv6.conf.eth1.hop_limit=", "net.ipv6.conf.lo.hop_limit=", "net.ipv6.conf.eth0.accept_dad=",
+			"net.ipv6.conf.default.accept_dad=", "net.ipv6.conf.default.seg6_enabled="} {
+			if strings.HasPrefix(line, k) {
+				out["sysctl"] += line + "\n"
+			}
 		}
 	}
 	return out
@@ -293,8 +299,8 @@ func TestNodeHostApply(t *testing.T) {
 	}
 	for _, r := range routers {
 		out := h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir, "--dry-run")
-		if !strings.Contains(out, "record sysctl net.ipv6.conf.eth0.accept_dad=2") {
-			t.Errorf("%s dry run does not say it records the old accept_dad:\n%s", r, out)
+		if !strings.Contains(out, "record sysctl net.ipv6.conf.all.forwarding=0") || strings.Contains(out, "accept_dad") {
+			t.Errorf("%s dry run does not say it records the old forwarding, or touches accept_dad:\n%s", r, out)
 		}
 		if after := h.dump(r); after["route6"] != before[r]["route6"] || after["sysctl"] != before[r]["sysctl"] {
 			t.Errorf("%s: the dry run changed the node", r)
