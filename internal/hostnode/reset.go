@@ -51,8 +51,10 @@ func Reset(ctx context.Context, ns *netns.NS, node string, opts Options) ([]stri
 	// apply's prune removes the programs, routes, SIDs and rules the
 	// record names, pruneOwned every other route and rule tagged
 	// RTProto, the mss stage the srchain_mss table.
+	// Prev, empty too, skips the stages that would otherwise bring lo
+	// up (interfaces) or touch tunsrc: reset only removes.
 	empty := state.Node{Name: node}
-	aopts := apply.Options{Drivers: opts.Drivers, Logger: opts.log(), Owned: true, DryRun: opts.DryRun}
+	aopts := apply.Options{Drivers: opts.Drivers, Logger: opts.log(), Owned: true, DryRun: opts.DryRun, Prev: &state.Node{Name: node}}
 	if rec != nil {
 		prev := rec.State
 		aopts.Remove = &prev
