@@ -17,6 +17,7 @@ import (
 
 	"github.com/srchain/srchain/internal/apply"
 	"github.com/srchain/srchain/internal/netns"
+	"github.com/srchain/srchain/internal/spec"
 	"github.com/srchain/srchain/internal/testutil"
 )
 
@@ -51,11 +52,14 @@ chains:
   - {name: web6, ingress: r1, egress: r3, match: {dst: ["fc00:a4::/64"]}, nfs: [fw]}
 `
 
-// nodeHost is the operator's machine set: five namespaces built with
-// plain ip commands, as hosts srchain did not create.
+// nodeHost is the operator's machine set: one namespace per spec node,
+// built with plain ip commands, as hosts srchain did not create.
 type nodeHost struct {
 	t      *testing.T
 	prefix string
+	s      *spec.Spec
+	// ifs are each node's interfaces, in spec order.
+	ifs map[string][]string
 }
 
 func (h *nodeHost) ns(node string) string { return h.prefix + node }
@@ -78,13 +82,24 @@ func (h *nodeHost) try(node string, args ...string) (string, error) {
 	return stdout.String() + stderr.String(), err
 }
 
-// build makes the namespaces, links and addresses an operator would have
-// configured, and the operator's own state on each router.
-func (h *nodeHost) build() {
-	t := h.t
-	nodes := []string{"h1", "r1", "r2", "r3", "h2"}
-	for _, n := range nodes {
-		name := h.ns(n)
+// newNodeHost writes doc (a spec) under the test's temporary directory and
+// builds what an operator would have configured for it: namespaces,
+// veths, the spec's addresses, each router's tunnel source on lo, the
+// hosts' default routes, and on each router operator state srchain must
+// leave alone.
+func newNodeHost(t *testing.T, tag, doc string) (*nodeHost, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &nodeHost{t: t, prefix: "src-" + labName(tag) + "-", s: s, ifs: map[string][]string{}}
+	for _, n := range s.Nodes {
+		name := h.ns(n.Name)
 		t.Cleanup(func() {
 			if err := netns.Delete(name); err != nil {
 				t.Errorf("remove %s: %v", name, err)
@@ -93,86 +108,107 @@ func (h *nodeHost) build() {
 		if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 			t.Fatalf("ip netns add %s: %v: %s", name, err, out)
 		}
-		h.sh(n, "ip", "link", "set", "lo", "up")
+		h.sh(n.Name, "ip", "link", "set", "lo", "up")
 	}
-	type end struct{ node, ifname, v6, v4 string }
-	links := [][2]end{
-		{{"h1", "eth0", "fc00:a1::1/64", "10.0.1.1/24"}, {"r1", "eth0", "fc00:a1::2/64", "10.0.1.2/24"}},
-		{{"r1", "eth1", "fc00:a2::1/64", "10.0.2.1/24"}, {"r2", "eth0", "fc00:a2::2/64", "10.0.2.2/24"}},
-		{{"r2", "eth1", "fc00:a3::1/64", "10.0.3.1/24"}, {"r3", "eth0", "fc00:a3::2/64", "10.0.3.2/24"}},
-		{{"r3", "eth1", "fc00:a4::1/64", "10.0.4.1/24"}, {"h2", "eth0", "fc00:a4::2/64", "10.0.4.2/24"}},
-	}
-	for _, l := range links {
-		a, b := l[0], l[1]
-		if out, err := exec.Command("ip", "link", "add", "name", a.ifname, "netns", h.ns(a.node), "type", "veth",
-			"peer", "name", b.ifname, "netns", h.ns(b.node)).CombinedOutput(); err != nil {
-			t.Fatalf("veth %s/%s-%s/%s: %v: %s", a.node, a.ifname, b.node, b.ifname, err, out)
+	for _, l := range s.Links {
+		a, b := l.Endpoints[0], l.Endpoints[1]
+		if out, err := exec.Command("ip", "link", "add", "name", a.Interface, "netns", h.ns(a.Node), "type", "veth",
+			"peer", "name", b.Interface, "netns", h.ns(b.Node)).CombinedOutput(); err != nil {
+			t.Fatalf("veth %s/%s-%s/%s: %v: %s", a.Node, a.Interface, b.Node, b.Interface, err, out)
 		}
-		for _, e := range []end{a, b} {
-			h.sh(e.node, "ip", "addr", "add", e.v6, "dev", e.ifname, "nodad")
-			h.sh(e.node, "ip", "addr", "add", e.v4, "dev", e.ifname)
+		for _, e := range l.Endpoints {
+			h.ifs[e.Node] = append(h.ifs[e.Node], e.Interface)
+			for _, p := range e.Addresses {
+				if p.Addr().Is6() {
+					h.sh(e.Node, "ip", "addr", "add", p.String(), "dev", e.Interface, "nodad")
+				} else {
+					h.sh(e.Node, "ip", "addr", "add", p.String(), "dev", e.Interface)
+				}
+			}
 		}
 	}
-	for _, l := range links {
-		for _, e := range l {
-			h.sh(e.node, "ip", "link", "set", e.ifname, "up")
+	for _, l := range s.Links {
+		for _, e := range l.Endpoints {
+			h.sh(e.Node, "ip", "link", "set", e.Interface, "up")
 		}
 	}
 	// Hosts configured long ago have finished duplicate address
 	// detection on their link-local addresses (RFC 4862 section 5.4);
 	// until then the kernel changes their flags and local routes by itself.
-	for _, n := range nodes {
+	for _, n := range s.Nodes {
 		deadline := time.Now().Add(20 * time.Second)
-		for strings.Contains(h.sh(n, "ip", "-j", "addr"), "tentative") {
+		for strings.Contains(h.sh(n.Name, "ip", "-j", "addr"), "tentative") {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: addresses still tentative", n)
+				t.Fatalf("%s: addresses still tentative", n.Name)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	// The hosts are plain hosts: default routes to their router.
-	h.sh("h1", "ip", "route", "add", "default", "via", "10.0.1.2")
-	h.sh("h1", "ip", "-6", "route", "add", "default", "via", "fc00:a1::2")
-	h.sh("h2", "ip", "route", "add", "default", "via", "10.0.4.1")
-	h.sh("h2", "ip", "-6", "route", "add", "default", "via", "fc00:a4::1")
-	for i, r := range []string{"r1", "r2", "r3"} {
-		// The tunnel source the spec names, on lo.
-		h.sh(r, "ip", "addr", "add", fmt.Sprintf("fc00:ff::%d/128", i+1), "dev", "lo")
+	for _, l := range s.Links {
+		for i, e := range l.Endpoints {
+			peer := l.Endpoints[1-i]
+			if n := s.Node(e.Node); n == nil || n.Role != spec.RoleHost {
+				continue
+			}
+			// The hosts are plain hosts: default routes to their router.
+			for _, p := range peer.Addresses {
+				fam := "-4"
+				if p.Addr().Is6() {
+					fam = "-6"
+				}
+				h.sh(e.Node, "ip", fam, "route", "add", "default", "via", p.Addr().String())
+			}
+		}
+	}
+	for _, n := range s.Nodes {
+		if n.Role != spec.RoleRouter {
+			continue
+		}
+		r, dev := n.Name, h.ifs[n.Name][0]
+		if n.TunnelSource.IsValid() {
+			// The tunnel source the spec names, on lo.
+			h.sh(r, "ip", "addr", "add", n.TunnelSource.String()+"/128", "dev", "lo")
+		}
 		// Operator state srchain must leave alone: routes in main and
 		// in another table (one to a chain's destination), a rule, an
 		// nft table with a counter rule, a clsact qdisc with a filter,
-		// sysctls (one that srchain changes and must restore).
+		// sysctls.
 		h.sh(r, "ip", "route", "add", "blackhole", "192.0.2.0/24")
 		h.sh(r, "ip", "-6", "route", "add", "blackhole", "2001:db8:99::/48")
-		h.sh(r, "ip", "route", "add", "198.51.100.0/24", "dev", "eth0", "table", "100")
-		h.sh(r, "ip", "-6", "route", "add", "fc00:a4::/64", "dev", "eth0", "table", "100")
+		h.sh(r, "ip", "route", "add", "198.51.100.0/24", "dev", dev, "table", "100")
+		for _, c := range s.Chains {
+			for _, d := range c.Match.Dst {
+				h.sh(r, "ip", "route", "add", d.String(), "dev", dev, "table", "100")
+			}
+		}
 		h.sh(r, "ip", "rule", "add", "pref", "1000", "from", "198.51.100.0/24", "table", "100")
 		h.sh(r, "ip", "-6", "rule", "add", "pref", "1000", "from", "2001:db8:1::/64", "table", "100")
 		h.sh(r, "nft", "add table inet operator; add chain inet operator opchain { type filter hook forward priority 0; }; add rule inet operator opchain ip saddr 203.0.113.7 counter")
-		h.sh(r, "tc", "qdisc", "add", "dev", "eth0", "clsact")
-		h.sh(r, "tc", "filter", "add", "dev", "eth0", "ingress", "prio", "10", "protocol", "all", "u32", "match", "u32", "0", "0", "classid", "1:1")
+		h.sh(r, "tc", "qdisc", "add", "dev", dev, "clsact")
+		h.sh(r, "tc", "filter", "add", "dev", dev, "ingress", "prio", "10", "protocol", "all", "u32", "match", "u32", "0", "0", "classid", "1:1")
 		// Non-default sysctls srchain does not set; the kernel rewrites
 		// the last when srchain sets net.ipv4.ip_forward.
-		h.sh(r, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=2")
-		h.sh(r, "sysctl", "-qw", "net.ipv6.conf.eth1.hop_limit=33")
-		h.sh(r, "sysctl", "-qw", "net.ipv4.conf.eth1.forwarding=1")
+		h.sh(r, "sysctl", "-qw", "net.ipv6.conf."+dev+".accept_dad=2")
+		h.sh(r, "sysctl", "-qw", "net.ipv6.conf."+dev+".hop_limit=33")
+		h.sh(r, "sysctl", "-qw", "net.ipv4.conf."+dev+".forwarding=1")
 	}
+	return h, path
 }
 
-// nodeHostSysctls are the sysctls the dumps compare: those srchain sets
+// sysctls are the sysctls the dumps of node compare: those srchain sets
 // on a router, the forwarding switches' side effects, the operator's.
-var nodeHostSysctls = func() []string {
+func (h *nodeHost) sysctls(node string) []string {
 	var keys []string
-	for _, dev := range []string{"all", "default", "lo", "eth0", "eth1"} {
+	for _, dev := range append([]string{"all", "default", "lo"}, h.ifs[node]...) {
 		for _, k := range []string{"forwarding", "accept_dad", "seg6_enabled", "hop_limit"} {
 			keys = append(keys, "net.ipv6.conf."+dev+"."+k)
 		}
 		keys = append(keys, "net.ipv4.conf."+dev+".forwarding")
 	}
 	return append(keys, "net.ipv4.ip_forward")
-}()
+}
 
-// dump is a router's state, one text per source.
+// hostDump is a router's state, one text per source.
 type hostDump map[string]string
 
 func (h *nodeHost) dump(node string) hostDump {
@@ -185,11 +221,13 @@ func (h *nodeHost) dump(node string) hostDump {
 		"addr":   h.sh(node, "ip", "-d", "-j", "addr"),
 		"nft":    h.sh(node, "nft", "-j", "list", "ruleset"),
 		"qdisc":  h.sh(node, "tc", "-j", "qdisc", "show"),
-		"filter": h.sh(node, "tc", "-j", "filter", "show", "dev", "eth0", "ingress"),
 		"tunsrc": h.sh(node, "ip", "sr", "tunsrc", "show"),
 	}
+	for _, dev := range h.ifs[node] {
+		d["filter "+dev] = h.sh(node, "tc", "-j", "filter", "show", "dev", dev, "ingress")
+	}
 	var b strings.Builder
-	for _, k := range nodeHostSysctls {
+	for _, k := range h.sysctls(node) {
 		fmt.Fprintf(&b, "%s=%s", k, h.sh(node, "sysctl", "-n", k))
 	}
 	d["sysctl"] = b.String()
@@ -199,8 +237,8 @@ func (h *nodeHost) dump(node string) hostDump {
 // operator is the part of a dump that is not srchain's: routes and rules
 // without srchain's protocol, the anycast routes the kernel adds while
 // forwarding is on (RFC 4291 section 2.6.1, a consequence of the
-// forwarding sysctl srchain owns), nft tables not named srchain_*; and
-// the sysctls, tunsrc and addresses only outside what srchain set.
+// forwarding sysctl srchain owns), nft tables not named srchain_*,
+// qdiscs, filters and addresses; of the sysctls, those srchain never sets.
 func operator(t *testing.T, d hostDump) hostDump {
 	t.Helper()
 	out := hostDump{}
@@ -235,14 +273,15 @@ func operator(t *testing.T, d hostDump) hostDump {
 	})
 	b, _ := json.Marshal(nft)
 	out["nft"] = string(b)
-	out["qdisc"], out["filter"], out["addr"] = d["qdisc"], d["filter"], d["addr"]
-	// The operator's own sysctls (srchain sets none of these).
+	for k, v := range d {
+		if k == "qdisc" || k == "addr" || strings.HasPrefix(k, "filter ") {
+			out[k] = v
+		}
+	}
 	for _, line := range strings.Split(d["sysctl"], "\n") {
-		for _, k := range []string{"net.ipv6.conf.eth1.hop_limit=", "net.ipv6.conf.lo.hop_limit=", "net.ipv6.conf.eth0.accept_dad=",
-			"net.ipv6.conf.default.accept_dad=", "net.ipv6.conf.default.seg6_enabled="} {
-			if strings.HasPrefix(line, k) {
-				out["sysctl"] += line + "\n"
-			}
+		if strings.Contains(line, ".hop_limit=") || strings.Contains(line, ".accept_dad=") ||
+			strings.HasPrefix(line, "net.ipv6.conf.default.seg6_enabled=") {
+			out["sysctl"] += line + "\n"
 		}
 	}
 	return out
@@ -278,14 +317,8 @@ func TestNodeHostApply(t *testing.T) {
 	if srchainBin == "" {
 		t.Fatal("the srchain binary was not built (see TestMain)")
 	}
-	h := &nodeHost{t: t, prefix: labName("nh") + "-"}
-	h.prefix = "src-" + h.prefix
-	h.build()
-	dir := t.TempDir()
-	specPath := filepath.Join(dir, "hosts.yaml")
-	if err := os.WriteFile(specPath, []byte(fmt.Sprintf(nodeHostSpec, "hosts")), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	h, specPath := newNodeHost(t, "nh", fmt.Sprintf(nodeHostSpec, "hosts"))
+	dir := filepath.Dir(specPath)
 	stateDir := filepath.Join(dir, "state")
 	routers := []string{"r1", "r2", "r3"}
 
