@@ -522,3 +522,95 @@ func nodeCapture(t *testing.T, ns *netns.NS, ifname string, send func()) map[srh
 	}
 	return seen
 }
+
+// TestNodeHostSERA: examples/sera-firewall.yaml on four routers an
+// operator built (tunnel sources on lo, interfaces the operator's):
+// `node apply` on each puts the eBPF SERA firewall on nfv, whose policy
+// counter sees the probes of chain d1 (sent from the ingress router
+// itself, as the example's traffic is), with operator state untouched;
+// `node reset` leaves every router byte-identical and removes the
+// firewall's pins and programs.
+func TestNodeHostSERA(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"ip", "nft", "tc", "ping", "sysctl"} {
+		testutil.RequireTool(t, tool)
+	}
+	if srchainBin == "" {
+		t.Fatal("the srchain binary was not built (see TestMain)")
+	}
+	b, err := os.ReadFile("../../examples/sera-firewall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	routers := []string{"ingress", "nfv", "egress", "ids"}
+	for i, r := range routers {
+		from := fmt.Sprintf(`{name: %s, role: router, locator: "fc00:%d::/64"}`, r, i+1)
+		if !strings.Contains(doc, from) {
+			t.Fatalf("examples/sera-firewall.yaml lost %s", from)
+		}
+		doc = strings.Replace(doc, from, fmt.Sprintf(`{name: %s, role: router, locator: "fc00:%d::/64", tunnel_source: "fc00:ff::%d", interfaces_managed: false}`, r, i+1, i+1), 1)
+	}
+	h, specPath := newNodeHost(t, "ns", doc)
+	stateDir := filepath.Join(filepath.Dir(specPath), "state")
+	before := map[string]hostDump{}
+	for _, r := range routers {
+		before[r] = h.dump(r)
+	}
+	for _, r := range routers {
+		h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir)
+	}
+	h.sh("ingress", "ping", "-6", "-c", "3", "-W", "2", "fc00:d1::2")
+	var st struct {
+		Drift    []string `json:"drift"`
+		Counters []struct {
+			Program  string `json:"program"`
+			NF       string `json:"nf"`
+			Error    string `json:"error"`
+			Counters []struct {
+				Name  string `json:"name"`
+				Value uint64 `json:"value"`
+			} `json:"counters"`
+		} `json:"counters"`
+	}
+	if err := json.Unmarshal([]byte(h.srchain("nfv", "node", "status", specPath, "--node", "nfv", "--state-dir", stateDir, "--json")), &st); err != nil {
+		t.Fatalf("decode node status: %v", err)
+	}
+	var policy uint64
+	for _, pc := range st.Counters {
+		if pc.Error != "" {
+			t.Errorf("nfv %s %s counters: %s", pc.Program, pc.NF, pc.Error)
+		}
+		for _, c := range pc.Counters {
+			if pc.NF == "sera" && c.Name == "policy/packets" {
+				policy += c.Value
+			}
+		}
+	}
+	if len(st.Drift) != 0 || policy < 3 {
+		t.Errorf("nfv status: drift %v, sera policy/packets %d; want none and >= 3 (%+v)", st.Drift, policy, st.Counters)
+	}
+	for _, r := range routers {
+		diffDumps(t, r+" operator state after apply", operator(t, before[r]), operator(t, h.dump(r)))
+		if out := h.srchain(r, "node", "apply", specPath, "--node", r, "--state-dir", stateDir); !strings.Contains(out, " 0 changes") {
+			t.Errorf("%s: re-apply: %s, want 0 changes", r, out)
+		}
+	}
+	nfv, err := netns.Open(h.ns("nfv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nfv.Close()
+	for _, r := range routers {
+		h.srchain(r, "node", "reset", "--node", r, "--state-dir", stateDir)
+		diffDumps(t, r+" after reset", before[r], h.dump(r))
+		if _, err := os.Stat(filepath.Join(apply.PinRoot, h.ns(r))); !os.IsNotExist(err) {
+			t.Errorf("%s: srchain pins left: %v", r, err)
+		}
+	}
+	for _, ifn := range h.ifs["nfv"] {
+		if p, err := apply.IngressPrograms(nfv, ifn); err != nil || len(p) != 0 {
+			t.Errorf("nfv/%s keeps programs at tcx ingress after reset: %v %v", ifn, p, err)
+		}
+	}
+}
