@@ -106,6 +106,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Drivers for programs (nil: the registered ones).
 	Drivers map[string]apply.ProgramDriver
+	// Remove, for Reset without a record of `node apply`, is a state
+	// the node may hold (the agent's last applied one): its programs are
+	// removed through their drivers, its routes, SIDs and rules too.
+	Remove *state.Node
 }
 
 func (o Options) log() *slog.Logger {

@@ -58,6 +58,8 @@ func Reset(ctx context.Context, ns *netns.NS, node string, opts Options) ([]stri
 	if rec != nil {
 		prev := rec.State
 		aopts.Remove = &prev
+	} else if opts.Remove != nil {
+		aopts.Remove = opts.Remove
 	}
 	res, err := apply.ApplyWith(ctx, ns, empty, aopts)
 	if err != nil {
