@@ -15,8 +15,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/srchain/srchain/internal/agent"
+	"github.com/srchain/srchain/internal/hostnode"
 	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/slogzap"
+	"github.com/srchain/srchain/internal/state"
 	"github.com/srchain/srchain/internal/store"
 )
 
@@ -26,6 +28,7 @@ type agentOptions struct {
 	etcdEndpoints         []string
 	ttl, resync           time.Duration
 	etcdPKI               string
+	uninstall             bool
 }
 
 func newAgentCmd(e *env) *cobra.Command {
@@ -53,6 +56,7 @@ func newAgentCmd(e *env) *cobra.Command {
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "drift check and repair period")
 	f.StringVar(&o.etcdPKI, "etcd-pki", "", "certificates (`srchain certs`): connect to etcd with mutual TLS as the node's user (DIR/NODE.pem, DIR/NODE-key.pem, DIR/ca.pem)")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address, e.g. 127.0.0.1:9472 (default: off; docs/metrics.md)")
+	f.BoolVar(&o.uninstall, "uninstall", false, "remove what srchain applied to this node (its programs, routes, SIDs and rules, srchain_* nft tables, pins) and the agent's state files, then exit (docs/deploy.md)")
 	_ = cmd.MarkFlagRequired("node")
 	return cmd
 }
@@ -74,6 +78,9 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer ns.Close()
+	if o.uninstall {
+		return uninstallAgent(ctx, ns, o)
+	}
 	tc, err := store.ClientTLS(o.etcdPKI, o.node)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -90,15 +97,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return fmt.Errorf("agent: connect etcd %s: %w", strings.Join(o.etcdEndpoints, ","), err)
 	}
 	defer cli.Close()
-	stateFile := ""
-	if o.stateDir != "" {
-		// Per namespace too: two labs on one host may both have an r1.
-		name := o.node + ".json"
-		if o.netns != "" {
-			name = o.node + "@" + o.netns + ".json"
-		}
-		stateFile = filepath.Join(o.stateDir, name)
-	}
+	stateFile := agentStateFile(o)
 	a, err := agent.New(agent.Config{Node: o.node, NS: ns, Client: cli, TTL: o.ttl, Resync: o.resync,
 		StateFile: stateFile, Version: version})
 	if err != nil {
@@ -129,5 +128,50 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		// systemd's Restart=on-failure (issue 38, item 1).
 		return fmt.Errorf("agent: stopped: %w", context.Cause(ctx))
 	}
+	return nil
+}
+
+// agentStateFile is the agent's state file ("" without --state-dir).
+func agentStateFile(o agentOptions) string {
+	if o.stateDir == "" {
+		return ""
+	}
+	// Per namespace too: two labs on one host may both have an r1.
+	name := o.node + ".json"
+	if o.netns != "" {
+		name = o.node + "@" + o.netns + ".json"
+	}
+	return filepath.Join(o.stateDir, name)
+}
+
+// uninstallAgent removes from the node what the agent applied, as `node
+// reset` does (internal/hostnode): the programs, routes, SIDs and rules
+// of its state files through the drivers, every route and rule tagged
+// srchain's, the srchain_* nft tables and the pins; then its state files.
+// It needs no etcd. Sysctls and MTUs are restored only where `node
+// apply` recorded them.
+func uninstallAgent(ctx context.Context, ns *netns.NS, o agentOptions) error {
+	file := agentStateFile(o)
+	var applied *state.Node
+	if file != "" {
+		var problems []error
+		applied, problems = agent.Applied(file)
+		for _, p := range problems {
+			slog.Warn("agent state unreadable; removing what carries srchain's marks only", "err", p)
+		}
+	}
+	done, err := hostnode.Reset(ctx, ns, o.node, hostnode.Options{StateDir: filepath.Dir(o.stateDir), Remove: applied})
+	for _, d := range done {
+		slog.Info("uninstall", "node", o.node, "netns", ns.Name, "done", d)
+	}
+	if err != nil && !errors.Is(err, hostnode.ErrNoRecord) {
+		return fmt.Errorf("agent: uninstall: %w", err)
+	}
+	if file != "" {
+		if err := agent.RemoveFiles(file); err != nil {
+			return fmt.Errorf("agent: uninstall: %w", err)
+		}
+	}
+	slog.Info("uninstalled", "node", o.node, "netns", ns.Name)
 	return nil
 }

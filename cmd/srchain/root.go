@@ -111,7 +111,7 @@ func newRootCmd(e *env) *cobra.Command {
 	pf.StringVar(&e.configFile, "config", "", "read flag values from this YAML file, keys = long flag names; command-line flags win (agent, serve: default "+DefaultConfigDir+"/COMMAND.yaml if it exists)")
 	root.AddCommand(newLabCmd(e), newCertsCmd(), newDemoCmd(e), newPlanCmd(e), newValidateCmd(e), newSchemaCmd(e),
 		newFirewallCmd(e), newBenchCmd(e), newVersionCmd(e), newServeCmd(e), newApplyCmd(e), newGetCmd(e), newDeleteCmd(e), newRotateCmd(e),
-		newAgentCmd(e))
+		newAgentCmd(e), newNodeCmd(e))
 	root.AddCommand(newGenManCmd()) // hidden: scripts/deb.sh's man pages
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)

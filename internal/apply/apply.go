@@ -45,6 +45,9 @@ var (
 	// ErrBadState: the desired state cannot be expressed (e.g. a behavior
 	// without its next hop).
 	ErrBadState = errors.New("invalid desired state")
+	// ErrUnmanaged: an interface the state says is not srchain's to
+	// configure (state.Node.InterfacesUnmanaged) differs from it.
+	ErrUnmanaged = errors.New("interface differs and is not managed by srchain")
 )
 
 // Result tells what Apply did.
@@ -219,6 +222,21 @@ type applier struct {
 	fibLookups int             // single-route lookups so far (lookupRoute)
 	ruleViews  map[int]map[string]netlink.Rule
 	ifindexes  map[string]int
+}
+
+// hostChange is change for the interfaces, addresses and MTUs of a node
+// whose interfaces are its operator's (state.Node.InterfacesUnmanaged):
+// there the difference is reported, never written (issue 32 item 1), in
+// a dry run as a pending item, else as ErrUnmanaged.
+func (a *applier) hostChange(what string, do, undo func() error) error {
+	if !a.node.InterfacesUnmanaged {
+		return a.change(what, do, undo)
+	}
+	if a.dry {
+		a.j.steps = append(a.j.steps, step{what: "mismatch (not managed): " + what})
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, ErrUnmanaged)
 }
 
 // change runs do and journals undo; in a dry run it only records what.

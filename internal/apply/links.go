@@ -77,14 +77,14 @@ func (a *applier) interfaces() error {
 		want := ifs[name]
 		if mtu := want.MTU; mtu > 0 && l.Attrs().MTU != mtu {
 			old := l.Attrs().MTU
-			if err := a.change(fmt.Sprintf("mtu %s %d", name, mtu),
+			if err := a.hostChange(fmt.Sprintf("mtu %s %d", name, mtu),
 				func() error { return wrap(h.LinkSetMTU(l, mtu), "set mtu %d on %s", mtu, name) },
 				func() error { return h.LinkSetMTU(l, old) }); err != nil {
 				return err
 			}
 		}
 		if l.Attrs().Flags&net.FlagUp == 0 {
-			if err := a.change("up "+name,
+			if err := a.hostChange("up "+name,
 				func() error { return wrap(h.LinkSetUp(l), "set %s up", name) },
 				func() error { return h.LinkSetDown(l) }); err != nil {
 				return err
@@ -183,7 +183,7 @@ func (a *applier) addresses() error {
 			if p.Addr().Is6() {
 				addr.Flags = unix.IFA_F_NODAD
 			}
-			if err := a.change("addr "+p.String()+" "+name,
+			if err := a.hostChange("addr "+p.String()+" "+name,
 				func() error { return wrap(h.AddrAdd(l, addr), "add address %s to %s", p, name) },
 				func() error { return h.AddrDel(l, addr) }); err != nil {
 				return err

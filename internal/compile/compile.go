@@ -81,6 +81,9 @@ func CompileKeys(s *spec.Spec, keys io.Reader) (*state.Network, error) {
 	for _, n := range s.Nodes {
 		c.sysctls(n)
 		c.tunsrc(n)
+		if n.InterfacesManaged != nil && !*n.InterfacesManaged {
+			c.nodes[n.Name].InterfacesUnmanaged = true
+		}
 	}
 	for _, n := range s.Nodes {
 		switch n.Role {
@@ -160,7 +163,11 @@ func (c *compiler) links(net *state.Network) error {
 // kernel drops any packet carrying an SRH (even with segments left 0, as
 // hosts receive in insert mode) on an interface where it is off
 // (net/ipv6/exthdrs.c ipv6_srh_rcv); accept_dad=0 so addresses are usable
-// at once in the lab.
+// at once in the lab. A node whose interfaces are its operator's
+// (interfaces_managed: false) gets only what SRv6 needs: srchain adds no
+// address there, so no accept_dad, and no "default" entries, which would
+// change interfaces created later, outside the spec; ipv6_srh_rcv takes
+// the lower of "all" and the interface's seg6_enabled, so both stay.
 func (c *compiler) sysctls(n spec.Node) {
 	sn := c.nodes[n.Name]
 	add := func(k, v string) { sn.Sysctls = append(sn.Sysctls, state.Sysctl{Key: k, Value: v}) }
@@ -168,33 +175,61 @@ func (c *compiler) sysctls(n spec.Node) {
 		add("net.ipv6.conf.all.forwarding", "1")
 		add("net.ipv4.ip_forward", "1")
 	}
+	host := n.InterfacesManaged != nil && !*n.InterfacesManaged
 	// A legacy NF is SR-unaware: it keeps the kernel's default
 	// (seg6_enabled=0), so an SRH addressed to it is dropped as by any
 	// node that knows nothing of SRv6.
 	seg6 := n.Role != spec.RoleLegacyNF
 	for _, scope := range []string{"all", "default"} {
-		add("net.ipv6.conf."+scope+".accept_dad", "0")
+		if host && scope == "default" {
+			continue
+		}
+		if !host {
+			add("net.ipv6.conf."+scope+".accept_dad", "0")
+		}
 		if seg6 {
 			add("net.ipv6.conf."+scope+".seg6_enabled", "1")
 		}
 	}
 	ifs := ifNames(sn)
 	for _, ifn := range ifs {
-		add("net.ipv6.conf."+ifn+".accept_dad", "0")
+		if !host {
+			add("net.ipv6.conf."+ifn+".accept_dad", "0")
+		}
 		if seg6 {
 			add("net.ipv6.conf."+ifn+".seg6_enabled", "1")
 		}
 	}
 }
 
-// tunsrc is the router's first IPv6 interface address (interfaces by
-// name): routed everywhere by the link-prefix routes, and never inside a
-// locator, so it cannot collide with a SID.
+// tunsrc is the router's tunnel_source when the spec gives one, else its
+// first IPv6 interface address (interfaces by name): routed everywhere by
+// the link-prefix routes, and never inside a locator, so it cannot collide
+// with a SID. A tunnel_source that is not an interface address goes on lo
+// as a /128 (on a host that has it there already, apply adds nothing) and
+// is routed to the router like a link subnet, so that ICMP errors about
+// encapsulated packets (RFC 8754 section 5.4) reach it.
 func (c *compiler) tunsrc(n spec.Node) {
 	if n.Role != spec.RoleRouter {
 		return
 	}
 	sn := c.nodes[n.Name]
+	if t := n.TunnelSource; t.IsValid() {
+		sn.TunSrc = t
+		for _, i := range sn.Interfaces {
+			for _, p := range i.Addrs {
+				if p.Addr() == t {
+					return
+				}
+			}
+		}
+		p := netip.PrefixFrom(t, 128)
+		sn.Loopback = append(sn.Loopback, p)
+		if !slices.Contains(c.owners[p], n.Name) {
+			c.owners[p] = append(c.owners[p], n.Name)
+		}
+		return
+	}
 	ifs := slices.Clone(sn.Interfaces)
 	slices.SortFunc(ifs, func(a, b state.Interface) int { return cmp.Compare(a.Name, b.Name) })
 	for _, i := range ifs {

@@ -17,3 +17,16 @@ func TestCurrent(t *testing.T) {
 		t.Errorf("lo in the current namespace: %v", err)
 	}
 }
+
+// TestCurrentCommand: a command for the current namespace runs the tool
+// itself, not `ip netns exec NAME` (the label names no namespace).
+func TestCurrentCommand(t *testing.T) {
+	ns, err := Current("no-such-netns-label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if out, err := ns.Run(t.Context(), "true"); err != nil {
+		t.Errorf("run in the current namespace: %v (%q)", err, out)
+	}
+}

@@ -26,6 +26,9 @@ type NS struct {
 	Name   string
 	handle vns.NsHandle
 	nl     *netlink.Handle
+	// current: the process's own namespace (Current), which may have no
+	// name under /run/netns; commands then run directly in it.
+	current bool
 }
 
 // Create makes a new named namespace, brings its loopback up and opens it.
@@ -135,6 +138,11 @@ func (n *NS) Do(fn func() error) error {
 
 // Command returns a command that runs inside the namespace (ip netns exec).
 func (n *NS) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if n.current {
+		// The host's namespace (or the one `ip netns exec` put this
+		// process in): "ip netns exec host" would name nothing.
+		return exec.CommandContext(ctx, name, args...)
+	}
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
 }
 
@@ -192,5 +200,5 @@ func Current(name string) (*NS, error) {
 		h.Close()
 		return nil, fmt.Errorf("open netlink in current namespace: %w", err)
 	}
-	return &NS{Name: name, handle: h, nl: nl}, nil
+	return &NS{Name: name, handle: h, nl: nl, current: true}, nil
 }

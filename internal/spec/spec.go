@@ -139,6 +139,15 @@ type Node struct {
 	Ingress string `yaml:"ingress"`
 	// LegacyNF configures a node with role legacy-nf (nil: defaults).
 	LegacyNF *LegacyNF `yaml:"legacy_nf"`
+	// TunnelSource is a router's outer source address for the SRv6
+	// encapsulations it makes (`ip sr tunsrc`, the eBPF ingress), e.g.
+	// an address the host already has on lo; unset: the router's first
+	// IPv6 interface address (docs/deploy.md).
+	TunnelSource netip.Addr `yaml:"tunnel_source"`
+	// InterfacesManaged false says the host's interfaces are configured
+	// already (addresses, MTUs, up): srchain checks them and reports a
+	// mismatch instead of writing them. nil: true (managed).
+	InterfacesManaged *bool `yaml:"interfaces_managed"`
 }
 
 // LegacyNF is the software of an SR-unaware network function node

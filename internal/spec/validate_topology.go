@@ -59,6 +59,52 @@ func (v *validator) nodes() {
 		}
 	}
 	v.unique("node", names, func(i int) string { return fmt.Sprintf("nodes[%d].name", i) })
+	v.tunnelSources()
+}
+
+// tunnelSources checks nodes[].tunnel_source: a router's global IPv6
+// unicast address, outside every locator (a SID's address as the outer
+// source would be taken for the SID by any node replying to it) and not
+// another node's address or tunnel source.
+func (v *validator) tunnelSources() {
+	s := v.s
+	owner := map[netip.Addr]string{}
+	for _, l := range s.Links {
+		for _, e := range l.Endpoints {
+			for _, a := range e.Addresses {
+				owner[a.Addr()] = e.Node
+			}
+		}
+	}
+	for i, n := range s.Nodes {
+		t := n.TunnelSource
+		if !t.IsValid() {
+			continue
+		}
+		p := fmt.Sprintf("nodes[%d].tunnel_source", i)
+		switch {
+		case n.Role != RoleRouter:
+			v.add(p, "only a router encapsulates: a %s has no tunnel_source", n.Role)
+			continue
+		case !t.Is6() || t.Is4In6() || t.Zone() != "":
+			v.add(p, "tunnel_source %s is not an IPv6 address", t)
+			continue
+		case !t.IsGlobalUnicast():
+			v.add(p, "tunnel_source %s is not a global unicast address (RFC 4291 section 2.4): replies and ICMP errors must reach it", t)
+			continue
+		}
+		for j, o := range s.Nodes {
+			if o.Locator.IsValid() && o.Locator.Contains(t) {
+				v.add(p, "tunnel_source %s is inside locator %s of node %q (nodes[%d]): it would be taken for a SID", t, o.Locator, o.Name, j)
+			}
+			if j < i && o.TunnelSource == t {
+				v.add(p, "tunnel_source %s is also node %q's (nodes[%d])", t, o.Name, j)
+			}
+		}
+		if on, ok := owner[t]; ok && on != n.Name {
+			v.add(p, "tunnel_source %s is an interface address of node %q", t, on)
+		}
+	}
 }
 
 // addrRef is where an interface address was written.

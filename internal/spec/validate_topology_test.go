@@ -86,3 +86,30 @@ func TestRouting(t *testing.T) {
 		}
 	}
 }
+
+// TestTunnelSource: nodes[].tunnel_source is a router's global IPv6
+// unicast address outside every locator and not another node's; anything
+// else is refused at its field.
+func TestTunnelSource(t *testing.T) {
+	const path = "nodes[1].tunnel_source"
+	doc := func(node int, addr string) string {
+		d := twoNodes("t", "eth0")
+		d = strings.Replace(d, "  - {name: r2, role: router}", "", 1)
+		line := []string{"{name: h1, role: host", `{name: r1, role: router, locator: "fc00:1::/64"`}[node]
+		return strings.Replace(d, line, line+`, tunnel_source: "`+addr+`"`, 1)
+	}
+	for _, good := range []string{"fc00:ff::1", "2001:db8::1", "fc00:a1::2"} {
+		if errs := validate(t, doc(1, good)); len(errs) != 0 {
+			t.Errorf("tunnel_source %s: %v", good, errs)
+		}
+	}
+	for _, bad := range []string{"10.0.0.1", "fe80::1", "ff02::1", "::1", "fc00:1::5", "fc00:a1::1", "::ffff:10.0.0.1"} {
+		errs := validate(t, doc(1, bad))
+		if len(errs) != 1 || errs[0].Path != path {
+			t.Errorf("tunnel_source %s: errors %v, want one at %s", bad, errs, path)
+		}
+	}
+	if errs := validate(t, doc(0, "fc00:ff::1")); len(errs) != 1 || errs[0].Path != "nodes[0].tunnel_source" {
+		t.Errorf("tunnel_source on a host: errors %v, want one at nodes[0].tunnel_source", errs)
+	}
+}

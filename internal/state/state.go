@@ -60,8 +60,13 @@ type Node struct {
 	// Sysctls in application order (e.g. forwarding, seg6_enabled).
 	Sysctls []Sysctl `json:"sysctls,omitempty"`
 	// TunSrc is the outer source address of encapsulations (ip sr tunsrc).
-	TunSrc     netip.Addr  `json:"tunsrc,omitzero"`
-	Interfaces []Interface `json:"interfaces"`
+	TunSrc netip.Addr `json:"tunsrc,omitzero"`
+	// InterfacesUnmanaged: the node's interfaces (addresses, lo's
+	// addresses, MTUs, up) belong to its operator; apply checks them and
+	// fails on a mismatch (apply.ErrUnmanaged) instead of writing them.
+	// An applier that predates the field writes them as before.
+	InterfacesUnmanaged bool        `json:"interfaces_unmanaged,omitempty"`
+	Interfaces          []Interface `json:"interfaces"`
 	// Loopback holds addresses placed on lo (service or host addresses).
 	Loopback []netip.Prefix `json:"loopback,omitempty"`
 	Routes   []Route        `json:"routes,omitempty"`
