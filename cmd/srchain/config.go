@@ -28,8 +28,9 @@ var defaultConfigFiles = map[string]string{
 var errConfigKey = errors.New("unknown key")
 
 // notInConfig are flags a config file must not set: they choose the file
-// itself or print something instead of running.
-var notInConfig = map[string]bool{"config": true, "help": true, "version": true}
+// itself, print something instead of running, or pick a one-off action
+// (agent --uninstall must never come from a unit's config file).
+var notInConfig = map[string]bool{"config": true, "help": true, "version": true, "uninstall": true}
 
 // loadConfig applies the config file of cmd: --config when given (it must
 // exist), else the command's default file under e.configDir when there is
