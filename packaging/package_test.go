@@ -126,7 +126,7 @@ func TestDebPackage(t *testing.T) {
 
 	ctrl := filepath.Join(t.TempDir(), "DEBIAN")
 	run(t, out, "dpkg-deb", "-e", deb, ctrl)
-	if b, err := os.ReadFile(filepath.Join(ctrl, "conffiles")); err != nil || string(b) != "/etc/srchain/agent.yaml\n/etc/srchain/serve.yaml\n" {
+	if b, err := os.ReadFile(filepath.Join(ctrl, "conffiles")); err != nil || string(b) != "/etc/srchain/agent.yaml\n/etc/srchain/serve.yaml\n/etc/iproute2/rt_protos.d/srchain.conf\n" {
 		t.Errorf("conffiles %q, %v", b, err)
 	}
 
@@ -169,6 +169,7 @@ func checkFileList(t *testing.T, list string) {
 		"./lib/systemd/system/srchain-serve.service":      "-rw-r--r--",
 		"./etc/srchain/agent.yaml":                        "-rw-r--r--",
 		"./etc/srchain/serve.yaml":                        "-rw-r--r--",
+		"./etc/iproute2/rt_protos.d/srchain.conf":         "-rw-r--r--",
 		"./usr/share/doc/srchain/copyright":               "-rw-r--r--",
 		"./usr/share/bash-completion/completions/srchain": "-rw-r--r--",
 		"./usr/share/zsh/vendor-completions/_srchain":     "-rw-r--r--",

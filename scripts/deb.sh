@@ -93,7 +93,7 @@ out=$(cd "$out" && pwd)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root=$stage/root
-install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/srchain" \
+install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/srchain" "$root/etc/iproute2/rt_protos.d" \
 	"$root/usr/share/man/man1" "$root/usr/share/bash-completion/completions" \
 	"$root/usr/share/zsh/vendor-completions" "$root/usr/share/doc/srchain"
 
@@ -114,6 +114,7 @@ done
 
 install -m 0644 packaging/systemd/srchain-agent.service packaging/systemd/srchain-serve.service "$root/lib/systemd/system/"
 install -m 0644 packaging/etc/agent.yaml packaging/etc/serve.yaml "$root/etc/srchain/"
+install -m 0644 packaging/etc/iproute2/srchain.conf "$root/etc/iproute2/rt_protos.d/srchain.conf"
 install -m 0644 packaging/copyright "$root/usr/share/doc/srchain/copyright"
 install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm "$root/DEBIAN/"
 install -m 0644 packaging/debian/conffiles "$root/DEBIAN/conffiles"
