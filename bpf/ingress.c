@@ -636,7 +636,8 @@ int srchain_ingress(struct __sk_buff *skb)
 	if (d.cfg->flowlabel > 0 && d.pol->mode == ING_MODE_ENCAP)
 		hash = bpf_get_hash_recalc(skb);
 	ing_outer(&d, hash);
-	rc = fib_lookup_ip6_dst(skb, &params, &d.outer, &d.outer.daddr, skb->ingress_ifindex, skb->mark);
+	rc = fib_lookup_ip6_dst_flags(skb, &params, &d.outer, &d.outer.daddr, skb->ingress_ifindex, skb->mark,
+				      d.cfg->fib_direct ? BPF_FIB_LOOKUP_DIRECT : 0);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED && !skb->gso_size)
 		return ing_too_big(skb, &c, &d, &params);
 
@@ -706,7 +707,8 @@ int srchain_ingress_xdp(struct xdp_md *ctx)
 	ing_outer(&d, 0);
 	if (d.outer.hop_limit <= 1)
 		goto pass;
-	rc = fib_lookup_ip6_dst(ctx, &params, &d.outer, &d.outer.daddr, ctx->ingress_ifindex, 0);
+	rc = fib_lookup_ip6_dst_flags(ctx, &params, &d.outer, &d.outer.daddr, ctx->ingress_ifindex, 0,
+				      d.cfg->fib_direct ? BPF_FIB_LOOKUP_DIRECT : 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 		goto pass;
 

@@ -64,7 +64,7 @@ static __always_inline void fib_count(__u32 slot)
 #define BPF_FIB_LOOKUP_MARK (1U << 5)
 #endif
 
-/* fib_lookup_ip6_dst fills params from ip6 with destination daddr (the
+/* fib_lookup_ip6_dst_flags fills params from ip6 with destination daddr (the
  * new DA: the packet may or may not be rewritten yet) and runs
  * bpf_fib_lookup for a packet that arrived on ifindex, with the packet mark for fwmark rules (skb->mark at tc; XDP has
  * none, pass 0). ctx is the program's context (struct __sk_buff * or
@@ -72,12 +72,11 @@ static __always_inline void fib_count(__u32 slot)
  * helper error) and counts it. params->tot_len is set, so the helper
  * checks the packet against the route's MTU (BPF_FIB_LKUP_RET_FRAG_NEEDED).
  */
-static __always_inline long fib_lookup_ip6_dst(void *ctx, struct bpf_fib_lookup *params,
-					       const struct ipv6hdr *ip6,
-					       const struct in6_addr *daddr, __u32 ifindex,
-					       __u32 mark)
+static __always_inline long fib_lookup_ip6_dst_flags(void *ctx, struct bpf_fib_lookup *params,
+						     const struct ipv6hdr *ip6,
+						     const struct in6_addr *daddr, __u32 ifindex,
+						     __u32 mark, __u32 flags)
 {
-	__u32 flags = 0;
 	long rc;
 
 	__builtin_memset(params, 0, sizeof(*params));
@@ -98,6 +97,15 @@ static __always_inline long fib_lookup_ip6_dst(void *ctx, struct bpf_fib_lookup 
 	rc = bpf_fib_lookup(ctx, params, sizeof(*params), flags);
 	fib_count(rc >= 0 && rc < FIB_SLOT_RET_MAX ? (__u32)rc : FIB_SLOT_MAX - 1);
 	return rc;
+}
+
+/* fib_lookup_ip6_dst is fib_lookup_ip6_dst_flags through the rules. */
+static __always_inline long fib_lookup_ip6_dst(void *ctx, struct bpf_fib_lookup *params,
+					       const struct ipv6hdr *ip6,
+					       const struct in6_addr *daddr, __u32 ifindex,
+					       __u32 mark)
+{
+	return fib_lookup_ip6_dst_flags(ctx, params, ip6, daddr, ifindex, mark, 0);
 }
 
 /* fib_lookup_ip6_mark looks up ip6's (already rewritten) destination. */

@@ -203,7 +203,13 @@ struct {
 struct ing_config {
 	struct in6_addr tunsrc; /* outer source (ip sr tunsrc) */
 	__s32 flowlabel;        /* net.ipv6.seg6_flowlabel: -1, 0 or 1 */
-	__u32 pad;
+	/* fib_direct: the node's ip rules are the kernel's defaults and
+	 * srchain's chain rules only (checked by the loader), none of which
+	 * an outer SRv6 packet can match: the first segment is looked up in
+	 * the main table directly (BPF_FIB_LOOKUP_DIRECT), not through one
+	 * rule per 5-tuple chain.
+	 */
+	__u32 fib_direct;
 	__u8 hash[32];          /* SHA-256 of the applied config (internal/ingress) */
 };
 

@@ -189,13 +189,22 @@ type Settings struct {
 	FlowLabel int
 	// HopLimit4 maps a chain's Dev to its net.ipv6.conf.DEV.hop_limit.
 	HopLimit4 map[string]uint8
+	// FIBDirect: every ip rule of the node is the kernel's (local, main,
+	// default) or srchain's (routing protocol RTProto): the program looks
+	// the first segment up in the main table directly, not through the
+	// chains' rules (ing_config.fib_direct).
+	FIBDirect bool
 }
+
+// RTProto is the routing protocol number of srchain's routes and rules
+// (internal/apply RTProto).
+const RTProto = 83
 
 // Hash identifies a config with its settings: the driver stores it with
 // the tables so Check can tell whether what runs is what is desired.
 func Hash(cfg Config, s Settings) [32]byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "tunsrc %v flowlabel %d\n", s.TunSrc, s.FlowLabel)
+	fmt.Fprintf(h, "tunsrc %v flowlabel %d direct %v\n", s.TunSrc, s.FlowLabel, s.FIBDirect)
 	for _, c := range cfg.Chains {
 		fmt.Fprintf(h, "chain %q %s %v %q %d %v %v %d %v %v %d\n", c.Name, c.Mode, c.Segments, c.Dev,
 			s.HopLimit4[c.Dev], c.Dst, c.Src, c.Proto, c.SPort, c.DPort, c.Ext)

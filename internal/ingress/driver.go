@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/srchain/srchain/internal/bpfrt"
 	"github.com/srchain/srchain/internal/drop"
@@ -75,10 +76,31 @@ func ReadSettings(ns *netns.NS, node state.Node, cfg Config) (Settings, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		s.FIBDirect, err = onlyOwnRules(ns)
+	}
 	if err != nil {
 		return s, fmt.Errorf("read ingress settings: %w", err)
 	}
 	return s, nil
+}
+
+// onlyOwnRules reports whether every ip rule of ns (both families) is
+// one of the kernel's defaults (priorities 0, 32766, 32767) or srchain's
+// (RTProto).
+func onlyOwnRules(ns *netns.NS) (bool, error) {
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		rules, err := ns.Netlink().RuleList(fam)
+		if err != nil {
+			return false, fmt.Errorf("list rules: %w", err)
+		}
+		for _, r := range rules {
+			if r.Protocol != RTProto && r.Priority != 0 && r.Priority != 32766 && r.Priority != 32767 {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 func readInt(path string) (int, error) {

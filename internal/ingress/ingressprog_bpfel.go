@@ -102,7 +102,7 @@ type ingressProgIngConfig struct {
 		}
 	}
 	Flowlabel int32
-	Pad       uint32
+	FibDirect uint32
 	Hash      [32]uint8
 }
 

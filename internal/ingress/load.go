@@ -207,6 +207,9 @@ func (in *Ingress) Update(cfg Config, s Settings) (prev int, err error) {
 		return 0, fmt.Errorf("update ingress: write policies: %w", err)
 	}
 	conf := ingressProgIngConfig{Flowlabel: int32(s.FlowLabel), Hash: Hash(cfg, s)}
+	if s.FIBDirect {
+		conf.FibDirect = 1
+	}
 	conf.Tunsrc.In6U.U6Addr8 = s.TunSrc.As16()
 	// The node settings are one word-sized-or-larger value read per
 	// packet; tunsrc and the flow label mode only change with the node's

@@ -13,8 +13,9 @@ import (
 // 5-tuple chain i gets a rule at priority 1000 + i per source into table
 // 1000 + i, which holds its seg6 routes; a destination chain its seg6
 // routes in the main table (encap: travel order; inline: iproute2 adds
-// the destination's slot itself). Tests install it to compare the
-// program with the kernel.
+// the destination's slot itself); rules carry srchain's protocol
+// (RTProto) as internal/apply writes them. Tests install it to compare
+// the program with the kernel.
 func KernelPolicy(chains []Chain, dev string) [][]string {
 	mode := map[state.EncapMode]string{state.ModeEncap: "encap", state.ModeInsert: "inline"}
 	var cmds [][]string
@@ -55,7 +56,7 @@ func KernelPolicy(chains []Chain, dev string) [][]string {
 					if c.DPort != (state.PortRange{}) {
 						rule = append(rule, "dport", fmt.Sprintf("%d-%d", c.DPort.From, c.DPort.To))
 					}
-					cmds = append(cmds, append(rule, "table", table))
+					cmds = append(cmds, append(rule, "table", table, "protocol", fmt.Sprint(RTProto)))
 				}
 			}
 			cmds = append(cmds, []string{fam, "route", "add", dst.String(), "table", table, "encap", "seg6",
