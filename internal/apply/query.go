@@ -12,15 +12,25 @@ import (
 // IngressPrograms returns the names of the BPF programs attached to the tcx
 // ingress of interface ifname in ns (what `lab status` and the tests check).
 func IngressPrograms(ns *netns.NS, ifname string) ([]string, error) {
+	return tcxPrograms(ns, ifname, ebpf.AttachTCXIngress, "ingress")
+}
+
+// EgressPrograms is IngressPrograms for the tcx egress hook (the OPoT
+// headend stage).
+func EgressPrograms(ns *netns.NS, ifname string) ([]string, error) {
+	return tcxPrograms(ns, ifname, ebpf.AttachTCXEgress, "egress")
+}
+
+func tcxPrograms(ns *netns.NS, ifname string, hook ebpf.AttachType, what string) ([]string, error) {
 	l, err := ns.Netlink().LinkByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("find interface %s: %w: %w", ifname, ErrNoInterface, err)
 	}
 	var names []string
 	err = ns.Do(func() error {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress})
+		res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: hook})
 		if err != nil {
-			return fmt.Errorf("query tcx ingress of %s: %w", ifname, err)
+			return fmt.Errorf("query tcx %s of %s: %w", what, ifname, err)
 		}
 		for _, p := range res.Programs {
 			prog, err := ebpf.NewProgramFromID(p.ID)

@@ -10,11 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-
 	"github.com/srchain/srchain/internal/apply"
-	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -100,7 +96,7 @@ func Status(ctx context.Context, lab string, opts Options) ([]NodeStatus, error)
 				if x, err := apply.XDPProgram(ns, ifn); err == nil && x != "" {
 					names = append([]string{"xdp:" + x}, names...)
 				}
-				if eg, err := egressPrograms(ns, ifn); err == nil {
+				if eg, err := apply.EgressPrograms(ns, ifn); err == nil {
 					for _, e := range eg {
 						names = append(names, egressPrefix+e)
 					}
@@ -163,35 +159,6 @@ func programsLabel(ifn string, names []string) string {
 		return ifn + ":none"
 	}
 	return ifn + ":" + strings.Join(names, "+")
-}
-
-// egressPrograms names the programs at tcx egress of ifname.
-func egressPrograms(ns *netns.NS, ifname string) ([]string, error) {
-	l, err := ns.Netlink().LinkByName(ifname)
-	if err != nil {
-		return nil, fmt.Errorf("find interface %s: %w", ifname, err)
-	}
-	var names []string
-	err = ns.Do(func() error {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXEgress})
-		if err != nil {
-			return fmt.Errorf("query tcx egress of %s: %w", ifname, err)
-		}
-		for _, p := range res.Programs {
-			prog, err := ebpf.NewProgramFromID(p.ID)
-			if err != nil {
-				return fmt.Errorf("open program %d: %w", p.ID, err)
-			}
-			info, err := prog.Info()
-			prog.Close()
-			if err != nil {
-				return fmt.Errorf("read program %d info: %w", p.ID, err)
-			}
-			names = append(names, info.Name)
-		}
-		return nil
-	})
-	return names, err
 }
 
 func orDash(s string) string {
