@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/srchain/srchain/internal/hostnode"
+	"github.com/srchain/srchain/internal/netns"
 	"github.com/srchain/srchain/internal/state"
 )
 
@@ -50,10 +51,7 @@ func newNodeCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := hostMounts(cmd.Name()); err != nil {
-				return err
-			}
-			ns, err := hostnode.Open()
+			ns, err := openHost(cmd)
 			if err != nil {
 				return err
 			}
@@ -85,10 +83,7 @@ func newNodeCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := hostMounts(cmd.Name()); err != nil {
-				return err
-			}
-			ns, err := hostnode.Open()
+			ns, err := openHost(cmd)
 			if err != nil {
 				return err
 			}
@@ -120,10 +115,7 @@ func newNodeCmd(e *env) *cobra.Command {
 		Short: "Remove what `node apply` added to this host and restore what it changed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := hostMounts(cmd.Name()); err != nil {
-				return err
-			}
-			ns, err := hostnode.Open()
+			ns, err := openHost(cmd)
 			if err != nil {
 				return err
 			}
@@ -153,6 +145,15 @@ func newNodeCmd(e *env) *cobra.Command {
 }
 
 // specNode loads and compiles a spec and returns one node's desired state.
+// openHost is the network namespace the command runs in, with the
+// caller's mounts (bpffs) in view (hostMounts).
+func openHost(cmd *cobra.Command) (*netns.NS, error) {
+	if err := hostMounts(cmd.Name()); err != nil {
+		return nil, err
+	}
+	return hostnode.Open()
+}
+
 func specNode(cmd *cobra.Command, file, node string) (state.Node, error) {
 	_, net, err := loadAndCompile(file)
 	if err != nil {
